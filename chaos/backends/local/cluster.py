@@ -1,0 +1,446 @@
+"""A real multi-node Ray cluster on one machine: one raylet per topology node, GCS state in Redis.
+
+Each node is one `ray start` launched as a session leader, on its own loopback address and
+its own block of ports; the head holds the GCS, which keeps its tables in an external
+Redis when the topology asks for GCS fault tolerance (``RAY_REDIS_ADDRESS`` and
+``RAY_external_storage_namespace``, the mechanism of Ray 2.60). Workers get
+``RAY_gcs_rpc_server_reconnect_timeout_s=600`` as KubeRay sets it, so they outlive a
+head restart.
+
+This class is the only place that starts or signals cluster processes. Faults use its
+methods (kill/restart a node, the head, Redis; partition/heal a zone), which act only on
+the sessions and PIDs recorded in the state file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from chaos import topology as topo
+from chaos.backends.local import ports, procs, redis
+from chaos.backends.local import state as st
+from chaos.backends.local.state import ClusterState, NodeState, RedisState
+from chaos.errors import ClusterError, SetupError, UsageError
+
+HEAD = "head"
+WORKER_RECONNECT_TIMEOUT_S = 600  # what KubeRay injects into workers with GCS FT
+HEAD_START_ATTEMPTS = 3
+
+
+def default_cluster_dir() -> Path:
+    """Where the state of the default local cluster lives (override with AVAILPROOF_HOME)."""
+    home = Path(os.environ.get("AVAILPROOF_HOME", Path.home() / ".availproof"))
+    return home / "cluster"
+
+
+def ray_binary() -> str:
+    candidate = Path(sys.executable).parent / "ray"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("ray")
+    if not found:
+        raise SetupError("the `ray` command is not installed in this environment (pip install 'ray[serve]')")
+    return found
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    role: str
+    zone: str | None
+    region: str | None
+    ip: str
+    processes: int  # live processes in the node's session
+    gcs_state: str  # ALIVE / DEAD / UNKNOWN (head down) / ABSENT (never registered)
+    serve_port: int
+
+    @property
+    def healthy(self) -> bool:
+        return self.processes > 0 and self.gcs_state == "ALIVE"
+
+
+class LocalCluster:
+    """Handle on a local cluster described by a state file in ``cluster_dir``."""
+
+    def __init__(self, cluster_dir: Path, state: ClusterState, log: Callable[[str], None] | None = None):
+        self.cluster_dir = Path(cluster_dir)
+        self.state = state
+        self.log = log or (lambda msg: None)
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def attach(cls, cluster_dir: Path | None = None, log: Callable[[str], None] | None = None) -> "LocalCluster":
+        """The cluster recorded in ``cluster_dir``; SetupError when there is none."""
+        cluster_dir = Path(cluster_dir or default_cluster_dir())
+        state = st.load(cluster_dir)
+        if state is None:
+            raise SetupError(f"no local cluster in {cluster_dir} (run `availproof cluster up`)")
+        return cls(cluster_dir, state, log)
+
+    @classmethod
+    def find(cls, cluster_dir: Path | None = None, log=None) -> "LocalCluster | None":
+        cluster_dir = Path(cluster_dir or default_cluster_dir())
+        state = st.load(cluster_dir)
+        return cls(cluster_dir, state, log) if state else None
+
+    @classmethod
+    def up(
+        cls,
+        topology: topo.Topology,
+        cluster_dir: Path | None = None,
+        log: Callable[[str], None] | None = None,
+        gcs_fault_tolerance: bool | None = None,
+    ) -> "LocalCluster":
+        """Start Redis, the head and one raylet per node. A running cluster is returned as is."""
+        cluster_dir = Path(cluster_dir or default_cluster_dir())
+        log = log or (lambda msg: None)
+        existing = cls.find(cluster_dir, log)
+        if existing is not None:
+            if existing.running():
+                log(f"cluster {existing.state.cluster_id} is already running in {cluster_dir}: nothing to do")
+                return existing
+            log(f"cleaning up the remains of cluster {existing.state.cluster_id}")
+            existing.down()
+
+        ray_binary()  # fail early, before anything starts
+        if topology.gcs_fault_tolerance if gcs_fault_tolerance is None else gcs_fault_tolerance:
+            redis.redis_binary()
+        gcs_ft = topology.gcs_fault_tolerance if gcs_fault_tolerance is None else gcs_fault_tolerance
+        rng = random.Random()
+        cluster_id = f"ap{rng.randrange(16**6):06x}"
+        prefix = ports.address_prefix(rng)
+        base = ports.find_blocks(len(topology.nodes) + 2, rng)
+        temp_root = f"/tmp/{cluster_id}"
+        state = ClusterState(
+            cluster_id=cluster_id,
+            topology=topology.to_doc(),
+            topology_source=topology.source,
+            gcs_fault_tolerance=gcs_ft,
+            temp_root=temp_root,
+            base_port=base,
+        )
+        state.nodes[HEAD] = NodeState(
+            name=HEAD, role="head", ip=f"{prefix}.2", ports=ports.node_ports(base, 1),
+            temp_dir=f"{temp_root}/head", labels={"node": HEAD, "availproof-role": "head"},
+            cpus=topology.head.cpus, memory_mb=topology.head.memory_mb,
+            object_store_mb=topology.head.object_store_mb,
+        )
+        for i, node in enumerate(topology.nodes):
+            state.nodes[node.name] = NodeState(
+                name=node.name, role="worker", ip=f"{prefix}.{3 + i}", ports=ports.node_ports(base, 2 + i),
+                temp_dir=f"{temp_root}/{node.name}", labels=node.ray_labels(), zone=node.zone,
+                region=node.region, cpus=node.cpus, memory_mb=node.memory_mb,
+                object_store_mb=node.object_store_mb,
+            )
+        if gcs_ft:
+            state.redis = RedisState(host=f"{prefix}.1", port=ports.node_ports(base, 0)["gcs"],
+                                     dir=str(cluster_dir / "redis"))
+        cluster = cls(cluster_dir, state, log)
+        cluster._save()
+        try:
+            t0 = time.monotonic()
+            if gcs_ft:
+                cluster.start_redis()
+            cluster.start_node(HEAD)
+            cluster._start_many([n.name for n in topology.nodes])
+            log(f"cluster {cluster_id} up in {time.monotonic() - t0:.1f} s")
+        except BaseException:
+            log("start failed: taking down what was started")
+            cluster.down()
+            raise
+        return cluster
+
+    def down(self) -> None:
+        """Stop every process this cluster started and remove its files. Safe to repeat."""
+        with self._lock:
+            for node in sorted(self.state.nodes.values(), key=lambda n: n.role == "head"):
+                self._kill_session(node)
+            if self.state.redis and self.state.redis.pid:
+                procs.stop_pid(self.state.redis.pid, timeout=5)
+                self.state.redis.pid = None
+            self._remove_netns()
+            shutil.rmtree(self.state.temp_root, ignore_errors=True)
+            if self.state.redis:
+                shutil.rmtree(self.state.redis.dir, ignore_errors=True)
+            st.remove(self.cluster_dir)
+            self.log(f"cluster {self.state.cluster_id} is down")
+
+    def running(self) -> bool:
+        return procs.alive(self.state.head.sid) or any(
+            procs.session_members(n.sid) for n in self.state.nodes.values() if n.sid
+        )
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def topology(self) -> topo.Topology:
+        return topo.parse(self.state.topology, source=self.state.topology_source)
+
+    def node(self, name: str) -> NodeState:
+        try:
+            return self.state.nodes[name]
+        except KeyError:
+            raise UsageError(f"no node {name!r} in cluster {self.state.cluster_id} "
+                             f"(nodes: {', '.join(self.state.nodes)})") from None
+
+    def nodes(self, *, zone: str | None = None, region: str | None = None, include_head: bool = False) -> list[NodeState]:
+        """Nodes of one failure domain (all workers when no domain is named)."""
+        out = [
+            n for n in self.state.nodes.values()
+            if (include_head or n.role == "worker")
+            and (zone is None or n.zone == zone)
+            and (region is None or n.region == region)
+        ]
+        if (zone or region) and not out:
+            raise UsageError(f"no nodes in {'zone ' + zone if zone else 'region ' + region!s}")
+        return out
+
+    def serve_url(self, node: str = HEAD) -> str:
+        n = self.node(node)
+        return f"http://{n.ip}:{n.serve_port}"
+
+    def proxy_urls(self) -> dict[str, str]:
+        """Serve proxy URL of every worker node, by node name."""
+        return {n.name: self.serve_url(n.name) for n in self.state.workers()}
+
+    def node_processes(self, name: str) -> list[int]:
+        n = self.node(name)
+        return procs.session_members(n.sid) if n.sid else []
+
+    def gcs_nodes(self, timeout: float = 3.0) -> list[dict] | None:
+        """Nodes as the GCS sees them (dashboard REST API), or None when the head does not answer."""
+        try:
+            with urllib.request.urlopen(f"{self.state.dashboard_url}/nodes?view=summary", timeout=timeout) as r:
+                data = json.load(r)
+        except (OSError, ValueError):
+            return None
+        return data.get("data", {}).get("summary", [])
+
+    def status(self) -> list[NodeStatus]:
+        seen: dict[str, str] = {}
+        summary = self.gcs_nodes()
+        if summary is not None:
+            # Newest registration wins: a restarted node registers again with a new node id.
+            for entry in sorted(summary, key=lambda e: e.get("raylet", {}).get("startTimeMs", 0) or 0):
+                raylet = entry.get("raylet", {})
+                ip = raylet.get("nodeManagerAddress") or entry.get("ip")
+                port = raylet.get("nodeManagerPort")
+                for n in self.state.nodes.values():
+                    if n.ip == ip and (port is None or port == n.ports["node_manager"]):
+                        seen[n.name] = raylet.get("state", "UNKNOWN")
+        out = []
+        for n in self.state.nodes.values():
+            gcs_state = "UNKNOWN" if summary is None else seen.get(n.name, "ABSENT")
+            out.append(NodeStatus(n.name, n.role, n.zone, n.region, n.ip,
+                                  len(self.node_processes(n.name)), gcs_state, n.serve_port))
+        return out
+
+    def redis_status(self) -> dict[str, str]:
+        r = self.state.redis
+        if r is None:
+            return {"state": "none (GCS fault tolerance off)"}
+        if not procs.alive(r.pid):
+            return {"state": "DOWN", "address": f"{r.host}:{r.port}"}
+        info = redis.info(r.host, r.port)
+        return {
+            "state": "UP" if info else "NOT ANSWERING",
+            "address": f"{r.host}:{r.port}",
+            "pid": str(r.pid),
+            "keys": info.get("dbsize", "?"),
+            "memory": info.get("used_memory_human", "?"),
+            "aof": "on" if info.get("aof_enabled") == "1" else "off",
+        }
+
+    def wait_healthy(self, timeout: float = 120.0, nodes: list[str] | None = None) -> None:
+        """Block until the named nodes (default: all) are ALIVE in the GCS with live processes."""
+        names = set(nodes or self.state.nodes)
+        deadline = time.monotonic() + timeout
+        last: list[NodeStatus] = []
+        while time.monotonic() < deadline:
+            last = [s for s in self.status() if s.name in names]
+            if last and all(s.healthy for s in last):
+                return
+            time.sleep(0.5)
+        bad = ", ".join(f"{s.name}={s.gcs_state}/{s.processes}p" for s in last if not s.healthy)
+        raise ClusterError(f"nodes not healthy after {timeout:.0f} s: {bad}")
+
+    # ------------------------------------------------------------------ node processes
+    def start_node(self, name: str) -> None:
+        """Start (or restart) one node; the head is retried with clean-up, as a rig must."""
+        with self._lock:
+            node = self.node(name)
+            if node.sid and procs.session_members(node.sid):
+                self.log(f"{name} is already running")
+                return
+            attempts = HEAD_START_ATTEMPTS if node.role == "head" else 2
+            for attempt in range(1, attempts + 1):
+                try:
+                    self._ray_start(node)
+                    break
+                except ClusterError as e:
+                    if attempt == attempts:
+                        raise
+                    self.log(f"{name}: start attempt {attempt} failed ({e}); cleaning up and retrying")
+
+    def _start_many(self, names: list[str]) -> None:
+        errors: list[BaseException] = []
+
+        def one(n: str):
+            try:
+                self.start_node(n)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, args=(n,)) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def kill_node(self, name: str, sig: int = signal.SIGKILL) -> list[int]:
+        """Kill every process of one node (its whole session). Returns the PIDs signalled."""
+        with self._lock:
+            node = self.node(name)
+            pids = self._kill_session(node, sig)
+            self.log(f"killed {name}: {len(pids)} processes")
+            return pids
+
+    def kill_head(self) -> list[int]:
+        return self.kill_node(HEAD)
+
+    def restart_head(self) -> None:
+        self.start_node(HEAD)
+
+    def _kill_session(self, node: NodeState, sig: int = signal.SIGKILL) -> list[int]:
+        if not node.sid:
+            return []
+        pids = procs.kill_session(node.sid, sig)
+        if sig == signal.SIGKILL:
+            node.sid = None
+            self._save()
+        return pids
+
+    def _ray_start(self, node: NodeState) -> None:
+        s = self.state
+        p = node.ports
+        Path(node.temp_dir).mkdir(parents=True, exist_ok=True)
+        # `ray start --head` refuses while this file points at a GCS it believes is up.
+        Path(node.temp_dir, "ray_current_cluster").unlink(missing_ok=True)
+        args = [
+            ray_binary(), "start",
+            f"--node-ip-address={node.ip}",
+            f"--node-manager-port={p['node_manager']}",
+            f"--object-manager-port={p['object_manager']}",
+            f"--metrics-export-port={p['metrics_export']}",
+            f"--dashboard-agent-listen-port={p['dashboard_agent_listen']}",
+            f"--dashboard-agent-grpc-port={p['dashboard_agent_grpc']}",
+            f"--runtime-env-agent-port={p['runtime_env_agent']}",
+            f"--min-worker-port={p['min_worker']}",
+            f"--max-worker-port={p['max_worker']}",
+            f"--num-cpus={node.cpus}",
+            f"--memory={node.memory_mb * 1024 * 1024}",
+            f"--object-store-memory={node.object_store_mb * 1024 * 1024}",
+            f"--temp-dir={node.temp_dir}",
+            f"--labels={','.join(f'{k}={v}' for k, v in node.labels.items())}",
+            "--disable-usage-stats",
+            "--log-style=record",
+        ]
+        env = dict(os.environ)
+        env.update({
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_gcs_rpc_server_reconnect_timeout_s": str(WORKER_RECONNECT_TIMEOUT_S),
+        })
+        if node.role == "head":
+            args += [
+                "--head",
+                f"--port={p['gcs']}",
+                "--include-dashboard=true",
+                f"--dashboard-host={node.ip}",
+                f"--dashboard-port={p['dashboard']}",
+                f"--ray-client-server-port={p['ray_client_server']}",
+            ]
+            topo_ = self.topology
+            env.update({
+                "DASHBOARD_METRIC_PORT": str(p["dashboard_metrics"]),
+                "AUTOSCALER_METRIC_PORT": str(p["autoscaler_metrics"]),
+                "RAY_health_check_period_ms": str(topo_.health_check.period_ms),
+                "RAY_health_check_failure_threshold": str(topo_.health_check.failure_threshold),
+            })
+            env.pop("RAY_REDIS_ADDRESS", None)
+            if s.gcs_fault_tolerance and s.redis:
+                env["RAY_REDIS_ADDRESS"] = f"{s.redis.host}:{s.redis.port}"
+                env["RAY_external_storage_namespace"] = s.cluster_id
+        else:
+            args.append(f"--address={s.gcs_address}")
+            env["RAY_SERVE_WORKER_PROXY_HTTP_PORT"] = str(p["serve_http"])
+            env["RAY_SERVE_WORKER_PROXY_GRPC_PORT"] = str(p["serve_grpc"])
+        logs = self.cluster_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        node.starts += 1
+        logfile = logs / f"{node.name}.start-{node.starts}.log"
+        with open(logfile, "wb") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+        node.sid = proc.pid  # the session id of everything the node starts
+        self._save()
+        t0 = time.monotonic()
+        try:
+            rc = proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc != 0 or not procs.session_members(node.sid):
+            tail = logfile.read_text(errors="replace").strip().splitlines()[-3:]
+            self._kill_session(node)
+            reason = "timed out" if rc is None else f"exit code {rc}"
+            raise ClusterError(f"`ray start` for {node.name} failed ({reason}): {' | '.join(tail)[-400:]}")
+        self.log(f"{node.name} started on {node.ip} in {time.monotonic() - t0:.1f} s")
+
+    # ------------------------------------------------------------------ Redis
+    def start_redis(self) -> None:
+        with self._lock:
+            r = self.state.redis
+            if r is None:
+                raise UsageError("this cluster runs without GCS fault tolerance: it has no Redis")
+            if procs.alive(r.pid):
+                return
+            r.pid = redis.start(r.host, r.port, Path(r.dir))
+            self._save()
+            self.log(f"redis up on {r.host}:{r.port} (pid {r.pid})")
+
+    def kill_redis(self) -> list[int]:
+        with self._lock:
+            r = self.state.redis
+            if r is None or not r.pid:
+                return []
+            sent = procs.signal_pids([r.pid], signal.SIGKILL)
+            procs.wait_gone([r.pid], 5)
+            r.pid = None
+            self._save()
+            self.log(f"killed redis: {sent}")
+            return sent
+
+    # ------------------------------------------------------------------ network
+    def _remove_netns(self) -> None:
+        for n in self.state.nodes.values():
+            if n.netns:
+                subprocess.run(["ip", "netns", "del", n.netns], capture_output=True)
+                n.netns = None
+
+    # ------------------------------------------------------------------ persistence
+    def _save(self) -> None:
+        with self._lock:
+            st.save(self.state, self.cluster_dir)

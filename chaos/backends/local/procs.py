@@ -1,0 +1,110 @@
+"""Processes by session: every node of the local cluster runs in a session of its own.
+
+`ray start` is launched as a session leader; the raylet, the GCS, the dashboard agents and
+every worker it forks inherit that session id (actor workers get process groups of their
+own, but not sessions). Killing a node therefore means killing its session, and nothing
+outside it: the backend never signals a process it did not start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, session id) of a process, or None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm may contain spaces or parentheses: split after the last ')'.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return rest[0], int(rest[3])
+
+
+def alive(pid: int | None) -> bool:
+    """True if the process exists and is not a zombie."""
+    if not pid:
+        return False
+    st = _stat(pid)
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def session_members(sid: int) -> list[int]:
+    """Live (non-zombie) processes whose session id is ``sid``."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        st = _stat(int(entry.name))
+        if st and st[1] == sid and st[0] not in ("Z", "X"):
+            out.append(int(entry.name))
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def reap() -> None:
+    """Collect exit statuses of our own dead children so they do not linger as zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def signal_pids(pids: list[int], sig: int) -> list[int]:
+    sent = []
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent.append(pid)
+        except ProcessLookupError:
+            pass
+    return sent
+
+
+def kill_session(sid: int, sig: int = signal.SIGKILL, timeout: float = 10.0) -> list[int]:
+    """Signal every process of a session until none is left (or timeout); return what was signalled."""
+    signalled: list[int] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        members = session_members(sid)
+        if not members:
+            reap()
+            return signalled
+        signalled += signal_pids(members, sig)
+        if time.monotonic() > deadline:
+            return signalled
+        time.sleep(0.05)
+        reap()
+
+
+def wait_gone(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reap()
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``."""
+    if not alive(pid):
+        return
+    signal_pids([pid], signal.SIGTERM)
+    if not wait_gone([pid], timeout):
+        signal_pids([pid], signal.SIGKILL)
+        wait_gone([pid], 5)

@@ -1,0 +1,19 @@
+"""Errors the user can act on. The CLI turns each into one line and an exit code."""
+
+
+class AvailproofError(Exception):
+    """Base class: a problem described in one line for the user."""
+
+    exit_code = 2
+
+
+class UsageError(AvailproofError):
+    """Bad input: a file, an argument or a field (exit code 2)."""
+
+
+class SetupError(AvailproofError):
+    """The environment is not as needed: a missing binary, model, or unreachable cluster (exit 2)."""
+
+
+class ClusterError(AvailproofError):
+    """The cluster did something unexpected while we drove it (exit 2)."""

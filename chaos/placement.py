@@ -1,0 +1,67 @@
+"""Where each Serve replica actually runs: read from the dashboard REST API, mapped to domains.
+
+Reading placement through the dashboard needs no Ray driver and keeps working across head
+restarts (it simply answers nothing while the head is down).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Replica:
+    app: str
+    deployment: str
+    replica_id: str
+    state: str
+    actor_name: str | None
+    actor_id: str | None
+    pid: int | None
+    node_ip: str | None
+    node: str | None
+    zone: str | None
+    region: str | None
+
+
+def serve_details(dashboard_url: str, timeout: float = 5.0) -> dict | None:
+    """The Serve instance details (`/api/serve/applications/`), or None when unavailable."""
+    try:
+        with urllib.request.urlopen(f"{dashboard_url}/api/serve/applications/", timeout=timeout) as r:
+            return json.load(r)
+    except (OSError, ValueError):
+        return None
+
+
+def replicas_from_details(details: dict | None, nodes_by_ip: dict[str, tuple[str, str | None, str | None]]) -> list[Replica]:
+    """Flatten Serve details into replicas; ``nodes_by_ip`` maps an IP to (node, zone, region)."""
+    out: list[Replica] = []
+    for app_name, app in ((details or {}).get("applications") or {}).items():
+        for dep_name, dep in (app.get("deployments") or {}).items():
+            for r in dep.get("replicas") or []:
+                ip = r.get("node_ip")
+                node, zone, region = nodes_by_ip.get(ip, (None, None, None))
+                out.append(Replica(
+                    app=app_name, deployment=dep_name, replica_id=r.get("replica_id", ""),
+                    state=r.get("state", "?"), actor_name=r.get("actor_name"), actor_id=r.get("actor_id"),
+                    pid=r.get("pid"), node_ip=ip, node=node, zone=zone, region=region,
+                ))
+    return out
+
+
+def replicas(cluster, app: str | None = None) -> list[Replica]:
+    """Replicas of a local cluster (all apps, or one)."""
+    by_ip = {n.ip: (n.name, n.zone, n.region) for n in cluster.state.nodes.values()}
+    rows = replicas_from_details(serve_details(cluster.state.dashboard_url), by_ip)
+    return [r for r in rows if app is None or r.app == app]
+
+
+def zones_of(rows: list[Replica], state: str = "RUNNING") -> dict[str, int]:
+    """Number of replicas in ``state`` per zone."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.state == state and r.zone:
+            out[r.zone] = out.get(r.zone, 0) + 1
+    return out

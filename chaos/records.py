@@ -1,0 +1,207 @@
+"""Request records and fault marks on one timeline, as NDJSON written incrementally.
+
+One file per run, one JSON object per line, three kinds:
+
+- ``{"kind": "run", ...}``      the run header: id, start instant, load shape, seeds, targets
+- ``{"kind": "request", ...}``  one finished request (success or failure), see :class:`RequestRecord`
+- ``{"kind": "mark", ...}``     one fault event, see :class:`FaultMark`
+
+Every instant is ``time.time_ns()`` taken at the event and written once. Each line is
+flushed when written and the file is fsync'ed at least once a second, so a crash of the rig
+loses at most the requests still in flight. The reader skips a torn last line (and reports
+it) instead of failing.
+
+Producers publish through :class:`Events` (typed hooks, after locust's): the NDJSON writer,
+the Prometheus exporter and the progress line all subscribe to the same stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+# Failure classes: one per distinguishable way a request can fail.
+CONNECT_REFUSED = "connect_refused"
+CONNECT_TIMEOUT = "connect_timeout"
+READ_TIMEOUT = "read_timeout"
+DEADLINE = "deadline"  # the per-request overall timeout expired
+HTTP_5XX = "http_5xx"
+HTTP_4XX = "http_4xx"
+CONNECTION_CLOSED = "connection_closed"  # closed/reset before the first token
+STREAM_BROKEN = "stream_broken"  # failed after the first token: a mid-stream failure
+MALFORMED = "malformed_response"
+OTHER = "other"
+FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTTP_5XX, HTTP_4XX,
+                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, OTHER)
+
+# Fault mark events and scopes.
+INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"
+MARK_EVENTS = (INJECT_START, INJECT_END, HEAL_START, HEAL_END)
+SCOPES = ("replica", "engine", "node", "head", "zone", "region", "partition", "redis")
+
+WARMUP, MEASURE = "warmup", "measure"
+
+
+@dataclass
+class RequestRecord:
+    """One request, successful or not. Times in seconds unless the name says ``_ns``."""
+
+    id: int
+    target: str  # name of the target (e.g. the node whose proxy was used)
+    url: str
+    zone: str | None  # failure domain of the target, when known
+    route: str  # /v1/chat/completions, /v1/completions
+    phase: str  # warmup | measure
+    planned_ns: int  # when the schedule said to send (open loop); = sent_ns in closed loop
+    sent_ns: int  # wall clock at send
+    sent_offset_s: float  # monotonic seconds since the run started
+    ok: bool = False
+    status: int | None = None  # HTTP status, when a response arrived
+    failure: str | None = None  # one of FAILURE_CLASSES
+    detail: str | None = None  # short text: the exception or body excerpt
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_mean_s: float | None = None
+    itl_p95_s: float | None = None
+    itl_max_s: float | None = None
+    output_tokens: int | None = None  # from the server's usage when given, else chunks counted
+    prompt_tokens: int | None = None
+    chunks: int = 0  # content chunks received
+    max_tokens: int | None = None
+    prompt_chars: int | None = None
+    stream: bool = True
+    kind: str = "request"
+
+    @property
+    def got_first_token(self) -> bool:
+        return self.ttft_s is not None
+
+
+@dataclass
+class FaultMark:
+    """One fault event on the run's timeline."""
+
+    event: str  # inject_start | inject_end | heal_start | heal_end
+    fault_id: str  # ties the four events of one fault together
+    scope: str  # replica | engine | node | head | zone | region | partition | redis
+    target: str  # what was hit (node name, zone, replica id, ...)
+    t_ns: int
+    zones: list[str] = field(default_factory=list)  # failure domains the fault affects
+    detail: dict[str, Any] = field(default_factory=dict)
+    kind: str = "mark"
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+class Events:
+    """Typed hooks: subscribe a callable to each event; emit calls them in order."""
+
+    def __init__(self):
+        self.run_started: list[Callable[[dict], None]] = []
+        self.request_done: list[Callable[[RequestRecord], None]] = []
+        self.fault_marked: list[Callable[[FaultMark], None]] = []
+        self.run_stopped: list[Callable[[dict], None]] = []
+
+    def emit(self, hook: list[Callable], payload) -> None:
+        for handler in list(hook):
+            handler(payload)
+
+
+class RecordWriter:
+    """Append records to an NDJSON file: one line each, flushed at once, fsync'ed every second."""
+
+    def __init__(self, path: str | Path, fsync_interval_s: float = 1.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._fsync_interval = fsync_interval_s
+        self._last_fsync = time.monotonic()
+        self.counts = {"run": 0, "request": 0, "mark": 0, "end": 0}
+
+    def attach(self, events: Events) -> "RecordWriter":
+        events.run_started.append(lambda header: self.write({"kind": "run", **header}))
+        events.request_done.append(self.write)
+        events.fault_marked.append(self.write)
+        events.run_stopped.append(lambda footer: self.write({"kind": "end", **footer}))
+        return self
+
+    def write(self, record) -> None:
+        data = asdict(record) if hasattr(record, "__dataclass_fields__") else record
+        line = json.dumps(data, separators=(",", ":"), default=str) + "\n"
+        with self._lock:
+            if self._f.closed:
+                return
+            self._f.write(line)
+            self._f.flush()
+            self.counts[data.get("kind", "request")] = self.counts.get(data.get("kind", "request"), 0) + 1
+            if time.monotonic() - self._last_fsync >= self._fsync_interval:
+                os.fsync(self._f.fileno())
+                self._last_fsync = time.monotonic()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._f.closed:
+                self._f.flush()
+                os.fsync(self._f.fileno())
+                self._f.close()
+
+
+@dataclass
+class RunRecords:
+    """Everything read back from one records file."""
+
+    header: dict[str, Any]
+    requests: list[RequestRecord]
+    marks: list[FaultMark]
+    footer: dict[str, Any] | None  # None when the run did not stop cleanly (partial run)
+    torn_lines: int = 0  # unparseable lines (a crash mid-write leaves at most one)
+
+    @property
+    def partial(self) -> bool:
+        return self.footer is None
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, dict | None]]:
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                yield i, json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                yield i, None
+
+
+_REQ_FIELDS = set(RequestRecord.__dataclass_fields__)
+_MARK_FIELDS = set(FaultMark.__dataclass_fields__)
+
+
+def read(path: str | Path) -> RunRecords:
+    """Read a records file back; several run headers (trials appended) keep the first."""
+    header: dict[str, Any] = {}
+    footer = None
+    requests: list[RequestRecord] = []
+    marks: list[FaultMark] = []
+    torn = 0
+    for _, obj in iter_lines(path):
+        if not isinstance(obj, dict):
+            torn += 1
+            continue
+        kind = obj.get("kind")
+        if kind == "request":
+            requests.append(RequestRecord(**{k: v for k, v in obj.items() if k in _REQ_FIELDS}))
+        elif kind == "mark":
+            marks.append(FaultMark(**{k: v for k, v in obj.items() if k in _MARK_FIELDS}))
+        elif kind == "run" and not header:
+            header = obj
+        elif kind == "end":
+            footer = obj
+        else:
+            torn += 1
+    return RunRecords(header=header, requests=requests, marks=marks, footer=footer, torn_lines=torn)

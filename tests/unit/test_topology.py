@@ -1,0 +1,100 @@
+import pytest
+import yaml
+
+from chaos import topology
+from chaos.errors import UsageError
+
+
+def doc(**overrides):
+    d = {
+        "name": "t",
+        "regions": [
+            {"name": "r1", "zones": [
+                {"name": "za", "nodes": [{"name": "a1", "cpus": 2}]},
+                {"name": "zb", "nodes": [{"name": "b1"}, {"name": "b2", "labels": {"tier": "x"}}]},
+            ]},
+        ],
+    }
+    d.update(overrides)
+    return d
+
+
+def test_shipped_default_is_one_region_three_zones_one_worker_each():
+    t = topology.load()
+    assert t.regions == ["region-1"]
+    assert t.zones == ["zone-a", "zone-b", "zone-c"]
+    assert [len(t.nodes_in(zone=z)) for z in t.zones] == [1, 1, 1]
+    assert t.gcs_fault_tolerance is True
+    assert t.head.cpus == 0
+
+
+def test_shipped_two_regions():
+    t = topology.load("two-regions")
+    assert len(t.regions) == 2
+    for r in t.regions:
+        assert len({n.zone for n in t.nodes_in(region=r)}) == 2
+
+
+def test_parse_assigns_domains_and_defaults():
+    t = topology.parse(doc())
+    b2 = t.node("b2")
+    assert (b2.zone, b2.region, b2.cpus) == ("zb", "r1", 4)
+    assert b2.ray_labels() == {"tier": "x", "region": "r1", "zone": "zb", "node": "b2"}
+    assert t.zone_region("za") == "r1"
+    assert [n.name for n in t.nodes_in(zone="zb")] == ["b1", "b2"]
+
+
+def test_round_trip_through_document():
+    t = topology.load("two-regions")
+    assert topology.parse(t.to_doc(), source=t.source) == t
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda d: d["regions"][0]["zones"][0]["nodes"][0].update(cpus=-1), "regions[0].zones[0].nodes[0].cpus"),
+        (lambda d: d["regions"][0]["zones"][0]["nodes"][0].update(cpus="two"), "regions[0].zones[0].nodes[0].cpus"),
+        (lambda d: d["regions"][0]["zones"][1].update(name="za"), "regions[0].zones[1].name"),
+        (lambda d: d["regions"][0]["zones"][1]["nodes"][0].update(name="a1"), "regions[0].zones[1].nodes[0].name"),
+        (lambda d: d["regions"][0]["zones"][0].update(nodez=[]), "regions[0].zones[0].nodez"),
+        (lambda d: d["regions"][0]["zones"][0].pop("nodes"), "regions[0].zones[0].nodes"),
+        (lambda d: d["regions"][0].update(zones=[]), "regions[0].zones"),
+        (lambda d: d["regions"][0].update(name="Bad_Name"), "regions[0].name"),
+        (lambda d: d["regions"][0]["zones"][1]["nodes"][1].update(labels={"zone": "x"}), "labels.zone"),
+        (lambda d: d.update(gcs_fault_tolerance="yes"), "gcs_fault_tolerance"),
+        (lambda d: d.update(health_check={"period_ms": 0}), "health_check.period_ms"),
+        (lambda d: d.pop("name"), "name"),
+    ],
+)
+def test_bad_field_is_named_in_one_line(mutate, field):
+    d = doc()
+    mutate(d)
+    with pytest.raises(UsageError) as e:
+        topology.parse(d, source="t.yaml")
+    msg = str(e.value)
+    assert msg.startswith("t.yaml: ")
+    assert field in msg
+    assert "\n" not in msg
+
+
+def test_not_a_mapping_and_bad_yaml(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("- just\n- a list\n")
+    with pytest.raises(UsageError, match="must be a mapping"):
+        topology.load(p)
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(UsageError, match=r"x.yaml: line \d+ not valid YAML"):
+        topology.load(p)
+    with pytest.raises(UsageError, match="cannot read"):
+        topology.load(tmp_path / "missing.yaml")
+
+
+def test_cli_exit_code_2_on_bad_topology(tmp_path, capsys):
+    from chaos import cli
+
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(doc(regions=[{"name": "r", "zones": [{"name": "z", "nodes": [{"name": "n", "cpus": 0}]}]}])))
+    rc = cli.main(["cluster", "up", "--topology", str(p), "--cluster-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and "regions[0].zones[0].nodes[0].cpus" in err[0]
