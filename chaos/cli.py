@@ -74,6 +74,79 @@ def print_status(cluster, replicas: bool = True, out=sys.stdout) -> None:
                       f"{r.node or '?':<10} {r.zone or '?':<8} {r.region or '?'}", file=out)
 
 
+# ---------------------------------------------------------------- deploy / run / suite
+def cmd_deploy(args) -> int:
+    from chaos import deploy
+    from chaos.backends.local import LocalCluster
+    from chaos.ctk.control import _app_spec
+
+    cluster = LocalCluster.attach(_cluster_dir(args), log=_say)
+    spec = _app_spec(args.app, cluster, {"replicas_per_zone": args.replicas_per_zone},
+                     {"availproof_model_path": args.model_path or ""})
+    deploy.deploy(cluster, spec, timeout=args.timeout, log=_say)
+    print_status(cluster)
+    return 0
+
+
+def _run_one(path: str, out: Path, args) -> dict:
+    from chaos import runner
+
+    extra = {"availproof_model_path": args.model_path} if getattr(args, "model_path", None) else {}
+    verdict, result = runner.run_experiment(path, out, app=args.app, cluster_dir=_cluster_dir(args),
+                                            extra_config=extra)
+    result["verdict"] = verdict
+    return result
+
+
+def _default_out(name: str) -> Path:
+    import time
+
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
+
+
+def cmd_run(args) -> int:
+    from chaos import runner
+    from chaos.experiment import load
+
+    load(args.experiment)  # one-line error on a bad file, before anything starts
+    out = Path(args.out) if args.out else _default_out(Path(args.experiment).stem)
+    results = []
+    for trial in range(1, args.trials + 1):
+        trial_out = out if args.trials == 1 else out / f"trial-{trial}"
+        _say(f"{args.experiment}: trial {trial}/{args.trials} -> {trial_out}")
+        results.append(_run_one(args.experiment, trial_out, args))
+    (out / "junit.xml").write_text(runner.junit_xml(results))
+    worst = max(r["verdict"] for r in results)
+    for r in results:
+        word = {0: "PASS", 1: "BOUND VIOLATED", 2: "ERROR"}[r["verdict"]]
+        _say(f"{word}: {r['experiment']}" + (f" ({r['error']})" if r.get("error") else ""))
+    return worst
+
+
+def cmd_suite(args) -> int:
+    from chaos import runner, suite
+
+    out = Path(args.out) if args.out else _default_out("suite")
+    names = suite.selection(args.full, args.only)
+    results = []
+    for name in names:
+        path = suite.experiment_path(name)
+        _say(f"suite: {name}")
+        try:
+            results.append(_run_one(str(path), out / name, args))
+        except AvailproofError as e:
+            results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})
+            _say(f"error: {e}")
+        suite.cleanup_between(args, _cluster_dir(args), log=_say)
+    (out / "junit.xml").write_text(runner.junit_xml(results))
+    table = suite.table(results)
+    (out / "suite.md").write_text(table)
+    print(table)
+    if not args.keep_cluster:
+        cmd_cluster_down(args)
+    return max((r["verdict"] for r in results), default=0)
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="availproof", description=__doc__.splitlines()[0])
@@ -90,7 +163,32 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_cluster_status)
     down = csub.add_parser("down", help="stop everything the cluster started (idempotent)")
     down.set_defaults(func=cmd_cluster_down)
-    for c in (up, status, down):
+    dep = sub.add_parser("deploy", help="deploy the Serve app on the running local cluster")
+    dep.add_argument("--app", choices=("stream", "llm"), default="stream")
+    dep.add_argument("--replicas-per-zone", type=int, default=1)
+    dep.add_argument("--model-path", default=None, help="checkpoint directory for --app llm (default: the tiny one)")
+    dep.add_argument("--timeout", type=float, default=600.0)
+    dep.set_defaults(func=cmd_deploy)
+
+    run = sub.add_parser("run", help="run one experiment file (brings the cluster up and deploys if needed)")
+    run.add_argument("experiment")
+    run.add_argument("--trials", type=int, default=1)
+    run.set_defaults(func=cmd_run)
+
+    su = sub.add_parser("suite", help="run the experiments in turn and print one summary table")
+    su.add_argument("--full", action="store_true", help="every experiment, not just the quick default set")
+    su.add_argument("--only", nargs="*", default=None, help="experiment names to run")
+    su.add_argument("--keep-cluster", action="store_true", help="leave the cluster up at the end")
+    su.set_defaults(func=cmd_suite)
+    demo = sub.add_parser("demo", help="the main job on the embedded default: the quick suite, then down")
+    demo.add_argument("--full", action="store_true")
+    demo.set_defaults(func=cmd_suite, only=None, keep_cluster=False)
+
+    for c in (run, su, demo):
+        c.add_argument("--app", choices=("stream", "llm"), default="stream")
+        c.add_argument("--model-path", default=None)
+        c.add_argument("--out", default=None, help="run directory (default: runs/<time>-<name>)")
+    for c in (up, status, down, dep, run, su, demo):
         c.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
     return p
 

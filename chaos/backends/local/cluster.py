@@ -434,6 +434,18 @@ class LocalCluster:
             return sent
 
     # ------------------------------------------------------------------ network
+    def partitioned_zones(self) -> list[str]:
+        return []
+
+    def partition_zone(self, zone: str) -> None:
+        if not self.state.netns_mode:
+            raise UsageError("a zone partition needs per-zone network namespaces; "
+                             "this cluster runs in loopback-only mode")
+
+    def heal_zone(self, zone: str) -> None:
+        if not self.state.netns_mode:
+            return
+
     def _remove_netns(self) -> None:
         for n in self.state.nodes.values():
             if n.netns:

@@ -108,3 +108,24 @@ def stop_pid(pid: int, timeout: float = 10.0) -> None:
     if not wait_gone([pid], timeout):
         signal_pids([pid], signal.SIGKILL)
         wait_gone([pid], 5)
+
+
+def state(pid: int) -> str | None:
+    """The process state letter (R, S, T, Z, ...), or None when it is gone."""
+    st = _stat(pid)
+    return st[0] if st else None
+
+
+def parent(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(raw[raw.rfind(")") + 2 :].split()[1])
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

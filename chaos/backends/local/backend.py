@@ -1,0 +1,152 @@
+"""The local backend: the fault interface over a :class:`LocalCluster`.
+
+Every process it signals is first checked to belong to a session recorded in the cluster's
+state file (the allowlist): a replica PID read from Serve is refused if it is anything else.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from chaos import placement
+from chaos.backends.local import procs
+from chaos.backends.local.cluster import HEAD, LocalCluster
+from chaos.errors import ClusterError, UsageError
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster = cluster
+
+    # ---------------------------------------------------------------- domains
+    def zones(self) -> list[str]:
+        return self.cluster.topology.zones
+
+    def regions(self) -> list[str]:
+        return self.cluster.topology.regions
+
+    def nodes_in(self, zone: str | None = None, region: str | None = None) -> list[str]:
+        return [n.name for n in self.cluster.nodes(zone=zone, region=region)]
+
+    def zone_of(self, node: str) -> str | None:
+        return self.cluster.node(node).zone
+
+    def zones_in_region(self, region: str) -> list[str]:
+        return sorted({n.zone for n in self.cluster.nodes(region=region)})
+
+    def targets(self) -> list[tuple[str, str, str | None, str | None]]:
+        """(name, proxy URL, zone, region) of every worker's Serve proxy."""
+        return [(n.name, self.cluster.serve_url(n.name), n.zone, n.region) for n in self.cluster.state.workers()]
+
+    def head_target(self) -> tuple[str, str, str | None, str | None]:
+        return (HEAD, self.cluster.serve_url(HEAD), None, None)
+
+    # ---------------------------------------------------------------- nodes
+    def kill_node(self, node: str) -> list[int]:
+        return self.cluster.kill_node(node)
+
+    def start_node(self, node: str) -> None:
+        self.cluster.start_node(node)
+
+    def kill_head(self) -> list[int]:
+        return self.cluster.kill_head()
+
+    def restart_head(self) -> None:
+        self.cluster.restart_head()
+
+    def kill_redis(self) -> list[int]:
+        return self.cluster.kill_redis()
+
+    def start_redis(self) -> None:
+        self.cluster.start_redis()
+
+    def partition_zone(self, zone: str) -> None:
+        self.cluster.partition_zone(zone)
+
+    def heal_zone(self, zone: str) -> None:
+        self.cluster.heal_zone(zone)
+
+    # ---------------------------------------------------------------- replicas
+    def replicas(self, state: str | None = "RUNNING") -> list[placement.Replica]:
+        return [r for r in placement.replicas(self.cluster) if state is None or r.state == state]
+
+    def pick_replica(self, zone: str | None = None, replica_id: str | None = None) -> placement.Replica:
+        rows = self.replicas()
+        if replica_id:
+            rows = [r for r in rows if r.replica_id == replica_id]
+        if zone:
+            rows = [r for r in rows if r.zone == zone]
+        if not rows:
+            raise ClusterError(f"no RUNNING replica{' in zone ' + zone if zone else ''} to act on")
+        return sorted(rows, key=lambda r: (r.zone or "", r.replica_id))[0]
+
+    def _owned(self, pid: int | None) -> int:
+        """Return ``pid`` if it belongs to a node session of this cluster; refuse otherwise."""
+        if not pid or not procs.alive(pid):
+            raise ClusterError(f"process {pid} is not running")
+        sid = procs._stat(pid)[1]
+        if sid not in {n.sid for n in self.cluster.state.nodes.values() if n.sid}:
+            raise UsageError(f"process {pid} is not part of cluster {self.cluster.state.cluster_id}: refused")
+        return pid
+
+    def kill_replica(self, r: placement.Replica) -> list[int]:
+        return procs.signal_pids([self._owned(r.pid)], signal.SIGKILL)
+
+    def engine_pids(self, r: placement.Replica) -> list[int]:
+        """The engine processes of a replica: vLLM's EngineCore children, else the replica itself."""
+        pid = self._owned(r.pid)
+        sid = procs._stat(pid)[1]
+        engines = [p for p in procs.session_members(sid)
+                   if procs.parent(p) == pid and "EngineCore" in procs.cmdline(p) + procs.comm(p)]
+        return engines or [pid]
+
+    def pause_engine(self, r: placement.Replica) -> list[int]:
+        return procs.signal_pids(self.engine_pids(r), signal.SIGSTOP)
+
+    def resume_engine(self, pids: list[int]) -> list[int]:
+        return procs.signal_pids([self._owned(p) for p in pids if procs.alive(p)], signal.SIGCONT)
+
+    # ---------------------------------------------------------------- health
+    def stopped_processes(self) -> list[int]:
+        out = []
+        for n in self.cluster.state.nodes.values():
+            if n.sid:
+                out += [p for p in procs.session_members(n.sid) if procs.state(p) in ("T", "t")]
+        return out
+
+    def heal_all(self, timeout: float = 180.0) -> dict:
+        """Undo whatever is broken: resume stopped processes, heal partitions, restart what is down."""
+        done: dict[str, list] = {"resumed": [], "healed": [], "started": []}
+        done["resumed"] = procs.signal_pids(self.stopped_processes(), signal.SIGCONT)
+        for zone in self.cluster.partitioned_zones():
+            self.cluster.heal_zone(zone)
+            done["healed"].append(zone)
+        r = self.cluster.state.redis
+        if r is not None and not procs.alive(r.pid):
+            self.cluster.start_redis()
+            done["started"].append("redis")
+        if not self.cluster.node_processes(HEAD):
+            self.cluster.restart_head()
+            done["started"].append(HEAD)
+        down = [n.name for n in self.cluster.state.workers() if not self.cluster.node_processes(n.name)]
+        if down:
+            self.cluster._start_many(down)
+            done["started"] += down
+        # a node that the GCS declared dead cannot rejoin: restart it
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            dead = [s.name for s in self.cluster.status() if s.role == "worker" and s.gcs_state == "DEAD"]
+            if not dead:
+                break
+            for name in dead:
+                self.cluster.kill_node(name)
+            self.cluster._start_many(dead)
+            done["started"] += dead
+        self.cluster.wait_healthy(timeout=timeout)
+        return done
+
+    def wait_healthy(self, timeout: float = 120.0) -> None:
+        self.cluster.wait_healthy(timeout=timeout)

@@ -1,0 +1,161 @@
+"""The Chaos Toolkit control that turns an experiment into a measurement.
+
+- before the experiment: make sure the cluster is up and the app deployed (idempotent), open
+  the records file;
+- before the method: start the load harness, wait out the warm-up and the baseline;
+- after the method: keep the load on for the recovery window, stop it, analyse the records,
+  check the bounds, write ``summary.json``;
+- after the experiment: put the summary and the bound results into the journal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from chaos import analysis, bounds, deploy, experiment as exp_mod, records as rec
+from chaos.backends.local import LocalCluster
+from chaos.backends.local.backend import LocalBackend
+from chaos.ctk import session
+from chaos.ctk.session import ActiveRun, log
+from chaos.errors import SetupError
+from chaos.faults import Marker
+from chaos.harness import LoadRun
+from chaos.workload import Target
+from serve_apps.config import AppSpec, LLMOptions
+
+
+def _app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any], configuration: dict) -> AppSpec:
+    spec = AppSpec(app=app, zones=cluster.topology.zones,
+                   replicas_per_zone=int(overrides.get("replicas_per_zone", 1)))
+    for key in ("health_check_period_s", "health_check_timeout_s", "max_ongoing_requests"):
+        if key in overrides:
+            setattr(spec, key, overrides[key])
+    if app == "llm":
+        spec.llm = LLMOptions(model_path=configuration.get("availproof_model_path", ""))
+    return spec
+
+
+def ensure_system(settings: exp_mod.Settings, configuration: dict) -> LocalBackend:
+    """Bring the cluster up if needed and deploy the app unless it is already RUNNING."""
+    from chaos import topology
+
+    cdir = session.cluster_dir(configuration)
+    cluster = LocalCluster.find(cdir, log=log)
+    if cluster is not None and cluster.running():
+        if cluster.state.gcs_fault_tolerance != settings.gcs_fault_tolerance:
+            raise SetupError(f"the running cluster has GCS fault tolerance "
+                             f"{'on' if cluster.state.gcs_fault_tolerance else 'off'} but the experiment needs it "
+                             f"{'on' if settings.gcs_fault_tolerance else 'off'}: run `availproof cluster down` first")
+    else:
+        cluster = LocalCluster.up(topology.load(settings.topology), cdir, log=log,
+                                  gcs_fault_tolerance=settings.gcs_fault_tolerance)
+    cluster.wait_healthy(timeout=180)
+    app = configuration.get("availproof_app", "stream")
+    spec = _app_spec(app, cluster, settings.app, configuration)
+    if deploy.app_status(cluster.state.dashboard_url) == "RUNNING":
+        deploy.wait_running(cluster, spec, timeout=30)  # placement check only
+    else:
+        deploy.deploy(cluster, spec, timeout=float(configuration.get("availproof_deploy_timeout_s", 600)), log=log)
+    return LocalBackend(cluster)
+
+
+def before_experiment_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
+    configuration = configuration or {}
+    settings = exp_mod.settings(context, source=context.get("title", "experiment"))
+    backend = ensure_system(settings, configuration)
+    out = session.out_dir(configuration, context.get("title", "experiment"))
+    out.mkdir(parents=True, exist_ok=True)
+    events = rec.Events()
+    writer = rec.RecordWriter(out / "records.ndjson").attach(events)
+    run = ActiveRun(experiment_title=context.get("title", ""), settings=settings, out_dir=out, backend=backend,
+                    app=configuration.get("availproof_app", "stream"), events=events, writer=writer,
+                    marker=Marker(events, log=log))
+    session.set_current(run)
+    log(f"records -> {run.records_path}")
+
+
+def _targets(run: ActiveRun) -> list[Target]:
+    b = run.backend
+    rows = []
+    if run.settings.targets in ("workers", "all"):
+        rows += b.targets()
+    if run.settings.targets in ("head", "all"):
+        rows.append(b.head_target())
+    return [Target(name, url, zone, region) for name, url, zone, region in rows]
+
+
+def before_method_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
+    run = session.current()
+    if run is None:
+        return
+    s = run.settings
+    shape = s.load
+    shape.model = (configuration or {}).get("availproof_model", shape.model)
+    run.load = LoadRun(_targets(run), shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts).start()
+    wait = shape.warmup_s + s.baseline_s
+    log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
+        f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets; "
+        f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
+    _wait(run, wait)
+
+
+def _wait(run: ActiveRun, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    last = 0.0
+    while time.monotonic() < end and run.load is not None and run.load.running:
+        time.sleep(min(0.25, max(0.0, end - time.monotonic())))
+        if time.monotonic() - last >= 5:
+            c = run.load.counts
+            log(f"  t+{run.load.elapsed_s():5.0f} s  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}")
+            last = time.monotonic()
+
+
+def after_method_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
+    run = session.current()
+    if run is None or run.load is None:
+        return
+    log(f"method done; keeping the load on for the {run.settings.recovery_window_s:.0f} s recovery window")
+    _wait(run, run.settings.recovery_window_s)
+    finish(run)
+
+
+def finish(run: ActiveRun) -> dict:
+    """Stop the load, analyse the records, check the bounds, write summary.json."""
+    if run.load is not None:
+        run.load.stop()
+        run.load.join(timeout=run.settings.load.timeout_s + 30)
+    run.writer.close()
+    records = rec.read(run.records_path)
+    summary = analysis.analyse(records, run.settings.steady_state, run.settings.slo)
+    results = bounds.check(summary, run.settings.bounds)
+    summary["experiment"] = run.experiment_title
+    summary["scope"] = run.settings.scope
+    summary["app"] = run.app
+    summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
+                         "results": results, "all_met": bounds.all_met(results)}
+    run.summary, run.bound_results = summary, results
+    session.write_json(run.out_dir / "summary.json", summary)
+    for f in summary["faults"]:
+        log(f"{f['scope']:<9} {f['target']:<12} failed {f['failed']['total']:>4} "
+            f"(mid-stream {f['failed']['mid_stream']})  detect {f['time_to_detect_s']}  "
+            f"first success {f['time_to_first_success_s']}  steady {f['time_to_steady_state_s']}  "
+            f"resolution {f['resolution_s']} s")
+    log(f"bounds {'MET' if summary['bounds']['all_met'] else 'VIOLATED'}: "
+        + ", ".join(f"{r['bound']}={r['value']} (limit {r['limit']})" for r in results if not r["met"]))
+    return summary
+
+
+def after_experiment_control(context: dict, state: dict | None = None, configuration: dict | None = None,
+                             **kwargs) -> None:
+    run = session.current()
+    if run is None:
+        return
+    try:
+        if run.summary is None:  # the method never ran to its end (interrupted, aborted)
+            finish(run)
+        if isinstance(state, dict):
+            state["availproof"] = {"out_dir": str(run.out_dir), "summary": run.summary}
+    finally:
+        run.writer.close()
+        session.set_current(None)

@@ -1,0 +1,101 @@
+"""Chaos Toolkit probes: what the steady-state hypotheses check."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from chaos import analysis, bounds, deploy, placement
+from chaos.ctk.session import backend_for, current
+from serve_apps import config as serve_config
+
+
+def app_status(configuration: dict | None = None) -> str:
+    """The Serve application's status (RUNNING, DEPLOYING, UNHEALTHY, ...), or DOWN."""
+    b = backend_for(configuration)
+    return deploy.app_status(b.cluster.state.dashboard_url) or "DOWN"
+
+
+def replicas_per_zone(configuration: dict | None = None) -> dict:
+    """RUNNING replicas per zone."""
+    return placement.zones_of(backend_for(configuration).replicas())
+
+
+def every_zone_serving(min_per_zone: int = 1, configuration: dict | None = None) -> bool:
+    """True when every zone of the topology has at least ``min_per_zone`` RUNNING replicas."""
+    b = backend_for(configuration)
+    per_zone = placement.zones_of(b.replicas())
+    return all(per_zone.get(z, 0) >= min_per_zone for z in b.zones())
+
+
+def cluster_healthy(configuration: dict | None = None) -> bool:
+    """Every node ALIVE in the GCS with live processes, and Redis up when GCS FT is on."""
+    b = backend_for(configuration)
+    nodes_ok = all(s.healthy for s in b.cluster.status())
+    redis = b.cluster.redis_status()
+    return nodes_ok and redis.get("state") in ("UP", "none (GCS fault tolerance off)")
+
+
+async def _sample(urls: list[str], n: int, timeout_s: float, model: str) -> list[tuple[bool, float | None]]:
+    from chaos.sse import DONE, SSEParser, parse_openai_event
+    import time
+
+    async def one(client, url):
+        t0 = time.monotonic()
+        try:
+            body = {"model": model, "max_tokens": 8, "stream": True,
+                    "messages": [{"role": "user", "content": "probe"}]}
+            async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+                if r.status_code != 200:
+                    return False, None
+                p, ttft, done = SSEParser(), None, False
+                async for chunk in r.aiter_bytes():
+                    for data in p.feed(chunk):
+                        if data == DONE:
+                            done = True
+                        elif ttft is None and parse_openai_event(data).has_token:
+                            ttft = time.monotonic() - t0
+                return done, ttft
+        except (httpx.HTTPError, ValueError):
+            return False, None
+
+    async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as client:
+        return await asyncio.gather(*[one(client, u) for u in urls for _ in range(n)])
+
+
+def _urls(b, which: str) -> list[str]:
+    if which == "head":
+        return [b.head_target()[1]]
+    return [t[1] for t in b.targets()]
+
+
+def requests_succeed(n: int = 3, via: str = "workers", timeout_s: float = 30.0,
+                     configuration: dict | None = None) -> bool:
+    """``n`` streaming chat requests through each worker proxy (or the head's) all succeed."""
+    b = backend_for(configuration)
+    model = (configuration or {}).get("availproof_model", "availproof-tiny")
+    results = asyncio.run(_sample(_urls(b, via), n, timeout_s, model))
+    return all(ok for ok, _ in results)
+
+
+def p95_ttft_below(bound_s: float, n: int = 5, timeout_s: float = 30.0, configuration: dict | None = None) -> bool:
+    """p95 TTFT of a short sample through the worker proxies is at most ``bound_s``."""
+    b = backend_for(configuration)
+    model = (configuration or {}).get("availproof_model", "availproof-tiny")
+    results = asyncio.run(_sample(_urls(b, "workers"), n, timeout_s, model))
+    ttfts = [t for ok, t in results if ok and t is not None]
+    p95 = analysis.percentile(ttfts, 0.95)
+    return len(ttfts) == len(results) and p95 is not None and p95 <= bound_s
+
+
+def recovery_within_bounds(configuration: dict | None = None) -> bool:
+    """The measured recovery meets every bound of the experiment (True before any measurement)."""
+    run = current()
+    if run is None or run.summary is None:
+        return True
+    return bounds.all_met(run.bound_results or [])
+
+
+__all__ = ["app_status", "replicas_per_zone", "every_zone_serving", "cluster_healthy", "requests_succeed",
+           "p95_ttft_below", "recovery_within_bounds", "serve_config"]

@@ -1,0 +1,87 @@
+"""The run in progress: what the control, the actions and the probes share within one process."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos import records as rec
+from chaos.backends.local import LocalCluster, default_cluster_dir
+from chaos.backends.local.backend import LocalBackend
+from chaos.experiment import Settings
+from chaos.faults import Marker
+from chaos.harness import LoadRun
+
+
+def log(msg: str) -> None:
+    print(f"availproof: {msg}", flush=True)
+
+
+@dataclass
+class ActiveRun:
+    experiment_title: str
+    settings: Settings
+    out_dir: Path
+    backend: LocalBackend
+    app: str
+    events: rec.Events
+    writer: rec.RecordWriter
+    marker: Marker
+    load: LoadRun | None = None
+    summary: dict[str, Any] | None = None
+    bound_results: list[dict[str, Any]] | None = None
+    started_mono: float = field(default_factory=time.monotonic)
+    stop_reason: str | None = None
+
+    @property
+    def records_path(self) -> Path:
+        return self.out_dir / "records.ndjson"
+
+
+_current: ActiveRun | None = None
+
+
+def current() -> ActiveRun | None:
+    return _current
+
+
+def set_current(run: ActiveRun | None) -> None:
+    global _current
+    _current = run
+
+
+def cluster_dir(configuration: dict | None) -> Path:
+    value = (configuration or {}).get("availproof_cluster_dir")
+    return Path(value) if value else default_cluster_dir()
+
+
+def out_dir(configuration: dict | None, title: str) -> Path:
+    value = (configuration or {}).get("availproof_out")
+    if value:
+        return Path(value)
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40]
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+
+
+def backend_for(configuration: dict | None) -> LocalBackend:
+    """The backend of the current run, or one attached from the configuration."""
+    run = current()
+    if run is not None:
+        return run.backend
+    return LocalBackend(LocalCluster.attach(cluster_dir(configuration), log=log))
+
+
+def marker_for() -> Marker:
+    run = current()
+    return run.marker if run is not None else Marker(log=log)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)

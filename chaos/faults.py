@@ -1,0 +1,170 @@
+"""One function per failure scope, written once against :class:`chaos.backends.base.Backend`.
+
+Each fault emits its marks (inject start/end, heal start/end) on the run's timeline through a
+:class:`Marker`, and has a way back: either it heals itself after ``outage_s``, or
+:func:`heal_all` (every experiment's rollback) restores the cluster.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from chaos import records as rec
+from chaos.errors import UsageError
+
+
+class Marker:
+    """Puts fault marks on the run's timeline (and anywhere else subscribed to the events)."""
+
+    def __init__(self, events: rec.Events | None = None, log: Callable[[str], None] = lambda m: None):
+        self.events = events
+        self.log = log
+        self.marks: list[rec.FaultMark] = []
+
+    def mark(self, event: str, fault_id: str, scope: str, target: str, zones: list[str],
+             detail: dict | None = None) -> rec.FaultMark:
+        m = rec.FaultMark(event=event, fault_id=fault_id, scope=scope, target=target, t_ns=rec.now_ns(),
+                          zones=list(zones), detail=detail or {})
+        self.marks.append(m)
+        if self.events is not None:
+            self.events.emit(self.events.fault_marked, m)
+        self.log(f"{event} {scope} {target}")
+        return m
+
+    @contextmanager
+    def inject(self, scope: str, target: str, zones: list[str], detail: dict | None = None) -> Iterator[dict]:
+        fault_id = f"{scope}-{uuid.uuid4().hex[:8]}"
+        out: dict[str, Any] = {"fault_id": fault_id, "scope": scope, "target": target, "zones": zones}
+        self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail)
+        yield out
+        self.mark(rec.INJECT_END, fault_id, scope, target, zones, {k: v for k, v in out.items()
+                                                                     if k not in ("fault_id", "scope", "target", "zones")})
+
+    @contextmanager
+    def heal(self, fault: dict) -> Iterator[None]:
+        args = (fault["fault_id"], fault["scope"], fault["target"], fault["zones"])
+        self.mark(rec.HEAL_START, *args)
+        yield
+        self.mark(rec.HEAL_END, *args)
+
+
+def _sleep(seconds: float | None) -> None:
+    if seconds:
+        time.sleep(seconds)
+
+
+def kill_replica(backend, marker: Marker, zone: str | None = None, method: str = "sigkill",
+                 replica=None) -> dict:
+    """Kill one RUNNING Serve replica (SIGKILL of its worker process); Serve replaces it."""
+    if method != "sigkill":
+        raise UsageError(f"replica kill method must be 'sigkill', got {method!r}")
+    r = replica or backend.pick_replica(zone=zone)
+    with marker.inject("replica", r.replica_id, [r.zone] if r.zone else [], {"node": r.node, "pid": r.pid}) as f:
+        f["pids"] = backend.kill_replica(r)
+    return f
+
+
+def hang_engine(backend, marker: Marker, zone: str | None = None, duration_s: float | None = None) -> dict:
+    """SIGSTOP a replica's engine (alive but stuck); detection must come from health checks.
+
+    With ``duration_s`` the engine is resumed (SIGCONT) after that long; otherwise the rollback
+    resumes it.
+    """
+    r = backend.pick_replica(zone=zone)
+    with marker.inject("engine", r.replica_id, [r.zone] if r.zone else [], {"node": r.node}) as f:
+        f["pids"] = backend.pause_engine(r)
+    if duration_s:
+        _sleep(duration_s)
+        with marker.heal(f):
+            backend.resume_engine(f["pids"])
+    return f
+
+
+def _outage(backend, marker: Marker, fault: dict, outage_s: float | None, restore: Callable[[], None]) -> None:
+    if outage_s is None:
+        return
+    _sleep(outage_s)
+    with marker.heal(fault):
+        restore()
+
+
+def kill_node(backend, marker: Marker, node: str | None = None, zone: str | None = None,
+              outage_s: float | None = None) -> dict:
+    """Kill every process of one worker node; restart it after ``outage_s`` (else in the rollback)."""
+    if node is None:
+        candidates = backend.nodes_in(zone=zone)
+        node = candidates[0]
+    z = backend.zone_of(node)
+    with marker.inject("node", node, [z] if z else []) as f:
+        f["pids"] = len(backend.kill_node(node))
+    _outage(backend, marker, f, outage_s, lambda: backend.start_node(node))
+    return f
+
+
+def kill_head(backend, marker: Marker, outage_s: float | None = 5.0) -> dict:
+    """SIGKILL the head (GCS, dashboard, Serve controller, head proxy); restart it after ``outage_s``."""
+    with marker.inject("head", "head", []) as f:
+        f["pids"] = len(backend.kill_head())
+    _outage(backend, marker, f, outage_s, backend.restart_head)
+    return f
+
+
+def kill_zone(backend, marker: Marker, zone: str, outage_s: float | None = None) -> dict:
+    """Kill every node of a zone at once."""
+    nodes = backend.nodes_in(zone=zone)
+    with marker.inject("zone", zone, [zone], {"nodes": nodes}) as f:
+        f["pids"] = sum(len(backend.kill_node(n)) for n in nodes)
+    _outage(backend, marker, f, outage_s, lambda: [backend.start_node(n) for n in nodes])
+    return f
+
+
+def kill_region(backend, marker: Marker, region: str, outage_s: float | None = None) -> dict:
+    """Kill every node of every zone of a region at once."""
+    nodes = backend.nodes_in(region=region)
+    zones = backend.zones_in_region(region)
+    with marker.inject("region", region, zones, {"nodes": nodes}) as f:
+        f["pids"] = sum(len(backend.kill_node(n)) for n in nodes)
+    _outage(backend, marker, f, outage_s, lambda: [backend.start_node(n) for n in nodes])
+    return f
+
+
+def kill_redis(backend, marker: Marker, outage_s: float | None = 5.0) -> dict:
+    """SIGKILL the GCS's Redis; restart it (same port, same append-only file) after ``outage_s``."""
+    with marker.inject("redis", "redis", []) as f:
+        f["pids"] = backend.kill_redis()
+    _outage(backend, marker, f, outage_s, backend.start_redis)
+    return f
+
+
+def partition_zone(backend, marker: Marker, zone: str, duration_s: float | None = None) -> dict:
+    """Cut a zone off the network (its namespaces' links down); heal after ``duration_s``."""
+    with marker.inject("partition", zone, [zone]) as f:
+        backend.partition_zone(zone)
+    _outage(backend, marker, f, duration_s, lambda: backend.heal_zone(zone))
+    return f
+
+
+def head_outage_second_fault(backend, marker: Marker, outage_s: float = 20.0, second: str = "replica",
+                             zone: str | None = None, delay_s: float = 3.0) -> dict:
+    """Kill the head, then a replica (or node) while the head is down, then restart the head."""
+    victim = backend.pick_replica(zone=zone) if second == "replica" else None  # placement needs the head
+    head = kill_head(backend, marker, outage_s=None)
+    _sleep(delay_s)
+    if second == "replica":
+        other = kill_replica(backend, marker, replica=victim)
+    elif second == "node":
+        other = kill_node(backend, marker, zone=zone)
+    else:
+        raise UsageError(f"second must be 'replica' or 'node', got {second!r}")
+    _sleep(max(0.0, outage_s - delay_s))
+    with marker.heal(head):
+        backend.restart_head()
+    return {"head": head, "second": other}
+
+
+def heal_all(backend, marker: Marker | None = None, timeout: float = 180.0) -> dict:
+    """Every experiment's rollback: resume, heal, restart whatever is down; wait for health."""
+    return backend.heal_all(timeout=timeout)

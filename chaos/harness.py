@@ -1,0 +1,310 @@
+"""The load harness: async httpx against OpenAI-compatible endpoints, every request recorded.
+
+- Open loop sends on the planned schedule whether or not earlier requests finished; closed
+  loop keeps a fixed number of requests in flight. Both stop by themselves at
+  ``duration_s`` or ``max_requests``, then wait at most ``drain_s`` for requests in flight.
+- The event loop runs on ``select()``, whose timeout has microsecond resolution (epoll's is a
+  millisecond): open-loop sends land on schedule without spinning.
+- Each finished request becomes one :class:`~chaos.records.RequestRecord`, published on
+  :class:`~chaos.records.Events` (the NDJSON writer, the Prometheus exporter and the progress
+  line subscribe there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import threading
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from chaos import records as rec
+from chaos.sse import DONE, MalformedStream, SSEParser, parse_openai_event
+from chaos.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(q * (len(s) - 1)))))
+    return s[k]
+
+
+def classify_exception(exc: BaseException, got_first_token: bool) -> tuple[str, str]:
+    """Map a client-side exception onto a failure class (and a short detail)."""
+    detail = f"{type(exc).__name__}: {exc}"[:200]
+    if got_first_token and not isinstance(exc, (asyncio.TimeoutError, httpx.TimeoutException)):
+        return rec.STREAM_BROKEN, detail
+    if isinstance(exc, asyncio.TimeoutError):
+        return rec.DEADLINE, detail or "deadline"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return rec.CONNECT_TIMEOUT, detail
+    if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
+        return rec.READ_TIMEOUT, detail
+    if isinstance(exc, httpx.ConnectError):
+        return rec.CONNECT_REFUSED, detail
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return rec.CONNECTION_CLOSED, detail
+    if isinstance(exc, MalformedStream):
+        return rec.MALFORMED, detail
+    return rec.OTHER, detail
+
+
+class LoadRun:
+    """One bounded load run. Use :meth:`run` (blocking) or :meth:`start` / :meth:`join` (thread)."""
+
+    def __init__(
+        self,
+        targets: list[Target],
+        shape: LoadShape,
+        events: rec.Events,
+        routing: str = "round_robin",
+        allow_hosts: tuple[str, ...] = (),
+        transport: httpx.AsyncBaseTransport | None = None,
+        run_id: str | None = None,
+    ):
+        for t in targets:
+            check_target_allowed(t.url, allow_hosts)
+        self.targets = targets
+        self.shape = shape
+        self.events = events
+        self.router = Router(list(targets), routing)
+        self.transport = transport
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.started_ns: int | None = None
+        self.t0: float | None = None  # monotonic at start
+        self.counts = {"sent": 0, "ok": 0, "failed": 0}
+        self.schedule_errors_s: list[float] = []
+        self.error: BaseException | None = None
+
+    # ---------------------------------------------------------------- public
+    def header(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "started_ns": self.started_ns,
+            "load": self.shape.to_dict(),
+            "routing": self.router.policy,
+            "targets": [t.__dict__ for t in self.targets],
+        }
+
+    def run(self) -> dict[str, Any]:
+        """Run to completion in this thread; returns the footer (counts, stop reason)."""
+        loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
+        self._loop = loop
+        try:
+            return loop.run_until_complete(self._main())
+        finally:
+            loop.close()
+
+    def start(self) -> "LoadRun":
+        def target():
+            try:
+                self.run()
+            except BaseException as e:  # noqa: BLE001 - surfaced by join()
+                self.error = e
+
+        self._thread = threading.Thread(target=target, name=f"load-{self.run_id}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while self.started_ns is None and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop sending; requests in flight are given ``drain_s`` to finish."""
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread:
+            self._thread.join(timeout)
+        if self.error:
+            raise self.error
+
+    @property
+    def running(self) -> bool:
+        return bool(self._thread and self._thread.is_alive())
+
+    def elapsed_s(self) -> float:
+        return 0.0 if self.t0 is None else time.monotonic() - self.t0
+
+    # ---------------------------------------------------------------- internals
+    async def _main(self) -> dict[str, Any]:
+        s = self.shape
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+        timeout = httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits, transport=self.transport,
+                                     trust_env=False) as client:
+            self.t0 = time.monotonic()
+            self.started_ns = time.time_ns()
+            self.events.emit(self.events.run_started, self.header())
+            inflight: set[asyncio.Task] = set()
+            if s.mode == "open":
+                reason = await self._open_loop(client, inflight)
+            else:
+                reason = await self._closed_loop(client, inflight)
+            drain = s.drain_s if s.drain_s is not None else s.timeout_s + 1.0
+            if inflight:
+                done, pending = await asyncio.wait(inflight, timeout=drain)
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    await asyncio.gather(*pending, return_exceptions=True)
+        footer = {
+            "run_id": self.run_id,
+            "stopped_ns": time.time_ns(),
+            "reason": reason,
+            "elapsed_s": round(time.monotonic() - self.t0, 6),
+            **self.counts,
+        }
+        self.events.emit(self.events.run_stopped, footer)
+        return footer
+
+    def _phase(self, offset: float) -> str:
+        return rec.WARMUP if offset < self.shape.warmup_s else rec.MEASURE
+
+    async def _open_loop(self, client: httpx.AsyncClient, inflight: set) -> str:
+        s = self.shape
+        for req in plan(s, self.router):
+            if self._stop.is_set():
+                return "stopped"
+            delay = self.t0 + req.offset_s - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._stop.is_set():
+                return "stopped"
+            task = asyncio.create_task(self._one(client, req, planned_ns=self.started_ns + int(req.offset_s * 1e9)))
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+        return "max_requests" if self.counts["sent"] >= s.max_requests else "duration"
+
+    async def _closed_loop(self, client: httpx.AsyncClient, inflight: set) -> str:
+        s = self.shape
+        requests = plan(s, self.router)
+        end = self.t0 + s.duration_s
+        reason = ["max_requests"]
+
+        async def worker():
+            for req in requests:  # a shared generator: each request goes to one worker
+                if self._stop.is_set():
+                    reason[0] = "stopped"
+                    return
+                if time.monotonic() >= end:
+                    reason[0] = "duration"
+                    return
+                await self._one(client, req, planned_ns=None)
+
+        workers = [asyncio.create_task(worker()) for _ in range(s.concurrency)]
+        await asyncio.gather(*workers)
+        return reason[0]
+
+    async def _one(self, client: httpx.AsyncClient, req: PlannedRequest, planned_ns: int | None) -> None:
+        s = self.shape
+        path, body = request_body(s, req)
+        url = req.target.url.rstrip("/") + path
+        sent_mono = time.monotonic()
+        sent_ns = time.time_ns()
+        offset = sent_mono - self.t0
+        if planned_ns is not None:
+            self.schedule_errors_s.append((sent_ns - planned_ns) / 1e9)
+        r = rec.RequestRecord(
+            id=req.id, target=req.target.name, url=req.target.url, zone=req.target.zone, route=path,
+            phase=self._phase(offset), planned_ns=planned_ns if planned_ns is not None else sent_ns,
+            sent_ns=sent_ns, sent_offset_s=round(offset, 6), max_tokens=req.max_tokens,
+            prompt_chars=len(req.prompt), stream=s.stream,
+        )
+        self.counts["sent"] += 1
+        token_times: list[float] = []
+        try:
+            async with asyncio.timeout(s.timeout_s):
+                if s.stream:
+                    await self._stream(client, url, body, r, token_times, sent_mono)
+                else:
+                    await self._unary(client, url, body, r)
+        except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - every failure is recorded
+            if isinstance(e, asyncio.CancelledError):
+                r.failure, r.detail = rec.DEADLINE, "cancelled at the end of the run (drain expired)"
+            elif r.failure is None:
+                r.failure, r.detail = classify_exception(e, bool(token_times))
+            r.ok = False
+        r.e2e_s = round(time.monotonic() - sent_mono, 6)
+        if token_times:
+            r.ttft_s = round(token_times[0] - sent_mono, 6)
+            gaps = [b - a for a, b in zip(token_times, token_times[1:])]
+            if gaps:
+                r.itl_mean_s = round(sum(gaps) / len(gaps), 6)
+                r.itl_p95_s = round(_percentile(gaps, 0.95), 6)
+                r.itl_max_s = round(max(gaps), 6)
+        r.chunks = len(token_times)
+        if r.ok and r.output_tokens is None:
+            r.output_tokens = len(token_times)
+        self.counts["ok" if r.ok else "failed"] += 1
+        self.events.emit(self.events.request_done, r)
+
+    @staticmethod
+    def _http_failure(r: rec.RequestRecord, status: int, text: str) -> None:
+        r.failure = rec.HTTP_5XX if status >= 500 else rec.HTTP_4XX
+        r.detail = f"HTTP {status}: {text[:160]}"
+
+    async def _stream(self, client, url, body, r: rec.RequestRecord, token_times: list[float], sent_mono) -> None:
+        async with client.stream("POST", url, json=body) as resp:
+            r.status = resp.status_code
+            if resp.status_code >= 400:
+                text = (await resp.aread()).decode(errors="replace")
+                self._http_failure(r, resp.status_code, text)
+                return
+            parser = SSEParser()
+            done = False
+            async for chunk in resp.aiter_bytes():
+                for data in parser.feed(chunk):
+                    if data == DONE:
+                        done = True
+                        continue
+                    c = parse_openai_event(data)
+                    if c.has_token:
+                        token_times.append(time.monotonic())
+                    if c.completion_tokens is not None:
+                        r.output_tokens = c.completion_tokens
+                        r.prompt_tokens = c.prompt_tokens
+            if not done:
+                r.failure = rec.STREAM_BROKEN if token_times else rec.CONNECTION_CLOSED
+                r.detail = "stream ended without [DONE]"
+                return
+            if not token_times and not r.output_tokens:
+                r.failure, r.detail = rec.MALFORMED, "stream finished without any output"
+                return
+            r.ok = True
+
+    async def _unary(self, client, url, body, r: rec.RequestRecord) -> None:
+        resp = await client.post(url, json=body)
+        r.status = resp.status_code
+        if resp.status_code >= 400:
+            self._http_failure(r, resp.status_code, resp.text)
+            return
+        try:
+            obj = resp.json()
+            choices = obj["choices"]
+            assert isinstance(choices, list) and choices
+        except (ValueError, KeyError, TypeError, AssertionError):
+            r.failure, r.detail = rec.MALFORMED, f"not an OpenAI completion: {resp.text[:120]!r}"
+            return
+        usage = obj.get("usage") or {}
+        r.output_tokens = usage.get("completion_tokens")
+        r.prompt_tokens = usage.get("prompt_tokens")
+        r.ttft_s = None  # not observable without streaming
+        r.ok = True
+
+
+def schedule_error_summary(errors_s: list[float]) -> dict[str, float | None]:
+    return {
+        "n": len(errors_s),
+        "p50_ms": None if not errors_s else round(_percentile(errors_s, 0.5) * 1e3, 4),
+        "p99_ms": None if not errors_s else round(_percentile(errors_s, 0.99) * 1e3, 4),
+        "max_ms": None if not errors_s else round(max(errors_s) * 1e3, 4),
+    }

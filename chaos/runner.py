@@ -1,0 +1,113 @@
+"""`availproof run`: one experiment through Chaos Toolkit's own API, with its outputs and verdict.
+
+Outputs in the run directory: ``journal.json`` (Chaos Toolkit), ``records.ndjson`` (every
+request and fault mark), ``summary.json`` (recovery per scope, bound results), ``junit.xml``.
+Verdict: 0 every bound met, 1 a bound violated (or the hypothesis deviated), 2 set-up error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from chaos import experiment as exp_mod
+from chaos.ctk import session
+from chaos.errors import SetupError
+
+PASS, VIOLATED, ERROR = 0, 1, 2
+
+
+def _chaos_logging() -> None:
+    logger = logging.getLogger("chaostoolkit")
+    if not any(getattr(h, "_availproof", False) for h in logger.handlers):
+        h = logging.StreamHandler(sys.stdout)
+        h.setFormatter(logging.Formatter("[%(asctime)s %(levelname)s] %(message)s", "%H:%M:%S"))
+        h._availproof = True
+        logger.addHandler(h)
+        logger.setLevel(logging.INFO)
+
+
+def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster_dir: Path | None = None,
+                   extra_config: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    """Run one experiment file; return (verdict, result) where result holds the summary."""
+    from chaoslib.experiment import ensure_experiment_is_valid
+    from chaoslib.experiment import run_experiment as ctk_run
+
+    experiment = exp_mod.load(path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = experiment.setdefault("configuration", {})
+    config["availproof_out"] = str(out_dir)
+    config["availproof_app"] = app
+    if cluster_dir is not None:
+        config["availproof_cluster_dir"] = str(cluster_dir)
+    for k, v in (extra_config or {}).items():
+        config[k] = v
+    _chaos_logging()
+    ensure_experiment_is_valid(experiment)
+    t0 = time.monotonic()
+    journal = ctk_run(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
+    wall = time.monotonic() - t0
+    (out_dir / "journal.json").write_text(json.dumps(journal, indent=2, default=str))
+    ours = journal.get("availproof") or {}
+    summary = ours.get("summary")
+    status = journal.get("status")
+    if summary is None or not summary.get("faults"):
+        reason = _first_failure(journal) or f"experiment {status}"
+        verdict = ERROR if status in ("failed", "aborted") or summary is None else VIOLATED
+        result = {"experiment": str(path), "status": status, "deviated": journal.get("deviated"),
+                  "wall_s": round(wall, 1), "summary": summary, "error": reason}
+        return verdict, result
+    met = summary["bounds"]["all_met"] and not journal.get("deviated")
+    result = {"experiment": str(path), "status": status, "deviated": journal.get("deviated"),
+              "wall_s": round(wall, 1), "summary": summary, "error": None if met else _violations(summary, journal)}
+    return (PASS if met else VIOLATED), result
+
+
+def _first_failure(journal: dict) -> str | None:
+    for run in journal.get("run") or []:
+        if run.get("status") == "failed":
+            return f"{run['activity'].get('name')}: {str(run.get('exception', ''))[-300:]}".replace("\n", " ")
+    ssh = journal.get("steady_states") or {}
+    for phase in ("before", "after"):
+        s = ssh.get(phase) or {}
+        if s and not s.get("steady_state_met", True):
+            bad = [p["activity"]["name"] for p in s.get("probes", []) if not p.get("tolerance_met", True)]
+            return f"steady-state hypothesis {phase} the method not met: {', '.join(bad)}"
+    return None
+
+
+def _violations(summary: dict, journal: dict) -> str:
+    bad = [f"{r['bound']}={r['value']} > {r['limit']}" for r in summary["bounds"]["results"] if not r["met"]]
+    if not bad:
+        return _first_failure(journal) or "steady state deviated"
+    return "; ".join(bad)
+
+
+def junit_xml(results: list[dict[str, Any]]) -> str:
+    from xml.sax.saxutils import escape, quoteattr
+
+    fails = sum(1 for r in results if r.get("verdict") == VIOLATED)
+    errors = sum(1 for r in results if r.get("verdict") == ERROR)
+    cases = []
+    for r in results:
+        name = Path(r["experiment"]).stem
+        body = ""
+        if r.get("verdict") == VIOLATED:
+            body = f"<failure message={quoteattr(r.get('error') or 'bound violated')}/>"
+        elif r.get("verdict") == ERROR:
+            body = f"<error message={quoteattr(r.get('error') or 'error')}/>"
+        summary = r.get("summary") or {}
+        out = escape(json.dumps({k: summary.get(k) for k in ("scope", "requests")}, default=str))
+        cases.append(f'  <testcase classname="availproof" name={quoteattr(name)} time="{r.get("wall_s", 0)}">'
+                     f"{body}<system-out>{out}</system-out></testcase>")
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="availproof" tests="{len(results)}" '
+            f'failures="{fails}" errors="{errors}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def check_app(app: str, model_path: str | None) -> None:
+    if app not in ("stream", "llm"):
+        raise SetupError(f"--app must be stream or llm, got {app!r}")

@@ -1,0 +1,128 @@
+"""The one source of truth for the Serve config.
+
+:func:`serve_config` turns an :class:`AppSpec` into a Serve declarative config (Ray Serve's
+``ServeDeploySchema``). The local backend PUTs that document to the dashboard's
+``/api/serve/applications/`` (what ``serve deploy`` does); the KubeRay manifests embed the very
+same document as ``serveConfigV2`` (which KubeRay PUTs to the same endpoint). Nothing else
+describes the deployment.
+
+Placement: one deployment with ``replicas_per_zone x zones`` replicas, kept off the head with a
+``label_selector`` on the zone label, and spread with ``max_replicas_per_node``. The shipped
+topologies have one node per zone, so that is one replica set per zone; where each replica
+actually landed is read back after deploy and checked (see ``chaos.deploy``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+APPS = ("stream", "llm")
+APP_NAME = "llm"  # the Serve application name, whichever backs it
+ROUTE = "/"
+
+
+@dataclass
+class StreamOptions:
+    prefill_s: float = 0.05
+    token_s: float = 0.02
+    jitter: float = 0.2
+
+
+@dataclass
+class LLMOptions:
+    model_path: str = ""  # a local checkpoint directory (the tiny one by default)
+    model_id: str = "availproof-tiny"
+    max_model_len: int = 512
+    kv_cache_bytes: int = 64 * 1024 * 1024
+    dtype: str = "float32"
+    num_cpus: float = 2.0  # logical CPUs one engine reserves
+
+
+@dataclass
+class AppSpec:
+    app: str = "stream"
+    zones: list[str] = field(default_factory=lambda: ["zone-a", "zone-b", "zone-c"])
+    replicas_per_zone: int = 1
+    http_port: int = 8000
+    health_check_period_s: float = 2.0
+    health_check_timeout_s: float = 5.0
+    max_ongoing_requests: int = 64
+    graceful_shutdown_timeout_s: float = 2.0
+    stream: StreamOptions = field(default_factory=StreamOptions)
+    llm: LLMOptions = field(default_factory=LLMOptions)
+
+    @property
+    def num_replicas(self) -> int:
+        return self.replicas_per_zone * len(self.zones)
+
+    @property
+    def model_id(self) -> str:
+        return self.llm.model_id if self.app == "llm" else "availproof-tiny"
+
+
+def _zone_selector(zones: list[str]) -> dict[str, str]:
+    return {"zone": f"in({','.join(zones)})"}
+
+
+def _deployment_common(spec: AppSpec) -> dict[str, Any]:
+    return {
+        "num_replicas": spec.num_replicas,
+        "max_replicas_per_node": spec.replicas_per_zone,
+        "max_ongoing_requests": spec.max_ongoing_requests,
+        "health_check_period_s": spec.health_check_period_s,
+        "health_check_timeout_s": spec.health_check_timeout_s,
+        "graceful_shutdown_timeout_s": spec.graceful_shutdown_timeout_s,
+    }
+
+
+def serve_config(spec: AppSpec) -> dict[str, Any]:
+    """The Serve declarative config (``ServeDeploySchema``) for ``spec``."""
+    if spec.app not in APPS:
+        raise ValueError(f"app must be one of {APPS}, got {spec.app!r}")
+    if spec.app == "stream":
+        application = {
+            "name": APP_NAME,
+            "route_prefix": ROUTE,
+            "import_path": "serve_apps.stream_target:app_builder",
+            "args": {"model": spec.model_id, **asdict(spec.stream)},
+            "deployments": [{
+                "name": "StreamTarget",
+                **_deployment_common(spec),
+                "ray_actor_options": {"num_cpus": 1, "label_selector": _zone_selector(spec.zones)},
+            }],
+        }
+    else:
+        from serve_apps import llm_app
+
+        application = llm_app.application_config(spec, _deployment_common(spec), _zone_selector(spec.zones))
+    return {
+        "proxy_location": "EveryNode",
+        "http_options": {"host": "0.0.0.0", "port": spec.http_port},
+        "applications": [application],
+    }
+
+
+def validate(config: dict[str, Any]) -> None:
+    """Check a config with Ray's own ``ServeDeploySchema`` and for unknown keys (which it accepts)."""
+    from ray.serve.schema import ServeDeploySchema
+
+    parsed = ServeDeploySchema.model_validate(config)
+    _check_unknown(config, parsed, "")
+
+
+def _check_unknown(doc: Any, model: Any, path: str) -> None:
+    from pydantic import BaseModel
+
+    if isinstance(model, BaseModel) and isinstance(doc, dict):
+        fields = type(model).model_fields
+        aliases = {f.alias for f in fields.values() if f.alias}
+        for key, value in doc.items():
+            if key not in fields and key not in aliases:
+                raise ValueError(f"serve config: unknown key {path + key!r}")
+            if key in ("args", "runtime_env", "user_config", "label_selector", "env_vars"):
+                continue  # free-form by design
+            _check_unknown(value, getattr(model, key, None), f"{path}{key}.")
+    elif isinstance(model, list) and isinstance(doc, list):
+        for i, (d, m) in enumerate(zip(doc, model)):
+            _check_unknown(d, m, f"{path[:-1]}[{i}].")

@@ -1,0 +1,141 @@
+"""A model-free token-streaming target: a real Ray Serve deployment with the OpenAI surface.
+
+For clusters that cannot run a model (kind, fast CI): it waits a configurable "prefill"
+delay, then emits one token every ``token_s`` seconds with multiplicative jitter, over
+``/v1/completions`` and ``/v1/chat/completions`` (SSE streaming or not) and lists its one
+model at ``/v1/models``. It is a load target with realistic timing, not a fake vLLM: it
+computes nothing and says so in every response (``system_fingerprint``).
+
+``/-/whoami`` tells which replica, process, node and zone answered (for placement checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+import uuid
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from ray import serve
+
+VOCAB = ("the", "zone", "replica", "stays", "up", "while", "a", "node", "fails", "and", "traffic",
+         "moves", "to", "healthy", "ones", "so", "requests", "keep", "flowing", "quickly")
+FINGERPRINT = "availproof-stream-target"
+
+api = FastAPI(title="availproof stream target")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=status)
+
+
+@serve.deployment(name="StreamTarget")
+@serve.ingress(api)
+class StreamTarget:
+    def __init__(self, model: str = "availproof-tiny", prefill_s: float = 0.05, token_s: float = 0.02,
+                 jitter: float = 0.2, max_tokens_cap: int = 512):
+        self.model = model
+        self.prefill_s = prefill_s
+        self.token_s = token_s
+        self.jitter = jitter
+        self.cap = max_tokens_cap
+        self.rng = random.Random()
+        self.started = time.time()
+
+    def _delay(self, base: float) -> float:
+        return max(0.0, base * (1 + self.rng.uniform(-self.jitter, self.jitter)))
+
+    async def _parse(self, request: Request):
+        try:
+            body = await request.json()
+        except ValueError:
+            return None, _error(400, "body is not JSON")
+        if not isinstance(body, dict):
+            return None, _error(400, "body must be a JSON object")
+        if body.get("model", self.model) != self.model:
+            return None, _error(404, f"model {body.get('model')!r} not found")
+        n = body.get("max_tokens", 16)
+        if not isinstance(n, int) or n < 1:
+            return None, _error(400, "max_tokens must be a positive integer")
+        return body, None
+
+    @api.get("/v1/models")
+    async def models(self):
+        return {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "availproof",
+                                             "created": int(self.started)}]}
+
+    @api.get("/-/whoami")
+    async def whoami(self):
+        import ray
+
+        ctx = ray.get_runtime_context()
+        labels = {}
+        try:
+            labels = ctx.get_node_labels()
+        except Exception:  # noqa: BLE001 - labels are informative only
+            pass
+        return {"replica": serve.get_replica_context().replica_id.unique_id, "pid": os.getpid(),
+                "node_id": ctx.get_node_id(), "zone": labels.get("zone"), "node": labels.get("node")}
+
+    @api.post("/v1/completions")
+    async def completions(self, request: Request):
+        return await self._generate(request, chat=False)
+
+    @api.post("/v1/chat/completions")
+    async def chat(self, request: Request):
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: Request, chat: bool):
+        body, err = await self._parse(request)
+        if err:
+            return err
+        n = min(body.get("max_tokens", 16), self.cap)
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16]
+        prompt = body.get("prompt") if not chat else " ".join(
+            str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, dict))
+        prompt_tokens = len(str(prompt or "").split())
+        words = [VOCAB[(i * 7 + prompt_tokens) % len(VOCAB)] for i in range(n)]
+        obj = "chat.completion" if chat else "text_completion"
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        if not body.get("stream"):
+            await asyncio.sleep(self._delay(self.prefill_s) + sum(self._delay(self.token_s) for _ in range(n - 1)))
+            text = " ".join(words)
+            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+                      if chat else {"index": 0, "text": text, "finish_reason": "length"})
+            return {"id": rid, "object": obj, "created": int(time.time()), "model": self.model,
+                    "system_fingerprint": FINGERPRINT, "choices": [choice], "usage": usage}
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(self._events(rid, chat, words, usage, include_usage),
+                                 media_type="text/event-stream")
+
+    async def _events(self, rid, chat, words, usage, include_usage):
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        created = int(time.time())
+
+        def event(choices, **extra):
+            payload = {"id": rid, "object": obj, "created": created, "model": self.model,
+                       "system_fingerprint": FINGERPRINT, "choices": choices, **extra}
+            return f"data: {json.dumps(payload)}\n\n"
+
+        await asyncio.sleep(self._delay(self.prefill_s))
+        for i, w in enumerate(words):
+            if i:
+                await asyncio.sleep(self._delay(self.token_s))
+            text = w if i == 0 else " " + w
+            last = i == len(words) - 1
+            finish = "length" if last else None
+            choice = ({"index": 0, "delta": {"content": text}, "finish_reason": finish} if chat
+                      else {"index": 0, "text": text, "finish_reason": finish})
+            yield event([choice])
+        if include_usage:
+            yield event([], usage=usage)
+        yield "data: [DONE]\n\n"
+
+
+def app_builder(args: dict) -> serve.Application:
+    """Import path for Serve configs: ``serve_apps.stream_target:app_builder``."""
+    return StreamTarget.bind(**(args or {}))
