@@ -92,6 +92,8 @@ def _run_one(path: str, out: Path, args) -> dict:
     from chaos import runner
 
     extra = {"availproof_model_path": args.model_path} if getattr(args, "model_path", None) else {}
+    if getattr(args, "replace_cluster", False):
+        extra["availproof_replace_cluster"] = True
     verdict, result = runner.run_experiment(path, out, app=args.app, cluster_dir=_cluster_dir(args),
                                             extra_config=extra)
     result["verdict"] = verdict
@@ -133,6 +135,7 @@ def cmd_suite(args) -> int:
         path = suite.experiment_path(name)
         _say(f"suite: {name}")
         try:
+            args.replace_cluster = True
             results.append(_run_one(str(path), out / name, args))
         except AvailproofError as e:
             results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})

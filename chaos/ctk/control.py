@@ -42,14 +42,21 @@ def ensure_system(settings: exp_mod.Settings, configuration: dict) -> LocalBacke
 
     cdir = session.cluster_dir(configuration)
     cluster = LocalCluster.find(cdir, log=log)
+    wanted = topology.load(settings.topology)
     if cluster is not None and cluster.running():
-        if cluster.state.gcs_fault_tolerance != settings.gcs_fault_tolerance:
-            raise SetupError(f"the running cluster has GCS fault tolerance "
-                             f"{'on' if cluster.state.gcs_fault_tolerance else 'off'} but the experiment needs it "
-                             f"{'on' if settings.gcs_fault_tolerance else 'off'}: run `availproof cluster down` first")
-    else:
-        cluster = LocalCluster.up(topology.load(settings.topology), cdir, log=log,
-                                  gcs_fault_tolerance=settings.gcs_fault_tolerance)
+        differs = (cluster.state.gcs_fault_tolerance != settings.gcs_fault_tolerance
+                   or cluster.topology.name != wanted.name)
+        if differs and configuration.get("availproof_replace_cluster"):
+            log("the running cluster differs from what this experiment needs: replacing it")
+            cluster.down()
+            cluster = None
+        elif differs:
+            raise SetupError(f"the running cluster ({cluster.topology.name}, GCS fault tolerance "
+                             f"{'on' if cluster.state.gcs_fault_tolerance else 'off'}) is not what the experiment "
+                             f"needs ({wanted.name}, {'on' if settings.gcs_fault_tolerance else 'off'}): "
+                             f"run `availproof cluster down` first")
+    if cluster is None or not cluster.running():
+        cluster = LocalCluster.up(wanted, cdir, log=log, gcs_fault_tolerance=settings.gcs_fault_tolerance)
     cluster.wait_healthy(timeout=180)
     app = configuration.get("availproof_app", "stream")
     spec = _app_spec(app, cluster, settings.app, configuration)
