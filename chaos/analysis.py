@@ -26,8 +26,8 @@ fault's ``inject_start`` mark; warm-up requests are left out everywhere):
 - **goodput**: requests per second that succeeded and met the SLO (TTFT, per-request p95
   inter-token latency, end-to-end), before the injection, during (injection to steady
   state) and after (steady state to the end of the analysis window).
-- **resolution**: the median gap between consecutive sends in the window. No figure above can
-  be finer than that; it is reported beside them.
+- **resolution**: the median gap between consecutive planned sends in the window (the
+  inter-arrival time). No figure above can be finer than that; it is reported beside them.
 """
 
 from __future__ import annotations
@@ -186,8 +186,8 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
     mid_stream = sum(1 for r in failed if r.got_first_token)
     zones = set(fault.zones)
     unaffected = sum(1 for r in failed if zones and r.zone is not None and r.zone not in zones)
-    sends = [r.sent_ns for r in rs]
-    gaps = [b - a for a, b in zip(sends, sends[1:])]
+    planned = sorted(r.planned_ns for r in rs)  # the schedule's resolution, not the (bunched) sends
+    gaps = [b - a for a, b in zip(planned, planned[1:])]
     before = [r for r in measured if measure_start_ns <= r.sent_ns < t0]
     recovered_at = steady_at if steady_at is not None else window_end_ns
     after_p95 = percentile([r.ttft_s for r in rs if recovered_at <= r.sent_ns and r.ttft_s is not None], 0.95)

@@ -64,6 +64,12 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     met = summary["bounds"]["all_met"] and not journal.get("deviated")
     result = {"experiment": str(path), "status": status, "deviated": journal.get("deviated"),
               "wall_s": round(wall, 1), "summary": summary, "error": None if met else _violations(summary, journal)}
+    failed_activity = _first_failure(journal)
+    if failed_activity and not failed_activity.startswith("steady-state"):
+        # the experiment did not run as written (e.g. a restart inside the method failed): the
+        # figures are still in the summary, but the run does not count as a pass or a violation
+        result["error"] = f"method activity failed: {failed_activity}"
+        return ERROR, result
     return (PASS if met else VIOLATED), result
 
 

@@ -50,5 +50,11 @@ def head_outage_second_fault(outage_s: float = 20.0, second: str = "replica", zo
 
 
 def heal_all(timeout_s: float = 240.0, configuration: dict | None = None) -> dict:
-    """The rollback of every experiment: restore whatever is broken and wait for health."""
-    return faults.heal_all(backend_for(configuration), timeout=timeout_s)
+    """The rollback of every experiment: restore whatever is broken, wait for health, and
+    redeploy the app if the cluster lost it (a head restart without GCS fault tolerance)."""
+    from chaos.ctk.control import redeploy_if_gone
+
+    backend = backend_for(configuration)
+    done = faults.heal_all(backend, timeout=timeout_s)
+    done["redeployed"] = redeploy_if_gone(backend, configuration or {})
+    return done

@@ -67,6 +67,22 @@ def ensure_system(settings: exp_mod.Settings, configuration: dict) -> LocalBacke
     return LocalBackend(cluster)
 
 
+def redeploy_if_gone(backend: LocalBackend, configuration: dict) -> bool:
+    """Deploy the app again when it is not there; wait until every zone serves again."""
+    cluster = backend.cluster
+    run = session.current()
+    overrides = run.settings.app if run else {}
+    spec = _app_spec(configuration.get("availproof_app", "stream"), cluster, overrides, configuration)
+    status = deploy.app_status(cluster.state.dashboard_url)
+    timeout = float(configuration.get("availproof_deploy_timeout_s", 600))
+    if status is None:
+        log("the Serve app is gone: deploying it again")
+        deploy.deploy(cluster, spec, timeout=timeout, log=log)
+        return True
+    deploy.wait_running(cluster, spec, timeout=timeout, log=log)
+    return False
+
+
 def before_experiment_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
     configuration = configuration or {}
     settings = exp_mod.settings(context, source=context.get("title", "experiment"))

@@ -135,16 +135,19 @@ class LocalBackend:
         if down:
             self.cluster._start_many(down)
             done["started"] += down
-        # a node that the GCS declared dead cannot rejoin: restart it
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            dead = [s.name for s in self.cluster.status() if s.role == "worker" and s.gcs_state == "DEAD"]
-            if not dead:
-                break
-            for name in dead:
+        # A node the GCS declared dead cannot rejoin, and after a head restart without GCS fault
+        # tolerance no worker is known to the new GCS: give reconnecting nodes a moment, then
+        # restart whatever is still DEAD or ABSENT.
+        try:
+            self.cluster.wait_healthy(timeout=20)
+        except ClusterError:
+            stuck = [s.name for s in self.cluster.status()
+                     if s.role == "worker" and s.gcs_state in ("DEAD", "ABSENT")]
+            for name in stuck:
                 self.cluster.kill_node(name)
-            self.cluster._start_many(dead)
-            done["started"] += dead
+            if stuck:
+                self.cluster._start_many(stuck)
+                done["started"] += stuck
         self.cluster.wait_healthy(timeout=timeout)
         return done
 

@@ -37,6 +37,8 @@ from chaos.errors import ClusterError, SetupError, UsageError
 HEAD = "head"
 WORKER_RECONNECT_TIMEOUT_S = 600  # what KubeRay injects into workers with GCS FT
 HEAD_START_ATTEMPTS = 3
+AGENT_REGISTER_TIMEOUT_MS = 120_000
+LATE_REGISTRATION_WAIT_S = 90.0
 
 
 def default_cluster_dir() -> Path:
@@ -363,6 +365,9 @@ class LocalCluster:
         env.update({
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_gcs_rpc_server_reconnect_timeout_s": str(WORKER_RECONNECT_TIMEOUT_S),
+            # Under CPU contention the dashboard agent can take longer than the raylet's default
+            # wait for its ports, and the raylet aborts (WaitForDashboardAgentPorts).
+            "RAY_agent_register_timeout_ms": str(AGENT_REGISTER_TIMEOUT_MS),
         })
         if node.role == "head":
             args += [
@@ -402,12 +407,31 @@ class LocalCluster:
             rc = proc.wait(timeout=180)
         except subprocess.TimeoutExpired:
             rc = None
+        if rc not in (0, None) and self._raylet_alive(node):
+            # `ray start` gives up after a fixed 30 s for the raylet to register; under load the
+            # raylet may still be on its way: give it a while longer before calling it failed.
+            self.log(f"{node.name}: `ray start` gave up early; waiting for its raylet to register")
+            if self._wait_registered(node, LATE_REGISTRATION_WAIT_S):
+                rc = 0
         if rc != 0 or not procs.session_members(node.sid):
             tail = logfile.read_text(errors="replace").strip().splitlines()[-3:]
             self._kill_session(node)
             reason = "timed out" if rc is None else f"exit code {rc}"
             raise ClusterError(f"`ray start` for {node.name} failed ({reason}): {' | '.join(tail)[-400:]}")
         self.log(f"{node.name} started on {node.ip} in {time.monotonic() - t0:.1f} s")
+
+    def _raylet_alive(self, node: NodeState) -> bool:
+        return any("raylet/raylet" in procs.cmdline(p) for p in procs.session_members(node.sid or 0))
+
+    def _wait_registered(self, node: NodeState, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._raylet_alive(node):
+                return False
+            if any(s.name == node.name and s.gcs_state == "ALIVE" for s in self.status()):
+                return True
+            time.sleep(1.0)
+        return False
 
     # ------------------------------------------------------------------ Redis
     def start_redis(self) -> None:

