@@ -88,6 +88,13 @@ def cmd_deploy(args) -> int:
     return 0
 
 
+def cmd_checkpoint(args) -> int:
+    from serve_apps import checkpoint
+
+    print(checkpoint.build(args.dir or checkpoint.DEFAULT_DIR, seed=args.seed))
+    return 0
+
+
 def _run_one(path: str, out: Path, args) -> dict:
     from chaos import runner
 
@@ -172,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     dep.add_argument("--model-path", default=None, help="checkpoint directory for --app llm (default: the tiny one)")
     dep.add_argument("--timeout", type=float, default=600.0)
     dep.set_defaults(func=cmd_deploy)
+
+    ck = sub.add_parser("checkpoint", help="build the tiny offline checkpoint (random weights, local tokenizer)")
+    ck.add_argument("dir", nargs="?", default=None)
+    ck.add_argument("--seed", type=int, default=0)
+    ck.set_defaults(func=cmd_checkpoint)
 
     run = sub.add_parser("run", help="run one experiment file (brings the cluster up and deploys if needed)")
     run.add_argument("experiment")

@@ -17,6 +17,8 @@ from chaos import placement
 from chaos.errors import ClusterError
 from serve_apps import config as serve_config
 
+DEPLOY_FAILED_GRACE_S = 120.0
+
 
 def put_config(dashboard_url: str, config: dict, timeout: float = 30.0) -> None:
     req = urllib.request.Request(f"{dashboard_url}/api/serve/applications/", method="PUT",
@@ -30,32 +32,57 @@ def put_config(dashboard_url: str, config: dict, timeout: float = 30.0) -> None:
         raise ClusterError(f"cannot reach the dashboard at {dashboard_url}: {e}") from None
 
 
-def app_status(dashboard_url: str, app: str = serve_config.APP_NAME) -> str | None:
+def proxy_ready(url: str, timeout: float = 2.0) -> bool:
+    """A Serve proxy that answers /-/routes with the app's route (proxies start after the app)."""
+    try:
+        with urllib.request.urlopen(f"{url}/-/routes", timeout=timeout) as r:
+            return r.status == 200 and serve_config.ROUTE in json.load(r)
+    except (OSError, ValueError):
+        return False
+
+
+def app_status(dashboard_url: str, app: str = serve_config.APP_NAME, since: float | None = None) -> str | None:
+    """The app's status; with ``since`` (wall clock), a status from an older deploy reads PENDING."""
     details = placement.serve_details(dashboard_url)
     if not details:
         return None
     a = (details.get("applications") or {}).get(app)
-    return a.get("status") if a else None
+    if not a:
+        return None
+    if since is not None and (a.get("last_deployed_time_s") or 0) < since - 1.0:
+        return "PENDING"
+    return a.get("status")
 
 
 def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Callable[[str], None] = lambda m: None,
-                 per_zone: bool = True) -> list[placement.Replica]:
+                 per_zone: bool = True, since: float | None = None) -> list[placement.Replica]:
     """Wait until the app is RUNNING with every replica RUNNING where it should be."""
     deadline = time.monotonic() + timeout
     last = ""
+    failed_since = None
     while time.monotonic() < deadline:
-        status = app_status(cluster.state.dashboard_url)
+        status = app_status(cluster.state.dashboard_url, since=since)
         rows = [r for r in placement.replicas(cluster, serve_config.APP_NAME) if r.state == "RUNNING"]
-        zones = placement.zones_of(rows)
+        by_dep: dict[str, list[placement.Replica]] = {}
+        for r in rows:
+            by_dep.setdefault(r.deployment, []).append(r)
+        zones = {d: placement.zones_of(rs) for d, rs in sorted(by_dep.items())}
         now = f"app {status}, running replicas per zone {zones}"
         if now != last:
             log(now)
             last = now
-        if status == "RUNNING" and len(rows) == spec.num_replicas:
-            if per_zone and any(zones.get(z, 0) != spec.replicas_per_zone for z in spec.zones):
-                raise ClusterError(f"replicas landed on {zones}, expected {spec.replicas_per_zone} in each of {spec.zones}")
-            return rows
-        if status in ("DEPLOY_FAILED",):
+        if status == "RUNNING" and by_dep and all(len(rs) == spec.num_replicas for rs in by_dep.values()):
+            for dep, z in zones.items():
+                if per_zone and any(z.get(zone, 0) != spec.replicas_per_zone for zone in spec.zones):
+                    raise ClusterError(f"{dep} replicas landed on {z}, expected {spec.replicas_per_zone} "
+                                       f"in each of {spec.zones}")
+            waiting = [u for u in cluster.proxy_urls().values() if not proxy_ready(u)]
+            if not waiting:
+                return rows
+            last = f"app RUNNING; waiting for the proxies at {', '.join(waiting)}"
+        failed_since = (failed_since or time.monotonic()) if status == "DEPLOY_FAILED" else None
+        # Serve keeps retrying a failed replica: give up only when the failure persists
+        if failed_since is not None and time.monotonic() - failed_since > DEPLOY_FAILED_GRACE_S:
             details = placement.serve_details(cluster.state.dashboard_url) or {}
             msg = ((details.get("applications") or {}).get(serve_config.APP_NAME) or {}).get("message", "")
             raise ClusterError(f"deploy failed: {msg[:400]}")
@@ -70,16 +97,24 @@ def deploy(cluster, spec: serve_config.AppSpec, timeout: float = 300.0,
     cfg = serve_config.serve_config(spec)
     serve_config.validate(cfg)
     t0 = time.monotonic()
+    if app_status(cluster.state.dashboard_url) == "DEPLOY_FAILED":
+        log("the app is in DEPLOY_FAILED: deleting it before deploying again")
+        undeploy(cluster)
+    since = time.time()
     put_config(cluster.state.dashboard_url, cfg)
-    rows = wait_running(cluster, spec, timeout, log)
+    rows = wait_running(cluster, spec, timeout, log, since=since)
     log(f"{spec.app} app RUNNING in {time.monotonic() - t0:.1f} s: "
         + ", ".join(f"{r.replica_id[:8]}@{r.node}/{r.zone}" for r in rows))
     return rows
 
 
 def undeploy(cluster, timeout: float = 60.0) -> None:
+    """Delete every Serve app and wait until it is gone."""
     req = urllib.request.Request(f"{cluster.state.dashboard_url}/api/serve/applications/", method="DELETE")
     try:
         urllib.request.urlopen(req, timeout=timeout).read()
     except OSError:
         pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and app_status(cluster.state.dashboard_url) is not None:
+        time.sleep(1.0)

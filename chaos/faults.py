@@ -48,7 +48,8 @@ class Marker:
         args = (fault["fault_id"], fault["scope"], fault["target"], fault["zones"])
         self.mark(rec.HEAL_START, *args)
         yield
-        self.mark(rec.HEAL_END, *args)
+        self.mark(rec.HEAL_END, *args, {k: v for k, v in fault.items()
+                                         if k not in ("fault_id", "scope", "target", "zones", "pids")})
 
 
 def _sleep(seconds: float | None) -> None:
@@ -132,10 +133,22 @@ def kill_region(backend, marker: Marker, region: str, outage_s: float | None = N
 
 
 def kill_redis(backend, marker: Marker, outage_s: float | None = 5.0) -> dict:
-    """SIGKILL the GCS's Redis; restart it (same port, same append-only file) after ``outage_s``."""
+    """SIGKILL the GCS's Redis; restart it (same port, same append-only file) after ``outage_s``.
+
+    Ray 2.60's GCS exits when Redis stops answering (5 PING retries, about a second): the
+    restore then also restarts the head, as a kubelet restarts the head container on KubeRay.
+    Whether the GCS died is recorded in the fault's detail (``gcs_exited``).
+    """
     with marker.inject("redis", "redis", []) as f:
         f["pids"] = backend.kill_redis()
-    _outage(backend, marker, f, outage_s, backend.start_redis)
+
+    def restore():
+        backend.start_redis()
+        f["gcs_exited"] = not backend.head_alive()
+        if f["gcs_exited"]:
+            backend.restart_head()
+
+    _outage(backend, marker, f, outage_s, restore)
     return f
 
 

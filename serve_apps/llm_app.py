@@ -55,12 +55,17 @@ def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
 
 
 def application_config(spec, common: dict[str, Any], zone_selector: dict[str, str]) -> dict[str, Any]:
-    """The Serve application entry for the LLM app (zone_selector unused: see the module doc)."""
+    """The Serve application entry for the LLM app: engines spread by size, ingress by label."""
     if not spec.llm.model_path:
         raise ValueError("the llm app needs a model path (build the tiny one with `availproof checkpoint`)")
+    ingress = {k: v for k, v in common.items() if k in ("num_replicas", "max_replicas_per_node",
+                                                           "max_ongoing_requests", "health_check_period_s",
+                                                           "health_check_timeout_s", "graceful_shutdown_timeout_s")}
+    ingress["ray_actor_options"] = {"num_cpus": 0.5, "label_selector": zone_selector}
     return {
         "name": "llm",
         "route_prefix": "/",
         "import_path": "ray.serve.llm:build_openai_app",
-        "args": {"llm_configs": [llm_config(spec, common)]},
+        # the OpenAI ingress is a deployment of its own: one per zone too, or it is a single point of failure
+        "args": {"llm_configs": [llm_config(spec, common)], "ingress_deployment_config": ingress},
     }

@@ -32,7 +32,16 @@ def _app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any], config
         if key in overrides:
             setattr(spec, key, overrides[key])
     if app == "llm":
-        spec.llm = LLMOptions(model_path=configuration.get("availproof_model_path", ""))
+        from serve_apps import checkpoint
+
+        path = configuration.get("availproof_model_path") or ""
+        if path:
+            checkpoint.check(path)
+        else:
+            log(f"building the tiny offline checkpoint in {checkpoint.DEFAULT_DIR} (if not built yet)")
+            path = str(checkpoint.build(checkpoint.DEFAULT_DIR))
+        spec.llm = LLMOptions(model_path=str(path))
+        spec.max_ongoing_requests = min(spec.max_ongoing_requests, 16)
     return spec
 
 

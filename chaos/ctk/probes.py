@@ -23,10 +23,13 @@ def replicas_per_zone(configuration: dict | None = None) -> dict:
 
 
 def every_zone_serving(min_per_zone: int = 1, configuration: dict | None = None) -> bool:
-    """True when every zone of the topology has at least ``min_per_zone`` RUNNING replicas."""
+    """True when every deployment of the app has ``min_per_zone`` RUNNING replicas in every zone."""
     b = backend_for(configuration)
-    per_zone = placement.zones_of(b.replicas())
-    return all(per_zone.get(z, 0) >= min_per_zone for z in b.zones())
+    rows = b.replicas()
+    deployments = {r.deployment for r in rows}
+    return bool(deployments) and all(
+        placement.zones_of([r for r in rows if r.deployment == d]).get(z, 0) >= min_per_zone
+        for d in deployments for z in b.zones())
 
 
 def cluster_healthy(configuration: dict | None = None) -> bool:

@@ -63,6 +63,9 @@ class LocalBackend:
     def start_redis(self) -> None:
         self.cluster.start_redis()
 
+    def head_alive(self) -> bool:
+        return self.cluster.core_alive(HEAD)
+
     def partition_zone(self, zone: str) -> None:
         self.cluster.partition_zone(zone)
 
@@ -128,10 +131,10 @@ class LocalBackend:
         if r is not None and not procs.alive(r.pid):
             self.cluster.start_redis()
             done["started"].append("redis")
-        if not self.cluster.node_processes(HEAD):
+        if not self.cluster.core_alive(HEAD):
             self.cluster.restart_head()
             done["started"].append(HEAD)
-        down = [n.name for n in self.cluster.state.workers() if not self.cluster.node_processes(n.name)]
+        down = [n.name for n in self.cluster.state.workers() if not self.cluster.core_alive(n.name)]
         if down:
             self.cluster._start_many(down)
             done["started"] += down

@@ -67,10 +67,11 @@ class NodeStatus:
     processes: int  # live processes in the node's session
     gcs_state: str  # ALIVE / DEAD / UNKNOWN (head down) / ABSENT (never registered)
     serve_port: int
+    core_alive: bool = True  # the raylet (and on the head the GCS) is running
 
     @property
     def healthy(self) -> bool:
-        return self.processes > 0 and self.gcs_state == "ALIVE"
+        return self.core_alive and self.gcs_state == "ALIVE"
 
 
 class LocalCluster:
@@ -181,9 +182,14 @@ class LocalCluster:
             self.log(f"cluster {self.state.cluster_id} is down")
 
     def running(self) -> bool:
-        return procs.alive(self.state.head.sid) or any(
-            procs.session_members(n.sid) for n in self.state.nodes.values() if n.sid
-        )
+        """True when the head's GCS and raylet run (the cluster exists, whatever else is down)."""
+        return self.core_alive(HEAD)
+
+    def core_alive(self, name: str) -> bool:
+        """The processes a node cannot work without: its raylet, and on the head the GCS."""
+        cmds = [procs.cmdline(p) for p in self.node_processes(name)]
+        need = ["raylet/raylet"] + (["gcs/gcs_server"] if self.node(name).role == "head" else [])
+        return all(any(n in c for c in cmds) for n in need)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -246,7 +252,8 @@ class LocalCluster:
         for n in self.state.nodes.values():
             gcs_state = "UNKNOWN" if summary is None else seen.get(n.name, "ABSENT")
             out.append(NodeStatus(n.name, n.role, n.zone, n.region, n.ip,
-                                  len(self.node_processes(n.name)), gcs_state, n.serve_port))
+                                  len(self.node_processes(n.name)), gcs_state, n.serve_port,
+                                  core_alive=self.core_alive(n.name)))
         return out
 
     def redis_status(self) -> dict[str, str]:
@@ -283,9 +290,11 @@ class LocalCluster:
         """Start (or restart) one node; the head is retried with clean-up, as a rig must."""
         with self._lock:
             node = self.node(name)
-            if node.sid and procs.session_members(node.sid):
+            if node.sid and self.core_alive(name):
                 self.log(f"{name} is already running")
                 return
+            if node.sid:  # leftovers of a node whose raylet/GCS died: clear them first
+                self._kill_session(node)
             attempts = HEAD_START_ATTEMPTS if node.role == "head" else 2
             for attempt in range(1, attempts + 1):
                 try:
