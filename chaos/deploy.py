@@ -54,6 +54,18 @@ def app_status(dashboard_url: str, app: str = serve_config.APP_NAME, since: floa
     return a.get("status")
 
 
+def deployed_app(cluster) -> str | None:
+    """Which of our apps (stream, llm) the cluster runs, from its deployed config."""
+    details = placement.serve_details(cluster.state.dashboard_url) or {}
+    app = (details.get("applications") or {}).get(serve_config.APP_NAME) or {}
+    path = ((app.get("deployed_app_config") or {}).get("import_path")) or ""
+    if "stream_target" in path:
+        return "stream"
+    if "serve.llm" in path:
+        return "llm"
+    return None
+
+
 def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Callable[[str], None] = lambda m: None,
                  per_zone: bool = True, since: float | None = None) -> list[placement.Replica]:
     """Wait until the app is RUNNING with every replica RUNNING where it should be."""

@@ -39,7 +39,7 @@ EXTENSION = "availproof"
 TARGET_SETS = ("workers", "head", "all")
 _FIELDS = {"name", "scope", "topology", "gcs_fault_tolerance", "app", "targets", "routing", "load", "baseline_s",
            "recovery_window_s", "steady_state", "slo", "bounds", "bounds_source", "allow_hosts", "max_wall_s",
-           "stop_when"}
+           "stop_when", "llm"}
 
 
 @dataclass
@@ -83,13 +83,25 @@ def load(path: str | Path) -> dict[str, Any]:
     return exp
 
 
-def settings(experiment: dict[str, Any], source: str = "experiment") -> Settings:
-    """The validated ``availproof`` extension of an experiment."""
+def settings(experiment: dict[str, Any], source: str = "experiment", app: str = "stream") -> Settings:
+    """The validated ``availproof`` extension of an experiment.
+
+    With ``app="llm"`` the extension's ``llm`` block (load, steady_state, slo) is merged over
+    the defaults: a CPU vLLM replica serves far fewer tokens per second than the stream target.
+    """
     exts = [e for e in experiment.get("extensions") or [] if isinstance(e, dict) and e.get("name") == EXTENSION]
     if not exts:
         raise UsageError(f"{source}: extensions: needs an entry named {EXTENSION!r} (scope, load, bounds)")
-    ext = exts[0]
+    ext = dict(exts[0])
     where = f"{source}: extensions[{EXTENSION}]"
+    llm = ext.get("llm", {})
+    if not isinstance(llm, dict) or set(llm) - {"load", "steady_state", "slo"}:
+        raise UsageError(f"{where}.llm: a mapping with load, steady_state, slo")
+    if app == "llm":
+        for key, over in llm.items():
+            if not isinstance(over, dict):
+                raise UsageError(f"{where}.llm.{key}: must be a mapping")
+            ext[key] = {**ext.get(key, {}), **over}
     unknown = set(ext) - _FIELDS
     if unknown:
         raise UsageError(f"{where}.{sorted(unknown)[0]}: unknown field")

@@ -58,12 +58,17 @@ def _sleep(seconds: float | None) -> None:
 
 
 def kill_replica(backend, marker: Marker, zone: str | None = None, method: str = "sigkill",
-                 replica=None) -> dict:
-    """Kill one RUNNING Serve replica (SIGKILL of its worker process); Serve replaces it."""
+                 replica=None, deployment: str | None = None) -> dict:
+    """Kill one RUNNING Serve replica (SIGKILL of its worker process); Serve replaces it.
+
+    By default a replica of the deployment that holds the model; ``deployment`` (a name
+    prefix, e.g. ``OpenAiIngress``) picks another.
+    """
     if method != "sigkill":
         raise UsageError(f"replica kill method must be 'sigkill', got {method!r}")
-    r = replica or backend.pick_replica(zone=zone)
-    with marker.inject("replica", r.replica_id, [r.zone] if r.zone else [], {"node": r.node, "pid": r.pid}) as f:
+    r = replica or backend.pick_replica(zone=zone, deployment=deployment)
+    with marker.inject("replica", r.replica_id, [r.zone] if r.zone else [],
+                       {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
         f["pids"] = backend.kill_replica(r)
     return f
 

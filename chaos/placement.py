@@ -11,6 +11,10 @@ import urllib.request
 from dataclasses import dataclass
 
 
+# deployments that hold the model (or stand in for it), as opposed to an OpenAI ingress
+MODEL_DEPLOYMENTS = ("LLMServer", "StreamTarget")
+
+
 @dataclass(frozen=True)
 class Replica:
     app: str

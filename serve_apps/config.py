@@ -36,7 +36,8 @@ class LLMOptions:
     max_model_len: int = 512
     kv_cache_bytes: int = 64 * 1024 * 1024
     dtype: str = "float32"
-    num_cpus: float = 2.0  # logical CPUs one engine reserves
+    num_cpus: float = 5.0  # logical CPUs the engine bundle reserves: with the replica actor (1) more
+    # than half a default worker (8), so no two LLM replicas share a node (see llm_app)
 
 
 @dataclass

@@ -10,8 +10,10 @@ from chaos import faults
 from chaos.ctk.session import backend_for, marker_for
 
 
-def kill_replica(zone: str | None = None, method: str = "sigkill", configuration: dict | None = None) -> dict:
-    return faults.kill_replica(backend_for(configuration), marker_for(), zone=zone, method=method)
+def kill_replica(zone: str | None = None, method: str = "sigkill", deployment: str | None = None,
+                 configuration: dict | None = None) -> dict:
+    return faults.kill_replica(backend_for(configuration), marker_for(), zone=zone, method=method,
+                               deployment=deployment)
 
 
 def hang_engine(zone: str | None = None, duration_s: float | None = None, configuration: dict | None = None) -> dict:

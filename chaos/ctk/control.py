@@ -69,7 +69,7 @@ def ensure_system(settings: exp_mod.Settings, configuration: dict) -> LocalBacke
     cluster.wait_healthy(timeout=180)
     app = configuration.get("availproof_app", "stream")
     spec = _app_spec(app, cluster, settings.app, configuration)
-    if deploy.app_status(cluster.state.dashboard_url) == "RUNNING":
+    if deploy.app_status(cluster.state.dashboard_url) == "RUNNING" and deploy.deployed_app(cluster) == app:
         deploy.wait_running(cluster, spec, timeout=30)  # placement check only
     else:
         deploy.deploy(cluster, spec, timeout=float(configuration.get("availproof_deploy_timeout_s", 600)), log=log)
@@ -94,7 +94,8 @@ def redeploy_if_gone(backend: LocalBackend, configuration: dict) -> bool:
 
 def before_experiment_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
     configuration = configuration or {}
-    settings = exp_mod.settings(context, source=context.get("title", "experiment"))
+    settings = exp_mod.settings(context, source=context.get("title", "experiment"),
+                                app=configuration.get("availproof_app", "stream"))
     backend = ensure_system(settings, configuration)
     out = session.out_dir(configuration, context.get("title", "experiment"))
     out.mkdir(parents=True, exist_ok=True)

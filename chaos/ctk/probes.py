@@ -22,14 +22,24 @@ def replicas_per_zone(configuration: dict | None = None) -> dict:
     return placement.zones_of(backend_for(configuration).replicas())
 
 
-def every_zone_serving(min_per_zone: int = 1, configuration: dict | None = None) -> bool:
-    """True when every deployment of the app has ``min_per_zone`` RUNNING replicas in every zone."""
+def every_zone_serving(min_per_zone: int = 1, wait_s: float = 0.0, configuration: dict | None = None) -> bool:
+    """True when every deployment of the app has ``min_per_zone`` RUNNING replicas in every zone,
+    within ``wait_s`` seconds (capacity must come back, e.g. a killed replica be replaced)."""
+    import time
+
     b = backend_for(configuration)
-    rows = b.replicas()
-    deployments = {r.deployment for r in rows}
-    return bool(deployments) and all(
-        placement.zones_of([r for r in rows if r.deployment == d]).get(z, 0) >= min_per_zone
-        for d in deployments for z in b.zones())
+    deadline = time.monotonic() + wait_s
+    while True:
+        rows = b.replicas(state=None)
+        deployments = {r.deployment for r in rows}
+        running = [r for r in rows if r.state == "RUNNING"]
+        if deployments and all(
+                placement.zones_of([r for r in running if r.deployment == d]).get(z, 0) >= min_per_zone
+                for d in deployments for z in b.zones()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(2.0)
 
 
 def cluster_healthy(configuration: dict | None = None) -> bool:

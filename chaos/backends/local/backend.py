@@ -76,8 +76,14 @@ class LocalBackend:
     def replicas(self, state: str | None = "RUNNING") -> list[placement.Replica]:
         return [r for r in placement.replicas(self.cluster) if state is None or r.state == state]
 
-    def pick_replica(self, zone: str | None = None, replica_id: str | None = None) -> placement.Replica:
+    def pick_replica(self, zone: str | None = None, replica_id: str | None = None,
+                     deployment: str | None = None) -> placement.Replica:
+        """A RUNNING replica; by default of the deployment that serves the model (not the ingress)."""
         rows = self.replicas()
+        if deployment:
+            rows = [r for r in rows if r.deployment.startswith(deployment)]
+        elif not replica_id:
+            rows = [r for r in rows if r.deployment.startswith(placement.MODEL_DEPLOYMENTS)]
         if replica_id:
             rows = [r for r in rows if r.replica_id == replica_id]
         if zone:

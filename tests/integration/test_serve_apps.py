@@ -1,0 +1,95 @@
+"""The Serve apps on the real three-zone cluster: the streaming target and vLLM (tiny checkpoint).
+
+Both pass the same OpenAI-compatible API checks through every worker's proxy, with one
+replica of each deployment per zone; then the replica-kill and head-kill-gcs-ft experiments
+run against the real vLLM replicas.
+"""
+
+import json
+
+import httpx
+import pytest
+
+from chaos import deploy, placement, runner, suite
+from chaos.ctk.control import _app_spec
+
+from .test_experiments import assert_healthy_after, check_result
+
+MODEL = "availproof-tiny"
+
+
+def sse_events(resp) -> list:
+    out = []
+    for line in resp.iter_lines():
+        if line.startswith("data: "):
+            out.append(line[6:])
+    return out
+
+
+def check_openai_api(url: str) -> None:
+    with httpx.Client(timeout=120, trust_env=False) as c:
+        models = c.get(f"{url}/v1/models").json()
+        assert [m["id"] for m in models["data"]] == [MODEL]
+        r = c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "the zone", "max_tokens": 6})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["object"] == "text_completion" and isinstance(body["choices"][0]["text"], str)
+        assert body["usage"]["completion_tokens"] == 6
+        r = c.post(f"{url}/v1/chat/completions",
+                   json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["choices"][0]["message"]["role"] == "assistant" and body["usage"]["completion_tokens"] == 5
+        for path, payload in (("/v1/completions", {"prompt": "a node fails"}),
+                              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hello"}]})):
+            req = {"model": MODEL, "max_tokens": 7, "stream": True, "stream_options": {"include_usage": True},
+                   **payload}
+            with c.stream("POST", f"{url}{path}", json=req) as resp:
+                assert resp.status_code == 200
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                events = sse_events(resp)
+            assert events[-1] == "[DONE]"
+            chunks = [json.loads(e) for e in events[:-1]]
+            assert chunks[-1]["usage"]["completion_tokens"] == 7
+            assert len([ch for ch in chunks if ch["choices"]]) >= 2
+        bad = c.post(f"{url}/v1/completions", json={"model": "no-such-model", "prompt": "x", "max_tokens": 2})
+        assert 400 <= bad.status_code < 500
+
+
+def deploy_app(cluster, app: str):
+    spec = _app_spec(app, cluster, {}, {})
+    rows = deploy.deploy(cluster, spec, timeout=900, log=print)
+    assert deploy.deployed_app(cluster) == app
+    by_dep = {}
+    for r in rows:
+        by_dep.setdefault(r.deployment, []).append(r)
+    for dep, rs in by_dep.items():
+        zones = sorted(r.zone for r in rs)
+        assert zones == ["zone-a", "zone-b", "zone-c"], (dep, zones)  # one replica per zone, each elsewhere
+    return rows
+
+
+@pytest.mark.parametrize("app", ["stream", "llm"])
+def test_app_api_with_one_replica_per_zone(app, shared_cluster):
+    rows = deploy_app(shared_cluster, app)
+    if app == "llm":
+        assert any(r.deployment.startswith("LLMServer") for r in rows)
+    for url in shared_cluster.proxy_urls().values():
+        check_openai_api(url)
+
+
+@pytest.mark.parametrize("name", ["replica-kill", "head-kill-gcs-ft"])
+def test_experiment_with_real_vllm(name, shared_cluster, test_root):
+    if deploy.deployed_app(shared_cluster) != "llm":
+        deploy_app(shared_cluster, "llm")
+    out = test_root / "runs" / f"llm-{name}"
+    verdict, result = runner.run_experiment(suite.experiment_path(name), out, app="llm",
+                                            cluster_dir=shared_cluster.cluster_dir)
+    scope = json.loads(suite.experiment_path(name).read_text())["extensions"][0]["scope"]
+    check_result(verdict, result, out, scope)
+    assert result["summary"]["app"] == "llm"
+    assert result["summary"]["requests"]["ok"] > 0
+    assert_healthy_after(shared_cluster.cluster_dir)
+    assert deploy.deployed_app(shared_cluster) == "llm"
+    assert placement.zones_of([r for r in placement.replicas(shared_cluster) if r.deployment.startswith("LLMServer")
+                               and r.state == "RUNNING"]) == {"zone-a": 1, "zone-b": 1, "zone-c": 1}
