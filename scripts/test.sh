@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 export AVAILPROOF_TEST_ROOT="${AVAILPROOF_TEST_ROOT:-$(mktemp -d /tmp/availproof-test.XXXXXX)}"
+export AVAILPROOF_HOME="${AVAILPROOF_HOME:-$AVAILPROOF_TEST_ROOT/home}"
 echo "test: artefacts in $AVAILPROOF_TEST_ROOT" >&2
 exec .venv/bin/python -m pytest -p no:cacheprovider "$@" tests

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from chaos import analysis, bounds, deploy, experiment as exp_mod, records as rec
+from chaos import analysis, bounds, deploy, experiment as exp_mod, metrics, records as rec
 from chaos.backends.local import LocalCluster
 from chaos.backends.local.backend import LocalBackend
 from chaos.ctk import session
@@ -106,6 +106,14 @@ def before_experiment_control(context: dict, configuration: dict | None = None, 
                     marker=Marker(events, log=log))
     session.set_current(run)
     log(f"records -> {run.records_path}")
+    port = metrics.port_from_env()
+    if port:
+        exporter = metrics.Exporter().attach(events)
+        try:
+            log(f"metrics -> http://127.0.0.1:{exporter.serve(port)}/metrics")
+            run.exporter = exporter
+        except OSError as e:
+            log(f"metrics exporter not started ({e}); set AVAILPROOF_METRICS_PORT to a free port")
 
 
 def _targets(run: ActiveRun) -> list[Target]:
@@ -191,4 +199,6 @@ def after_experiment_control(context: dict, state: dict | None = None, configura
             state["availproof"] = {"out_dir": str(run.out_dir), "summary": run.summary}
     finally:
         run.writer.close()
+        if run.exporter is not None:
+            run.exporter.close()
         session.set_current(None)

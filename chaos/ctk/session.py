@@ -36,6 +36,7 @@ class ActiveRun:
     bound_results: list[dict[str, Any]] | None = None
     started_mono: float = field(default_factory=time.monotonic)
     stop_reason: str | None = None
+    exporter: Any = None
 
     @property
     def records_path(self) -> Path:

@@ -69,3 +69,27 @@ def test_sse_parser_fuzz_never_raises_anything_but_malformed(chunks):
                     pass
     except MalformedStream:
         pass
+
+
+def test_prometheus_exporter_counts_from_events():
+    import httpx
+
+    from chaos import metrics
+
+    ev = rec.Events()
+    exp = metrics.Exporter().attach(ev)
+    port = exp.serve(0)
+    try:
+        base = dict(url="u", zone="z", route="/v1/x", planned_ns=1, sent_ns=1, sent_offset_s=0.0)
+        ev.emit(ev.request_done, rec.RequestRecord(id=1, target="a", phase="measure", ok=True, ttft_s=0.2, e2e_s=1.0, **base))
+        ev.emit(ev.request_done, rec.RequestRecord(id=2, target="a", phase="measure", ok=False,
+                                                   failure=rec.CONNECT_REFUSED, **base))
+        ev.emit(ev.request_done, rec.RequestRecord(id=3, target="a", phase="warmup", ok=False, **base))
+        ev.emit(ev.fault_marked, rec.FaultMark(event=rec.INJECT_START, fault_id="f", scope="zone", target="z", t_ns=1))
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", trust_env=False).text
+    finally:
+        exp.close()
+    assert 'availproof_requests_total{failure_class="",outcome="ok",target="a",zone="z"} 1.0' in text
+    assert 'availproof_requests_total{failure_class="connect_refused",outcome="failed",target="a",zone="z"} 1.0' in text
+    assert 'availproof_fault_active{scope="zone",target="z"} 1.0' in text
+    assert 'availproof_ttft_seconds_count{target="a"} 1.0' in text
