@@ -1,0 +1,41 @@
+"""Shared helpers for the benchmarks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def pss_kib(pids) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def rss_kib(pids) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def percentile(values, q):
+    s = sorted(values)
+    if not s:
+        return None
+    return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
+
+
+def machine() -> str:
+    return f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"

@@ -1,0 +1,171 @@
+"""This harness versus `vllm bench serve`, against the same local SSE server, in one run.
+
+Both clients send constant-rate (vllm bench: gamma arrivals with burstiness 1e6, i.e.
+practically constant) streaming /v1/completions requests to one local aiohttp server, which
+timestamps every arrival. Schedule error is measured there for both: arrival_i minus the
+ideal arrival t_first + i / rate, with the median subtracted (a constant offset is not an
+error), reported as p50 and p99 of its absolute value. Client CPU is the client process'
+user+system CPU seconds per 1,000 requests. Everything stays on loopback; every run is bounded.
+
+    python bench/harness.py [--rates 50 200] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import machine, percentile  # noqa: E402
+
+TOKENS = 16
+TOKEN_DELAY_S = 0.002
+
+
+def server(port: int) -> None:
+    import asyncio
+
+    from aiohttp import web
+
+    arrivals: list[int] = []
+
+    async def completions(request):
+        arrivals.append(time.monotonic_ns())
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i in range(TOKENS):
+            await asyncio.sleep(TOKEN_DELAY_S)
+            ev = {"id": "x", "object": "text_completion", "model": "bench",
+                  "choices": [{"index": 0, "text": f" t{i}", "finish_reason": None if i < TOKENS - 1 else "length"}]}
+            await resp.write(f"data: {json.dumps(ev)}\n\n".encode())
+        usage = {"id": "x", "object": "text_completion", "model": "bench", "choices": [],
+                 "usage": {"prompt_tokens": 8, "completion_tokens": TOKENS, "total_tokens": 8 + TOKENS}}
+        await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        await resp.write_eof()
+        return resp
+
+    async def stats(request):
+        data = list(arrivals)
+        arrivals.clear()
+        return web.json_response(data)
+
+    async def models(request):
+        return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/stats", stats)
+    app.router.add_get("/v1/models", models)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def client_ours(url: str, rate: float, n: int) -> None:
+    from chaos import records as rec
+    from chaos.harness import LoadRun
+    from chaos.workload import LoadShape, Target
+
+    shape = LoadShape(mode="open", arrival="constant", rate=rate, duration_s=n / rate + 1, max_requests=n,
+                      warmup_s=0, timeout_s=30, route="completions", model="bench", max_tokens=(TOKENS, TOKENS),
+                      prompt_words=(8, 8))
+    run = LoadRun([Target("bench", url)], shape, rec.Events())
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)  # after imports, as for vllm bench below
+    footer = run.run()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru.ru_utime + ru.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    print(json.dumps({"cpu_s": cpu, "ok": footer["ok"], "sent": footer["sent"]}))
+
+
+def client_vllm(url: str, rate: float, n: int, tokenizer: str) -> None:
+    import argparse as ap
+
+    from vllm.benchmarks import serve
+
+    p = ap.ArgumentParser()
+    serve.add_cli_args(p)
+    args = p.parse_args([
+        "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions", "--model", "bench",
+        "--tokenizer", tokenizer, "--dataset-name", "random", "--random-input-len", "8",
+        "--random-output-len", str(TOKENS), "--num-prompts", str(n), "--request-rate", str(rate),
+        "--burstiness", "1000000", "--disable-tqdm", "--ignore-eos", "--seed", "1",
+    ])
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    serve.main(args)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru.ru_utime + ru.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    print(json.dumps({"cpu_s": cpu}))
+
+
+def schedule_errors_ms(arrivals_ns: list[int], rate: float) -> tuple[float, float]:
+    t0 = arrivals_ns[0]
+    errs = [(a - t0) / 1e6 - i * 1e3 / rate for i, a in enumerate(sorted(arrivals_ns))]
+    med = percentile(errs, 0.5)
+    dev = [abs(e - med) for e in errs]
+    return percentile(dev, 0.5), percentile(dev, 0.99)
+
+
+def run_client(cmd: list[str]) -> dict:
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    last = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not last:
+        raise RuntimeError(f"client failed: {out.stderr[-800:]}")
+    return json.loads(last[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rates", type=float, nargs="+", default=[50, 200])
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--tokenizer", default=None, help="tokenizer dir for vllm bench (default: the tiny checkpoint)")
+    args = ap.parse_args()
+    from chaos.backends.local import ports
+    from serve_apps import checkpoint
+
+    tokenizer = args.tokenizer or str(checkpoint.build(checkpoint.DEFAULT_DIR))
+    port = ports.free_port()
+    url = f"http://127.0.0.1:{port}"
+    srv = subprocess.Popen([sys.executable, __file__, "_server", str(port)])
+    try:
+        import httpx
+
+        for _ in range(100):
+            try:
+                httpx.get(url + "/stats", trust_env=False)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        print(f"machine: {machine()}; server: aiohttp, {TOKENS} tokens {TOKEN_DELAY_S * 1e3:.0f} ms apart")
+        print(f"{'client':<18} {'rate':>6} {'requests':>8} {'sched p50 ms':>12} {'sched p99 ms':>12} "
+              f"{'CPU s/1k req':>12}")
+        for rate in args.rates:
+            n = int(rate * args.seconds)
+            for name, cmd in (("availproof", [sys.executable, __file__, "_ours", url, str(rate), str(n)]),
+                              ("vllm bench serve", [sys.executable, __file__, "_vllm", url, str(rate), str(n),
+                                                    tokenizer])):
+                httpx.get(url + "/stats", trust_env=False)  # reset
+                res = run_client(cmd)
+                arrivals = httpx.get(url + "/stats", trust_env=False).json()
+                p50, p99 = schedule_errors_ms(arrivals, rate)
+                print(f"{name:<18} {rate:6.0f} {len(arrivals):8d} {p50:12.3f} {p99:12.3f} "
+                      f"{res['cpu_s'] / len(arrivals) * 1000:12.2f}", flush=True)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_server":
+        server(int(sys.argv[2]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_ours":
+        client_ours(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_vllm":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        client_vllm(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    else:
+        main()
