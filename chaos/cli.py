@@ -157,6 +157,39 @@ def cmd_suite(args) -> int:
     return max((r["verdict"] for r in results), default=0)
 
 
+def cmd_recover(args) -> int:
+    """Restore a cluster a killed run left broken: resume, heal, restart, redeploy."""
+    from chaos.backends.local import LocalCluster
+    from chaos.backends.local.backend import LocalBackend
+    from chaos.ctk.control import redeploy_if_gone
+
+    cluster = LocalCluster.find(_cluster_dir(args), log=_say)
+    if cluster is None:
+        _say("no local cluster: nothing to recover")
+        return 0
+    backend = LocalBackend(cluster)
+    done = backend.heal_all(timeout=240)
+    done["redeployed"] = redeploy_if_gone(backend, {"availproof_app": args.app})
+    _say(f"recovered: {done}")
+    print_status(cluster)
+    return 0
+
+
+def cmd_report(args) -> int:
+    import json as _json
+
+    from chaos import report
+
+    summary = report.load_summary(Path(args.run_dir))
+    if args.format == "json":
+        print(_json.dumps(summary, indent=2, default=str))
+    else:
+        text = report.markdown(summary)
+        print(text)
+        (Path(args.run_dir) / "report.md").write_text(text)
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="availproof", description=__doc__.splitlines()[0])
@@ -199,11 +232,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--full", action="store_true")
     demo.set_defaults(func=cmd_suite, only=None, keep_cluster=False)
 
+    rec_ = sub.add_parser("recover", help="restore the local cluster after a killed run (idempotent)")
+    rec_.add_argument("--app", choices=("stream", "llm"), default="stream")
+    rec_.set_defaults(func=cmd_recover)
+    rep = sub.add_parser("report", help="the recovery figures of a run directory (says when the run is partial)")
+    rep.add_argument("run_dir")
+    rep.add_argument("--format", choices=("md", "json"), default="md")
+    rep.set_defaults(func=cmd_report)
+
     for c in (run, su, demo):
         c.add_argument("--app", choices=("stream", "llm"), default="stream")
         c.add_argument("--model-path", default=None)
         c.add_argument("--out", default=None, help="run directory (default: runs/<time>-<name>)")
-    for c in (up, status, down, dep, run, su, demo):
+    for c in (up, status, down, dep, run, su, demo, rec_):
         c.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
     return p
 

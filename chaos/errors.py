@@ -6,6 +6,10 @@ class AvailproofError(Exception):
 
     exit_code = 2
 
+    def __init__(self, message: str = ""):
+        # one line, whatever the message was built from (a YAML error, a file name, user input)
+        super().__init__(" ".join(str(message).split()))
+
 
 class UsageError(AvailproofError):
     """Bad input: a file, an argument or a field (exit code 2)."""

@@ -117,6 +117,15 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     for key in ("app", "steady_state", "slo", "load", "stop_when"):
         if not isinstance(ext.get(key, {}), dict):
             raise UsageError(f"{where}.{key}: must be a mapping")
+    stop = ext.get("stop_when", {})
+    if set(stop) - {"max_failed_ratio", "for_s"}:
+        raise UsageError(f"{where}.stop_when: only max_failed_ratio and for_s")
+    r = stop.get("max_failed_ratio", 0.5)
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 1:
+        raise UsageError(f"{where}.stop_when.max_failed_ratio: must be a number in [0, 1], got {r!r}")
+    f = stop.get("for_s", 10)
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or f <= 0:
+        raise UsageError(f"{where}.stop_when.for_s: must be a number > 0, got {f!r}")
     try:
         load_shape = LoadShape.from_dict(ext.get("load"))
     except UsageError as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -49,7 +50,13 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     _chaos_logging()
     ensure_experiment_is_valid(experiment)
     t0 = time.monotonic()
-    journal = ctk_run(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
+    # SIGTERM as Ctrl-C: Chaos Toolkit then marks the run interrupted and plays the rollbacks
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if _main_thread() else None
+    try:
+        journal = ctk_run(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     wall = time.monotonic() - t0
     (out_dir / "journal.json").write_text(json.dumps(journal, indent=2, default=str))
     ours = journal.get("availproof") or {}
@@ -61,6 +68,14 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
         result = {"experiment": str(path), "status": status, "deviated": journal.get("deviated"),
                   "wall_s": round(wall, 1), "summary": summary, "error": reason}
         return verdict, result
+    if status == "interrupted" and not summary.get("stop_reason"):
+        return ERROR, {"experiment": str(path), "status": status, "deviated": journal.get("deviated"),
+                       "wall_s": round(wall, 1), "summary": summary,
+                       "error": "interrupted (Ctrl-C or SIGTERM): the rollbacks ran; the summary is partial"}
+    if summary.get("stop_reason"):
+        return VIOLATED, {"experiment": str(path), "status": status, "deviated": journal.get("deviated"),
+                          "wall_s": round(wall, 1), "summary": summary,
+                          "error": f"stop condition: {summary['stop_reason']}"}
     met = summary["bounds"]["all_met"] and not journal.get("deviated")
     result = {"experiment": str(path), "status": status, "deviated": journal.get("deviated"),
               "wall_s": round(wall, 1), "summary": summary, "error": None if met else _violations(summary, journal)}
@@ -71,6 +86,16 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
         result["error"] = f"method activity failed: {failed_activity}"
         return ERROR, result
     return (PASS if met else VIOLATED), result
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt("SIGTERM")
 
 
 def _first_failure(journal: dict) -> str | None:

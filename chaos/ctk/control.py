@@ -10,6 +10,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -134,11 +137,61 @@ def before_method_control(context: dict, configuration: dict | None = None, **kw
     shape = s.load
     shape.model = (configuration or {}).get("availproof_model", shape.model)
     run.load = LoadRun(_targets(run), shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts).start()
+    Guard(run).start()
     wait = shape.warmup_s + s.baseline_s
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
         f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets; "
         f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
     _wait(run, wait)
+
+
+class Guard(threading.Thread):
+    """Stop conditions (like AWS FIS): abort the method, and so run the rollbacks, when the
+    failure ratio stays above ``stop_when.max_failed_ratio`` for ``stop_when.for_s`` seconds,
+    or when the experiment runs past ``max_wall_s``. Aborting is a SIGINT to this process,
+    which Chaos Toolkit turns into an interrupted run with rollbacks."""
+
+    def __init__(self, run: ActiveRun):
+        super().__init__(name="availproof-guard", daemon=True)
+        self.run_ = run
+        self.window: list[tuple[float, bool]] = []
+        run.events.request_done.append(self._seen)
+
+    def _seen(self, r: rec.RequestRecord) -> None:
+        if r.phase == rec.MEASURE:
+            self.window.append((time.monotonic(), r.ok))
+
+    def trip(self, reason: str) -> None:
+        run = self.run_
+        if run.stop_reason is None:
+            run.stop_reason = reason
+            log(f"STOP CONDITION: {reason}: aborting the method and rolling back")
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def run(self) -> None:
+        run = self.run_
+        s = run.settings
+        ratio = s.stop_when.get("max_failed_ratio")
+        for_s = float(s.stop_when.get("for_s", 10.0))
+        above_since = None
+        while run.load is not None and run.load.running and run.stop_reason is None:
+            time.sleep(0.5)
+            now = time.monotonic()
+            if now - run.started_mono > s.max_wall_s:
+                self.trip(f"wall-clock limit of {s.max_wall_s:.0f} s exceeded")
+                return
+            if ratio is None:
+                continue
+            self.window = [(t, ok) for t, ok in self.window if now - t <= for_s]
+            if len(self.window) >= 5:
+                failed = sum(1 for _, ok in self.window if not ok) / len(self.window)
+                if failed > ratio:
+                    above_since = above_since or now
+                    if now - above_since >= for_s:
+                        self.trip(f"failure ratio {failed:.2f} above {ratio} for {for_s:.0f} s")
+                        return
+                else:
+                    above_since = None
 
 
 def _wait(run: ActiveRun, seconds: float) -> None:
@@ -174,7 +227,8 @@ def finish(run: ActiveRun) -> dict:
     summary["scope"] = run.settings.scope
     summary["app"] = run.app
     summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
-                         "results": results, "all_met": bounds.all_met(results)}
+                         "results": results, "all_met": bounds.all_met(results) and run.stop_reason is None}
+    summary["stop_reason"] = run.stop_reason
     run.summary, run.bound_results = summary, results
     session.write_json(run.out_dir / "summary.json", summary)
     for f in summary["faults"]:

@@ -1,0 +1,110 @@
+"""Bad input gets one clear line and exit code 2; parsers survive fuzzing without tracebacks."""
+
+import json
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from chaos import cli, experiment, topology
+from chaos.errors import UsageError
+
+GOOD = json.loads((experiment.Path(__file__).resolve().parents[2] / "experiments" / "replica-kill.json").read_text())
+
+
+def ext(doc):
+    return next(e for e in doc["extensions"] if e["name"] == "availproof")
+
+
+def test_all_shipped_experiments_validate():
+    from chaos import suite
+
+    for name in suite.FULL:
+        exp = experiment.load(suite.experiment_path(name))
+        s = experiment.settings(exp)
+        assert s.bounds and s.bounds_source and s.scope
+        assert experiment.settings(exp, app="llm").load.rate <= s.load.rate
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: ext(d).update(scope="galaxy"), "scope"),
+    (lambda d: ext(d).update(bounds={"max_failures": 1}), "bounds.max_failures"),
+    (lambda d: ext(d).update(bounds={}), "bounds"),
+    (lambda d: ext(d)["load"].update(rate=-3), "rate"),
+    (lambda d: ext(d)["load"].update(ratee=3), "ratee"),
+    (lambda d: ext(d).update(baseline_s="ten"), "baseline_s"),
+    (lambda d: ext(d).update(stop_when={"max_failed_ratio": 2}), "stop_when.max_failed_ratio"),
+    (lambda d: ext(d).update(targetz="workers"), "targetz"),
+    (lambda d: d.update(extensions=[]), "extensions"),
+    (lambda d: d.pop("method"), "method"),
+])
+def test_bad_experiment_one_line_exit_2(tmp_path, capsys, mutate, needle):
+    doc = json.loads(json.dumps(GOOD))
+    mutate(doc)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    rc = cli.main(["run", str(p), "--out", str(tmp_path / "out"), "--cluster-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and needle in err[0] and "bad.json" in err[0], err
+
+
+def test_not_json_and_missing_file(tmp_path, capsys):
+    p = tmp_path / "x.json"
+    p.write_text("{ nope")
+    assert cli.main(["run", str(p)]) == 2
+    assert cli.main(["run", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "not valid JSON" in err[0] and "cannot read" in err[1]
+
+
+def test_unreachable_cluster_is_one_line(tmp_path, capsys):
+    assert cli.main(["cluster", "status", "--cluster-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no local cluster" in err[0]
+
+
+def test_missing_model_is_one_line(tmp_path):
+    from chaos.errors import SetupError
+    from serve_apps import checkpoint
+
+    with pytest.raises(SetupError, match="config.json missing"):
+        checkpoint.check(tmp_path)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                           lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+                           max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_fuzz_topology_parser_only_usage_errors(doc):
+    try:
+        topology.parse(doc, "fuzz.yaml")
+    except UsageError as e:
+        assert "\n" not in str(e)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(["scope", "load", "bounds", "baseline_s", "stop_when", "targets", "app",
+                                        "steady_state", "slo", "llm", "recovery_window_s", "bogus"]),
+                       json_values, max_size=6))
+def test_fuzz_experiment_extension_only_usage_errors(fields):
+    doc = {"title": "t", "method": [{}], "extensions": [{"name": "availproof", **fields}]}
+    try:
+        experiment.settings(doc, "fuzz.json")
+    except UsageError as e:
+        assert "\n" not in str(e)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=200))
+def test_fuzz_topology_yaml_text(text, tmp_path_factory):
+    p = tmp_path_factory.mktemp("t") / "t.yaml"
+    p.write_text(text)
+    try:
+        topology.load(p)
+    except UsageError as e:
+        assert "\n" not in str(e)
+
