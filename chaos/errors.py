@@ -21,3 +21,13 @@ class SetupError(AvailproofError):
 
 class ClusterError(AvailproofError):
     """The cluster did something unexpected while we drove it (exit 2)."""
+
+
+def read_input(path, what: str) -> str:
+    """The text of a user's input file, or a one-line UsageError naming it."""
+    from pathlib import Path
+
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read {what}: {getattr(e, 'strerror', None) or e}") from None

@@ -31,7 +31,7 @@ from typing import Any
 
 from chaos import bounds as bounds_mod
 from chaos.analysis import SLO, SteadyState
-from chaos.errors import UsageError
+from chaos.errors import UsageError, read_input
 from chaos.records import SCOPES
 from chaos.workload import LoadShape
 
@@ -64,10 +64,7 @@ class Settings:
 
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read experiment: {e.strerror}") from None
+    text = read_input(path, "experiment")
     try:
         exp = json.loads(text)
     except json.JSONDecodeError as e:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from chaos.errors import UsageError
+from chaos.errors import UsageError, read_input
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
@@ -127,10 +127,7 @@ def load(path: str | Path | None = None) -> Topology:
     elif str(path) in SHIPPED:
         path = shipped_path(str(path))
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read topology file: {e.strerror}") from None
+    text = read_input(path, "topology file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
