@@ -80,3 +80,16 @@ def test_kill_session_kills_whole_session_and_nothing_else():
         bystander.kill()
         bystander.wait()
         leader.wait(timeout=5)
+
+
+def test_two_handles_see_each_others_changes(tmp_path):
+    from chaos.backends.local.cluster import LocalCluster
+
+    st.save(sample_state(), tmp_path)
+    a = LocalCluster.attach(tmp_path)
+    b = LocalCluster.attach(tmp_path)
+    b.state.redis.pid = 12345
+    b.state.nodes["w"].sid = 777
+    b._save()
+    # `a` acts on what the state file says now (e.g. a node restarted by an experiment run)
+    assert a.state.redis.pid == 12345 and a.node("w").sid == 777

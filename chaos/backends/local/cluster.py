@@ -79,9 +79,28 @@ class LocalCluster:
 
     def __init__(self, cluster_dir: Path, state: ClusterState, log: Callable[[str], None] | None = None):
         self.cluster_dir = Path(cluster_dir)
-        self.state = state
+        self._state = state
+        self._mtime_ns = self._file_mtime()
         self.log = log or (lambda msg: None)
         self._lock = threading.RLock()
+
+    def _file_mtime(self) -> int | None:
+        try:
+            return (self.cluster_dir / st.FILENAME).stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    @property
+    def state(self) -> ClusterState:
+        """The state file is the truth: another handle (another process, a Chaos Toolkit run) may
+        have restarted a node or Redis since this one last looked; reload when the file changed."""
+        mtime = self._file_mtime()
+        if mtime is not None and mtime != self._mtime_ns:
+            fresh = st.load(self.cluster_dir)
+            if fresh is not None and fresh.cluster_id == self._state.cluster_id:
+                self._state = fresh
+            self._mtime_ns = mtime
+        return self._state
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -488,4 +507,5 @@ class LocalCluster:
     # ------------------------------------------------------------------ persistence
     def _save(self) -> None:
         with self._lock:
-            st.save(self.state, self.cluster_dir)
+            st.save(self._state, self.cluster_dir)
+            self._mtime_ns = self._file_mtime()
