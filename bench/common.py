@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 
+
 def pss_kib(pids) -> int:
     total = 0
     for pid in pids:
@@ -28,13 +29,6 @@ def rss_kib(pids) -> int:
         except OSError:
             pass
     return total
-
-
-def percentile(values, q):
-    s = sorted(values)
-    if not s:
-        return None
-    return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
 
 
 def machine() -> str:

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import machine, percentile, pss_kib, rss_kib  # noqa: E402
+from bench.common import machine, pss_kib, rss_kib  # noqa: E402
+from chaos.analysis import percentile  # noqa: E402
 from chaos import deploy, records as rec, topology  # noqa: E402
 from chaos.backends.local import LocalCluster, procs  # noqa: E402
 from chaos.ctk.control import _app_spec  # noqa: E402

@@ -147,7 +147,6 @@ def cmd_suite(args) -> int:
         except AvailproofError as e:
             results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})
             _say(f"error: {e}")
-        suite.cleanup_between(args, _cluster_dir(args), log=_say)
     (out / "junit.xml").write_text(runner.junit_xml(results))
     table = suite.table(results)
     (out / "suite.md").write_text(table)

@@ -22,16 +22,9 @@ from typing import Any
 import httpx
 
 from chaos import records as rec
+from chaos.analysis import percentile
 from chaos.sse import DONE, MalformedStream, SSEParser, parse_openai_event
 from chaos.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q * (len(s) - 1)))))
-    return s[k]
 
 
 def classify_exception(exc: BaseException, got_first_token: bool) -> tuple[str, str]:
@@ -239,7 +232,7 @@ class LoadRun:
             gaps = [b - a for a, b in zip(token_times, token_times[1:])]
             if gaps:
                 r.itl_mean_s = round(sum(gaps) / len(gaps), 6)
-                r.itl_p95_s = round(_percentile(gaps, 0.95), 6)
+                r.itl_p95_s = round(percentile(gaps, 0.95), 6)
                 r.itl_max_s = round(max(gaps), 6)
         r.chunks = len(token_times)
         if r.ok and r.output_tokens is None:
@@ -304,7 +297,7 @@ class LoadRun:
 def schedule_error_summary(errors_s: list[float]) -> dict[str, float | None]:
     return {
         "n": len(errors_s),
-        "p50_ms": None if not errors_s else round(_percentile(errors_s, 0.5) * 1e3, 4),
-        "p99_ms": None if not errors_s else round(_percentile(errors_s, 0.99) * 1e3, 4),
+        "p50_ms": None if not errors_s else round(percentile(errors_s, 0.5) * 1e3, 4),
+        "p99_ms": None if not errors_s else round(percentile(errors_s, 0.99) * 1e3, 4),
         "max_ms": None if not errors_s else round(max(errors_s) * 1e3, 4),
     }

@@ -13,6 +13,7 @@ from typing import Any
 
 from chaos import analysis, records as rec
 from chaos.errors import UsageError
+from chaos.suite import _fmt
 
 
 def load_summary(run_dir: Path) -> dict[str, Any]:
@@ -28,12 +29,6 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
         summary["note"] = "no summary.json: the run did not finish; figures recomputed from the records taken"
         return summary
     raise UsageError(f"{run_dir}: no summary.json or records.ndjson: not a run directory")
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "never"
-    return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
 def markdown(summary: dict[str, Any], title: str = "") -> str:

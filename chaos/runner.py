@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from chaos import experiment as exp_mod
-from chaos.ctk import session
-from chaos.errors import SetupError
 
 PASS, VIOLATED, ERROR = 0, 1, 2
 
@@ -138,7 +136,3 @@ def junit_xml(results: list[dict[str, Any]]) -> str:
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="availproof" tests="{len(results)}" '
             f'failures="{fails}" errors="{errors}">\n' + "\n".join(cases) + "\n</testsuite>\n")
 
-
-def check_app(app: str, model_path: str | None) -> None:
-    if app not in ("stream", "llm"):
-        raise SetupError(f"--app must be stream or llm, got {app!r}")

@@ -32,11 +32,6 @@ def selection(full: bool, only: list[str] | None) -> list[str]:
     return list(FULL if full else QUICK)
 
 
-def cleanup_between(args, cluster_dir, log) -> None:
-    """Nothing to do between experiments: each one's rollback leaves the cluster healthy, and
-    an experiment that needs another topology or GCS mode replaces the cluster itself."""
-
-
 def _fmt(v: Any) -> str:
     if v is None:
         return "never"

@@ -8,7 +8,6 @@ import httpx
 
 from chaos import analysis, bounds, deploy, placement
 from chaos.ctk.session import backend_for, current
-from serve_apps import config as serve_config
 
 
 def app_status(configuration: dict | None = None) -> str:
@@ -111,4 +110,4 @@ def recovery_within_bounds(configuration: dict | None = None) -> bool:
 
 
 __all__ = ["app_status", "replicas_per_zone", "every_zone_serving", "cluster_healthy", "requests_succeed",
-           "p95_ttft_below", "recovery_within_bounds", "serve_config"]
+           "p95_ttft_below", "recovery_within_bounds"]

@@ -32,7 +32,7 @@ def steady(**kw):
 
 
 def every(start, end, step=0.1, **kw):
-    out, t, i = [], start, 0
+    out, t = [], start
     while t < end - 1e-9:
         out.append(req(int(t * 1000), round(t, 4), **kw))
         t += step

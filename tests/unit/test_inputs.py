@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from chaos import cli, experiment, topology

@@ -7,7 +7,6 @@ state file (the allowlist): a replica PID read from Serve is refused if it is an
 from __future__ import annotations
 
 import signal
-import time
 
 from chaos import placement
 from chaos.backends.local import procs
