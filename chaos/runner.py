@@ -48,13 +48,18 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     _chaos_logging()
     ensure_experiment_is_valid(experiment)
     t0 = time.monotonic()
-    # SIGTERM as Ctrl-C: Chaos Toolkit then marks the run interrupted and plays the rollbacks
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if _main_thread() else None
+    # SIGTERM as Ctrl-C: Chaos Toolkit then marks the run interrupted and plays the rollbacks.
+    # SIGINT too, even where the shell started us with it ignored (a background job): Ctrl-C
+    # and the stop conditions (which send SIGINT to this process) must always interrupt.
+    previous = {}
+    if _main_thread():
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         journal = ctk_run(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     wall = time.monotonic() - t0
     (out_dir / "journal.json").write_text(json.dumps(journal, indent=2, default=str))
     ours = journal.get("availproof") or {}

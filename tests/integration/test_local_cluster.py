@@ -89,10 +89,31 @@ def test_redis_kill_and_restart_keeps_gcs_state(shared_cluster):
     r = shared_cluster.state.redis
     keys_before = int(shared_cluster.redis_status()["keys"])
     assert keys_before > 0
+    cluster_id_before = gcs_cluster_id(shared_cluster)
     shared_cluster.kill_redis()
     assert shared_cluster.redis_status()["state"] == "DOWN"
-    shared_cluster.start_redis()
+    gcs_exited = shared_cluster.start_redis()  # at once: the GCS still exits (measured), and comes back
     assert procs.alive(r.pid)
     # the append-only file brought the GCS tables back
     assert int(shared_cluster.redis_status()["keys"]) >= keys_before
-    shared_cluster.wait_healthy(timeout=60)
+    shared_cluster.wait_healthy(timeout=120)
+    # still healthy after the window in which a GCS that lost Redis exits
+    time.sleep(5)
+    shared_cluster.wait_healthy(timeout=5)
+    if gcs_exited:  # the restarted GCS reused the cluster's identity from Redis
+        assert gcs_cluster_id(shared_cluster) == cluster_id_before
+
+
+def gcs_cluster_id(cluster) -> str:
+    """The cluster id the running GCS reports through the dashboard (one per GCS FT namespace)."""
+    import json
+    import urllib.request
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{cluster.state.dashboard_url}/api/version", timeout=5) as resp:
+                return json.loads(resp.read())["session_name"]
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

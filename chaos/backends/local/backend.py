@@ -59,8 +59,8 @@ class LocalBackend:
     def kill_redis(self) -> list[int]:
         return self.cluster.kill_redis()
 
-    def start_redis(self) -> None:
-        self.cluster.start_redis()
+    def start_redis(self) -> bool:
+        return self.cluster.start_redis()
 
     def head_alive(self) -> bool:
         return self.cluster.core_alive(HEAD)

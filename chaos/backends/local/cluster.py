@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from chaos import topology as topo
-from chaos.backends.local import ports, procs, redis
+from chaos.backends.local import netns, ports, procs, redis
 from chaos.backends.local import state as st
 from chaos.backends.local.state import ClusterState, NodeState, RedisState
 from chaos.errors import ClusterError, SetupError, UsageError
@@ -37,6 +37,9 @@ from chaos.errors import ClusterError, SetupError, UsageError
 HEAD = "head"
 WORKER_RECONNECT_TIMEOUT_S = 600  # what KubeRay injects into workers with GCS FT
 HEAD_START_ATTEMPTS = 3
+# Measured with Ray 2.60: the GCS exits about 4 s after its Redis connection breaks, even when
+# Redis is back within 0.1 s. After a Redis restart, watch the head this long (from the kill).
+GCS_EXIT_AFTER_REDIS_S = 10.0
 AGENT_REGISTER_TIMEOUT_MS = 120_000
 LATE_REGISTRATION_WAIT_S = 90.0
 
@@ -83,6 +86,7 @@ class LocalCluster:
         self._mtime_ns = self._file_mtime()
         self.log = log or (lambda msg: None)
         self._lock = threading.RLock()
+        self._redis_killed_at: float | None = None
 
     def _file_mtime(self) -> int | None:
         try:
@@ -125,8 +129,14 @@ class LocalCluster:
         cluster_dir: Path | None = None,
         log: Callable[[str], None] | None = None,
         gcs_fault_tolerance: bool | None = None,
+        netns_mode: bool = False,
     ) -> "LocalCluster":
-        """Start Redis, the head and one raylet per node. A running cluster is returned as is."""
+        """Start Redis, the head and one raylet per node. A running cluster is returned as is.
+
+        ``netns_mode`` puts each zone (and the head with Redis) in a network namespace of its own,
+        on a bridge, so that a zone can be partitioned; it needs root. Otherwise every node has
+        its own loopback address.
+        """
         cluster_dir = Path(cluster_dir or default_cluster_dir())
         log = log or (lambda msg: None)
         existing = cls.find(cluster_dir, log)
@@ -141,9 +151,11 @@ class LocalCluster:
         if topology.gcs_fault_tolerance if gcs_fault_tolerance is None else gcs_fault_tolerance:
             redis.redis_binary()
         gcs_ft = topology.gcs_fault_tolerance if gcs_fault_tolerance is None else gcs_fault_tolerance
+        if netns_mode and (reason := netns.unavailable()):
+            raise SetupError(reason)
         rng = random.Random()
         cluster_id = f"ap{rng.randrange(16**6):06x}"
-        prefix = ports.address_prefix(rng)
+        prefix = netns.pick_subnet(rng) if netns_mode else ports.address_prefix(rng)
         base = ports.find_blocks(len(topology.nodes) + 2, rng)
         temp_root = f"/tmp/{cluster_id}"
         state = ClusterState(
@@ -167,13 +179,17 @@ class LocalCluster:
                 region=node.region, cpus=node.cpus, memory_mb=node.memory_mb,
                 object_store_mb=node.object_store_mb,
             )
-        if gcs_ft:
-            state.redis = RedisState(host=f"{prefix}.1", port=ports.node_ports(base, 0)["gcs"],
-                                     dir=str(cluster_dir / "redis"))
+        if gcs_ft:  # in netns mode .1 is the bridge: Redis shares the head's namespace and address
+            state.redis = RedisState(host=f"{prefix}.2" if netns_mode else f"{prefix}.1",
+                                     port=ports.node_ports(base, 0)["gcs"], dir=str(cluster_dir / "redis"))
+        if netns_mode:
+            _plan_netns(state, prefix)
         cluster = cls(cluster_dir, state, log)
         cluster._save()
         try:
             t0 = time.monotonic()
+            if netns_mode:
+                cluster._create_netns(prefix)
             if gcs_ft:
                 cluster.start_redis()
             cluster.start_node(HEAD)
@@ -425,6 +441,7 @@ class LocalCluster:
         logs.mkdir(parents=True, exist_ok=True)
         node.starts += 1
         logfile = logs / f"{node.name}.start-{node.starts}.log"
+        args = netns.exec_prefix(node.netns) + args
         with open(logfile, "wb") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True)
@@ -462,16 +479,35 @@ class LocalCluster:
         return False
 
     # ------------------------------------------------------------------ Redis
-    def start_redis(self) -> None:
+    def start_redis(self) -> bool:
+        """Bring Redis back (same port, same append-only file), and the GCS with it.
+
+        A GCS whose Redis went away exits a few seconds later, even when Redis is back at once:
+        watch the head until ``GCS_EXIT_AFTER_REDIS_S`` after the kill and restart it if its GCS
+        exited (as a kubelet restarts the head container). Returns whether the GCS had exited.
+        """
         with self._lock:
             r = self.state.redis
             if r is None:
                 raise UsageError("this cluster runs without GCS fault tolerance: it has no Redis")
             if procs.alive(r.pid):
-                return
-            r.pid = redis.start(r.host, r.port, Path(r.dir))
+                return False
+            r.pid = redis.start(r.host, r.port, Path(r.dir), prefix=netns.exec_prefix(self.state.head.netns))
             self._save()
             self.log(f"redis up on {r.host}:{r.port} (pid {r.pid})")
+            head = self.state.head
+            if head.sid is None:  # the cluster is coming up: there is no GCS yet
+                return False
+            since = self._redis_killed_at if self._redis_killed_at is not None else time.monotonic()
+            self._redis_killed_at = None
+            deadline = since + GCS_EXIT_AFTER_REDIS_S
+            while self.core_alive(HEAD) and time.monotonic() < deadline:
+                time.sleep(0.25)
+            if self.core_alive(HEAD):
+                return False
+            self.log("the GCS exited after losing Redis: restarting the head")
+            self.restart_head()
+            return True
 
     def kill_redis(self) -> list[int]:
         with self._lock:
@@ -479,6 +515,7 @@ class LocalCluster:
             if r is None or not r.pid:
                 return []
             sent = procs.signal_pids([r.pid], signal.SIGKILL)
+            self._redis_killed_at = time.monotonic()
             procs.wait_gone([r.pid], 5)
             r.pid = None
             self._save()
@@ -487,25 +524,73 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ network
     def partitioned_zones(self) -> list[str]:
-        return []
+        return list(self.state.partitioned)
 
     def partition_zone(self, zone: str) -> None:
+        """Cut ``zone`` off: its namespace's link to the bridge goes down (packets are dropped)."""
         if not self.state.netns_mode:
-            raise UsageError("a zone partition needs per-zone network namespaces; "
-                             "this cluster runs in loopback-only mode")
+            raise UsageError("a zone partition needs per-zone network namespaces; this cluster runs in "
+                             "loopback-only mode (bring it up with `availproof cluster up --netns`, as root)")
+        with self._lock:
+            link = self._zone_link(zone)
+            netns.set_link(link, up=False)
+            if zone not in self.state.partitioned:
+                self.state.partitioned.append(zone)
+            self._save()
+            self.log(f"partitioned {zone} (link {link} down)")
 
     def heal_zone(self, zone: str) -> None:
         if not self.state.netns_mode:
             return
+        with self._lock:
+            link = self._zone_link(zone)
+            netns.set_link(link, up=True)
+            netns.flush_neighbours(list(_domain_namespaces(self.state).values()))
+            self.state.partitioned = [z for z in self.state.partitioned if z != zone]
+            self._save()
+            self.log(f"healed {zone} (link {link} up)")
+
+    def _zone_link(self, zone: str) -> str:
+        try:
+            return self.state.links[zone]
+        except KeyError:
+            raise UsageError(f"no zone {zone!r} in cluster {self.state.cluster_id} "
+                             f"(zones: {', '.join(z for z in self.state.links if z != netns.HEAD_DOMAIN)})") from None
+
+    def _create_netns(self, prefix: str) -> None:
+        by_ns: dict[str, list[str]] = {}
+        for n in self.state.nodes.values():
+            by_ns.setdefault(n.netns, []).append(n.ip)
+        domains = [netns.Domain(namespace=ns, link=self.state.links[domain], addresses=by_ns.get(ns, []))
+                   for domain, ns in _domain_namespaces(self.state).items()]
+        netns.create(self.state.bridge, prefix, domains)
+        self.log(f"network namespaces: {', '.join(d.namespace for d in domains)} on bridge "
+                 f"{self.state.bridge} ({prefix}.0/24)")
 
     def _remove_netns(self) -> None:
-        for n in self.state.nodes.values():
-            if n.netns:
-                subprocess.run(["ip", "netns", "del", n.netns], capture_output=True)
-                n.netns = None
+        if self.state.netns_mode:
+            netns.remove(self.state.bridge, list(_domain_namespaces(self.state).values()))
 
     # ------------------------------------------------------------------ persistence
     def _save(self) -> None:
         with self._lock:
             st.save(self._state, self.cluster_dir)
             self._mtime_ns = self._file_mtime()
+
+
+def _domain_namespaces(state: ClusterState) -> dict[str, str]:
+    """Failure domain ("head" or a zone) -> its namespace, in a stable order."""
+    out = {netns.HEAD_DOMAIN: state.head.netns}
+    for n in state.workers():
+        out.setdefault(n.zone, n.netns)
+    return out
+
+
+def _plan_netns(state: ClusterState, prefix: str) -> None:
+    """Name the bridge, one namespace and link per domain, and put each node in its domain's."""
+    domains = [netns.HEAD_DOMAIN] + sorted({n.zone for n in state.workers()})
+    state.netns_mode = True
+    state.bridge, names = netns.names(state.cluster_id, domains)
+    state.links = {d: link for d, (_, link) in names.items()}
+    for n in state.nodes.values():
+        n.netns = names[netns.HEAD_DOMAIN if n.role == "head" else n.zone][0]

@@ -19,12 +19,15 @@ def redis_binary() -> str:
     return path
 
 
-def start(host: str, port: int, data_dir: Path) -> int:
-    """Start redis-server in a session of its own; return its PID once it answers PING."""
+def start(host: str, port: int, data_dir: Path, prefix: list[str] | None = None) -> int:
+    """Start redis-server in a session of its own; return its PID once it answers PING.
+
+    ``prefix`` runs it through another program first (``ip netns exec NS``, which execs it: the
+    PID stays redis-server's)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir / "redis.log", "ab")
     proc = subprocess.Popen(
-        [
+        (prefix or []) + [
             redis_binary(),
             "--bind", host,
             "--port", str(port),

@@ -60,7 +60,10 @@ class ClusterState:
     base_port: int
     nodes: dict[str, NodeState] = field(default_factory=dict)
     redis: RedisState | None = None
-    netns_mode: bool = False
+    netns_mode: bool = False  # one network namespace per zone (see netns.py)
+    bridge: str | None = None
+    links: dict[str, str] = field(default_factory=dict)  # zone (or "head") -> outer veth on the bridge
+    partitioned: list[str] = field(default_factory=list)  # zones whose link is down
     version: int = VERSION
 
     @property
