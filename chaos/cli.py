@@ -27,7 +27,7 @@ def cmd_cluster_up(args) -> int:
 
     topo = topology.load(args.topology)
     cluster = LocalCluster.up(topo, _cluster_dir(args), log=_say,
-                              gcs_fault_tolerance=False if args.no_gcs_ft else None)
+                              gcs_fault_tolerance=False if args.no_gcs_ft else None, netns_mode=args.netns)
     cluster.wait_healthy(timeout=120)
     print_status(cluster)
     return 0
@@ -55,7 +55,10 @@ def cmd_cluster_down(args) -> int:
 def print_status(cluster, replicas: bool = True, out=sys.stdout) -> None:
     s = cluster.state
     gcs = "GCS fault tolerance on (Redis)" if s.gcs_fault_tolerance else "GCS fault tolerance OFF"
-    print(f"cluster {s.cluster_id}  topology {s.topology.get('name')}  {gcs}", file=out)
+    net = f"  network namespaces on {s.bridge}" if s.netns_mode else ""
+    print(f"cluster {s.cluster_id}  topology {s.topology.get('name')}  {gcs}{net}", file=out)
+    if s.partitioned:
+        print(f"  PARTITIONED: {', '.join(s.partitioned)}", file=out)
     print(f"  head GCS {s.gcs_address}  dashboard {s.dashboard_url}", file=out)
     redis = cluster.redis_status()
     print("  redis " + "  ".join(f"{k}={v}" for k, v in redis.items()), file=out)
@@ -199,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     up = csub.add_parser("up", help="start Redis, the head and one raylet per topology node")
     up.add_argument("--topology", default=None, help="topology YAML, or a shipped name: default, two-regions")
     up.add_argument("--no-gcs-ft", action="store_true", help="start the head without external Redis (contrast case)")
+    up.add_argument("--netns", action="store_true",
+                    help="one network namespace per zone on a bridge, so zones can be partitioned (needs root)")
     up.set_defaults(func=cmd_cluster_up)
     status = csub.add_parser("status", help="every node with its domain and liveness, Redis, Serve replicas")
     status.add_argument("--no-replicas", action="store_true", help="skip the Serve replica table")

@@ -7,6 +7,7 @@ The extension says what the rig needs around the Chaos Toolkit method::
       "scope": "replica",                 # the failure scope this experiment measures
       "topology": "default",              # shipped name or a path
       "gcs_fault_tolerance": true,
+      "network": "loopback",              # loopback | netns (per-zone namespaces, for partitions)
       "app": {"replicas_per_zone": 1},    # chaos deploy overrides (app kind comes from --app)
       "targets": "workers",               # whose Serve proxies get traffic: workers | head | all
       "routing": "round_robin",
@@ -37,7 +38,8 @@ from chaos.workload import LoadShape
 
 EXTENSION = "availproof"
 TARGET_SETS = ("workers", "head", "all")
-_FIELDS = {"name", "scope", "topology", "gcs_fault_tolerance", "app", "targets", "routing", "load", "baseline_s",
+NETWORKS = ("loopback", "netns")
+_FIELDS = {"name", "scope", "topology", "gcs_fault_tolerance", "network", "app", "targets", "routing", "load", "baseline_s",
            "recovery_window_s", "steady_state", "slo", "bounds", "bounds_source", "allow_hosts", "max_wall_s",
            "stop_when", "llm"}
 
@@ -47,6 +49,7 @@ class Settings:
     scope: str
     topology: str = "default"
     gcs_fault_tolerance: bool = True
+    network: str = "loopback"
     app: dict[str, Any] = field(default_factory=dict)
     targets: str = "workers"
     routing: str = "round_robin"
@@ -123,6 +126,9 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     f = stop.get("for_s", 10)
     if isinstance(f, bool) or not isinstance(f, (int, float)) or f <= 0:
         raise UsageError(f"{where}.stop_when.for_s: must be a number > 0, got {f!r}")
+    network = ext.get("network", "loopback")
+    if network not in NETWORKS:
+        raise UsageError(f"{where}.network: must be one of {', '.join(NETWORKS)}, got {network!r}")
     try:
         load_shape = LoadShape.from_dict(ext.get("load"))
     except UsageError as e:
@@ -137,6 +143,7 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
         scope=scope,
         topology=str(ext.get("topology", "default")),
         gcs_fault_tolerance=bool(ext.get("gcs_fault_tolerance", True)),
+        network=network,
         app=dict(ext.get("app", {})),
         targets=ext.get("targets", "workers"),
         routing=ext.get("routing", "round_robin"),

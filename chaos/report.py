@@ -57,5 +57,7 @@ def markdown(summary: dict[str, Any], title: str = "") -> str:
             lines += ["", f"Where the bounds come from: {b['source']}"]
     if summary.get("stop_reason"):
         lines += ["", f"Stopped by a stop condition: {summary['stop_reason']}"]
-    lines += ["", "Not covered: one machine; zones are processes on loopback addresses, not facilities."]
+    where = ("network namespaces on one bridge" if (summary.get("cluster") or {}).get("network") == "netns"
+             else "loopback addresses")
+    lines += ["", f"Not covered: one machine; zones are processes on {where}, not facilities."]
     return "\n".join(lines) + "\n"

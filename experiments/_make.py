@@ -184,5 +184,5 @@ experiment(
      "must_recover": True},
     "Like a zone loss for traffic to zone-c's proxy; the GCS takes ~30 s to mark a silent node dead "
     "(shared/notes/ray-local.md), and a node once marked dead must be restarted to rejoin.",
-    recovery_window_s=60,
+    recovery_window_s=60, network="netns",
 )

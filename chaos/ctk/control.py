@@ -55,20 +55,20 @@ def ensure_system(settings: exp_mod.Settings, configuration: dict) -> LocalBacke
     cdir = session.cluster_dir(configuration)
     cluster = LocalCluster.find(cdir, log=log)
     wanted = topology.load(settings.topology)
+    netns_mode = settings.network == "netns"
     if cluster is not None and cluster.running():
-        differs = (cluster.state.gcs_fault_tolerance != settings.gcs_fault_tolerance
-                   or cluster.topology.name != wanted.name)
-        if differs and configuration.get("availproof_replace_cluster"):
+        have, need = _cluster_kind(cluster.topology.name, cluster.state.gcs_fault_tolerance, cluster.state.netns_mode), \
+            _cluster_kind(wanted.name, settings.gcs_fault_tolerance, netns_mode)
+        if have != need and configuration.get("availproof_replace_cluster"):
             log("the running cluster differs from what this experiment needs: replacing it")
             cluster.down()
             cluster = None
-        elif differs:
-            raise SetupError(f"the running cluster ({cluster.topology.name}, GCS fault tolerance "
-                             f"{'on' if cluster.state.gcs_fault_tolerance else 'off'}) is not what the experiment "
-                             f"needs ({wanted.name}, {'on' if settings.gcs_fault_tolerance else 'off'}): "
+        elif have != need:
+            raise SetupError(f"the running cluster ({have}) is not what the experiment needs ({need}): "
                              f"run `availproof cluster down` first")
     if cluster is None or not cluster.running():
-        cluster = LocalCluster.up(wanted, cdir, log=log, gcs_fault_tolerance=settings.gcs_fault_tolerance)
+        cluster = LocalCluster.up(wanted, cdir, log=log, gcs_fault_tolerance=settings.gcs_fault_tolerance,
+                                  netns_mode=netns_mode)
     cluster.wait_healthy(timeout=180)
     app = configuration.get("availproof_app", "stream")
     spec = _app_spec(app, cluster, settings.app, configuration)
@@ -77,6 +77,11 @@ def ensure_system(settings: exp_mod.Settings, configuration: dict) -> LocalBacke
     else:
         deploy.deploy(cluster, spec, timeout=float(configuration.get("availproof_deploy_timeout_s", 600)), log=log)
     return LocalBackend(cluster)
+
+
+def _cluster_kind(topology_name: str, gcs_ft: bool, netns_mode: bool) -> str:
+    return (f"{topology_name}, GCS fault tolerance {'on' if gcs_ft else 'off'}, "
+            f"{'per-zone network namespaces' if netns_mode else 'loopback addresses'}")
 
 
 def redeploy_if_gone(backend: LocalBackend, configuration: dict) -> bool:
@@ -136,7 +141,9 @@ def before_method_control(context: dict, configuration: dict | None = None, **kw
     s = run.settings
     shape = s.load
     shape.model = (configuration or {}).get("availproof_model", shape.model)
-    run.load = LoadRun(_targets(run), shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts).start()
+    # Node addresses inside the cluster's own network namespaces are hosts the rig itself created.
+    own = tuple(n.ip for n in run.backend.cluster.state.nodes.values()) if run.backend.cluster.state.netns_mode else ()
+    run.load = LoadRun(_targets(run), shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own).start()
     Guard(run).start()
     wait = shape.warmup_s + s.baseline_s
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
@@ -226,6 +233,10 @@ def finish(run: ActiveRun) -> dict:
     summary["experiment"] = run.experiment_title
     summary["scope"] = run.settings.scope
     summary["app"] = run.app
+    cs = run.backend.cluster.state
+    summary["cluster"] = {"backend": "local", "topology": cs.topology.get("name"),
+                          "gcs_fault_tolerance": cs.gcs_fault_tolerance,
+                          "network": "netns" if cs.netns_mode else "loopback"}
     summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
                          "results": results, "all_met": bounds.all_met(results) and run.stop_reason is None}
     summary["stop_reason"] = run.stop_reason
@@ -236,8 +247,8 @@ def finish(run: ActiveRun) -> dict:
             f"(mid-stream {f['failed']['mid_stream']})  detect {f['time_to_detect_s']}  "
             f"first success {f['time_to_first_success_s']}  steady {f['time_to_steady_state_s']}  "
             f"resolution {f['resolution_s']} s")
-    log(f"bounds {'MET' if summary['bounds']['all_met'] else 'VIOLATED'}: "
-        + ", ".join(f"{r['bound']}={r['value']} (limit {r['limit']})" for r in results if not r["met"]))
+    violated = [f"{r['bound']}={r['value']} (limit {r['limit']})" for r in results if not r["met"]]
+    log("bounds MET" if summary["bounds"]["all_met"] else f"bounds VIOLATED: {', '.join(violated) or run.stop_reason}")
     return summary
 
 

@@ -90,9 +90,10 @@ def test_chaos_cli_runs_an_experiment(shared_cluster, test_root):
     assert_healthy_after(shared_cluster.cluster_dir)
 
 
-@pytest.mark.parametrize("name", ["head-kill-no-ft", "region-loss"])
+@pytest.mark.parametrize("name", ["head-kill-no-ft", "region-loss", "zone-partition"])
 def test_experiment_on_its_own_cluster(name, test_root):
-    """Experiments that need another cluster (no GCS FT; two regions) bring it up themselves."""
+    """Experiments that need another cluster (no GCS FT; two regions; per-zone network namespaces)
+    bring it up themselves."""
     cluster_dir = test_root / f"cluster-{name}"
     out = test_root / "runs" / name
     try:

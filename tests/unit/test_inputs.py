@@ -23,6 +23,8 @@ def test_all_shipped_experiments_validate():
         s = experiment.settings(exp)
         assert s.bounds and s.bounds_source and s.scope
         assert experiment.settings(exp, app="llm").load.rate <= s.load.rate
+        # a partition needs per-zone namespaces; everything else runs on loopback addresses
+        assert s.network == ("netns" if s.scope == "partition" else "loopback")
 
 
 @pytest.mark.parametrize("mutate, needle", [
@@ -34,6 +36,7 @@ def test_all_shipped_experiments_validate():
     (lambda d: ext(d).update(baseline_s="ten"), "baseline_s"),
     (lambda d: ext(d).update(stop_when={"max_failed_ratio": 2}), "stop_when.max_failed_ratio"),
     (lambda d: ext(d).update(targetz="workers"), "targetz"),
+    (lambda d: ext(d).update(network="vpn"), "network"),
     (lambda d: d.update(extensions=[]), "extensions"),
     (lambda d: d.pop("method"), "method"),
 ])
