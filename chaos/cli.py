@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from chaos.errors import AvailproofError
+from chaos.errors import AvailproofError, UsageError
 
 
 def _say(msg: str) -> None:
@@ -182,13 +182,24 @@ def cmd_report(args) -> int:
 
     from chaos import report
 
-    summary = report.load_summary(Path(args.run_dir))
-    if args.format == "json":
-        print(_json.dumps(summary, indent=2, default=str))
-    else:
-        text = report.markdown(summary)
-        print(text)
-        (Path(args.run_dir) / "report.md").write_text(text)
+    if args.compare:
+        a, b = (Path(p) for p in args.compare)
+        cmp = report.compare(report.build(a), report.build(b))
+        if args.format == "json":
+            print(_json.dumps(cmp, indent=2, default=str))
+        else:
+            print(report.compare_markdown(cmp, str(a), str(b)))
+        return 0
+    if not args.run_dir:
+        raise UsageError("report needs a RUN_DIR (or --compare A B)")
+    formats = ("md", "html", "json") if args.format == "all" else (args.format,)
+    paths = report.write(Path(args.run_dir), formats)
+    if args.format == "md":
+        print(paths["md"].read_text())
+    elif args.format == "json":
+        print(paths["json"].read_text())
+    for p in paths.values():
+        _say(f"wrote {p}")
     return 0
 
 
@@ -239,9 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     rec_ = sub.add_parser("recover", help="restore the local cluster after a killed run (idempotent)")
     rec_.add_argument("--app", choices=("stream", "llm"), default="stream")
     rec_.set_defaults(func=cmd_recover)
-    rep = sub.add_parser("report", help="the recovery figures of a run directory (says when the run is partial)")
-    rep.add_argument("run_dir")
-    rep.add_argument("--format", choices=("md", "json"), default="md")
+    rep = sub.add_parser("report", help="the evidence of a run: figures, bounds, trials statistics, timeline, environment (md, html, json)")
+    rep.add_argument("run_dir", nargs="?", default=None, help="a run, a run with trials, or a suite directory")
+    rep.add_argument("--format", choices=("md", "html", "json", "all"), default="md",
+                     help="md and json are printed too; html is self-contained (timeline embedded); all writes the three")
+    rep.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None,
+                     help="two run directories side by side, with whether each difference exceeds the intervals")
     rep.set_defaults(func=cmd_report)
 
     for c in (run, su, demo):

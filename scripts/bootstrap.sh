@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything availproof needs into ./.venv (idempotent; fast when nothing changed):
-#   - Debian's redis-server when it is missing (as root, through apt-get),
+#   - Debian's redis-server, chromium and prometheus when missing (as root, through apt-get),
 #   - a Python 3.11 venv with the exact versions of requirements/lock.txt (--no-deps: the
 #     lock is the whole environment), and availproof itself in editable mode.
 set -euo pipefail
@@ -11,16 +11,27 @@ STAMP="$VENV/.availproof-installed"
 
 log() { echo "bootstrap: $*" >&2; }
 
-if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/sbin/redis-server ] && [ ! -x /usr/bin/redis-server ]; then
+# Debian packages: redis-server (GCS fault tolerance; required), chromium (renders the HTML
+# report in its test), prometheus (scrapes the harness and Ray during the demo).
+missing=()
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
+have redis-server || missing+=(redis-server)
+have chromium || missing+=(chromium)
+have prometheus || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
-    log "installing redis-server (Debian package)"
+    log "installing Debian packages: ${missing[*]}"
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
-  else
-    log "redis-server is missing and this is not root: run 'sudo apt-get install -y redis-server'"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  elif [[ " ${missing[*]} " == *" redis-server "* ]]; then
+    log "redis-server is missing and this is not root: run 'sudo apt-get install -y ${missing[*]}'"
     exit 2
+  else
+    log "optional Debian packages missing (not root): ${missing[*]}; 'sudo apt-get install -y ${missing[*]}'"
   fi
 fi
+# Debian's prometheus package starts a system service on install: availproof runs its own, on
+# its own port and data directory, and leaves that service alone.
 
 PY=""
 for cand in python3.11 python3; do

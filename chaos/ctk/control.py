@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from chaos import analysis, bounds, deploy, experiment as exp_mod, metrics, records as rec
+from chaos import analysis, bounds, deploy, environment, experiment as exp_mod, metrics, records as rec
 from chaos.backends.local import LocalCluster
 from chaos.backends.local.backend import LocalBackend
 from chaos.ctk import session
@@ -240,6 +240,8 @@ def finish(run: ActiveRun) -> dict:
     summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
                          "results": results, "all_met": bounds.all_met(results) and run.stop_reason is None}
     summary["stop_reason"] = run.stop_reason
+    summary["environment"] = {**environment.capture(cs.topology), "app": run.app, "cluster": summary["cluster"],
+                              "load": records.header.get("load"), "routing": records.header.get("routing")}
     run.summary, run.bound_results = summary, results
     session.write_json(run.out_dir / "summary.json", summary)
     for f in summary["faults"]:

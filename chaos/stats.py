@@ -1,0 +1,113 @@
+"""Statistics over trials: bootstrap confidence intervals and Wilson intervals. Plain Python.
+
+- **bootstrap CI** of a statistic (median, p95) of per-trial values: the percentile bootstrap,
+  ``resamples`` draws with replacement from a seeded generator, the interval between the
+  ``(1-c)/2`` and ``(1+c)/2`` quantiles of the resampled statistic. With few trials it is
+  optimistic (it cannot be wider than the spread of the values seen), so :func:`trials`
+  flags small samples instead of pretending.
+- **Wilson score interval** of a proportion (failed requests out of requests): well behaved at
+  0 and near 1, unlike the normal approximation.
+- A trial that never recovered has no recovery time: it is counted apart (``not_recovered``)
+  and makes every recovery claim about that figure unsupported, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Callable, Sequence
+
+Z95 = 1.959963984540054
+
+# below these counts a claim about the statistic is not supported by the trials
+MIN_TRIALS_MEDIAN = 5  # the median's bootstrap interval needs a handful of distinct values
+MIN_TRIALS_P95 = 20  # a p95 from fewer than 20 trials is just the maximum
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolation quantile (q in [0, 1]), as numpy's default; None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    pos = q * (len(s) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return quantile(values, 0.5)
+
+
+def p95(values: Sequence[float]) -> float | None:
+    return quantile(values, 0.95)
+
+
+def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], float | None],
+                 confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of ``stat`` over ``values``; None for no values."""
+    if not values:
+        return None
+    rng = random.Random(seed)
+    n = len(values)
+    draws = sorted(stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    alpha = (1 - confidence) / 2
+    return quantile(draws, alpha), quantile(draws, 1 - alpha)
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for a proportion ``successes / n``; None when n is 0."""
+    if n <= 0:
+        return None
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
+
+
+RECOVERY_FIGURES = ("time_to_detect_s", "time_to_first_success_s", "time_to_steady_state_s")
+
+
+def describe(values: list[float], missing: int, seed: int = 0) -> dict[str, Any]:
+    """Median and p95 with bootstrap intervals, and what the sample supports."""
+    n = len(values)
+    out: dict[str, Any] = {
+        "n": n, "missing": missing, "values": values,
+        "median": median(values), "median_ci95": bootstrap_ci(values, median, seed=seed),
+        "p95": p95(values), "p95_ci95": bootstrap_ci(values, p95, seed=seed),
+    }
+    flags = []
+    if missing:
+        flags.append(f"{missing} trial(s) never reached this point: no bound on it holds for every trial")
+    if n < MIN_TRIALS_MEDIAN:
+        flags.append(f"only {n} value(s): too few for an interval on the median (need {MIN_TRIALS_MEDIAN})")
+    if n < MIN_TRIALS_P95:
+        flags.append(f"only {n} value(s): a p95 needs at least {MIN_TRIALS_P95} trials; here it is about the maximum")
+    out["flags"] = flags
+    return out
+
+
+def trials(summaries: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
+    """Aggregate the first fault of each trial's summary (one fault per experiment trial)."""
+    faults = [s["faults"][0] for s in summaries if s.get("faults")]
+    out: dict[str, Any] = {"trials": len(summaries), "with_fault": len(faults), "figures": {}}
+    for name in RECOVERY_FIGURES:
+        # an undisrupted trial has no detect/first-success time: that is not a missing value;
+        # a disrupted one without it, or any trial that never got back to steady state, is
+        vals = [f[name] for f in faults if f.get(name) is not None]
+        if name == "time_to_steady_state_s":
+            missing = sum(1 for f in faults if not f.get("recovered"))
+        else:
+            missing = sum(1 for f in faults if f.get(name) is None and f.get("disrupted"))
+        out["figures"][name] = describe(vals, missing, seed=seed)
+    failed = sum(f["failed"]["total"] for f in faults)
+    requests = sum(f.get("requests_in_window", 0) + f["failed"].get("in_flight_at_injection", 0) for f in faults)
+    out["failed"] = {"failed": failed, "requests": requests,
+                     "fraction": round(failed / requests, 6) if requests else None,
+                     "wilson95": wilson(failed, requests)}
+    verdicts = [s.get("bounds", {}).get("all_met") for s in summaries]
+    out["bounds_met"] = {"trials": sum(1 for v in verdicts if v), "of": len(verdicts),
+                         "wilson95": wilson(sum(1 for v in verdicts if v), len(verdicts))}
+    return out

@@ -1,0 +1,87 @@
+"""Interval computations against known values, and the aggregation of synthetic trials."""
+
+import random
+import statistics
+
+import pytest
+
+from chaos import stats
+
+
+@pytest.mark.parametrize("k,n,lo,hi", [
+    # Newcombe (1998), Stat. Med. 17:857, table I, method 3 (Wilson score, no continuity correction)
+    (81, 263, 0.2553, 0.3662),
+    (15, 148, 0.0624, 0.1605),
+    (0, 20, 0.0, 0.1611),
+    (1, 29, 0.0061, 0.1718),
+])
+def test_wilson_matches_published_values(k, n, lo, hi):
+    got = stats.wilson(k, n)
+    assert got[0] == pytest.approx(lo, abs=6e-5) and got[1] == pytest.approx(hi, abs=6e-5)
+
+
+def test_wilson_edges():
+    assert stats.wilson(0, 0) is None
+    lo, hi = stats.wilson(10, 10)
+    assert hi == 1.0 and lo == pytest.approx(0.7225, abs=1e-4)
+
+
+def test_quantile_is_linear_interpolation():
+    assert stats.quantile([1, 2, 3, 4], 0.5) == 2.5
+    assert stats.quantile([10.0], 0.95) == 10.0
+    assert stats.p95(list(range(1, 21))) == pytest.approx(19.05)
+    assert stats.quantile([], 0.5) is None
+
+
+def test_bootstrap_of_constant_values_is_a_point_and_seeded():
+    assert stats.bootstrap_ci([3.0] * 8, stats.median) == (3.0, 3.0)
+    values = [random.Random(1).gauss(0, 1) for _ in range(50)]
+    assert stats.bootstrap_ci(values, stats.median, seed=4) == stats.bootstrap_ci(values, stats.median, seed=4)
+
+
+def test_bootstrap_median_interval_has_the_asymptotic_width():
+    # median of N(10, 2): standard error ~ 1.2533 * 2 / sqrt(n); the 95% interval ~ +-1.96 SE
+    rng = random.Random(11)
+    values = [rng.gauss(10.0, 2.0) for _ in range(400)]
+    lo, hi = stats.bootstrap_ci(values, stats.median, resamples=3000, seed=2)
+    expected = 2 * 1.96 * 1.2533 * 2.0 / 400 ** 0.5  # 0.491
+    assert lo < statistics.median(values) < hi
+    assert 0.6 * expected < hi - lo < 1.5 * expected
+    assert lo < 10.0 < hi
+
+
+def _summary(detect, first, steady, failed, window, met=True, recovered=True):
+    return {"faults": [{"time_to_detect_s": detect, "time_to_first_success_s": first,
+                        "time_to_steady_state_s": steady, "disrupted": detect is not None, "recovered": recovered,
+                        "failed": {"total": failed, "in_flight_at_injection": 0}, "requests_in_window": window}],
+            "bounds": {"all_met": met}}
+
+
+def test_trials_aggregate_known_values_and_flag_small_n():
+    trials = [_summary(0.1 * i, 0.2 * i, 1.0 * i, i, 100) for i in range(1, 6)]
+    agg = stats.trials(trials)
+    steady = agg["figures"]["time_to_steady_state_s"]
+    assert steady["n"] == 5 and steady["median"] == 3.0 and steady["p95"] == pytest.approx(4.8)
+    lo, hi = steady["median_ci95"]
+    assert 1.0 <= lo <= 3.0 <= hi <= 5.0
+    assert agg["failed"]["failed"] == 15 and agg["failed"]["requests"] == 500
+    assert agg["failed"]["wilson95"] == pytest.approx(stats.wilson(15, 500))
+    assert any("p95 needs at least 20" in f for f in steady["flags"])
+    assert not any("median" in f for f in steady["flags"])  # 5 trials are enough for the median's interval
+    assert agg["bounds_met"]["trials"] == 5
+
+
+def test_a_trial_that_never_recovers_is_counted_not_dropped():
+    trials = [_summary(0.1, 0.2, 3.0, 2, 50), _summary(0.1, 0.3, None, 40, 50, met=False, recovered=False)]
+    agg = stats.trials(trials)
+    steady = agg["figures"]["time_to_steady_state_s"]
+    assert steady["n"] == 1 and steady["missing"] == 1
+    assert any("never reached" in f for f in steady["flags"])
+    assert agg["bounds_met"] == {"trials": 1, "of": 2, "wilson95": stats.wilson(1, 2)}
+
+
+def test_undisturbed_trials_have_no_missing_detection():
+    agg = stats.trials([_summary(None, None, 0.0, 0, 40) for _ in range(3)])
+    assert agg["figures"]["time_to_detect_s"]["missing"] == 0
+    assert agg["figures"]["time_to_detect_s"]["n"] == 0
+    assert agg["figures"]["time_to_steady_state_s"]["median"] == 0.0
