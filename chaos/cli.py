@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-from chaos.errors import AvailproofError, UsageError
+from chaos.errors import AvailproofError, SetupError, UsageError
 
 
 def _say(msg: str) -> None:
@@ -104,6 +105,11 @@ def _run_one(path: str, out: Path, args) -> dict:
     extra = {"availproof_model_path": args.model_path} if getattr(args, "model_path", None) else {}
     if getattr(args, "replace_cluster", False):
         extra["availproof_replace_cluster"] = True
+    if getattr(args, "backend", "local") == "kuberay":
+        extra["availproof_backend"] = "kuberay"
+        extra["availproof_kubernetes"] = {"context": args.kube_context, "namespace": args.kube_namespace,
+                                          "ray_cluster": args.ray_cluster, "serve_url": args.serve_url,
+                                          "dashboard_url": args.dashboard_url, "max_pods": args.max_pods}
     verdict, result = runner.run_experiment(path, out, app=args.app, cluster_dir=_cluster_dir(args),
                                             extra_config=extra)
     result["verdict"] = verdict
@@ -116,6 +122,48 @@ def _default_out(name: str) -> Path:
     return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
 
 
+@contextmanager
+def _prometheus(args, out: Path):
+    """With --prometheus: a real Prometheus server for the run, scraping the harness and Ray."""
+    if not getattr(args, "prometheus", False):
+        yield None
+        return
+    import os
+
+    from chaos import metrics, prometheus
+    from chaos.backends.local.cluster import default_cluster_dir
+
+    server = prometheus.PrometheusServer(out / "prometheus", _cluster_dir(args) or default_cluster_dir(),
+                                         metrics.port_from_env(), log=_say)
+    try:
+        server.start()
+    except SetupError as e:
+        if args.command != "demo":  # asked for explicitly: a set-up error
+            raise
+        _say(f"demo without Prometheus: {e}")
+        yield None
+        return
+    os.environ["AVAILPROOF_PROMETHEUS_URL"] = server.url
+    _say(f"Prometheus: {server.url}/graph (Grafana dashboard: {prometheus.DASHBOARD})")
+    try:
+        yield server
+    finally:
+        os.environ.pop("AVAILPROOF_PROMETHEUS_URL", None)
+        server.stop()
+        _say(f"Prometheus stopped; its data stays in {out / 'prometheus'}")
+
+
+def _write_report(out: Path) -> None:
+    """report.md/.html/.json beside the results; a failure here never changes the verdict."""
+    from chaos import report
+
+    try:
+        paths = report.write(out)
+        _say(f"report: {paths['html']}")
+    except Exception as e:  # noqa: BLE001 - the run's own outputs are already written
+        _say(f"could not write the report of {out}: {e}")
+
+
 def cmd_run(args) -> int:
     from chaos import runner
     from chaos.experiment import load
@@ -123,11 +171,13 @@ def cmd_run(args) -> int:
     load(args.experiment)  # one-line error on a bad file, before anything starts
     out = Path(args.out) if args.out else _default_out(Path(args.experiment).stem)
     results = []
-    for trial in range(1, args.trials + 1):
-        trial_out = out if args.trials == 1 else out / f"trial-{trial}"
-        _say(f"{args.experiment}: trial {trial}/{args.trials} -> {trial_out}")
-        results.append(_run_one(args.experiment, trial_out, args))
+    with _prometheus(args, out):
+        for trial in range(1, args.trials + 1):
+            trial_out = out if args.trials == 1 else out / f"trial-{trial}"
+            _say(f"{args.experiment}: trial {trial}/{args.trials} -> {trial_out}")
+            results.append(_run_one(args.experiment, trial_out, args))
     (out / "junit.xml").write_text(runner.junit_xml(results))
+    _write_report(out)
     worst = max(r["verdict"] for r in results)
     for r in results:
         word = {0: "PASS", 1: "BOUND VIOLATED", 2: "ERROR"}[r["verdict"]]
@@ -141,20 +191,22 @@ def cmd_suite(args) -> int:
     out = Path(args.out) if args.out else _default_out("suite")
     names = suite.selection(args.full, args.only)
     results = []
-    for name in names:
-        path = suite.experiment_path(name)
-        _say(f"suite: {name}")
-        try:
-            args.replace_cluster = True
-            results.append(_run_one(str(path), out / name, args))
-        except AvailproofError as e:
-            results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})
-            _say(f"error: {e}")
+    with _prometheus(args, out):
+        for name in names:
+            path = suite.experiment_path(name)
+            _say(f"suite: {name}")
+            try:
+                args.replace_cluster = True
+                results.append(_run_one(str(path), out / name, args))
+            except AvailproofError as e:
+                results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})
+                _say(f"error: {e}")
     (out / "junit.xml").write_text(runner.junit_xml(results))
     table = suite.table(results)
     (out / "suite.md").write_text(table)
     print(table)
-    if not args.keep_cluster:
+    _write_report(out)
+    if not args.keep_cluster and getattr(args, "backend", "local") == "local":
         cmd_cluster_down(args)
     return max((r["verdict"] for r in results), default=0)
 
@@ -245,7 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     su.set_defaults(func=cmd_suite)
     demo = sub.add_parser("demo", help="the main job on the embedded default: the quick suite, then down")
     demo.add_argument("--full", action="store_true")
-    demo.set_defaults(func=cmd_suite, only=None, keep_cluster=False)
+    demo.add_argument("--no-prometheus", dest="prometheus", action="store_false",
+                      help="do not start the Prometheus server the demo runs by default")
+    demo.set_defaults(func=cmd_suite, only=None, keep_cluster=False, prometheus=True)
 
     rec_ = sub.add_parser("recover", help="restore the local cluster after a killed run (idempotent)")
     rec_.add_argument("--app", choices=("stream", "llm"), default="stream")
@@ -262,6 +316,17 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--app", choices=("stream", "llm"), default="stream")
         c.add_argument("--model-path", default=None)
         c.add_argument("--out", default=None, help="run directory (default: runs/<time>-<name>)")
+    for c in (run, su):
+        c.add_argument("--prometheus", action="store_true",
+                       help="run a Prometheus server (Debian's) scraping the harness and every Ray node meanwhile")
+        k = c.add_argument_group("KubeRay backend (flags override the experiment's kubernetes section)")
+        k.add_argument("--backend", choices=("local", "kuberay"), default="local")
+        k.add_argument("--kube-context", default=None, help="the one kube context to act in")
+        k.add_argument("--kube-namespace", default=None, help="the one namespace to act in")
+        k.add_argument("--ray-cluster", default=None, help="RayCluster name or prefix (default: availproof)")
+        k.add_argument("--serve-url", default=None, help="the serve Service, port-forwarded to loopback")
+        k.add_argument("--dashboard-url", default=None, help="the head's dashboard, port-forwarded to loopback")
+        k.add_argument("--max-pods", type=int, default=None, help="blast-radius limit: pods one fault may hit")
     for c in (up, status, down, dep, run, su, demo, rec_):
         c.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
     return p

@@ -17,8 +17,9 @@ The extension says what the rig needs around the Chaos Toolkit method::
       "steady_state": {...},              # chaos.analysis.SteadyState fields
       "slo": {...},                       # chaos.analysis.SLO fields
       "bounds": {...},                    # chaos.bounds names -> limits
-      "bounds_source": "where the defaults come from"
-    }]
+      "bounds_source": "where the defaults come from",
+      "kubernetes": {...}                 # with --backend kuberay: context, namespace, ray_cluster,
+    }]                                    #   serve_url, dashboard_url, max_pods (blast radius)
 
 Every problem is one line naming the file and the field.
 """
@@ -41,7 +42,8 @@ TARGET_SETS = ("workers", "head", "all")
 NETWORKS = ("loopback", "netns")
 _FIELDS = {"name", "scope", "topology", "gcs_fault_tolerance", "network", "app", "targets", "routing", "load", "baseline_s",
            "recovery_window_s", "steady_state", "slo", "bounds", "bounds_source", "allow_hosts", "max_wall_s",
-           "stop_when", "llm"}
+           "stop_when", "llm", "kubernetes"}
+KUBE_FIELDS = {"context", "namespace", "ray_cluster", "serve_url", "dashboard_url", "max_pods"}
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Settings:
     allow_hosts: tuple[str, ...] = ()
     max_wall_s: float = 900.0  # stop condition: abort the method past this wall time
     stop_when: dict[str, Any] = field(default_factory=dict)  # stop condition on the failure ratio
+    kubernetes: dict[str, Any] = field(default_factory=dict)  # the KubeRay target and its blast radius
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -126,6 +129,18 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     f = stop.get("for_s", 10)
     if isinstance(f, bool) or not isinstance(f, (int, float)) or f <= 0:
         raise UsageError(f"{where}.stop_when.for_s: must be a number > 0, got {f!r}")
+    kube = ext.get("kubernetes", {})
+    if not isinstance(kube, dict):
+        raise UsageError(f"{where}.kubernetes: must be a mapping")
+    if set(kube) - KUBE_FIELDS:
+        raise UsageError(f"{where}.kubernetes.{sorted(set(kube) - KUBE_FIELDS)[0]}: unknown field "
+                         f"(known: {', '.join(sorted(KUBE_FIELDS))})")
+    mp = kube.get("max_pods", 1)
+    if isinstance(mp, bool) or not isinstance(mp, int) or mp < 1:
+        raise UsageError(f"{where}.kubernetes.max_pods: must be an integer >= 1 (the blast-radius limit), got {mp!r}")
+    for key in KUBE_FIELDS - {"max_pods"}:
+        if key in kube and (not isinstance(kube[key], str) or not kube[key]):
+            raise UsageError(f"{where}.kubernetes.{key}: must be a non-empty string")
     network = ext.get("network", "loopback")
     if network not in NETWORKS:
         raise UsageError(f"{where}.network: must be one of {', '.join(NETWORKS)}, got {network!r}")
@@ -157,4 +172,5 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
         allow_hosts=tuple(ext.get("allow_hosts", ())),
         max_wall_s=float(ext.get("max_wall_s", 900.0)),
         stop_when=dict(ext.get("stop_when", {})),
+        kubernetes=dict(kube),
     )

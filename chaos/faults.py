@@ -57,19 +57,26 @@ def _sleep(seconds: float | None) -> None:
         time.sleep(seconds)
 
 
+REPLICA_KILL_METHODS = ("sigkill", "actor", "pod")
+
+
 def kill_replica(backend, marker: Marker, zone: str | None = None, method: str = "sigkill",
                  replica=None, deployment: str | None = None) -> dict:
-    """Kill one RUNNING Serve replica (SIGKILL of its worker process); Serve replaces it.
+    """Kill one RUNNING Serve replica; Serve replaces it.
 
+    ``method``: ``sigkill`` (SIGKILL of the replica's worker process), ``actor`` (``ray.kill``
+    of its actor through a Ray driver), ``pod`` (KubeRay only: delete the pod hosting it).
     By default a replica of the deployment that holds the model; ``deployment`` (a name
-    prefix, e.g. ``OpenAiIngress``) picks another.
+    prefix, e.g. ``OpenAiIngress``) picks another. The mark is taken when everything is
+    ready and only the kill itself is left.
     """
-    if method != "sigkill":
-        raise UsageError(f"replica kill method must be 'sigkill', got {method!r}")
+    if method not in REPLICA_KILL_METHODS:
+        raise UsageError(f"replica kill method must be one of {', '.join(REPLICA_KILL_METHODS)}, got {method!r}")
     r = replica or backend.pick_replica(zone=zone, deployment=deployment)
+    do_kill = backend.replica_killer(r, method)
     with marker.inject("replica", r.replica_id, [r.zone] if r.zone else [],
-                       {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
-        f["pids"] = backend.kill_replica(r)
+                       {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}) as f:
+        f["pids"] = do_kill()
     return f
 
 
@@ -110,10 +117,17 @@ def kill_node(backend, marker: Marker, node: str | None = None, zone: str | None
     return f
 
 
-def kill_head(backend, marker: Marker, outage_s: float | None = 5.0) -> dict:
-    """SIGKILL the head (GCS, dashboard, Serve controller, head proxy); restart it after ``outage_s``."""
-    with marker.inject("head", "head", []) as f:
-        f["pids"] = len(backend.kill_head())
+def kill_head(backend, marker: Marker, outage_s: float | None = 5.0, method: str = "node") -> dict:
+    """Kill the head and restart it after ``outage_s``.
+
+    ``method``: ``node`` (SIGKILL of every head process: GCS, dashboard, Serve controller, head
+    proxy; on KubeRay, delete the head pod) or ``gcs`` (SIGKILL of ``gcs_server`` alone, in
+    place; on KubeRay the head container then exits and the kubelet restarts it in the same pod).
+    """
+    if method not in ("node", "gcs"):
+        raise UsageError(f"head kill method must be node or gcs, got {method!r}")
+    with marker.inject("head", "head", [], {"method": method}) as f:
+        f["pids"] = len(backend.kill_head(method=method))
     _outage(backend, marker, f, outage_s, backend.restart_head)
     return f
 

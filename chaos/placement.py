@@ -69,3 +69,22 @@ def zones_of(rows: list[Replica], state: str = "RUNNING") -> dict[str, int]:
         if r.state == state and r.zone:
             out[r.zone] = out.get(r.zone, 0) + 1
     return out
+
+
+def pick(rows: list[Replica], zone: str | None = None, replica_id: str | None = None,
+         deployment: str | None = None) -> Replica:
+    """A RUNNING replica; by default of the deployment that serves the model (not the ingress)."""
+    from chaos.errors import ClusterError
+
+    rows = [r for r in rows if r.state == "RUNNING"]
+    if deployment:
+        rows = [r for r in rows if r.deployment.startswith(deployment)]
+    elif not replica_id:
+        rows = [r for r in rows if r.deployment.startswith(MODEL_DEPLOYMENTS)]
+    if replica_id:
+        rows = [r for r in rows if r.replica_id == replica_id]
+    if zone:
+        rows = [r for r in rows if r.zone == zone]
+    if not rows:
+        raise ClusterError(f"no RUNNING replica{' in zone ' + zone if zone else ''} to act on")
+    return sorted(rows, key=lambda r: (r.zone or "", r.replica_id))[0]

@@ -316,7 +316,7 @@ def timelines(doc: dict[str, Any]) -> dict[str, bytes]:
         if not (first / "records.ndjson").exists():
             continue
         path = timeline.write(first, rec.read(first / "records.ndjson"), exp["trials"][0]["summary"])
-        exp["timeline"] = str(path)
+        exp["timeline"] = str(path.relative_to(doc["run_dir"])) if path.is_relative_to(doc["run_dir"]) else str(path)
         out[exp["name"]] = path.read_bytes()
     return out
 

@@ -96,10 +96,10 @@ experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",
     "SIGKILLs the raylet, its agents and every worker process of one node. The GCS marks the node dead after "
     "health_check period 1 s x 3 failures; Serve then replaces the replica.",
-    "node", [action("kill-node-worker-b", "kill_node", node="worker-b", outage_s=20)],
+    "node", [action("kill-node-zone-b", "kill_node", zone="zone-b", outage_s=20)],
     {"max_failed_requests": 30, "max_failed_unaffected_zones": 0, "max_time_to_steady_state_s": 40,
      "must_recover": True},
-    "Requests in flight on worker-b's replica fail, and requests sent to worker-b's own proxy fail while the "
+    "Requests in flight on the zone-b node's replica fail, and requests sent to its own proxy fail while the "
     "node is down. The bound assumes what a zone-aware load balancer gives: it stops sending to a dead proxy "
     "within its health-check interval (here: 8/3 req/s for ~10 s, ~30 requests). The rig's client does not "
     "health-check targets (it is the load, not a load balancer), so this bound measures what a client that "

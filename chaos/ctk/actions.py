@@ -25,8 +25,8 @@ def kill_node(node: str | None = None, zone: str | None = None, outage_s: float 
     return faults.kill_node(backend_for(configuration), marker_for(), node=node, zone=zone, outage_s=outage_s)
 
 
-def kill_head(outage_s: float | None = 5.0, configuration: dict | None = None) -> dict:
-    return faults.kill_head(backend_for(configuration), marker_for(), outage_s=outage_s)
+def kill_head(outage_s: float | None = 5.0, method: str = "node", configuration: dict | None = None) -> dict:
+    return faults.kill_head(backend_for(configuration), marker_for(), outage_s=outage_s, method=method)
 
 
 def kill_zone(zone: str, outage_s: float | None = None, configuration: dict | None = None) -> dict:

@@ -48,7 +48,38 @@ def _app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any], config
     return spec
 
 
-def ensure_system(settings: exp_mod.Settings, configuration: dict) -> LocalBackend:
+def ensure_system(settings: exp_mod.Settings, configuration: dict):
+    """The backend the experiment runs on, ready: local (cluster up, app deployed) or KubeRay."""
+    if session.backend_kind(configuration) == "kuberay":
+        return ensure_kuberay(settings, configuration)
+    return ensure_local(settings, configuration)
+
+
+def ensure_kuberay(settings: exp_mod.Settings, configuration: dict):
+    """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
+    if not settings.gcs_fault_tolerance:
+        raise SetupError("this experiment needs a cluster without GCS fault tolerance: the KubeRay manifests "
+                         "always set gcsFaultToleranceOptions (run it on the local backend)")
+    if settings.targets != "workers":
+        raise SetupError("on KubeRay the load goes to the serve Service (targets: workers), not to the head")
+    backend = session.kuberay_backend(configuration, settings.kubernetes)
+    log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
+        f"blast radius {backend.max_pods} pod(s)")
+    backend.wait_healthy(timeout=float(configuration.get("availproof_deploy_timeout_s", 600)))
+    _wait_app_running(backend, float(configuration.get("availproof_deploy_timeout_s", 600)))
+    return backend
+
+
+def _wait_app_running(backend, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while backend.app_status() != "RUNNING":
+        if time.monotonic() > deadline:
+            raise SetupError(f"the Serve app on {backend.cluster} is not RUNNING after {timeout:.0f} s "
+                             f"(status {backend.app_status()})")
+        time.sleep(3)
+
+
+def ensure_local(settings: exp_mod.Settings, configuration: dict) -> LocalBackend:
     """Bring the cluster up if needed and deploy the app unless it is already RUNNING."""
     from chaos import topology
 
@@ -84,8 +115,12 @@ def _cluster_kind(topology_name: str, gcs_ft: bool, netns_mode: bool) -> str:
             f"{'per-zone network namespaces' if netns_mode else 'loopback addresses'}")
 
 
-def redeploy_if_gone(backend: LocalBackend, configuration: dict) -> bool:
-    """Deploy the app again when it is not there; wait until every zone serves again."""
+def redeploy_if_gone(backend, configuration: dict) -> bool:
+    """Deploy the app again when it is not there; wait until every zone serves again.
+    On KubeRay the RayService controller redeploys: wait for the app to be RUNNING."""
+    if backend.name == "kuberay":
+        _wait_app_running(backend, float(configuration.get("availproof_deploy_timeout_s", 600)))
+        return False
     cluster = backend.cluster
     run = session.current()
     overrides = run.settings.app if run else {}
@@ -142,7 +177,7 @@ def before_method_control(context: dict, configuration: dict | None = None, **kw
     shape = s.load
     shape.model = (configuration or {}).get("availproof_model", shape.model)
     # Node addresses inside the cluster's own network namespaces are hosts the rig itself created.
-    own = tuple(n.ip for n in run.backend.cluster.state.nodes.values()) if run.backend.cluster.state.netns_mode else ()
+    own = run.backend.own_hosts()
     run.load = LoadRun(_targets(run), shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own).start()
     Guard(run).start()
     wait = shape.warmup_s + s.baseline_s
@@ -233,14 +268,11 @@ def finish(run: ActiveRun) -> dict:
     summary["experiment"] = run.experiment_title
     summary["scope"] = run.settings.scope
     summary["app"] = run.app
-    cs = run.backend.cluster.state
-    summary["cluster"] = {"backend": "local", "topology": cs.topology.get("name"),
-                          "gcs_fault_tolerance": cs.gcs_fault_tolerance,
-                          "network": "netns" if cs.netns_mode else "loopback"}
+    summary["cluster"] = run.backend.describe()
     summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
                          "results": results, "all_met": bounds.all_met(results) and run.stop_reason is None}
     summary["stop_reason"] = run.stop_reason
-    summary["environment"] = {**environment.capture(cs.topology), "app": run.app, "cluster": summary["cluster"],
+    summary["environment"] = {**environment.capture(run.backend.topology_doc()), "app": run.app, "cluster": summary["cluster"],
                               "load": records.header.get("load"), "routing": records.header.get("routing")}
     run.summary, run.bound_results = summary, results
     session.write_json(run.out_dir / "summary.json", summary)

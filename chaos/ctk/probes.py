@@ -12,8 +12,7 @@ from chaos.ctk.session import backend_for, current
 
 def app_status(configuration: dict | None = None) -> str:
     """The Serve application's status (RUNNING, DEPLOYING, UNHEALTHY, ...), or DOWN."""
-    b = backend_for(configuration)
-    return deploy.app_status(b.cluster.state.dashboard_url) or "DOWN"
+    return deploy.app_status(backend_for(configuration).dashboard_url) or "DOWN"
 
 
 def replicas_per_zone(configuration: dict | None = None) -> dict:
@@ -42,11 +41,9 @@ def every_zone_serving(min_per_zone: int = 1, wait_s: float = 0.0, configuration
 
 
 def cluster_healthy(configuration: dict | None = None) -> bool:
-    """Every node ALIVE in the GCS with live processes, and Redis up when GCS FT is on."""
-    b = backend_for(configuration)
-    nodes_ok = all(s.healthy for s in b.cluster.status())
-    redis = b.cluster.redis_status()
-    return nodes_ok and redis.get("state") in ("UP", "none (GCS fault tolerance off)")
+    """Every node healthy (local: ALIVE in the GCS with live processes; KubeRay: every Ray pod
+    Running and ready), and Redis up when GCS fault tolerance is on."""
+    return backend_for(configuration).healthy()
 
 
 async def _sample(urls: list[str], n: int, timeout_s: float, model: str) -> list[tuple[bool, float | None]]:
@@ -110,4 +107,24 @@ def recovery_within_bounds(configuration: dict | None = None) -> bool:
 
 
 __all__ = ["app_status", "replicas_per_zone", "every_zone_serving", "cluster_healthy", "requests_succeed",
-           "p95_ttft_below", "recovery_within_bounds"]
+           "p95_ttft_below", "recovery_within_bounds", "promql"]
+
+
+def promql(query: str, url: str | None = None, configuration: dict | None = None) -> float | None:
+    """An instant PromQL query's first value (None when the result is empty).
+
+    The server is ``url``, else the configuration's ``availproof_prometheus_url``, else
+    ``$AVAILPROOF_PROMETHEUS_URL`` (``availproof run/suite --prometheus`` sets it); only a
+    server on loopback is queried. Use a tolerance range in the experiment, e.g.
+    ``sum(rate(availproof_requests_total{outcome="failed"}[10s]))`` within ``[0, 0.5]``.
+    """
+    import os
+
+    from chaos import prometheus
+    from chaos.errors import UsageError
+
+    url = url or (configuration or {}).get("availproof_prometheus_url") or os.environ.get("AVAILPROOF_PROMETHEUS_URL")
+    if not url:
+        raise UsageError("promql probe: no Prometheus URL (argument url, configuration availproof_prometheus_url, "
+                         "or AVAILPROOF_PROMETHEUS_URL)")
+    return prometheus.query(url, query)

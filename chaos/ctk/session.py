@@ -15,6 +15,7 @@ from chaos.backends.local.backend import LocalBackend
 from chaos.experiment import Settings
 from chaos.faults import Marker
 from chaos.harness import LoadRun
+from chaos.errors import UsageError
 
 
 def log(msg: str) -> None:
@@ -68,11 +69,41 @@ def out_dir(configuration: dict | None, title: str) -> Path:
     return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
 
 
-def backend_for(configuration: dict | None) -> LocalBackend:
+def kube_settings(configuration: dict | None, from_file: dict | None = None) -> dict:
+    """The KubeRay target: the experiment's ``kubernetes`` section, overridden by the CLI's flags."""
+    merged = {**(from_file or {}), **{k: v for k, v in ((configuration or {}).get("availproof_kubernetes") or {}).items()
+                                      if v is not None}}
+    missing = [k for k in ("context", "namespace", "serve_url", "dashboard_url") if not merged.get(k)]
+    if missing:
+        raise UsageError(f"the kuberay backend needs {', '.join(missing)} (experiment extensions.kubernetes or "
+                         f"--kube-{missing[0].replace('_', '-')})")
+    return merged
+
+
+def kuberay_backend(configuration: dict | None, from_file: dict | None = None):
+    from chaos.backends.kuberay import KubeRayBackend
+
+    k = kube_settings(configuration, from_file)
+    b = KubeRayBackend(k["namespace"], k["context"], k.get("ray_cluster", "availproof"),
+                       max_pods=int(k.get("max_pods", 1)), serve_url=k["serve_url"], dashboard_url=k["dashboard_url"])
+    b.resolve_cluster()
+    return b
+
+
+def backend_kind(configuration: dict | None) -> str:
+    kind = (configuration or {}).get("availproof_backend", "local")
+    if kind not in ("local", "kuberay"):
+        raise UsageError(f"backend must be local or kuberay, got {kind!r}")
+    return kind
+
+
+def backend_for(configuration: dict | None):
     """The backend of the current run, or one attached from the configuration."""
     run = current()
     if run is not None:
         return run.backend
+    if backend_kind(configuration) == "kuberay":
+        return kuberay_backend(configuration)
     return LocalBackend(LocalCluster.attach(cluster_dir(configuration), log=log))
 
 

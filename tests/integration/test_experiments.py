@@ -106,3 +106,28 @@ def test_experiment_on_its_own_cluster(name, test_root):
         c = LocalCluster.find(cluster_dir)
         if c:
             c.down()
+
+
+def test_report_on_the_runs_of_this_suite(shared_cluster, test_root):
+    """`availproof report` on the experiments run above (a suite layout): md, html and json,
+    each experiment's numbers equal to its summary.json, one embedded timeline per experiment."""
+    runs = test_root / "runs"
+    if not any((d / "summary.json").exists() for d in runs.glob("*")):  # run alone: make one run
+        runner.run_experiment(suite.experiment_path("replica-kill"), runs / "replica-kill", app="stream",
+                              cluster_dir=shared_cluster.cluster_dir)
+    cli = Path(sys.executable).parent / "availproof"
+    proc = subprocess.run([str(cli), "report", str(runs), "--format", "all"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((runs / "report.json").read_text())
+    done = [d for d in sorted(runs.iterdir()) if (d / "summary.json").exists()]
+    assert [e["name"] for e in doc["experiments"]] == [d.name for d in done]
+    md = (runs / "report.md").read_text()
+    page = (runs / "report.html").read_text()
+    for exp in doc["experiments"]:
+        summary = json.loads((Path(exp["trials"][0]["dir"]) / "summary.json").read_text())
+        assert exp["trials"][0]["summary"]["faults"] == summary["faults"]
+        assert exp["environment"]["ray"] and exp["environment"]["load"]["rate"] > 0
+        for f in summary["faults"]:
+            assert f"| 1 | {f['scope']} | {f['target']} | {f['failed']['total']} | {f['failed']['mid_stream']} |" in md
+    assert page.count("data:image/png;base64,") == len(doc["experiments"])

@@ -37,6 +37,9 @@ def test_all_shipped_experiments_validate():
     (lambda d: ext(d).update(stop_when={"max_failed_ratio": 2}), "stop_when.max_failed_ratio"),
     (lambda d: ext(d).update(targetz="workers"), "targetz"),
     (lambda d: ext(d).update(network="vpn"), "network"),
+    (lambda d: ext(d).update(kubernetes={"context": "kind-x", "max_pods": 0}), "kubernetes.max_pods"),
+    (lambda d: ext(d).update(kubernetes={"namespaces": "a"}), "kubernetes.namespaces"),
+    (lambda d: ext(d).update(kubernetes={"context": ""}), "kubernetes.context"),
     (lambda d: d.update(extensions=[]), "extensions"),
     (lambda d: d.pop("method"), "method"),
 ])
@@ -90,7 +93,8 @@ def test_fuzz_topology_parser_only_usage_errors(doc):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(["scope", "load", "bounds", "baseline_s", "stop_when", "targets", "app",
-                                        "steady_state", "slo", "llm", "recovery_window_s", "bogus"]),
+                                        "steady_state", "slo", "llm", "recovery_window_s", "kubernetes", "network",
+                                        "bogus"]),
                        json_values, max_size=6))
 def test_fuzz_experiment_extension_only_usage_errors(fields):
     doc = {"title": "t", "method": [{}], "extensions": [{"name": "availproof", **fields}]}

@@ -7,6 +7,7 @@ state file (the allowlist): a replica PID read from Serve is refused if it is an
 from __future__ import annotations
 
 import signal
+from typing import Callable
 
 from chaos import placement
 from chaos.backends.local import procs
@@ -43,6 +44,23 @@ class LocalBackend:
     def head_target(self) -> tuple[str, str, str | None, str | None]:
         return (HEAD, self.cluster.serve_url(HEAD), None, None)
 
+    def own_hosts(self) -> tuple[str, ...]:
+        """Addresses the rig itself created (its network namespaces) that the harness may load."""
+        s = self.cluster.state
+        return tuple(n.ip for n in s.nodes.values()) if s.netns_mode else ()
+
+    def describe(self) -> dict:
+        s = self.cluster.state
+        return {"backend": "local", "topology": s.topology.get("name"), "gcs_fault_tolerance": s.gcs_fault_tolerance,
+                "network": "netns" if s.netns_mode else "loopback"}
+
+    def topology_doc(self) -> dict:
+        return self.cluster.state.topology
+
+    @property
+    def dashboard_url(self) -> str:
+        return self.cluster.state.dashboard_url
+
     # ---------------------------------------------------------------- nodes
     def kill_node(self, node: str) -> list[int]:
         return self.cluster.kill_node(node)
@@ -50,8 +68,8 @@ class LocalBackend:
     def start_node(self, node: str) -> None:
         self.cluster.start_node(node)
 
-    def kill_head(self) -> list[int]:
-        return self.cluster.kill_head()
+    def kill_head(self, method: str = "node") -> list[int]:
+        return self.cluster.kill_gcs() if method == "gcs" else self.cluster.kill_head()
 
     def restart_head(self) -> None:
         self.cluster.restart_head()
@@ -77,19 +95,7 @@ class LocalBackend:
 
     def pick_replica(self, zone: str | None = None, replica_id: str | None = None,
                      deployment: str | None = None) -> placement.Replica:
-        """A RUNNING replica; by default of the deployment that serves the model (not the ingress)."""
-        rows = self.replicas()
-        if deployment:
-            rows = [r for r in rows if r.deployment.startswith(deployment)]
-        elif not replica_id:
-            rows = [r for r in rows if r.deployment.startswith(placement.MODEL_DEPLOYMENTS)]
-        if replica_id:
-            rows = [r for r in rows if r.replica_id == replica_id]
-        if zone:
-            rows = [r for r in rows if r.zone == zone]
-        if not rows:
-            raise ClusterError(f"no RUNNING replica{' in zone ' + zone if zone else ''} to act on")
-        return sorted(rows, key=lambda r: (r.zone or "", r.replica_id))[0]
+        return placement.pick(self.replicas(), zone=zone, replica_id=replica_id, deployment=deployment)
 
     def _owned(self, pid: int | None) -> int:
         """Return ``pid`` if it belongs to a node session of this cluster; refuse otherwise."""
@@ -101,7 +107,27 @@ class LocalBackend:
         return pid
 
     def kill_replica(self, r: placement.Replica) -> list[int]:
-        return procs.signal_pids([self._owned(r.pid)], signal.SIGKILL)
+        return self.replica_killer(r, "sigkill")()
+
+    def replica_killer(self, r: placement.Replica, method: str) -> Callable[[], list[int]]:
+        """Everything but the kill itself done; the returned callable kills the replica."""
+        pid = self._owned(r.pid)
+        if method == "sigkill":
+            return lambda: procs.signal_pids([pid], signal.SIGKILL)
+        if method == "actor":
+            from chaos.ray_actor import ActorKiller
+
+            killer = ActorKiller(self.cluster.state.gcs_address, r.actor_name)
+
+            def kill() -> list[int]:
+                try:
+                    killer.kill()
+                finally:
+                    killer.close()
+                return [pid]
+
+            return kill
+        raise UsageError(f"replica kill method {method!r} is not available on the local backend (sigkill, actor)")
 
     def engine_pids(self, r: placement.Replica) -> list[int]:
         """The engine processes of a replica: vLLM's EngineCore children, else the replica itself."""
@@ -161,3 +187,9 @@ class LocalBackend:
 
     def wait_healthy(self, timeout: float = 120.0) -> None:
         self.cluster.wait_healthy(timeout=timeout)
+
+    def healthy(self) -> bool:
+        """Every node ALIVE in the GCS with live processes, and Redis up when GCS FT is on."""
+        nodes_ok = all(s.healthy for s in self.cluster.status())
+        redis = self.cluster.redis_status()
+        return nodes_ok and redis.get("state") in ("UP", "none (GCS fault tolerance off)")

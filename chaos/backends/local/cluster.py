@@ -368,6 +368,15 @@ class LocalCluster:
     def kill_head(self) -> list[int]:
         return self.kill_node(HEAD)
 
+    def kill_gcs(self) -> list[int]:
+        """SIGKILL the head's gcs_server alone (the rest of the head keeps running)."""
+        with self._lock:
+            pids = [p for p in self.node_processes(HEAD) if "gcs/gcs_server" in procs.cmdline(p)]
+            if not pids:
+                raise ClusterError("the head has no gcs_server process to kill")
+            self.log(f"killed the head's gcs_server (pid {', '.join(map(str, pids))})")
+            return procs.signal_pids(pids, signal.SIGKILL)
+
     def restart_head(self) -> None:
         self.start_node(HEAD)
 
