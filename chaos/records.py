@@ -21,7 +21,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -115,7 +115,9 @@ class Events:
 
 
 class RecordWriter:
-    """Append records to an NDJSON file: one line each, flushed at once, fsync'ed every second."""
+    """Append records to an NDJSON file: one line each, written and flushed at once (a crash of
+    the rig's process loses nothing written), fsync'ed about once a second by a background
+    thread, so the disk's latency never stalls the caller (the harness' event loop)."""
 
     def __init__(self, path: str | Path, fsync_interval_s: float = 1.0):
         self.path = Path(path)
@@ -123,8 +125,11 @@ class RecordWriter:
         self._f = open(self.path, "a", encoding="utf-8")
         self._lock = threading.Lock()
         self._fsync_interval = fsync_interval_s
-        self._last_fsync = time.monotonic()
+        self._dirty = threading.Event()
+        self._closed = threading.Event()
         self.counts = {"run": 0, "request": 0, "mark": 0, "end": 0}
+        self._syncer = threading.Thread(target=self._sync_loop, name="records-fsync", daemon=True)
+        self._syncer.start()
 
     def attach(self, events: Events) -> "RecordWriter":
         events.run_started.append(lambda header: self.write({"kind": "run", **header}))
@@ -134,17 +139,28 @@ class RecordWriter:
         return self
 
     def write(self, record) -> None:
-        data = asdict(record) if hasattr(record, "__dataclass_fields__") else record
+        # the records hold only JSON values: their __dict__ is what asdict() would copy, far cheaper
+        data = vars(record) if hasattr(record, "__dataclass_fields__") else record
         line = json.dumps(data, separators=(",", ":"), default=str) + "\n"
+        kind = data.get("kind", "request")
         with self._lock:
             if self._f.closed:
                 return
             self._f.write(line)
             self._f.flush()
-            self.counts[data.get("kind", "request")] = self.counts.get(data.get("kind", "request"), 0) + 1
-            if time.monotonic() - self._last_fsync >= self._fsync_interval:
-                os.fsync(self._f.fileno())
-                self._last_fsync = time.monotonic()
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+        self._dirty.set()
+
+    def _sync_loop(self) -> None:
+        while not self._closed.wait(self._fsync_interval):
+            if not self._dirty.is_set():
+                continue
+            self._dirty.clear()
+            try:
+                fd = self._f.fileno()
+                os.fsync(fd)  # outside the lock: writers are never held up by the disk
+            except (OSError, ValueError):  # closed meanwhile
+                return
 
     def close(self) -> None:
         with self._lock:
@@ -152,6 +168,7 @@ class RecordWriter:
                 self._f.flush()
                 os.fsync(self._f.fileno())
                 self._f.close()
+        self._closed.set()
 
 
 @dataclass
@@ -182,6 +199,29 @@ _REQ_FIELDS = set(RequestRecord.__dataclass_fields__)
 _MARK_FIELDS = set(FaultMark.__dataclass_fields__)
 
 
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_REQ_TYPES = {"id": int, "target": str, "url": str, "route": str, "phase": str, "planned_ns": int, "sent_ns": int,
+              "sent_offset_s": _NUM, "ok": bool, "failure": (str, type(None)), "ttft_s": _OPT_NUM, "e2e_s": _OPT_NUM,
+              "itl_p95_s": _OPT_NUM, "itl_mean_s": _OPT_NUM, "itl_max_s": _OPT_NUM, "zone": (str, type(None)),
+              "output_tokens": (int, type(None)), "chunks": int}
+_MARK_TYPES = {"event": str, "fault_id": str, "scope": str, "target": str, "t_ns": int, "zones": list,
+               "detail": dict}
+
+
+def _build(cls, obj: dict, fields: set, types: dict):
+    """The record, or None when a line is not one (missing or mistyped fields: damaged)."""
+    try:
+        rec_ = cls(**{k: v for k, v in obj.items() if k in fields})
+    except TypeError:
+        return None
+    for name, t in types.items():
+        v = getattr(rec_, name)
+        if not isinstance(v, t) or (isinstance(v, bool) and t in (int, _NUM, _OPT_NUM)):
+            return None
+    return rec_
+
+
 def read(path: str | Path) -> RunRecords:
     """Read a records file back; several run headers (trials appended) keep the first."""
     header: dict[str, Any] = {}
@@ -195,9 +235,17 @@ def read(path: str | Path) -> RunRecords:
             continue
         kind = obj.get("kind")
         if kind == "request":
-            requests.append(RequestRecord(**{k: v for k, v in obj.items() if k in _REQ_FIELDS}))
+            r = _build(RequestRecord, obj, _REQ_FIELDS, _REQ_TYPES)
+            if r is None:
+                torn += 1
+            else:
+                requests.append(r)
         elif kind == "mark":
-            marks.append(FaultMark(**{k: v for k, v in obj.items() if k in _MARK_FIELDS}))
+            m = _build(FaultMark, obj, _MARK_FIELDS, _MARK_TYPES)
+            if m is None or m.event not in MARK_EVENTS:
+                torn += 1
+            else:
+                marks.append(m)
         elif kind == "run" and not header:
             header = obj
         elif kind == "end":

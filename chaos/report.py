@@ -51,6 +51,9 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
             summary = json.loads(summary_path.read_text())
         except ValueError as e:
             raise UsageError(f"{summary_path}: not valid JSON ({e})") from None
+        if not isinstance(summary, dict) or not isinstance(summary.get("requests"), dict) \
+                or not isinstance(summary.get("faults"), list):
+            raise UsageError(f"{summary_path}: not an availproof summary (no requests/faults)")
         summary.setdefault("partial", False)
         return summary
     if records_path.exists():
@@ -62,6 +65,16 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
 
 
 def _experiment(name: str, dirs: list[Path]) -> dict[str, Any]:
+    try:
+        exp = _experiment_unchecked(name, dirs)
+        _md_experiment(exp)  # every field the report reads is there and of the right type
+        return exp
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+        raise UsageError(f"{dirs[0]}: the summary is damaged ({type(e).__name__}: {e}); "
+                         "remove summary.json to recompute it from records.ndjson") from None
+
+
+def _experiment_unchecked(name: str, dirs: list[Path]) -> dict[str, Any]:
     trials = []
     for d in dirs:
         s = load_summary(d)
@@ -205,7 +218,7 @@ def env_lines(env: dict[str, Any]) -> list[str]:
         out.append("cluster: " + ", ".join(f"{k} {v}" for k, v in c.items() if v is not None))
     if env.get("nodes"):
         out.append("nodes: " + ", ".join(f"{n['name']} ({n.get('region')}/{n.get('zone')})" for n in env["nodes"]))
-    load = env.get("load") or {}
+    load = env.get("load") if isinstance(env.get("load"), dict) else {}
     if load:
         shape = (f"{load.get('mode')} loop, {load.get('arrival')} arrivals at {load.get('rate')} req/s"
                  if load.get("mode") == "open" else f"closed loop, concurrency {load.get('concurrency')}")

@@ -64,6 +64,9 @@ class Topology:
     nodes: tuple[Node, ...]
     gcs_fault_tolerance: bool = True
     health_check: HealthCheck = HealthCheck()
+    # idle Ray workers a raylet keeps (RAY_num_workers_soft_limit); None: Ray's default, one per
+    # CPU. Each idle worker that ran a Serve LLM task holds ~0.5 GiB: the default keeps none.
+    idle_workers_kept: int | None = 0
     source: str = "<memory>"
 
     @property
@@ -100,6 +103,7 @@ class Topology:
             "gcs_fault_tolerance": self.gcs_fault_tolerance,
             "health_check": {"period_ms": self.health_check.period_ms,
                              "failure_threshold": self.health_check.failure_threshold},
+            "idle_workers_kept": self.idle_workers_kept,
             "head": {"cpus": self.head.cpus, "memory_mb": self.head.memory_mb,
                      "object_store_mb": self.head.object_store_mb},
             "regions": [
@@ -140,7 +144,8 @@ def load(path: str | Path | None = None) -> Topology:
 def parse(data: Any, source: str = "<memory>") -> Topology:
     """Validate a decoded topology document; raise :class:`UsageError` naming the field."""
     v = _Validator(source)
-    doc = v.mapping(data, "", required=("name", "regions"), optional=("head", "gcs_fault_tolerance", "health_check"))
+    doc = v.mapping(data, "", required=("name", "regions"), optional=("head", "gcs_fault_tolerance", "health_check",
+                                                                         "idle_workers_kept"))
     name = v.name(doc["name"], "name")
     head_doc = v.mapping(doc.get("head", {}), "head", optional=("cpus", "memory_mb", "object_store_mb"))
     head = Head(
@@ -156,6 +161,9 @@ def parse(data: Any, source: str = "<memory>") -> Topology:
         period_ms=v.count(hc_doc.get("period_ms", 1000), "health_check.period_ms", minimum=100),
         failure_threshold=v.count(hc_doc.get("failure_threshold", 3), "health_check.failure_threshold", minimum=1),
     )
+    idle = doc.get("idle_workers_kept", 0)
+    if idle is not None:
+        idle = v.count(idle, "idle_workers_kept", minimum=0)
 
     nodes: list[Node] = []
     seen: dict[str, str] = {}
@@ -190,7 +198,8 @@ def parse(data: Any, source: str = "<memory>") -> Topology:
                 )
     if len({n.zone for n in nodes}) < 1:
         v.fail("regions", "must hold at least one zone with one node")
-    return Topology(name=name, head=head, nodes=tuple(nodes), gcs_fault_tolerance=gcs_ft, health_check=health, source=source)
+    return Topology(name=name, head=head, nodes=tuple(nodes), gcs_fault_tolerance=gcs_ft, health_check=health,
+                    idle_workers_kept=idle, source=source)
 
 
 class _Validator:

@@ -166,3 +166,36 @@ def test_cli_report_formats_and_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli.main(["report", str(tmp_path / "empty")]) == 2
     assert cli.main(["report", "--compare", str(d), str(d), "--format", "json"]) == 0
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_lines = st.one_of(
+    st.binary(max_size=80),
+    st.dictionaries(st.sampled_from(["kind", "id", "sent_ns", "ok", "phase", "event", "t_ns", "fault_id", "scope",
+                                     "target", "zones", "failure", "ttft_s", "e2e_s"]),
+                    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=6),
+                              st.sampled_from(["request", "mark", "run", "end", "inject_start", "measure"])),
+                    max_size=8).map(lambda d: json.dumps(d).encode()),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_lines, max_size=12),
+       summary=st.one_of(st.none(), st.binary(max_size=60),
+                         st.dictionaries(st.sampled_from(["requests", "faults", "bounds", "experiment"]),
+                                         st.one_of(st.none(), st.integers(), st.lists(st.integers(), max_size=2),
+                                                   st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+                                         max_size=4).map(lambda d: json.dumps(d).encode())))
+def test_fuzz_report_on_damaged_run_directories(tmp_path_factory, lines, summary):
+    """A damaged records file or summary gives a report or one UsageError line, never a traceback."""
+    from chaos.errors import UsageError
+
+    d = tmp_path_factory.mktemp("damaged")
+    (d / "records.ndjson").write_bytes(b"\n".join(lines))
+    if summary is not None:
+        (d / "summary.json").write_bytes(summary)
+    try:
+        report.markdown(report.build(d))
+    except UsageError as e:
+        assert "\n" not in str(e)

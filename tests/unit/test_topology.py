@@ -98,3 +98,13 @@ def test_cli_exit_code_2_on_bad_topology(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2
     assert len(err) == 1 and "regions[0].zones[0].nodes[0].cpus" in err[0]
+
+
+def test_idle_workers_kept_defaults_to_none_kept_and_accepts_ray_default():
+    assert topology.load().idle_workers_kept == 0
+    doc = topology.load().to_doc()
+    doc["idle_workers_kept"] = None
+    assert topology.parse(doc).idle_workers_kept is None
+    doc["idle_workers_kept"] = -1
+    with pytest.raises(UsageError, match="idle_workers_kept"):
+        topology.parse(doc)

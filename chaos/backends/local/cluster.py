@@ -422,6 +422,9 @@ class LocalCluster:
             # wait for its ports, and the raylet aborts (WaitForDashboardAgentPorts).
             "RAY_agent_register_timeout_ms": str(AGENT_REGISTER_TIMEOUT_MS),
         })
+        env.pop("RAY_num_workers_soft_limit", None)
+        if self.topology.idle_workers_kept is not None:
+            env["RAY_num_workers_soft_limit"] = str(self.topology.idle_workers_kept)
         if node.role == "head":
             args += [
                 "--head",
