@@ -67,8 +67,7 @@ class ActorKiller:
         self.proc.stdin.write("kill\n")
         self.proc.stdin.flush()
         line = self._line()
-        self.proc.stdin.close()
-        err = self._finish()
+        err = self._finish()  # closes stdin: the driver disconnects and exits
         if line != "killed":
             raise ClusterError(f"ray.kill failed: {err}")
 

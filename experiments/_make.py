@@ -13,6 +13,7 @@ CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
     "availproof_out": {"type": "env", "key": "AVAILPROOF_OUT", "default": ""},
     "availproof_app": {"type": "env", "key": "AVAILPROOF_APP", "default": "stream"},
+    "availproof_backend": {"type": "env", "key": "AVAILPROOF_BACKEND", "default": "local"},
 }
 LOAD = {"mode": "open", "arrival": "poisson", "rate": 8, "duration_s": 600, "warmup_s": 5, "timeout_s": 10,
         "max_tokens": [16, 48], "seed": 11}

@@ -78,7 +78,7 @@ def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
         assert len(exprs) >= 10
         for expr in exprs:
             prometheus.query(server.url, expr)  # raises on invalid PromQL
-            used = set(re.findall(r"\b((?:availproof|ray)_[a-z0-9_]+)", expr))
+            used = set(re.findall(r"\b((?:availproof|ray)_[a-z0-9_]+)", expr)) | set(re.findall(r"\b(up)\{", expr))
             assert used and used <= names | ONLY_AFTER_FAILURES, (expr, used - names)
     finally:
         server.stop()
