@@ -147,7 +147,8 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------- rows (shared by md and html)
 FAULT_COLUMNS = ("trial", "scope", "target", "failed", "mid-stream", "in flight at injection", "unaffected zones",
-                 "by class", "detect s", "first success s", "steady state s", "goodput before/during/after rps",
+                 "by class", "detect s", "first success s", "steady state s", "last failure s",
+                 "goodput before/during/after rps",
                  "resolution s", "bounds met")
 
 
@@ -163,6 +164,7 @@ def fault_rows(exp: dict[str, Any]) -> list[list[str]]:
                          str(f["failed"].get("in_flight_at_injection", 0)), str(f["failed"]["unaffected_zones"]),
                          by_class, _fmt(f["time_to_detect_s"]), _fmt(f["time_to_first_success_s"]),
                          _fmt(f["time_to_steady_state_s"]),
+                         "-" if f.get("time_to_last_failure_s") is None else _fmt(f["time_to_last_failure_s"]),
                          f"{_fmt(g['before'])}/{_fmt(g['during'])}/{_fmt(g['after'])}", _fmt(f["resolution_s"]),
                          "-" if met is None else ("yes" if met else "NO")])
     return rows
