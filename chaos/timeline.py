@@ -29,6 +29,7 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     reqs = [r for r in run.requests if r.phase == rec.MEASURE]
     marks = run.marks
@@ -90,8 +91,6 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
         seen.setdefault(lab, h)
     for ev, (color, ls, label) in MARK_STYLE.items():
         if any(m.event == ev for m in marks):
-            from matplotlib.lines import Line2D
-
             seen[label] = Line2D([], [], color=color, ls=ls)
     ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower left", ncol=4, mode="expand",
               bbox_to_anchor=(0, 1.01, 1, 0.2), frameon=False)

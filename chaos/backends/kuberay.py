@@ -22,6 +22,7 @@ from typing import Any
 from chaos.errors import UsageError
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+PARTITION_LABEL = {"availproof.io/fault": "partition"}  # on every NetworkPolicy a partition creates
 
 
 def _labels(obj: dict) -> dict[str, str]:
@@ -87,7 +88,7 @@ def partition_policy(zone: str, cluster: str, groups: list[str]) -> dict[str, An
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": f"availproof-partition-{zone}", "labels": {"availproof.io/fault": "partition"}},
+        "metadata": {"name": f"availproof-partition-{zone}", "labels": dict(PARTITION_LABEL)},
         "spec": {
             "podSelector": {"matchLabels": {"ray.io/cluster": cluster},
                             "matchExpressions": [{"key": "ray.io/group", "operator": "In", "values": groups}]},
@@ -100,7 +101,6 @@ def partition_policy(zone: str, cluster: str, groups: list[str]) -> dict[str, An
 
 REGION_LABEL = "topology.kubernetes.io/region"
 CORDON_MARK = "availproof.io/cordoned"
-PARTITION_LABEL = {"availproof.io/fault": "partition"}
 
 
 def node_regions(nodes: list[dict]) -> dict[str, str | None]:
@@ -151,6 +151,7 @@ class KubeRayBackend:
         self.core, self.net, self.custom = core, networking, custom
         self._exec = exec_fn or self._kubectl_exec
         self.paused: list[str] = []  # "pod/pid" of engines we stopped
+        self._head_before_redis_kill: tuple[str, int] | None = None  # (pod name, container restarts)
 
     # ------------------------------------------------------------- reads
     def _pods(self) -> list[dict]:
@@ -198,13 +199,12 @@ class KubeRayBackend:
 
     def nodes_in(self, zone: str | None = None, region: str | None = None) -> list[str]:
         """Worker pods of a zone or region (a "node" of the rig is a Ray pod here)."""
-        pods = self._ray(node_type="worker")
         nodes = self._nodes()
+        pods = select(self._pods(), nodes, cluster=self.cluster, zone=zone, node_type="worker")
         if region:
-            zs = set(self.zones_in_region(region))
-            pods = [p for p in pods if node_zones(nodes).get((p.get("spec") or {}).get("node_name")) in zs]
-        if zone:
-            pods = [p for p in pods if node_zones(nodes).get((p.get("spec") or {}).get("node_name")) == zone]
+            zones, regions = node_zones(nodes), node_regions(nodes)
+            pods = [p for p in pods if regions.get((p.get("spec") or {}).get("node_name")) == region
+                    and zones.get((p.get("spec") or {}).get("node_name"))]
         return [_name(p) for p in pods]
 
     def zone_of(self, pod: str) -> str | None:
@@ -275,7 +275,7 @@ class KubeRayBackend:
 
     def restart_head(self) -> None:
         """KubeRay (a deleted pod) or the kubelet (an exited container) restarts the head: wait for it."""
-        self._wait(lambda: any(pod_ready(p) for p in self._ray(node_type="head")), 300, "the head pod to be ready")
+        self._wait(self.head_alive, 300, "the head pod to be ready")
 
     def head_alive(self) -> bool:
         return any(pod_ready(p) for p in self._ray(node_type="head"))
@@ -314,15 +314,16 @@ class KubeRayBackend:
         self.heal_zone_nodes(zone)
 
     def partitioned_zones(self) -> list[str]:
-        pols = self.net.list_namespaced_network_policy(self.namespace, label_selector="availproof.io/fault=partition")
+        selector = ",".join(f"{k}={v}" for k, v in PARTITION_LABEL.items())
+        pols = self.net.list_namespaced_network_policy(self.namespace, label_selector=selector)
         return sorted(_name(p.to_dict()).removeprefix("availproof-partition-") for p in pols.items)
 
     def _redis_pods(self) -> list[dict]:
         return [p for p in self._pods() if _labels(p).get("app") == "redis"]
 
     def kill_redis(self) -> list[str]:
-        self._head_restarts = restarts(self._head())
-        self._head_name = _name(self._head())
+        head = self._head()
+        self._head_before_redis_kill = (_name(head), restarts(head))
         return self._delete(limit(self._redis_pods(), 1, "redis pod"))
 
     def start_redis(self) -> bool:
@@ -332,8 +333,8 @@ class KubeRayBackend:
         time.sleep(10)  # the GCS exits a few seconds after losing Redis (Ray 2.60)
         self.restart_head()
         head = self._head()
-        return _name(head) != getattr(self, "_head_name", _name(head)) or \
-            restarts(head) > getattr(self, "_head_restarts", restarts(head))
+        name, count = self._head_before_redis_kill or (_name(head), restarts(head))
+        return _name(head) != name or restarts(head) > count
 
     # ------------------------------------------------------------- replicas
     def replicas(self, state: str | None = "RUNNING") -> list:

@@ -48,6 +48,10 @@ def _app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any], config
     return spec
 
 
+def _deploy_timeout(configuration: dict) -> float:
+    return float(configuration.get("availproof_deploy_timeout_s", 600))
+
+
 def ensure_system(settings: exp_mod.Settings, configuration: dict):
     """The backend the experiment runs on, ready: local (cluster up, app deployed) or KubeRay."""
     if session.backend_kind(configuration) == "kuberay":
@@ -65,8 +69,8 @@ def ensure_kuberay(settings: exp_mod.Settings, configuration: dict):
     backend = session.kuberay_backend(configuration, settings.kubernetes)
     log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
         f"blast radius {backend.max_pods} pod(s)")
-    backend.wait_healthy(timeout=float(configuration.get("availproof_deploy_timeout_s", 600)))
-    _wait_app_running(backend, float(configuration.get("availproof_deploy_timeout_s", 600)))
+    backend.wait_healthy(timeout=_deploy_timeout(configuration))
+    _wait_app_running(backend, _deploy_timeout(configuration))
     return backend
 
 
@@ -106,7 +110,7 @@ def ensure_local(settings: exp_mod.Settings, configuration: dict) -> LocalBacken
     if deploy.app_status(cluster.state.dashboard_url) == "RUNNING" and deploy.deployed_app(cluster) == app:
         deploy.wait_running(cluster, spec, timeout=30)  # placement check only
     else:
-        deploy.deploy(cluster, spec, timeout=float(configuration.get("availproof_deploy_timeout_s", 600)), log=log)
+        deploy.deploy(cluster, spec, timeout=_deploy_timeout(configuration), log=log)
     return LocalBackend(cluster)
 
 
@@ -119,14 +123,14 @@ def redeploy_if_gone(backend, configuration: dict) -> bool:
     """Deploy the app again when it is not there; wait until every zone serves again.
     On KubeRay the RayService controller redeploys: wait for the app to be RUNNING."""
     if backend.name == "kuberay":
-        _wait_app_running(backend, float(configuration.get("availproof_deploy_timeout_s", 600)))
+        _wait_app_running(backend, _deploy_timeout(configuration))
         return False
     cluster = backend.cluster
     run = session.current()
     overrides = run.settings.app if run else {}
     spec = _app_spec(configuration.get("availproof_app", "stream"), cluster, overrides, configuration)
     status = deploy.app_status(cluster.state.dashboard_url)
-    timeout = float(configuration.get("availproof_deploy_timeout_s", 600))
+    timeout = _deploy_timeout(configuration)
     if status is None:
         log("the Serve app is gone: deploying it again")
         deploy.deploy(cluster, spec, timeout=timeout, log=log)
@@ -272,7 +276,8 @@ def finish(run: ActiveRun) -> dict:
     summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
                          "results": results, "all_met": bounds.all_met(results) and run.stop_reason is None}
     summary["stop_reason"] = run.stop_reason
-    summary["environment"] = {**environment.capture(run.backend.topology_doc()), "app": run.app, "cluster": summary["cluster"],
+    # app and cluster are in the summary already; the report adds them to the environment
+    summary["environment"] = {**environment.capture(run.backend.topology_doc()),
                               "load": records.header.get("load"), "routing": records.header.get("routing")}
     run.summary, run.bound_results = summary, results
     session.write_json(run.out_dir / "summary.json", summary)

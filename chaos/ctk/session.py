@@ -75,8 +75,10 @@ def kube_settings(configuration: dict | None, from_file: dict | None = None) -> 
                                       if v is not None}}
     missing = [k for k in ("context", "namespace", "serve_url", "dashboard_url") if not merged.get(k)]
     if missing:
+        flags = {"context": "--kube-context", "namespace": "--kube-namespace", "serve_url": "--serve-url",
+                 "dashboard_url": "--dashboard-url"}
         raise UsageError(f"the kuberay backend needs {', '.join(missing)} (experiment extensions.kubernetes or "
-                         f"--kube-{missing[0].replace('_', '-')})")
+                         f"{' '.join(flags[k] for k in missing)})")
     return merged
 
 
