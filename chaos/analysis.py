@@ -5,7 +5,9 @@ fault's ``inject_start`` mark; warm-up requests are left out everywhere):
 
 - **analysis window** of a fault: from its injection to the next fault's injection, or to
   the end of the run. A second fault before recovery therefore ends the first window, and
-  the first fault is reported as not recovered.
+  the first fault is reported as not recovered; ``window_cut_by`` names the fault that cut
+  it (``null`` for the last fault). The recovery of the whole incident is the last fault's:
+  its window runs to the end of the run, through the heal of every earlier fault.
 - **time to detect**: the first failed request sent at or after the injection; a request
   that was already in flight at the injection and failed counts at the instant its failure
   was seen (send + end-to-end time).
@@ -156,7 +158,7 @@ def _first_ok_window(rs: list[rec.RequestRecord], starts: list[int], end_ns: int
 
 
 def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns: int, measure_start_ns: int,
-                  steady: SteadyState, slo: SLO) -> dict[str, Any]:
+                  steady: SteadyState, slo: SLO, cut_by: str | None = None) -> dict[str, Any]:
     t0 = fault.inject_ns
     rs = [r for r in measured if t0 <= r.sent_ns < window_end_ns]
     in_flight = [r for r in measured if r.sent_ns < t0 <= r.sent_ns + int((r.e2e_s or 0) * NS)]
@@ -201,6 +203,7 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         "heal_start_s": sec(fault.heal_start_ns),
         "heal_end_s": sec(fault.heal_end_ns),
         "window_s": round((window_end_ns - t0) / NS, 4),
+        "window_cut_by": cut_by,
         "requests_in_window": len(rs),
         "disrupted": disrupted,
         "recovered": steady_at is not None,
@@ -256,8 +259,10 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
     measure_start = measured[0].sent_ns if measured else end_ns
     results = []
     for i, f in enumerate(faults):
-        window_end = faults[i + 1].inject_ns if i + 1 < len(faults) else end_ns
-        results.append(analyse_fault(f, measured, window_end, measure_start, steady, slo))
+        nxt = faults[i + 1] if i + 1 < len(faults) else None
+        window_end = nxt.inject_ns if nxt else end_ns
+        results.append(analyse_fault(f, measured, window_end, measure_start, steady, slo,
+                                     cut_by=nxt.fault_id if nxt else None))
     by_scope: dict[str, list[dict]] = {}
     for r in results:
         by_scope.setdefault(r["scope"], []).append(r)

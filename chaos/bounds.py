@@ -2,6 +2,13 @@
 
 Bounds are the experiment author's; each is checked for every fault of its run. A figure
 that was never reached (no recovery within the run) violates a ``max_time_*`` bound.
+
+Recovery bounds (``RECOVERY_BOUNDS``) do not apply to a fault whose analysis window a later
+fault of the same run cut (``window_cut_by``): by definition it cannot recover inside its
+window, so the bound would fail by construction, not because of the system. Those results
+say ``met: null`` with the reason; the incident's recovery is checked on the last fault,
+whose window runs to the end of the run through every heal. Failed-request bounds apply to
+every fault.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ BOUNDS = {
     "max_time_to_steady_state_s": (lambda f: f["time_to_steady_state_s"], "<="),
     "must_recover": (lambda f: f["recovered"], "=="),
 }
+RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover"})
 
 
 def validate(bounds: Any, source: str = "bounds") -> dict[str, Any]:
@@ -37,7 +45,7 @@ def validate(bounds: Any, source: str = "bounds") -> dict[str, Any]:
 
 
 def check(summary: dict[str, Any], bounds: dict[str, Any]) -> list[dict[str, Any]]:
-    """One result per (fault, bound): value, limit, met."""
+    """One result per (fault, bound): value, limit, met (true, false, or null: not applicable)."""
     out = []
     if not summary.get("faults"):
         return [{"fault_id": None, "scope": None, "bound": "fault_injected", "value": 0, "limit": ">= 1",
@@ -46,6 +54,12 @@ def check(summary: dict[str, Any], bounds: dict[str, Any]) -> list[dict[str, Any
         for name, limit in bounds.items():
             read, op = BOUNDS[name]
             value = read(f)
+            cut_by = f.get("window_cut_by")
+            if name in RECOVERY_BOUNDS and cut_by:
+                out.append({"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "value": value,
+                            "limit": limit, "met": None,
+                            "reason": f"window cut by fault {cut_by}; recovery is checked on the last fault"})
+                continue
             if op == "==":
                 met = value == limit
             else:
@@ -55,5 +69,19 @@ def check(summary: dict[str, Any], bounds: dict[str, Any]) -> list[dict[str, Any
     return out
 
 
+def fault_met(results: list[dict[str, Any]] | None, fault_id: str) -> str | None:
+    """One fault's line in a table: "yes", "no", "yes, recovery n/a (window cut)"; None without results."""
+    mine = [r for r in results or [] if r["fault_id"] == fault_id]
+    if not mine:
+        return None
+    if violated(mine):
+        return "no"
+    return "yes, recovery n/a (window cut)" if any(r["met"] is None for r in mine) else "yes"
+
+
+def violated(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if r["met"] is False]
+
+
 def all_met(results: list[dict[str, Any]]) -> bool:
-    return all(r["met"] for r in results)
+    return not violated(results)

@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, records as rec, stats
+from chaos import analysis, bounds, records as rec, stats
 from chaos.errors import UsageError
 from chaos.suite import _fmt
 
@@ -156,8 +156,9 @@ def fault_rows(exp: dict[str, Any]) -> list[list[str]]:
     rows = []
     for i, t in enumerate(exp["trials"], 1):
         s = t["summary"]
-        met = (s.get("bounds") or {}).get("all_met")
+        results = (s.get("bounds") or {}).get("results")
         for f in s.get("faults") or []:
+            met = bounds.fault_met(results, f["fault_id"])
             g = f["goodput_rps"]
             by_class = ", ".join(f"{k} {v}" for k, v in f["failed"]["by_class"].items()) or "-"
             rows.append([str(i), f["scope"], f["target"], str(f["failed"]["total"]), str(f["failed"]["mid_stream"]),
@@ -166,7 +167,7 @@ def fault_rows(exp: dict[str, Any]) -> list[list[str]]:
                          _fmt(f["time_to_steady_state_s"]),
                          "-" if f.get("time_to_last_failure_s") is None else _fmt(f["time_to_last_failure_s"]),
                          f"{_fmt(g['before'])}/{_fmt(g['during'])}/{_fmt(g['after'])}", _fmt(f["resolution_s"]),
-                         "-" if met is None else ("yes" if met else "NO")])
+                         "-" if met is None else ("NO" if met == "no" else met)])
     return rows
 
 
@@ -200,11 +201,17 @@ def stat_lines(exp: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _verdict(result: dict[str, Any]) -> str:
+    if result["met"] is None:
+        return f"n/a ({result.get('reason', 'not applicable')})"
+    return "ok" if result["met"] else "VIOLATED"
+
+
 def bound_rows(exp: dict[str, Any]) -> list[list[str]]:
     rows = []
     for i, t in enumerate(exp["trials"], 1):
         for r in (t["summary"].get("bounds") or {}).get("results") or []:
-            rows.append([str(i), r["bound"], _fmt(r["value"]), str(r["limit"]), "ok" if r["met"] else "VIOLATED"])
+            rows.append([str(i), r["bound"], _fmt(r["value"]), str(r["limit"]), _verdict(r)])
     return rows
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chaos import bounds
 from chaos import experiment as exp_mod
 
 PASS, VIOLATED, ERROR = 0, 1, 2
@@ -115,7 +116,7 @@ def _first_failure(journal: dict) -> str | None:
 
 
 def _violations(summary: dict, journal: dict) -> str:
-    bad = [f"{r['bound']}={r['value']} > {r['limit']}" for r in summary["bounds"]["results"] if not r["met"]]
+    bad = [f"{r['bound']}={r['value']} > {r['limit']}" for r in bounds.violated(summary["bounds"]["results"])]
     if not bad:
         return _first_failure(journal) or "steady state deviated"
     return "; ".join(bad)

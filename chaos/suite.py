@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chaos import bounds
 from chaos.errors import UsageError
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
@@ -40,6 +41,11 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _fault_met(summary: dict[str, Any], fault: dict[str, Any]) -> str:
+    b = summary.get("bounds") or {}
+    return bounds.fault_met(b.get("results"), fault["fault_id"]) or ("yes" if b.get("all_met") else "no")
+
+
 def table(results: list[dict[str, Any]]) -> str:
     head = ("| experiment | scope | requests | failed (mid-stream) | unaffected zones failed | time to detect s | "
             "time to first success s | time to steady state s | bounds met | verdict |")
@@ -57,5 +63,5 @@ def table(results: list[dict[str, Any]]) -> str:
                 f"| {name} | {f['scope']} | {f['requests_in_window']} | {f['failed']['total']} "
                 f"({f['failed']['mid_stream']}) | {f['failed']['unaffected_zones']} | {_fmt(f['time_to_detect_s'])} | "
                 f"{_fmt(f['time_to_first_success_s'])} | {_fmt(f['time_to_steady_state_s'])} | "
-                f"{'yes' if s['bounds']['all_met'] else 'no'} | {verdict} |")
+                f"{_fault_met(s, f)} | {verdict} |")
     return "\n".join(rows) + "\n"

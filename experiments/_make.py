@@ -142,7 +142,8 @@ experiment(
      "must_recover": True},
     "Requests in flight on the killed replica fail, and proxies keep routing to it until they learn it died; "
     "without a controller that can take until the head is back (20 s). 10 allows the in-flight ones plus a few "
-    "routed before the proxies drop it.",
+    "routed before the proxies drop it. The replica kill ends the head fault's analysis window, so the "
+    "recovery bounds are checked on the replica fault, whose window runs through the head's restart.",
     recovery_window_s=60,
 )
 

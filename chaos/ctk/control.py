@@ -286,7 +286,7 @@ def finish(run: ActiveRun) -> dict:
             f"(mid-stream {f['failed']['mid_stream']})  detect {f['time_to_detect_s']}  "
             f"first success {f['time_to_first_success_s']}  steady {f['time_to_steady_state_s']}  "
             f"resolution {f['resolution_s']} s")
-    violated = [f"{r['bound']}={r['value']} (limit {r['limit']})" for r in results if not r["met"]]
+    violated = [f"{r['bound']}={r['value']} (limit {r['limit']})" for r in bounds.violated(results)]
     log("bounds MET" if summary["bounds"]["all_met"] else f"bounds VIOLATED: {', '.join(violated) or run.stop_reason}")
     return summary
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chaos import records as rec
-from chaos import runner, suite
+from chaos import bounds, runner, suite
 from chaos.backends.local import LocalCluster
 from chaos.backends.local.backend import LocalBackend
 from chaos import placement
@@ -55,6 +55,12 @@ def check_result(verdict: int, result: dict, out: Path, scope: str):
     for i, f in enumerate(faults):
         end = faults[i + 1]["inject_ns"] if i + 1 < len(faults) else None
         assert f["failed"]["total"] == failed_in_window(out / "records.ndjson", f, end)
+        assert f["window_cut_by"] == (faults[i + 1]["fault_id"] if end else None)
+    # a window cut by a later fault is not judged on recovery; the last fault is
+    cut = {f["fault_id"] for f in faults if f["window_cut_by"]}
+    for r in summary["bounds"]["results"]:
+        if r["bound"] in bounds.RECOVERY_BOUNDS:
+            assert (r["met"] is None) == (r["fault_id"] in cut), r
     # the verdict follows the bound results
     assert (verdict == runner.PASS) == summary["bounds"]["all_met"]
     print(f"\n{Path(result['experiment']).stem}: " + json.dumps(

@@ -84,6 +84,34 @@ def test_second_fault_before_recovery_ends_the_first_window():
     assert f2["time_to_first_success_s"] == pytest.approx(3.0, abs=1e-3)
     assert f2["recovered"] is True
     assert set(s["by_scope"]) == {"replica", "node"}
+    assert f1["window_cut_by"] == "f2" and f2["window_cut_by"] is None
+
+
+def test_recovery_bounds_apply_to_the_last_fault_when_a_second_fault_cuts_the_window():
+    rs = every(0, 10) + every(10, 15, ok=False) + every(15, 30)
+    marks = [mark(rec.INJECT_START, 10, "f1"), mark(rec.INJECT_START, 12, "f2", scope="node")]
+    s = analysis.analyse(run(rs, marks, 30), steady())
+    spec = {"max_failed_requests": 40, "max_time_to_steady_state_s": 5, "must_recover": True,
+            "max_time_to_first_success_s": 5}
+    results = {(r["fault_id"], r["bound"]): r for r in bounds.check(s, spec)}
+    # f1: its failures count (20 in its 2 s window), its recovery is not judged; f2 has 30
+    assert results[("f1", "max_failed_requests")]["met"] is True
+    assert results[("f1", "max_failed_requests")]["value"] == 20
+    for name in ("max_time_to_steady_state_s", "must_recover", "max_time_to_first_success_s"):
+        assert results[("f1", name)]["met"] is None and "f2" in results[("f1", name)]["reason"]
+    # f2 carries the incident's recovery: steady 3 s after its injection
+    assert results[("f2", "max_time_to_steady_state_s")]["met"] is True
+    assert results[("f2", "must_recover")]["met"] is True
+    assert bounds.all_met(list(results.values())) is True
+    assert bounds.fault_met(list(results.values()), "f1") == "yes, recovery n/a (window cut)"
+    # a last fault that never recovers still fails the run
+    rs = every(0, 10) + every(10, 30, ok=False)
+    s = analysis.analyse(run(rs, marks, 30), steady())
+    out = bounds.check(s, spec)
+    assert {(r["fault_id"], r["bound"]) for r in bounds.violated(out)} == {
+        ("f2", "max_failed_requests"), ("f2", "max_time_to_first_success_s"),
+        ("f2", "max_time_to_steady_state_s"), ("f2", "must_recover")}
+    assert bounds.fault_met(out, "f2") == "no" and bounds.all_met(out) is False
 
 
 def test_warmup_is_excluded():
