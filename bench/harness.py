@@ -1,8 +1,10 @@
 """This harness versus `vllm bench serve`, against the same local SSE server, in one run.
 
 Both clients send constant-rate (vllm bench: gamma arrivals with burstiness 1e6, i.e.
-practically constant) streaming /v1/completions requests to one local aiohttp server, which
-timestamps every arrival. Schedule error is measured there for both: arrival_i minus the
+practically constant) streaming /v1/completions requests to one local SSE server, where the
+kernel timestamps the arrival of every request (``SO_TIMESTAMPNS``: the instant its first
+segment came off loopback, unaffected by the server's own event loop). Schedule error is
+measured there for both: arrival_i minus the
 ideal arrival t_first + i / rate, with the median subtracted (a constant offset is not an
 error), reported as p50 and p99 of its absolute value. Client CPU is the client process'
 user+system CPU seconds per 1,000 requests. Everything stays on loopback; every run is bounded.
@@ -29,42 +31,114 @@ TOKENS = 16
 TOKEN_DELAY_S = 0.002
 
 
+SO_TIMESTAMPNS = 35  # Linux: the kernel stamps each received segment (CLOCK_REALTIME, ns)
+
+
 def server(port: int) -> None:
+    """A small SSE server on raw sockets that takes each request's arrival time from the kernel.
+
+    The arrival of a request is the kernel's receive timestamp of its first segment
+    (``SO_TIMESTAMPNS``), not the instant a handler ran: the server's own event-loop delay
+    (it streams to tens of clients at once) stays out of the clients' schedule error.
+    """
     import asyncio
+    import socket
+    import struct
 
-    from aiohttp import web
+    import httptools
 
+    loop = asyncio.new_event_loop()
     arrivals: list[int] = []
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # accepted sockets inherit it from the start
+    lsock.bind(("127.0.0.1", port))
+    lsock.listen(1024)
+    lsock.setblocking(False)
 
-    async def completions(request):
-        arrivals.append(time.monotonic_ns())
-        await request.read()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        for i in range(TOKENS):
-            await asyncio.sleep(TOKEN_DELAY_S)
-            ev = {"id": "x", "object": "text_completion", "model": "bench",
-                  "choices": [{"index": 0, "text": f" t{i}", "finish_reason": None if i < TOKENS - 1 else "length"}]}
-            await resp.write(f"data: {json.dumps(ev)}\n\n".encode())
-        usage = {"id": "x", "object": "text_completion", "model": "bench", "choices": [],
-                 "usage": {"prompt_tokens": 8, "completion_tokens": TOKENS, "total_tokens": 8 + TOKENS}}
-        await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-        await resp.write_eof()
-        return resp
+    def event(i: int) -> bytes:
+        ev = {"id": "x", "object": "text_completion", "model": "bench",
+              "choices": [{"index": 0, "text": f" t{i}", "finish_reason": None if i < TOKENS - 1 else "length"}]}
+        return f"data: {json.dumps(ev)}\n\n".encode()
 
-    async def stats(request):
-        data = list(arrivals)
-        arrivals.clear()
-        return web.json_response(data)
+    usage = {"id": "x", "object": "text_completion", "model": "bench", "choices": [],
+             "usage": {"prompt_tokens": 8, "completion_tokens": TOKENS, "total_tokens": 8 + TOKENS}}
+    events = [event(i) for i in range(TOKENS)] + [f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode()]
 
-    async def models(request):
-        return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+    def chunk(data: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(data), data)
 
-    app = web.Application()
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/stats", stats)
-    app.router.add_get("/v1/models", models)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    class Conn:
+        def __init__(self, sock):
+            self.sock = sock
+            self.parser = httptools.HttpRequestParser(self)
+            self.url = b""
+            self.first_ns: int | None = None
+
+        def on_url(self, url: bytes) -> None:
+            self.url += url
+
+        def on_message_complete(self) -> None:
+            url, self.url = self.url, b""
+            arrived, self.first_ns = self.first_ns, None
+            if url.startswith(b"/stats"):
+                self.send_json(list(arrivals))
+                arrivals.clear()
+            elif url.startswith(b"/v1/models"):
+                self.send_json({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+            else:
+                if arrived is None:
+                    raise SystemExit("bench server: a request without a kernel timestamp")
+                arrivals.append(arrived)
+                self.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for i, ev in enumerate(events):
+                    last = i == len(events) - 1
+                    loop.call_later(TOKEN_DELAY_S * (i + 1), self.send, chunk(ev) + (b"0\r\n\r\n" if last else b""))
+
+        def send_json(self, obj) -> None:
+            body = json.dumps(obj).encode()
+            self.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                      % (len(body), body))
+
+        def send(self, data: bytes) -> None:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                pass
+
+        def readable(self) -> None:
+            try:
+                data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(16))
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                loop.remove_reader(self.sock)
+                self.sock.close()
+                return
+            if self.first_ns is None:
+                for level, kind, raw in anc:
+                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                        sec, nsec = struct.unpack("qq", raw[:16])
+                        self.first_ns = sec * 1_000_000_000 + nsec
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError:
+                loop.remove_reader(self.sock)
+                self.sock.close()
+
+    def accept() -> None:
+        try:
+            sock, _ = lsock.accept()
+        except BlockingIOError:
+            return
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        loop.add_reader(sock, Conn(sock).readable)
+
+    loop.add_reader(lsock, accept)
+    loop.run_forever()
 
 
 def client_ours(url: str, rate: float, n: int) -> None:
@@ -141,7 +215,7 @@ def main() -> None:
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        print(f"machine: {machine()}; server: aiohttp, {TOKENS} tokens {TOKEN_DELAY_S * 1e3:.0f} ms apart")
+        print(f"machine: {machine()}; server: raw sockets, kernel arrival stamps, {TOKENS} tokens {TOKEN_DELAY_S * 1e3:.0f} ms apart")
         print(f"{'client':<18} {'rate':>6} {'requests':>8} {'sched p50 ms':>12} {'sched p99 ms':>12} "
               f"{'CPU s/1k req':>12}")
         for rate in args.rates:
@@ -151,7 +225,9 @@ def main() -> None:
                                                     tokenizer])):
                 httpx.get(url + "/stats", trust_env=False)  # reset
                 res = run_client(cmd)
-                arrivals = httpx.get(url + "/stats", trust_env=False).json()
+                arrivals = sorted(httpx.get(url + "/stats", trust_env=False).json())
+                # vllm bench sends one test prompt before its run: keep the scheduled requests only
+                arrivals = arrivals[-n:]
                 p50, p99 = schedule_errors_ms(arrivals, rate)
                 print(f"{name:<18} {rate:6.0f} {len(arrivals):8d} {p50:12.3f} {p99:12.3f} "
                       f"{res['cpu_s'] / len(arrivals) * 1000:12.2f}", flush=True)
