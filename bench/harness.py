@@ -215,11 +215,13 @@ def main() -> None:
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        print(f"machine: {machine()}; server: raw sockets, kernel arrival stamps, {TOKENS} tokens {TOKEN_DELAY_S * 1e3:.0f} ms apart")
+        print(f"machine: {machine()}; server: raw sockets, kernel arrival stamps, {TOKENS} tokens "
+              f"{TOKEN_DELAY_S * 1e3:.0f} ms apart")
         print(f"{'client':<18} {'rate':>6} {'requests':>8} {'sched p50 ms':>12} {'sched p99 ms':>12} "
               f"{'CPU s/1k req':>12}")
         for rate in args.rates:
             n = int(rate * args.seconds)
+            row: dict[str, tuple[float, float]] = {}
             for name, cmd in (("availproof", [sys.executable, __file__, "_ours", url, str(rate), str(n)]),
                               ("vllm bench serve", [sys.executable, __file__, "_vllm", url, str(rate), str(n),
                                                     tokenizer])):
@@ -229,8 +231,13 @@ def main() -> None:
                 # vllm bench sends one test prompt before its run: keep the scheduled requests only
                 arrivals = arrivals[-n:]
                 p50, p99 = schedule_errors_ms(arrivals, rate)
-                print(f"{name:<18} {rate:6.0f} {len(arrivals):8d} {p50:12.3f} {p99:12.3f} "
-                      f"{res['cpu_s'] / len(arrivals) * 1000:12.2f}", flush=True)
+                cpu = res["cpu_s"] / len(arrivals) * 1000
+                row[name] = (p99, cpu)
+                print(f"{name:<18} {rate:6.0f} {len(arrivals):8d} {p50:12.3f} {p99:12.3f} {cpu:12.2f}", flush=True)
+            (ours_p99, ours_cpu), (_, theirs_cpu) = row["availproof"], row["vllm bench serve"]
+            print(f"{'':<18} {rate:6.0f} targets: p99 {ours_p99:.3f} ms < 1 ms: {'yes' if ours_p99 < 1 else 'NO'}; "
+                  f"CPU ratio {ours_cpu / theirs_cpu:.2f} <= 1: {'yes' if ours_cpu <= theirs_cpu else 'NO'}",
+                  flush=True)
     finally:
         srv.terminate()
         srv.wait(timeout=10)

@@ -33,14 +33,22 @@ class Server:
     def __init__(self):
         self.connections = 0
         self.requests: list[bytes] = []
+        self.handlers: set[asyncio.Task] = set()
 
     async def start(self):
         self.srv = await asyncio.start_server(self.handle, "127.0.0.1", 0)
         self.port = self.srv.sockets[0].getsockname()[1]
         return self
 
+    async def stop(self):
+        self.srv.close()
+        for t in self.handlers:
+            t.cancel()
+        await asyncio.gather(*self.handlers, return_exceptions=True)
+
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.connections += 1
+        self.handlers.add(asyncio.current_task())
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -129,7 +137,7 @@ def outcome(kind: str, path: str, method: str = "POST", read_timeout: float = 2.
         except httpx.HTTPError as e:
             return type(e)
         finally:
-            server.srv.close()
+            await server.stop()
 
     return asyncio.run(main())
 
@@ -188,7 +196,7 @@ def test_keep_alive_reuses_one_connection_and_recovers_from_a_closed_one():
             assert (await client.get(url + "/until-close")).content == b"all of it"
             assert (await client.post(url + "/len", json={})).content == b"hello"
             sent = list(server.requests)
-        server.srv.close()
+        await server.stop()
         return n_before_close, server.connections, sent
 
     before_close, total, sent = asyncio.run(main())
@@ -243,3 +251,56 @@ def test_open_loop_sends_every_request_no_earlier_than_its_instant():
     assert all(r.ok for r in got), [r.detail for r in got if not r.ok][:3]
     # never sent before the planned instant (the timer may fire 20 us early by design)
     assert all(r.sent_ns >= r.planned_ns - 50_000 for r in got)
+
+
+def _self_signed(tmp_path):
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_pem, key_pem = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    return cert_pem, key_pem
+
+
+def test_https_with_the_given_ssl_context(tmp_path):
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    trusting = ssl.create_default_context(cafile=str(cert))
+
+    async def main():
+        server = Server()
+        server.srv = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=server_ctx)
+        port = server.srv.sockets[0].getsockname()[1]
+        try:
+            ok = await fetch(LeanTransport(ssl_context=trusting), f"https://127.0.0.1:{port}/sse")
+            try:  # the default CA bundle does not trust this certificate: refused, as httpx refuses it
+                await fetch(LeanTransport(), f"https://127.0.0.1:{port}/len")
+                untrusted = None
+            except httpx.HTTPError as e:
+                untrusted = type(e)
+            return ok, untrusted
+        finally:
+            await server.stop()
+
+    ok, untrusted = asyncio.run(main())
+    assert ok == (200, b"".join(SSE))
+    assert untrusted is httpx.ConnectError
