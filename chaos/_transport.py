@@ -23,6 +23,7 @@ something that is not HTTP -> ``RemoteProtocolError``, connection reset -> ``Rea
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 from collections.abc import AsyncIterator
 
@@ -139,6 +140,16 @@ class _Connection(asyncio.Protocol):
                 and self.body_framing is not _READ_UNTIL_CLOSE and self.keep_alive)
 
 
+def _readable(conn: _Connection) -> bool:
+    """An idle connection with bytes (or EOF) waiting that the loop has not read yet."""
+    sock = conn.transport.get_extra_info("socket") if conn.transport else None
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLRDHUP)
+    return bool(poller.poll(0))
+
+
 def _expire(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_exception(TimeoutError())
@@ -231,9 +242,13 @@ class LeanTransport(httpx.AsyncBaseTransport):
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
-            if not conn.closed:
-                conn._reset()
-                return conn
+            if conn.closed:
+                continue
+            if _readable(conn):  # the peer closed it (or sent something unasked): as httpcore, do not reuse
+                conn.close()
+                continue
+            conn._reset()
+            return conn
         return None
 
     async def _connect(self, origin, timeout: float | None, request: httpx.Request) -> _Connection:

@@ -81,6 +81,11 @@ class Server:
             body = b"" if method == b"HEAD" else b"hello"
             w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n" + body)
             return True
+        if path == b"/len-then-close":  # keep-alive, but the server closes the idle connection soon after
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            await w.drain()
+            await asyncio.sleep(0.02)
+            return False
         if path == b"/503":
             w.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
             return True
@@ -304,3 +309,28 @@ def test_https_with_the_given_ssl_context(tmp_path):
     ok, untrusted = asyncio.run(main())
     assert ok == (200, b"".join(SSE))
     assert untrusted is httpx.ConnectError
+
+
+def test_an_idle_connection_the_server_closed_unseen_is_not_reused():
+    """The server closes a keep-alive connection while the client's loop is busy (it has not
+    read the FIN yet): the next request must go out on a new connection, as with httpx's own."""
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(Server().start())
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{server.port}"
+
+    async def main(kind):
+        async with httpx.AsyncClient(transport=TRANSPORTS[kind](), trust_env=False) as client:
+            first = (await client.post(url + "/len-then-close", json={})).content
+            time.sleep(0.3)  # blocks this loop: the FIN arrives unread
+            second = (await client.post(url + "/len", json={})).content
+            return first, second
+
+    try:
+        got = {kind: asyncio.run(main(kind)) for kind in TRANSPORTS}
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+    assert got == {"lean": (b"hello", b"hello"), "httpx": (b"hello", b"hello")}
+    assert server.connections == 4
