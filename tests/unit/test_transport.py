@@ -42,6 +42,7 @@ class Server:
 
     async def stop(self):
         self.srv.close()
+        await asyncio.sleep(0.05)  # a handler whose TLS handshake was still finishing starts now
         for t in self.handlers:
             t.cancel()
         await asyncio.gather(*self.handlers, return_exceptions=True)
