@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import heapq
 import itertools
 import os
@@ -33,6 +34,7 @@ class _Itimerspec(ctypes.Structure):
     _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
 
 
+@functools.cache
 def _libc():
     if not sys.platform.startswith("linux"):
         return None

@@ -30,9 +30,6 @@ from collections.abc import AsyncIterator
 import httptools
 import httpx
 
-_READ_UNTIL_CLOSE = object()
-
-
 class _Connection(asyncio.Protocol):
     """One TCP connection; one response at a time."""
 
@@ -50,7 +47,7 @@ class _Connection(asyncio.Protocol):
         self.complete = False
         self.error: Exception | None = None
         self.waiter: asyncio.Future | None = None
-        self.body_framing = None
+        self.until_close = False  # the body ends with the connection (no length, not chunked)
         self.head_only = False
         self.keep_alive = False
 
@@ -70,7 +67,7 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.complete or self.error:
             return
-        if self.status is not None and self.body_framing is _READ_UNTIL_CLOSE and exc is None:
+        if self.status is not None and self.until_close and exc is None:
             self.complete = True  # a body delimited by the end of the connection
             self._wake()
         elif isinstance(exc, OSError):
@@ -87,12 +84,12 @@ class _Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
         self.keep_alive = self.parser.should_keep_alive()  # llhttp forgets it once the message ends
-        names = {k.lower() for k, _ in self.headers}
         if self.head_only:
-            self.complete = True  # the parser cannot know a HEAD response has no body
-            self.body_framing = _READ_UNTIL_CLOSE  # so the connection is not reused
-        elif b"content-length" not in names and b"transfer-encoding" not in names:
-            self.body_framing = _READ_UNTIL_CLOSE
+            self.complete = True  # the parser cannot know a HEAD response has no body,
+            self.keep_alive = False  # so what follows on this connection cannot be trusted
+        else:
+            names = {k.lower() for k, _ in self.headers}
+            self.until_close = b"content-length" not in names and b"transfer-encoding" not in names
         self._wake()
 
     def on_body(self, body: bytes) -> None:
@@ -137,7 +134,7 @@ class _Connection(asyncio.Protocol):
     @property
     def reusable(self) -> bool:
         return (self.complete and not self.closed and self.error is None
-                and self.body_framing is not _READ_UNTIL_CLOSE and self.keep_alive)
+                and not self.until_close and self.keep_alive)
 
 
 def _readable(conn: _Connection) -> bool:
@@ -190,7 +187,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
     """``httpx.AsyncClient(transport=LeanTransport())``: HTTP/1.1 with keep-alive, see the module doc."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None, max_idle_per_origin: int = 256):
-        self._ssl = ssl_context
+        self._ssl = ssl_context  # None: httpx's default context, made at the first https connection
         self._max_idle = max_idle_per_origin
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._open: set[_Connection] = set()
@@ -256,7 +253,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         tls = None
         if scheme == "https":
-            tls = self._ssl or httpx.create_ssl_context()
+            if self._ssl is None:  # once: loading the CA bundle costs ~25 ms of CPU
+                self._ssl = httpx.create_ssl_context()
+            tls = self._ssl
         try:
             async with asyncio.timeout(timeout):
                 _, conn = await loop.create_connection(lambda: _Connection(origin), host, port, ssl=tls,

@@ -51,10 +51,10 @@ def check(summary: dict[str, Any], bounds: dict[str, Any]) -> list[dict[str, Any
         return [{"fault_id": None, "scope": None, "bound": "fault_injected", "value": 0, "limit": ">= 1",
                  "met": False}]
     for f in summary["faults"]:
+        cut_by = f.get("window_cut_by")
         for name, limit in bounds.items():
             read, op = BOUNDS[name]
             value = read(f)
-            cut_by = f.get("window_cut_by")
             if name in RECOVERY_BOUNDS and cut_by:
                 out.append({"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "value": value,
                             "limit": limit, "met": None,

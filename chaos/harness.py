@@ -136,8 +136,7 @@ class LoadRun:
     async def _main(self) -> dict[str, Any]:
         s = self.shape
         timeout = httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s)
-        ssl_context = httpx.create_ssl_context()  # once: loading the CA bundle costs ~25 ms of CPU
-        transport = self.transport or LeanTransport(ssl_context=ssl_context)
+        transport = self.transport or LeanTransport()
         async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client:
             self.t0 = time.monotonic()
             self.started_ns = time.time_ns()
