@@ -1,15 +1,22 @@
 """Integration fixtures: real Ray clusters, real Redis. Every cluster started here is taken
 down by PID at the end, even when a test fails."""
 
+from pathlib import Path
+
 import pytest
 
 from chaos import topology
 from chaos.backends.local import LocalCluster, procs
 
 
+HERE = Path(__file__).resolve().parent
+
+
 def pytest_collection_modifyitems(items):
+    # the hook sees every collected item of the session (unit tests too): mark only ours
     for item in items:
-        item.add_marker(pytest.mark.integration)
+        if Path(item.path).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.integration)
 
 
 def assert_nothing_left(cluster: LocalCluster, pids_seen: set[int]) -> None:
