@@ -1,35 +1,80 @@
-"""Recovery per fault mark, from the request records alone. Plain Python: no Ray, no Kubernetes.
+"""Recovery per fault, per population, from the request records alone. Plain Python: no Ray, no Kubernetes.
 
-Definitions (all instants are request *send* times, ``time.time_ns()``, relative to the
-fault's ``inject_start`` mark; warm-up requests are left out everywhere):
+This docstring is the reference for every data-plane figure (the README repeats it in short).
+All instants are ``time.time_ns()`` values; every figure is in seconds relative to the
+fault's ``inject_start`` mark. Warm-up requests are left out everywhere.
 
-- **analysis window** of a fault: from its injection to the next fault's injection, or to
-  the end of the run. A second fault before recovery therefore ends the first window, and
-  the first fault is reported as not recovered; ``window_cut_by`` names the fault that cut
-  it (``null`` for the last fault). The recovery of the whole incident is the last fault's:
-  its window runs to the end of the run, through the heal of every earlier fault.
-- **time to detect**: the first failed request sent at or after the injection; a request
-  that was already in flight at the injection and failed counts at the instant its failure
-  was seen (send + end-to-end time).
-- **time to first success**: the first successful request sent after that first failure
-  (and not before the injection).
-  No failure at all: both are ``null`` and ``disrupted`` is false.
-- **time to steady state**: the start of the first window of ``W`` seconds (default 5)
-  starting at or after the disruption onset, lying wholly inside the analysis window and
-  holding at least ``min_requests`` requests, in which the success ratio is at least
-  ``min_success_ratio`` and the p95 TTFT at most ``max_p95_ttft_s``. Windows start at the
-  send time of each request. The onset is the first failure; with no failure, the first
-  window out of bound (slow, not failing); with neither, steady state is 0 (undisturbed).
-  ``null`` when no such window exists: not recovered within the run.
-- **failed requests**: every failed request sent in the analysis window or in flight at the
-  injection (``in_flight_at_injection`` counts the latter apart), by failure class,
-  with those that failed after their first token (mid-stream) counted apart, and those sent
-  to targets outside the fault's zones counted apart (``unaffected_zones``).
-- **goodput**: requests per second that succeeded and met the SLO (TTFT, per-request p95
-  inter-token latency, end-to-end), before the injection, during (injection to steady
-  state) and after (steady state to the end of the analysis window).
-- **resolution**: the median gap between consecutive planned sends in the window (the
-  inter-arrival time). No figure above can be finer than that; it is reported beside them.
+Populations
+-----------
+Every figure is computed twice per fault, for two populations of requests:
+
+- **service**: requests sent to every target: what the service as a whole did.
+- **affected**: requests sent to the targets of the fault's failure domain (the target's
+  zone is one of the fault's ``zones``): what the users of the lost domain saw. It is the
+  service itself, and the summary says why (``affected.basis`` / ``affected.why``), when
+  (a) the fault is one whose effect Serve's routing spreads over every proxy (``replica``,
+  ``engine``: a request sent to zone-a's proxy may be served in zone-c), (b) the fault has
+  no failure domain (``head``, ``redis``: no zones), or (c) no measured request carries a
+  zone (one load-balancer URL, KubeRay's serve Service).
+
+A population's requests in a fault's **analysis window** are those sent from the injection
+to the window's end (the next fault's injection, or the end of the run), plus those sent
+before the injection and still in flight at it (``in_flight_at_injection``).
+
+Figures of one population
+-------------------------
+- ``time_to_impact_s``: the send instant of the first failed request, clamped to the
+  injection for a request already in flight at it (it was hit at the injection at the latest).
+- ``time_to_detect_s``: the first instant a client *observed* a failure: send + its
+  end-to-end time (a request that times out is observed failing at its timeout).
+- ``time_to_first_success_s``: the send instant of the first request sent after the impact
+  that succeeded.
+- ``time_to_last_failure_s``: the instant the last failure was observed.
+- Steady-state windows: one window of ``W`` seconds (``steady_state.window_s``) starts at the
+  injection and at the send instant of each of the population's requests; a window is judged
+  when it lies wholly inside the analysis window and holds at least ``min_requests`` requests
+  (fewer: too thin to judge, skipped). It is **in bound** when the success ratio is at least
+  ``min_success_ratio`` and the p95 latency of its successful requests is at most
+  ``max_p95_ttft_s`` (latency: TTFT for streamed requests, end-to-end for non-streamed
+  ones, whose first token arrives with the whole response).
+- **onset** of the disruption: the impact; with no failure, the first judged window out of
+  bound (slow, not failing); with neither, the population was undisturbed.
+- ``time_to_first_recovery_s``: the start of the first in-bound window at or after the onset.
+- ``time_to_steady_state_s``: the start of the last stretch of in-bound windows that holds to
+  the end of the analysis window (the first in-bound window after the last out-of-bound one).
+  ``null`` when the last judged window is out of bound: not recovered within the window.
+  Undisturbed: ``0.0``.
+- ``relapses``: how often the population fell out of bound again after first recovering.
+- ``disrupted``: a failure, or a judged window out of bound. ``recovered``: steady state reached.
+- ``failed_total``, ``failed_mid_stream`` (after the first token), ``failed_by_class``,
+  ``requests`` (the window's requests as above), ``failed_ratio`` = failed_total / requests.
+
+Honest nulls
+------------
+A figure that cannot be measured is ``null`` and its reason is in the fault's
+``unmeasurable`` map (key: ``affected.time_to_steady_state_s``, ``failed.unaffected_zones``,
+...), never 0 and never "met":
+
+- steady state (and ``recovered``) when no window of the population could be judged after
+  the injection (the run ended too soon, or too few requests): *insufficient evidence*, not
+  *undisturbed*;
+- ``failed.unaffected_zones`` when the fault has no zone, or no request carries a zone.
+
+A ``null`` not listed there means *never*: no first success, no steady state in the window.
+A fault whose window a later fault cut (``window_cut_by``) is reported as not recovered in
+its own window; the incident's recovery is the last fault's, whose window runs through every
+heal to the end of the run.
+
+Service-wide figures of a fault
+-------------------------------
+- ``failed``: the service's failures by class, mid-stream apart, in flight at the injection
+  apart, per zone, and ``unaffected_zones`` (failures of requests sent to targets outside the
+  fault's zones).
+- ``goodput_rps``: requests per second that succeeded and met the SLO (TTFT, per-request p95
+  inter-token latency, end-to-end), before the injection, during (injection to the service's
+  steady state) and after (steady state to the end of the analysis window).
+- ``resolution_s``: the median gap between consecutive planned sends in the window. No
+  figure can be finer than that.
 """
 
 from __future__ import annotations
@@ -41,6 +86,11 @@ from typing import Any
 from chaos import records as rec
 
 NS = 1_000_000_000
+FORMAT_VERSION = 2  # of summary.json; 1 was the single-population summary before 2026-12
+POPULATIONS = ("affected", "service")
+# faults whose effect Serve's routing spreads over every proxy: every target is affected
+ROUTED_SCOPES = frozenset({"replica", "engine"})
+INSUFFICIENT = "insufficient evidence"
 
 
 @dataclass
@@ -75,6 +125,26 @@ class SLO:
         if self.e2e_s is not None and r.e2e_s is not None and r.e2e_s > self.e2e_s:
             return False
         return True
+
+
+@dataclass
+class Definitions:
+    """What a summary is computed with: written into the run header, so that
+    ``availproof analyse`` can derive the same figures from the records alone."""
+
+    steady_state: SteadyState = field(default_factory=SteadyState)
+    slo: SLO = field(default_factory=SLO)
+    population: str = "affected"  # which population the bounds are checked on
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format_version": FORMAT_VERSION, "steady_state": asdict(self.steady_state),
+                "slo": asdict(self.slo), "population": self.population}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Definitions":
+        d = d or {}
+        return cls(SteadyState.from_dict(d.get("steady_state")), SLO.from_dict(d.get("slo")),
+                   d.get("population", "affected"))
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -119,6 +189,16 @@ def faults_from_marks(marks: list[rec.FaultMark]) -> list[Fault]:
     return sorted(out.values(), key=lambda f: f.inject_ns)
 
 
+def _end_ns(r: rec.RequestRecord) -> int:
+    """The instant the client saw the request end (its outcome observed)."""
+    return r.sent_ns + int((r.e2e_s or 0) * NS)
+
+
+def _latency(r: rec.RequestRecord) -> float | None:
+    """TTFT for a streamed request; end-to-end for one that was not streamed."""
+    return r.ttft_s if r.stream else r.e2e_s
+
+
 def _rate(rs: list[rec.RequestRecord], slo: SLO, start_ns: int, end_ns: int) -> float | None:
     if end_ns <= start_ns:
         return None
@@ -126,73 +206,158 @@ def _rate(rs: list[rec.RequestRecord], slo: SLO, start_ns: int, end_ns: int) -> 
     return round(good / ((end_ns - start_ns) / NS), 4)
 
 
-def _window_ok(ws: list[rec.RequestRecord], steady: SteadyState) -> bool:
-    if len(ws) < steady.min_requests:
-        return False
-    ok = sum(1 for r in ws if r.ok)
-    if ok / len(ws) < steady.min_success_ratio:
+def _window_state(ws: list[rec.RequestRecord], steady: SteadyState) -> bool | None:
+    """True in bound, False out of bound, None too thin to judge."""
+    if len(ws) < max(1, steady.min_requests):
+        return None
+    ok = [r for r in ws if r.ok]
+    if len(ok) / len(ws) < steady.min_success_ratio:
         return False
     if steady.max_p95_ttft_s is not None:
-        p95 = percentile([r.ttft_s for r in ws if r.ttft_s is not None], 0.95)
+        p95 = percentile([x for x in map(_latency, ok) if x is not None], 0.95)
         if p95 is None or p95 > steady.max_p95_ttft_s:
             return False
     return True
 
 
-def _first_ok_window(rs: list[rec.RequestRecord], starts: list[int], end_ns: int, steady: SteadyState,
-                     want_ok: bool) -> int | None:
-    """First start whose [start, start+W) window lies before end_ns and is (not) within bound."""
+def judge_windows(rs: list[rec.RequestRecord], t0: int, end_ns: int,
+                  steady: SteadyState) -> list[tuple[int, bool]]:
+    """(start, in bound) of every judged window; ``rs`` sorted by send, all sent in [t0, end)."""
     w = int(steady.window_s * NS)
-    j = 0
-    for s in starts:
+    out: list[tuple[int, bool]] = []
+    j = k = 0
+    for s in [t0] + [r.sent_ns for r in rs]:
         if s + w > end_ns:
-            return None
+            break
         while j < len(rs) and rs[j].sent_ns < s:
             j += 1
-        k = j
+        k = max(k, j)
         while k < len(rs) and rs[k].sent_ns < s + w:
             k += 1
-        if _window_ok(rs[j:k], steady) == want_ok:
-            return s
-    return None
+        state = _window_state(rs[j:k], steady)
+        if state is not None and (not out or out[-1][0] != s):
+            out.append((s, state))
+    return out
+
+
+def recovery(windows: list[tuple[int, bool]], onset: int | None) -> dict[str, Any]:
+    """First recovery, steady state (the last in-bound stretch) and relapses after ``onset``.
+
+    ``onset`` None: find it as the first window out of bound (a slow-only disruption)."""
+    if onset is None:
+        onset = next((s for s, good in windows if not good), None)
+        if onset is None:
+            return {"disrupted": False, "first": None, "steady": None, "relapses": 0,
+                    "judged": bool(windows)}
+    after = [(s, good) for s, good in windows if s >= onset]
+    first = next((s for s, good in after if good), None)
+    relapses, prev = 0, None
+    steady = None
+    for s, good in after:
+        if good and steady is None:
+            steady = s
+        elif not good:
+            if prev is True and first is not None:
+                relapses += 1
+            steady = None
+        prev = good
+    return {"disrupted": True, "first": first, "steady": steady, "relapses": relapses, "judged": bool(after)}
+
+
+def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord], rs: list[rec.RequestRecord],
+                steady: SteadyState) -> tuple[dict[str, Any], str | None]:
+    """One population's figures; the second value is why steady state could not be judged."""
+    sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
+    failed = [r for r in in_flight if not r.ok] + [r for r in rs if not r.ok]
+    impact = min((max(r.sent_ns, t0) for r in failed), default=None)
+    seen = [_end_ns(r) for r in failed]
+    first_success = None
+    if impact is not None:
+        first_success = next((r.sent_ns for r in rs if r.ok and r.sent_ns > impact), None)
+    rcv = recovery(judge_windows(rs, t0, window_end_ns, steady), impact)
+    insufficient = None
+    if not rcv["judged"]:
+        insufficient = (f"{INSUFFICIENT}: no {steady.window_s:g} s window with at least {steady.min_requests} "
+                        f"requests lies inside the {round((window_end_ns - t0) / NS, 2)} s analysis window")
+    if not rcv["disrupted"]:
+        steady_at, first_at = (t0, None) if insufficient is None else (None, None)
+    else:
+        steady_at, first_at = rcv["steady"], rcv["first"]
+    recovered = None if insufficient else steady_at is not None
+    by_class: dict[str, int] = {}
+    for r in failed:
+        by_class[r.failure or rec.OTHER] = by_class.get(r.failure or rec.OTHER, 0) + 1
+    n = len(rs) + len(in_flight)
+    return {
+        "requests": n,
+        "in_flight_at_injection": len(in_flight),
+        "failed_total": len(failed),
+        "failed_mid_stream": sum(1 for r in failed if r.got_first_token),
+        "failed_by_class": dict(sorted(by_class.items())),
+        "failed_ratio": round(len(failed) / n, 6) if n else None,
+        "disrupted": rcv["disrupted"],
+        "recovered": recovered,
+        "time_to_impact_s": sec(impact),
+        "time_to_detect_s": sec(min(seen)) if seen else None,
+        "time_to_first_success_s": sec(first_success),
+        "time_to_first_recovery_s": sec(first_at),
+        "time_to_steady_state_s": sec(steady_at),
+        "time_to_last_failure_s": sec(max(seen)) if seen else None,
+        "relapses": rcv["relapses"],
+    }, insufficient
+
+
+def affected_basis(fault: Fault, measured: list[rec.RequestRecord]) -> tuple[set[str] | None, str]:
+    """The zones whose targets make up the affected population (None: every target), and why."""
+    if fault.scope in ROUTED_SCOPES:
+        return None, (f"a {fault.scope} fault affects every target: Serve routes a request from any proxy "
+                      f"to any replica")
+    if not fault.zones:
+        return None, f"the {fault.scope} fault has no failure domain (no zones): every target is affected"
+    if not any(r.zone is not None for r in measured):
+        return None, "the targets carry no zone (one front-door URL): requests cannot be attributed to a domain"
+    return set(fault.zones), f"requests sent to targets in {', '.join(fault.zones)}"
 
 
 def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns: int, measure_start_ns: int,
                   steady: SteadyState, slo: SLO, cut_by: str | None = None) -> dict[str, Any]:
     t0 = fault.inject_ns
-    rs = [r for r in measured if t0 <= r.sent_ns < window_end_ns]
-    in_flight = [r for r in measured if r.sent_ns < t0 <= r.sent_ns + int((r.e2e_s or 0) * NS)]
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
-    failed_in_flight = [r for r in in_flight if not r.ok]
-    failed = failed_in_flight + [r for r in rs if not r.ok]
-    seen = [r.sent_ns + int((r.e2e_s or 0) * NS) for r in failed_in_flight] + [r.sent_ns for r in rs if not r.ok]
-    first_fail = min(seen) if seen else None
-    first_success = None
-    if first_fail is not None:
-        first_success = next((r.sent_ns for r in rs if r.ok and r.sent_ns > first_fail), None)
+    rs = [r for r in measured if t0 <= r.sent_ns < window_end_ns]
+    in_flight = [r for r in measured if r.sent_ns < t0 <= _end_ns(r)]
+    unmeasurable: dict[str, str] = {}
 
-    # disruption onset: the first failure, else the first window out of bound
-    onset = first_fail
-    if onset is None:
-        onset = _first_ok_window(rs, [t0] + [r.sent_ns for r in rs], window_end_ns, steady, want_ok=False)
-    if onset is None:
-        steady_at, disrupted = t0, False
-    else:
-        disrupted = True
-        steady_at = _first_ok_window(rs, [r.sent_ns for r in rs if r.sent_ns >= onset], window_end_ns, steady,
-                                     want_ok=True)
+    zones, why = affected_basis(fault, measured)
+    pops: dict[str, dict[str, Any]] = {}
+    for name, keep in (("service", None), ("affected", zones)):
+        pick = (lambda xs: xs) if keep is None else (lambda xs: [r for r in xs if r.zone in keep])  # noqa: E731
+        figures, insufficient = _population(t0, window_end_ns, pick(in_flight), pick(rs), steady)
+        if insufficient:
+            for key in ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered"):
+                unmeasurable[f"{name}.{key}"] = insufficient
+        pops[name] = figures
+    pops["affected"] = {"basis": "service" if zones is None else "fault_domain",
+                        "zones": None if zones is None else sorted(zones), "why": why, **pops["affected"]}
 
+    failed = [r for r in in_flight if not r.ok] + [r for r in rs if not r.ok]
     by_class: dict[str, int] = {}
     for r in failed:
         by_class[r.failure or rec.OTHER] = by_class.get(r.failure or rec.OTHER, 0) + 1
     mid_stream = sum(1 for r in failed if r.got_first_token)
-    zones = set(fault.zones)
-    unaffected = sum(1 for r in failed if zones and r.zone is not None and r.zone not in zones)
+    if not fault.zones:
+        unaffected = None
+        unmeasurable["failed.unaffected_zones"] = f"the {fault.scope} fault has no zone: no zone is unaffected by it"
+    elif not any(r.zone is not None for r in measured):
+        unaffected = None
+        unmeasurable["failed.unaffected_zones"] = "the targets carry no zone: failures cannot be placed in a zone"
+    else:
+        unaffected = sum(1 for r in failed if r.zone is not None and r.zone not in fault.zones)
     planned = sorted(r.planned_ns for r in rs)  # the schedule's resolution, not the (bunched) sends
     gaps = [b - a for a, b in zip(planned, planned[1:])]
     before = [r for r in measured if measure_start_ns <= r.sent_ns < t0]
-    recovered_at = steady_at if steady_at is not None else window_end_ns
-    after_p95 = percentile([r.ttft_s for r in rs if recovered_at <= r.sent_ns and r.ttft_s is not None], 0.95)
+    svc = pops["service"]
+    steady_ns = None if svc["time_to_steady_state_s"] is None else t0 + int(svc["time_to_steady_state_s"] * NS)
+    recovered_at = steady_ns if steady_ns is not None else window_end_ns
     return {
         "fault_id": fault.fault_id,
         "scope": fault.scope,
@@ -204,33 +369,29 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         "heal_end_s": sec(fault.heal_end_ns),
         "window_s": round((window_end_ns - t0) / NS, 4),
         "window_cut_by": cut_by,
-        "requests_in_window": len(rs),
-        "disrupted": disrupted,
-        "recovered": steady_at is not None,
-        "time_to_detect_s": sec(first_fail),
-        "time_to_first_success_s": sec(first_success),
-        "time_to_steady_state_s": sec(steady_at),
-        "time_to_last_failure_s": sec(max(seen)) if seen else None,
+        "affected": pops["affected"],
+        "service": svc,
         "failed": {
             "total": len(failed),
-            "in_flight_at_injection": len(failed_in_flight),
+            "in_flight_at_injection": sum(1 for r in in_flight if not r.ok),
             "by_class": dict(sorted(by_class.items())),
             "before_first_token": len(failed) - mid_stream,
             "mid_stream": mid_stream,
             "unaffected_zones": unaffected,
             "by_zone": _count_by(failed, "zone"),
         },
-        "failed_ratio": round(len(failed) / (len(rs) + len(in_flight)), 6) if rs or in_flight else None,
         "goodput_rps": {
             "before": _rate(before, slo, measure_start_ns, t0),
-            "during": _rate(rs, slo, t0, recovered_at) if disrupted else None,
-            "after": _rate(rs, slo, recovered_at, window_end_ns) if steady_at is not None else None,
+            "during": _rate(rs, slo, t0, recovered_at) if svc["disrupted"] else None,
+            "after": _rate(rs, slo, recovered_at, window_end_ns) if steady_ns is not None else None,
         },
         "p95_ttft_s": {
-            "before": percentile([r.ttft_s for r in before if r.ttft_s is not None], 0.95),
-            "after": after_p95,
+            "before": percentile([x for x in map(_latency, before) if x is not None], 0.95),
+            "after": percentile([x for r in rs if recovered_at <= r.sent_ns and r.ok
+                                 for x in [_latency(r)] if x is not None], 0.95),
         },
         "resolution_s": round(percentile(gaps, 0.5) / NS, 4) if gaps else None,
+        "unmeasurable": unmeasurable,
         "detail": fault.detail,
     }
 
@@ -243,19 +404,24 @@ def _count_by(rs: list[rec.RequestRecord], attr: str) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | None = None) -> dict[str, Any]:
+def run_end_ns(run: rec.RunRecords) -> int:
+    """The end of the run: the footer's stop instant, else the last request's end (a partial run)."""
+    if run.footer and run.footer.get("stopped_ns"):
+        return run.footer["stopped_ns"]
+    if run.requests:
+        return max(_end_ns(r) for r in run.requests) + 1
+    return 0
+
+
+def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | None = None,
+            population: str = "affected") -> dict[str, Any]:
     """The summary of one run: totals, then one entry per fault, grouped by scope."""
     steady = steady or SteadyState()
     slo = slo or SLO()
     reqs = sorted(run.requests, key=lambda r: r.sent_ns)
     measured = [r for r in reqs if r.phase == rec.MEASURE]
     faults = faults_from_marks(run.marks)
-    if run.footer and run.footer.get("stopped_ns"):
-        end_ns = run.footer["stopped_ns"]
-    elif reqs:
-        end_ns = max(r.sent_ns + int((r.e2e_s or 0) * NS) for r in reqs) + 1
-    else:
-        end_ns = 0
+    end_ns = run_end_ns(run)
     measure_start = measured[0].sent_ns if measured else end_ns
     results = []
     for i, f in enumerate(faults):
@@ -269,10 +435,11 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
     baseline_end = faults[0].inject_ns if faults else end_ns
     baseline = [r for r in measured if r.sent_ns < baseline_end]
     return {
+        "format_version": FORMAT_VERSION,
         "run_id": run.header.get("run_id"),
         "partial": run.partial,
         "torn_lines": run.torn_lines,
-        "definitions": {"steady_state": asdict(steady), "slo": asdict(slo)},
+        "definitions": Definitions(steady, slo, population).to_dict(),
         "requests": {
             "total": len(reqs),
             "warmup": len(reqs) - len(measured),

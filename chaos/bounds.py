@@ -1,33 +1,55 @@
 """An experiment's stated bounds, checked against the recovery summary.
 
-Bounds are the experiment author's; each is checked for every fault of its run. A figure
-that was never reached (no recovery within the run) violates a ``max_time_*`` bound.
+Bounds are the experiment author's; each is checked for every fault of its run, on one
+population of the fault (:mod:`chaos.analysis`): ``affected`` by default (the users of the
+lost domain), or ``service`` when the experiment says ``"population": "service"``.
 
-Recovery bounds (``RECOVERY_BOUNDS``) do not apply to a fault whose analysis window a later
-fault of the same run cut (``window_cut_by``): by definition it cannot recover inside its
-window, so the bound would fail by construction, not because of the system. Those results
-say ``met: null`` with the reason; the incident's recovery is checked on the last fault,
-whose window runs to the end of the run through every heal. Failed-request bounds apply to
-every fault.
+Every result has ``met``: ``true``, ``false``, or ``null`` with a ``status`` and a ``reason``:
+
+- ``not_applicable``: the bound does not apply to this fault, and does not count against the
+  run: a recovery bound of a fault whose analysis window a later fault cut (``window_cut_by``:
+  it cannot recover inside its window by construction; the incident's recovery is checked on
+  the last fault); a time to first success when nothing failed (a slow-only disruption, or
+  none: nothing to recover from); failures in unaffected zones of a fault that has no zone.
+- ``unmeasurable``: the figure could not be measured (the fault's ``unmeasurable`` map says
+  why: too short a window, targets without zones). The claim is then not supported, so the
+  run does not pass: :func:`all_met` is false, and the verdict names the bound.
+
+A figure never reached (no first success, no steady state within the run) violates its
+``max_time_*`` bound.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from chaos.errors import UsageError
 
-# name -> (what it reads from a fault summary, comparison)
-BOUNDS = {
-    "max_failed_requests": (lambda f: f["failed"]["total"], "<="),
-    "max_failed_mid_stream": (lambda f: f["failed"]["mid_stream"], "<="),
-    "max_failed_unaffected_zones": (lambda f: f["failed"]["unaffected_zones"], "<="),
-    "max_failed_ratio": (lambda f: f["failed_ratio"] or 0.0, "<="),
-    "max_time_to_first_success_s": (lambda f: f["time_to_first_success_s"] if f["disrupted"] else 0.0, "<="),
-    "max_time_to_steady_state_s": (lambda f: f["time_to_steady_state_s"], "<="),
-    "must_recover": (lambda f: f["recovered"], "=="),
+MET, VIOLATED, NOT_APPLICABLE, UNMEASURABLE = "met", "violated", "not_applicable", "unmeasurable"
+
+
+def _pop(key: str) -> Callable[[dict, dict], Any]:
+    return lambda f, p: p[key]
+
+
+def _first_success(f: dict, p: dict) -> Any:
+    return p["time_to_first_success_s"]
+
+
+# name -> (what it reads from (fault, population), comparison, the unmeasurable key or None)
+BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
+    "max_failed_requests": (_pop("failed_total"), "<=", None),
+    "max_failed_mid_stream": (_pop("failed_mid_stream"), "<=", None),
+    "max_failed_unaffected_zones": (lambda f, p: f["failed"]["unaffected_zones"], "<=", "failed.unaffected_zones"),
+    "max_failed_ratio": (_pop("failed_ratio"), "<=", None),
+    "max_time_to_first_success_s": (_first_success, "<=", None),
+    "max_time_to_steady_state_s": (_pop("time_to_steady_state_s"), "<=", "{pop}.time_to_steady_state_s"),
+    "max_relapses": (_pop("relapses"), "<=", None),
+    "must_recover": (_pop("recovered"), "==", "{pop}.recovered"),
 }
-RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover"})
+RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover",
+                             "max_relapses"})
+POPULATIONS = ("affected", "service")
 
 
 def validate(bounds: Any, source: str = "bounds") -> dict[str, Any]:
@@ -44,44 +66,81 @@ def validate(bounds: Any, source: str = "bounds") -> dict[str, Any]:
     return bounds
 
 
-def check(summary: dict[str, Any], bounds: dict[str, Any]) -> list[dict[str, Any]]:
-    """One result per (fault, bound): value, limit, met (true, false, or null: not applicable)."""
+def _population(f: dict, population: str) -> dict:
+    """The fault's population figures (a summary of format 1 has none: re-derive it)."""
+    if population in f:
+        return f[population]
+    raise UsageError(f"summary of fault {f.get('fault_id')} has no {population!r} population: "
+                     f"re-derive it with `availproof analyse RUN_DIR`")
+
+
+def _not_applicable(name: str, f: dict, p: dict) -> str | None:
+    if name in RECOVERY_BOUNDS and f.get("window_cut_by"):
+        return f"window cut by fault {f['window_cut_by']}; recovery is checked on the last fault"
+    if name == "max_time_to_first_success_s" and not p["failed_total"]:
+        return "no request failed: there was nothing to recover from"
+    if name == "max_failed_unaffected_zones" and not f.get("zones"):
+        return f"the {f['scope']} fault has no zone: no zone is unaffected by it"
+    return None
+
+
+def check(summary: dict[str, Any], bounds: dict[str, Any], population: str = "affected") -> list[dict[str, Any]]:
+    """One result per (fault, bound): value, limit, met (true, false, or null with status and reason)."""
+    if population not in POPULATIONS:
+        raise UsageError(f"population: must be one of {', '.join(POPULATIONS)}, got {population!r}")
     out = []
     if not summary.get("faults"):
         return [{"fault_id": None, "scope": None, "bound": "fault_injected", "value": 0, "limit": ">= 1",
-                 "met": False}]
+                 "met": False, "status": VIOLATED, "population": population}]
     for f in summary["faults"]:
-        cut_by = f.get("window_cut_by")
+        p = _population(f, population)
         for name, limit in bounds.items():
-            read, op = BOUNDS[name]
-            value = read(f)
-            if name in RECOVERY_BOUNDS and cut_by:
-                out.append({"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "value": value,
-                            "limit": limit, "met": None,
-                            "reason": f"window cut by fault {cut_by}; recovery is checked on the last fault"})
-                continue
-            if op == "==":
-                met = value == limit
+            read, op, unmeasurable_key = BOUNDS[name]
+            value = read(f, p)
+            row = {"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "population": population,
+                   "value": value, "limit": limit}
+            why_na = _not_applicable(name, f, p)
+            why_unmeasurable = (f.get("unmeasurable") or {}).get((unmeasurable_key or "").format(pop=population))
+            if why_na:
+                row.update(met=None, status=NOT_APPLICABLE, reason=why_na)
+            elif value is None and why_unmeasurable:
+                row.update(met=None, status=UNMEASURABLE, reason=why_unmeasurable)
             else:
-                met = value is not None and value <= limit
-            out.append({"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "value": value,
-                        "limit": limit, "met": met})
+                met = value == limit if op == "==" else (value is not None and value <= limit)
+                row.update(met=met, status=MET if met else VIOLATED)
+            out.append(row)
     return out
 
 
 def fault_met(results: list[dict[str, Any]] | None, fault_id: str) -> str | None:
-    """One fault's line in a table: "yes", "no", "yes, recovery n/a (window cut)"; None without results."""
+    """One fault's line in a table: "yes", "no", "unmeasured", "yes, recovery n/a (window cut)"."""
     mine = [r for r in results or [] if r["fault_id"] == fault_id]
     if not mine:
         return None
     if violated(mine):
         return "no"
-    return "yes, recovery n/a (window cut)" if any(r["met"] is None for r in mine) else "yes"
+    if unmeasured(mine):
+        return "unmeasured"
+    if any(r.get("status") == NOT_APPLICABLE and "window cut" in r.get("reason", "") for r in mine):
+        return "yes, recovery n/a (window cut)"
+    return "yes"
 
 
 def violated(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in results if r["met"] is False]
 
 
+def unmeasured(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if r.get("status") == UNMEASURABLE]
+
+
 def all_met(results: list[dict[str, Any]]) -> bool:
-    return not violated(results)
+    """Every bound met or not applicable; a violated or unmeasurable one fails the run."""
+    return not violated(results) and not unmeasured(results)
+
+
+def describe_failures(results: list[dict[str, Any]]) -> list[str]:
+    """One short phrase per bound that keeps the run from passing."""
+    out = [f"{r['bound']}={r['value']} (limit {r['limit']}, {r['population']})" for r in violated(results)]
+    out += [f"{r['bound']} unmeasurable: {r['reason']}" for r in unmeasured(results)]
+    return out

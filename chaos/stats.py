@@ -67,20 +67,28 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     return lo, hi
 
 
-RECOVERY_FIGURES = ("time_to_detect_s", "time_to_first_success_s", "time_to_steady_state_s")
+RECOVERY_FIGURES = ("time_to_impact_s", "time_to_detect_s", "time_to_first_success_s", "time_to_steady_state_s")
 
 
-def describe(values: list[float], missing: int, seed: int = 0) -> dict[str, Any]:
-    """Median and p95 with bootstrap intervals, and what the sample supports."""
+def describe(values: list[float], missing: int, seed: int = 0, unmeasurable: int = 0) -> dict[str, Any]:
+    """Median and p95 with bootstrap intervals, and what the sample supports.
+
+    An interval is only given where the sample can support it: none on the median below
+    ``MIN_TRIALS_MEDIAN`` values, none on the p95 below ``MIN_TRIALS_P95`` (it would be the
+    maximum's spread, not a p95's)."""
     n = len(values)
     out: dict[str, Any] = {
-        "n": n, "missing": missing, "values": values,
-        "median": median(values), "median_ci95": bootstrap_ci(values, median, seed=seed),
-        "p95": p95(values), "p95_ci95": bootstrap_ci(values, p95, seed=seed),
+        "n": n, "missing": missing, "unmeasurable": unmeasurable, "values": values,
+        "median": median(values),
+        "median_ci95": bootstrap_ci(values, median, seed=seed) if n >= MIN_TRIALS_MEDIAN else None,
+        "p95": p95(values),
+        "p95_ci95": bootstrap_ci(values, p95, seed=seed) if n >= MIN_TRIALS_P95 else None,
     }
     flags = []
     if missing:
         flags.append(f"{missing} trial(s) never reached this point: no bound on it holds for every trial")
+    if unmeasurable:
+        flags.append(f"{unmeasurable} trial(s) could not measure it (insufficient evidence): not counted as values")
     if n < MIN_TRIALS_MEDIAN:
         flags.append(f"only {n} value(s): too few for an interval on the median (need {MIN_TRIALS_MEDIAN})")
     if n < MIN_TRIALS_P95:
@@ -89,25 +97,48 @@ def describe(values: list[float], missing: int, seed: int = 0) -> dict[str, Any]
     return out
 
 
-def trials(summaries: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
-    """Aggregate the first fault of each trial's summary (one fault per experiment trial)."""
-    faults = [s["faults"][0] for s in summaries if s.get("faults")]
-    out: dict[str, Any] = {"trials": len(summaries), "with_fault": len(faults), "figures": {}}
+def aggregate(faults: list[dict[str, Any]], population: str = "affected", seed: int = 0) -> dict[str, Any]:
+    """The recovery figures of one fault position over trials, on one population.
+
+    A figure a trial never reached counts as ``missing`` (an undisturbed trial has no impact,
+    detection or first success, and that is not missing); one it could not measure counts
+    as ``unmeasurable``. The failed fraction is failed / requests of the population summed
+    over trials: the same numerator and denominator as each run's ``failed_ratio``."""
+    pops = [(f, f[population]) for f in faults]
+    out: dict[str, Any] = {"population": population, "n": len(faults),
+                           "scope": faults[0]["scope"] if faults else None, "figures": {}}
     for name in RECOVERY_FIGURES:
-        # an undisrupted trial has no detect/first-success time: that is not a missing value;
-        # a disrupted one without it, or any trial that never got back to steady state, is
-        vals = [f[name] for f in faults if f.get(name) is not None]
+        vals = [p[name] for _, p in pops if p.get(name) is not None]
+        unmeasurable = sum(1 for f, p in pops if p.get(name) is None
+                           and f"{population}.{name}" in (f.get("unmeasurable") or {}))
         if name == "time_to_steady_state_s":
-            missing = sum(1 for f in faults if not f.get("recovered"))
+            missing = sum(1 for _, p in pops if p.get("recovered") is False)
+        elif name == "time_to_first_success_s":
+            missing = sum(1 for _, p in pops if p.get(name) is None and p.get("failed_total"))
         else:
-            missing = sum(1 for f in faults if f.get(name) is None and f.get("disrupted"))
-        out["figures"][name] = describe(vals, missing, seed=seed)
-    failed = sum(f["failed"]["total"] for f in faults)
-    requests = sum(f.get("requests_in_window", 0) + f["failed"].get("in_flight_at_injection", 0) for f in faults)
+            missing = 0
+        out["figures"][name] = describe(vals, missing, seed=seed, unmeasurable=unmeasurable)
+    failed = sum(p["failed_total"] for _, p in pops)
+    requests = sum(p["requests"] for _, p in pops)
     out["failed"] = {"failed": failed, "requests": requests,
                      "fraction": round(failed / requests, 6) if requests else None,
                      "wilson95": wilson(failed, requests)}
-    verdicts = [s.get("bounds", {}).get("all_met") for s in summaries]
-    out["bounds_met"] = {"trials": sum(1 for v in verdicts if v), "of": len(verdicts),
-                         "wilson95": wilson(sum(1 for v in verdicts if v), len(verdicts))}
     return out
+
+
+def trials(summaries: list[dict[str, Any]], population: str = "affected", seed: int = 0) -> dict[str, Any]:
+    """Statistics over trials: per fault position (1st, 2nd... fault of each run), and for the
+    incident (the last fault of each run, whose window runs to the end through every heal).
+    ``figures`` and ``failed`` at the top are the incident's."""
+    with_faults = [s["faults"] for s in summaries if s.get("faults")]
+    positions = []
+    for i in range(max((len(fs) for fs in with_faults), default=0)):
+        positions.append({"position": i + 1, **aggregate([fs[i] for fs in with_faults if len(fs) > i],
+                                                          population, seed)})
+    incident = aggregate([fs[-1] for fs in with_faults], population, seed)
+    verdicts = [s.get("bounds", {}).get("all_met") for s in summaries]
+    return {"trials": len(summaries), "with_fault": len(with_faults), "population": population,
+            "figures": incident["figures"], "failed": incident["failed"], "incident": incident,
+            "positions": positions,
+            "bounds_met": {"trials": sum(1 for v in verdicts if v), "of": len(verdicts),
+                           "wilson95": wilson(sum(1 for v in verdicts if v), len(verdicts))}}

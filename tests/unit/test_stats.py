@@ -50,11 +50,16 @@ def test_bootstrap_median_interval_has_the_asymptotic_width():
     assert lo < 10.0 < hi
 
 
+def _fault(detect, first, steady, failed, window, recovered=True, scope="node", unmeasurable=None):
+    pop = {"time_to_impact_s": detect, "time_to_detect_s": detect, "time_to_first_success_s": first,
+           "time_to_steady_state_s": steady, "disrupted": detect is not None, "recovered": recovered,
+           "failed_total": failed, "requests": window}
+    return {"scope": scope, "affected": pop, "service": dict(pop, requests=window * 3),
+            "unmeasurable": unmeasurable or {}}
+
+
 def _summary(detect, first, steady, failed, window, met=True, recovered=True):
-    return {"faults": [{"time_to_detect_s": detect, "time_to_first_success_s": first,
-                        "time_to_steady_state_s": steady, "disrupted": detect is not None, "recovered": recovered,
-                        "failed": {"total": failed, "in_flight_at_injection": 0}, "requests_in_window": window}],
-            "bounds": {"all_met": met}}
+    return {"faults": [_fault(detect, first, steady, failed, window, recovered)], "bounds": {"all_met": met}}
 
 
 def test_trials_aggregate_known_values_and_flag_small_n():
@@ -64,11 +69,20 @@ def test_trials_aggregate_known_values_and_flag_small_n():
     assert steady["n"] == 5 and steady["median"] == 3.0 and steady["p95"] == pytest.approx(4.8)
     lo, hi = steady["median_ci95"]
     assert 1.0 <= lo <= 3.0 <= hi <= 5.0
+    assert steady["p95_ci95"] is None  # 5 trials cannot support an interval on a p95
     assert agg["failed"]["failed"] == 15 and agg["failed"]["requests"] == 500
     assert agg["failed"]["wilson95"] == pytest.approx(stats.wilson(15, 500))
     assert any("p95 needs at least 20" in f for f in steady["flags"])
     assert not any("median" in f for f in steady["flags"])  # 5 trials are enough for the median's interval
     assert agg["bounds_met"]["trials"] == 5
+    # the service population uses its own denominator
+    assert stats.trials(trials, population="service")["failed"]["requests"] == 1500
+
+
+def test_small_samples_get_no_intervals():
+    agg = stats.trials([_summary(0.1, 0.2, 1.0 + i, 1, 10) for i in range(3)])
+    assert agg["figures"]["time_to_steady_state_s"]["median_ci95"] is None
+    assert agg["figures"]["time_to_steady_state_s"]["median"] == 2.0
 
 
 def test_a_trial_that_never_recovers_is_counted_not_dropped():
@@ -80,8 +94,30 @@ def test_a_trial_that_never_recovers_is_counted_not_dropped():
     assert agg["bounds_met"] == {"trials": 1, "of": 2, "wilson95": stats.wilson(1, 2)}
 
 
+def test_unmeasurable_is_neither_a_value_nor_never():
+    f = _fault(0.1, 0.2, None, 1, 10, recovered=None,
+               unmeasurable={"affected.time_to_steady_state_s": "insufficient evidence"})
+    agg = stats.trials([{"faults": [f], "bounds": {"all_met": False}}])
+    steady = agg["figures"]["time_to_steady_state_s"]
+    assert steady["n"] == 0 and steady["missing"] == 0 and steady["unmeasurable"] == 1
+
+
 def test_undisturbed_trials_have_no_missing_detection():
     agg = stats.trials([_summary(None, None, 0.0, 0, 40) for _ in range(3)])
     assert agg["figures"]["time_to_detect_s"]["missing"] == 0
     assert agg["figures"]["time_to_detect_s"]["n"] == 0
     assert agg["figures"]["time_to_steady_state_s"]["median"] == 0.0
+
+
+def test_two_fault_trials_give_positions_and_the_incident_is_the_last_fault():
+    # head-outage-second-fault: the head's window is cut (never recovered in it), the replica's is not
+    runs = [{"faults": [_fault(0.5, None, None, 3, 20, recovered=False, scope="head"),
+                        _fault(0.1, 0.2, 2.0 + i, 4, 200, scope="replica")], "bounds": {"all_met": True}}
+            for i in range(5)]
+    agg = stats.trials(runs)
+    assert [p["scope"] for p in agg["positions"]] == ["head", "replica"]
+    assert agg["incident"]["scope"] == "replica"
+    assert agg["figures"]["time_to_steady_state_s"]["median"] == 4.0  # the replica's, not the cut head's
+    assert agg["figures"]["time_to_steady_state_s"]["missing"] == 0
+    assert agg["positions"][0]["figures"]["time_to_steady_state_s"]["missing"] == 5
+    assert agg["failed"] == {"failed": 20, "requests": 1000, "fraction": 0.02, "wilson95": stats.wilson(20, 1000)}
