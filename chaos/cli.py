@@ -82,11 +82,11 @@ def print_status(cluster, replicas: bool = True, out=sys.stdout) -> None:
 def cmd_deploy(args) -> int:
     from chaos import deploy
     from chaos.backends.local import LocalCluster
-    from chaos.ctk.control import _app_spec
+    from chaos.provision import app_spec
+    from chaos.run import log
 
     cluster = LocalCluster.attach(_cluster_dir(args), log=_say)
-    spec = _app_spec(args.app, cluster, {"replicas_per_zone": args.replicas_per_zone},
-                     {"availproof_model_path": args.model_path or ""})
+    spec = app_spec(args.app, cluster, {"replicas_per_zone": args.replicas_per_zone}, args.model_path or "", log=log)
     deploy.deploy(cluster, spec, timeout=args.timeout, log=_say)
     print_status(cluster)
     return 0
@@ -109,7 +109,8 @@ def _run_one(path: str, out: Path, args) -> dict:
         extra["availproof_backend"] = "kuberay"
         extra["availproof_kubernetes"] = {"context": args.kube_context, "namespace": args.kube_namespace,
                                           "ray_cluster": args.ray_cluster, "serve_url": args.serve_url,
-                                          "dashboard_url": args.dashboard_url, "max_pods": args.max_pods}
+                                          "dashboard_url": args.dashboard_url, "max_pods": args.max_pods,
+                                          "partition_method": args.partition_method}
     verdict, result = runner.run_experiment(path, out, app=args.app, cluster_dir=_cluster_dir(args),
                                             extra_config=extra)
     result["verdict"] = verdict
@@ -215,7 +216,8 @@ def cmd_recover(args) -> int:
     """Restore a cluster a killed run left broken: resume, heal, restart, redeploy."""
     from chaos.backends.local import LocalCluster
     from chaos.backends.local.backend import LocalBackend
-    from chaos.ctk.control import redeploy_if_gone
+    from chaos.provision import redeploy_if_gone
+    from chaos.run import log
 
     cluster = LocalCluster.find(_cluster_dir(args), log=_say)
     if cluster is None:
@@ -223,7 +225,7 @@ def cmd_recover(args) -> int:
         return 0
     backend = LocalBackend(cluster)
     done = backend.heal_all(timeout=240)
-    done["redeployed"] = redeploy_if_gone(backend, {"availproof_app": args.app})
+    done["redeployed"] = redeploy_if_gone(backend, app=args.app, log=log)
     _say(f"recovered: {done}")
     print_status(cluster)
     return 0
@@ -253,6 +255,45 @@ def cmd_report(args) -> int:
     for p in paths.values():
         _say(f"wrote {p}")
     return 0
+
+
+def cmd_analyse(args) -> int:
+    """Derive summary.json again from each run's records.ndjson (a run, its trials, or a suite), then the report."""
+    import json as _json
+
+    from chaos import report, summary as summary_mod
+
+    root = Path(args.run_dir)
+    runs = sorted({p.parent for p in root.rglob("records.ndjson")})
+    if not runs:
+        raise UsageError(f"{root}: no records.ndjson below it (not a run directory)")
+    for run_dir in runs:
+        summary, origin = summary_mod.reanalyse(run_dir, args.experiment)
+        old = run_dir / "summary.json"
+        if old.is_file() and not (run_dir / "summary.previous.json").exists():
+            old.replace(run_dir / "summary.previous.json")  # the first summary is kept beside the new one
+        old.write_text(_json.dumps(summary, indent=2, default=str))
+        _say(f"{run_dir}: summary.json derived from the records with the definitions of {origin}")
+        for f in summary["faults"]:
+            a = f["affected"]
+            _say(f"  {f['scope']:<9} {f['target']:<12} affected: failed {a['failed_total']}/{a['requests']}  "
+                 f"detect {a['time_to_detect_s']}  first success {a['time_to_first_success_s']}  "
+                 f"steady {a['time_to_steady_state_s']}  relapses {a['relapses']}")
+    for p in report.write(root).values():
+        _say(f"wrote {p}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    """Every problem of each file on its own line (file, field path, message); `ok FILE` for a good one."""
+    from chaos.schemas import check_file
+
+    bad = False
+    for f in args.files:
+        found = check_file(f)
+        print("\n".join(found) if found else f"ok {f}")
+        bad = bad or bool(found)
+    return 2 if bad else 0
 
 
 # ---------------------------------------------------------------- parser
@@ -311,6 +352,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None,
                      help="two run directories side by side, with whether each difference exceeds the intervals")
     rep.set_defaults(func=cmd_report)
+    ana = sub.add_parser("analyse", help="derive summary.json (and the report) again from the records alone, with the "
+                                         "definitions the run recorded, an experiment file's, or the defaults")
+    ana.add_argument("run_dir", help="a run, a run with trials, or a suite directory")
+    ana.add_argument("--experiment", default=None, help="take the definitions and bounds from this experiment file")
+    ana.set_defaults(func=cmd_analyse)
+    val = sub.add_parser("validate", help="check experiment and topology files against their schemas "
+                                          "(chaos/schemas/): one line per problem, exit 2 if any")
+    val.add_argument("files", nargs="+", metavar="FILE")
+    val.set_defaults(func=cmd_validate)
 
     for c in (run, su, demo):
         c.add_argument("--app", choices=("stream", "llm"), default="stream")
@@ -323,10 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
         k.add_argument("--backend", choices=("local", "kuberay"), default="local")
         k.add_argument("--kube-context", default=None, help="the one kube context to act in")
         k.add_argument("--kube-namespace", default=None, help="the one namespace to act in")
-        k.add_argument("--ray-cluster", default=None, help="RayCluster name or prefix (default: availproof)")
+        k.add_argument("--ray-cluster", default=None, help="RayService or RayCluster name (default: availproof)")
         k.add_argument("--serve-url", default=None, help="the serve Service, port-forwarded to loopback")
         k.add_argument("--dashboard-url", default=None, help="the head's dashboard, port-forwarded to loopback")
         k.add_argument("--max-pods", type=int, default=None, help="blast-radius limit: pods one fault may hit")
+        k.add_argument("--partition-method", choices=("networkpolicy", "node-filter"), default=None,
+                       help="how a zone partition cuts a zone off (default networkpolicy; see kuberay/README.md)")
     for c in (up, status, down, dep, run, su, demo, rec_):
         c.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
     return p

@@ -64,6 +64,7 @@ class LoadRun:
         allow_hosts: tuple[str, ...] = (),
         transport: httpx.AsyncBaseTransport | None = None,
         run_id: str | None = None,
+        header_extra: dict[str, Any] | None = None,
     ):
         for t in targets:
             check_target_allowed(t.url, allow_hosts)
@@ -73,6 +74,7 @@ class LoadRun:
         self.router = Router(list(targets), routing)
         self.transport = transport
         self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.header_extra = dict(header_extra or {})  # e.g. the definitions the run is analysed with
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,11 +87,13 @@ class LoadRun:
     # ---------------------------------------------------------------- public
     def header(self) -> dict[str, Any]:
         return {
+            "format_version": rec.FORMAT_VERSION,
             "run_id": self.run_id,
             "started_ns": self.started_ns,
             "load": self.shape.to_dict(),
             "routing": self.router.policy,
             "targets": [t.__dict__ for t in self.targets],
+            **self.header_extra,
         }
 
     def run(self) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 One file per run, one JSON object per line, three kinds:
 
-- ``{"kind": "run", ...}``      the run header: id, start instant, load shape, seeds, targets
+- ``{"kind": "run", ...}``      the run header: format version, id, start instant, load shape, seeds,
+  targets, and the definitions and bounds the run is analysed with (so that the records alone
+  suffice to derive the summary again: ``availproof analyse``)
 - ``{"kind": "request", ...}``  one finished request (success or failure), see :class:`RequestRecord`
 - ``{"kind": "mark", ...}``     one fault event, see :class:`FaultMark`
 
@@ -10,6 +12,10 @@ Every instant is ``time.time_ns()`` taken at the event and written once. Each li
 flushed when written and the file is fsync'ed at least once a second, so a crash of the rig
 loses at most the requests still in flight. The reader skips a torn last line (and reports
 it) instead of failing.
+
+The published format of a line is ``chaos/schemas/records-line.schema.json``
+(``FORMAT_VERSION``; a header without ``format_version`` is format 1, which had no
+definitions in it).
 
 Producers publish through :class:`Events` (typed hooks, after locust's): the NDJSON writer,
 the Prometheus exporter and the progress line all subscribe to the same stream.
@@ -45,6 +51,7 @@ MARK_EVENTS = (INJECT_START, INJECT_END, HEAL_START, HEAL_END)
 SCOPES = ("replica", "engine", "node", "head", "zone", "region", "partition", "redis")
 
 WARMUP, MEASURE = "warmup", "measure"
+FORMAT_VERSION = 2
 
 
 @dataclass
