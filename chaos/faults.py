@@ -1,5 +1,9 @@
 """One function per failure scope, written once against :class:`chaos.backends.base.Backend`.
 
+A fault's inject marks are written only when the backend call returned: a backend that fails
+to inject (a refused selection, a command that exited non-zero in a pod) raises, and the run
+records no injection.
+
 Each fault emits its marks (inject start/end, heal start/end) on the run's timeline through a
 :class:`Marker`, and has a way back: either it heals itself after ``outage_s``, or
 :func:`heal_all` (every experiment's rollback) restores the cluster.
@@ -25,9 +29,9 @@ class Marker:
         self.marks: list[rec.FaultMark] = []
 
     def mark(self, event: str, fault_id: str, scope: str, target: str, zones: list[str],
-             detail: dict | None = None) -> rec.FaultMark:
-        m = rec.FaultMark(event=event, fault_id=fault_id, scope=scope, target=target, t_ns=rec.now_ns(),
-                          zones=list(zones), detail=detail or {})
+             detail: dict | None = None, t_ns: int | None = None) -> rec.FaultMark:
+        m = rec.FaultMark(event=event, fault_id=fault_id, scope=scope, target=target,
+                          t_ns=rec.now_ns() if t_ns is None else t_ns, zones=list(zones), detail=detail or {})
         self.marks.append(m)
         if self.events is not None:
             self.events.emit(self.events.fault_marked, m)
@@ -36,10 +40,13 @@ class Marker:
 
     @contextmanager
     def inject(self, scope: str, target: str, zones: list[str], detail: dict | None = None) -> Iterator[dict]:
+        """Around the call that injects: its instant is taken before the call, but the inject marks
+        are written only once the call returned, so a failed injection records nothing."""
         fault_id = f"{scope}-{uuid.uuid4().hex[:8]}"
         out: dict[str, Any] = {"fault_id": fault_id, "scope": scope, "target": target, "zones": zones}
-        self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail)
+        t_start = rec.now_ns()
         yield out
+        self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail, t_ns=t_start)
         self.mark(rec.INJECT_END, fault_id, scope, target, zones, {k: v for k, v in out.items()
                                                                      if k not in ("fault_id", "scope", "target", "zones")})
 
@@ -133,21 +140,28 @@ def kill_head(backend, marker: Marker, outage_s: float | None = 5.0, method: str
 
 
 def kill_zone(backend, marker: Marker, zone: str, outage_s: float | None = None) -> dict:
-    """Kill every node of a zone at once."""
+    """Lose a whole zone at once; bring it back after ``outage_s`` (else in the rollback).
+
+    Local: every node of the zone killed, restarted at the heal. KubeRay: the zone's nodes
+    cordoned and its Ray pods deleted (one blast-radius check for all of them), uncordoned at
+    the heal.
+    """
     nodes = backend.nodes_in(zone=zone)
     with marker.inject("zone", zone, [zone], {"nodes": nodes}) as f:
-        f["pids"] = sum(len(backend.kill_node(n)) for n in nodes)
-    _outage(backend, marker, f, outage_s, lambda: [backend.start_node(n) for n in nodes])
+        f["pids"] = len(backend.kill_zones([zone]))
+    _outage(backend, marker, f, outage_s, lambda: backend.restore_zones([zone]))
     return f
 
 
 def kill_region(backend, marker: Marker, region: str, outage_s: float | None = None) -> dict:
-    """Kill every node of every zone of a region at once."""
-    nodes = backend.nodes_in(region=region)
+    """Lose every zone of a region at once (as :func:`kill_zone`, one fault for all of them)."""
     zones = backend.zones_in_region(region)
+    if not zones:
+        raise UsageError(f"region {region!r} has no zone")
+    nodes = backend.nodes_in(region=region)
     with marker.inject("region", region, zones, {"nodes": nodes}) as f:
-        f["pids"] = sum(len(backend.kill_node(n)) for n in nodes)
-    _outage(backend, marker, f, outage_s, lambda: [backend.start_node(n) for n in nodes])
+        f["pids"] = len(backend.kill_zones(zones))
+    _outage(backend, marker, f, outage_s, lambda: backend.restore_zones(zones))
     return f
 
 
@@ -170,7 +184,9 @@ def kill_redis(backend, marker: Marker, outage_s: float | None = 5.0) -> dict:
 
 
 def partition_zone(backend, marker: Marker, zone: str, duration_s: float | None = None) -> dict:
-    """Cut a zone off the network (its namespaces' links down); heal after ``duration_s``."""
+    """Cut a zone off the network, heal after ``duration_s``. Local: the links of the zone's
+    network namespaces down. KubeRay: a NetworkPolicy or a node-level packet filter
+    (``kubernetes.partition_method``)."""
     with marker.inject("partition", zone, [zone]) as f:
         backend.partition_zone(zone)
     _outage(backend, marker, f, duration_s, lambda: backend.heal_zone(zone))

@@ -16,6 +16,7 @@ Every problem is one line naming the object and the field path.
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -27,15 +28,18 @@ FORBIDDEN_ENV = ("RAY_REDIS_ADDRESS", "REDIS_PASSWORD")
 CRD_FILES = {"RayService": "ray.io_rayservices.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
 
 
-def crd_dir() -> Path:
-    """The KubeRay v1.7.0 CRDs: ``AVAILPROOF_CRD_DIR``, else ../shared/kuberay-crds/v1.7.0 beside the repo."""
-    import os
+CRD_VERSION = "v1.7.0"
+REPO = Path(__file__).resolve().parent.parent  # the checkout (availproof is installed editable)
 
+
+def crd_dir() -> Path:
+    """The KubeRay CRDs: ``AVAILPROOF_CRD_DIR``, else the copy vendored in ``kuberay/crds/<version>``."""
     env = os.environ.get("AVAILPROOF_CRD_DIR")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parent.parent
-    return repo.parent / "shared" / "kuberay-crds" / "v1.7.0"
+    path = Path(env) if env else REPO / "kuberay" / "crds" / CRD_VERSION
+    if not (path / CRD_FILES["RayService"]).is_file():
+        raise FileNotFoundError(f"no KubeRay CRDs in {path} (set AVAILPROOF_CRD_DIR to a folder holding "
+                                f"{' and '.join(CRD_FILES.values())})")
+    return path
 
 
 def _strict(schema: Any) -> Any:

@@ -1,242 +1,362 @@
-"""Selection logic of the Kubernetes backend, on plain pod/node dicts (no cluster)."""
+"""The KubeRay backend, driven through the fault functions, over the real kubernetes client and an
+in-memory API server (tests/unit/kube_fake.py): what it reads, writes and execs, per scope."""
+
+import shlex
 
 import pytest
 
-from chaos.backends import kuberay as kb
-from chaos.errors import UsageError
+from chaos import faults
+from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
+from chaos.errors import ClusterError, UsageError
+from chaos.placement import Replica
+from tests.unit.kube_fake import FakeServer, FakeStream, node, ray_pod
+
+CLUSTER = "availproof-x7k2p"  # KubeRay v1.7: <RayService name>-<5 random chars>
 
 
-def node(name, zone):
-    return {"metadata": {"name": name, "labels": {kb.ZONE_LABEL: zone}}}
+@pytest.fixture(autouse=True)
+def no_waiting(monkeypatch):
+    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
+    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
 
 
-def pod(name, node_name, node_type="worker", group="workers-zone-a", cluster="availproof", ray=True, deleting=False):
-    labels = {"ray.io/cluster": cluster, "ray.io/node-type": node_type, "ray.io/group": group}
-    if ray:
-        labels["ray.io/is-ray-node"] = "yes"
-    md = {"name": name, "labels": labels}
-    if deleting:
-        md["deletion_timestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": md, "spec": {"node_name": node_name}}
+def cluster(max_pods=3, partition_method="networkpolicy", handler=None):
+    """kind-like: a control-plane-zone node (head, Redis), zone-a on two nodes, zone-b, zone-c in another region."""
+    s = FakeServer()
+    for n in (node("k-cp", "control", "region-1"), node("k-a1", "zone-a", "region-1"),
+              node("k-a2", "zone-a", "region-1"), node("k-b", "zone-b", "region-1"), node("k-c", "zone-c", "region-2")):
+        s.nodes[n["metadata"]["name"]] = n
+    for p in (ray_pod("head", "k-cp", "10.0.0.1", node_type="head", group="headgroup"),
+              ray_pod("wa-1", "k-a1", "10.0.1.1"), ray_pod("wa-2", "k-a2", "10.0.1.2"),
+              ray_pod("wb-1", "k-b", "10.0.2.1", group="workers-zone-b"),
+              ray_pod("wc-1", "k-c", "10.0.3.1", group="workers-zone-c"),
+              ray_pod("stranger", "k-a1", "10.0.9.9", cluster="someone-else")):
+        s.pods[p["metadata"]["name"]] = p
+    s.pods["redis-1"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "redis-1", "labels": {"app": "redis"}},
+                         "spec": {"nodeName": "k-cp", "containers": [{"name": "redis", "image": "redis"}]},
+                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    s.custom[("rayservices", "availproof")] = {"apiVersion": "ray.io/v1", "kind": "RayService",
+                                               "metadata": {"name": "availproof"},
+                                               "status": {"activeServiceStatus": {"rayClusterName": CLUSTER}}}
+    s.custom[("rayclusters", CLUSTER)] = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": CLUSTER},
+                                          "spec": {"workerGroupSpecs": [
+                                              {"groupName": f"workers-{z}", "replicas": n,
+                                               "template": {"spec": {"nodeSelector": {kb.ZONE_LABEL: z}}}}
+                                              for z, n in (("zone-a", 2), ("zone-b", 1), ("zone-c", 1))]}}
+    stream = FakeStream(handler)
+    core, net, custom = s.apis()
+    b = kb.KubeRayBackend("availproof", "kind-availproof", "availproof", max_pods=max_pods, serve_url="http://s",
+                          dashboard_url="http://d", partition_method=partition_method, core=core, networking=net,
+                          custom=custom, stream_fn=stream)
+    b.resolve_cluster()
+    return s, b, stream
 
 
-NODES = [node("k-cp", "control"), node("k-a", "zone-a"), node("k-b", "zone-b"), node("k-c", "zone-c")]
-PODS = [
-    pod("head-x", "k-cp", node_type="head", group="headgroup"),
-    pod("wa-1", "k-a", group="workers-zone-a"),
-    pod("wa-2", "k-a", group="workers-zone-a"),
-    pod("wb-1", "k-b", group="workers-zone-b"),
-    pod("wc-1", "k-c", group="workers-zone-c", deleting=True),
-    pod("other-cluster", "k-a", cluster="someone-else"),
-    pod("redis", "k-cp", ray=False),
-]
+def writes(s):
+    return [(m, p) for m, p, _ in s.calls if m != "GET"]
 
 
-def test_zone_loss_selects_only_ray_pods_of_the_cluster_on_the_zone_nodes():
-    names = [p["metadata"]["name"] for p in kb.select(PODS, NODES, cluster="availproof", zone="zone-a")]
-    assert names == ["wa-1", "wa-2"]
-    assert kb.zone_nodes(NODES, "zone-a") == ["k-a"]
+def events(marker):
+    return [m.event for m in marker.marks]
 
 
-def test_terminating_and_foreign_pods_are_never_selected():
-    assert kb.select(PODS, NODES, cluster="availproof", zone="zone-c") == []
-    all_names = [p["metadata"]["name"] for p in kb.select(PODS, NODES, cluster="availproof")]
-    assert "other-cluster" not in all_names and "redis" not in all_names
+# ------------------------------------------------------------------ which cluster
+def test_the_active_cluster_comes_from_the_rayservice_status():
+    s, b, _ = cluster()
+    assert b.cluster == CLUSTER
+    assert b.zones() == ["zone-a", "zone-b", "zone-c"]  # the worker groups' nodeSelectors, not "control"
 
 
-def test_head_selection():
-    heads = kb.select(PODS, NODES, cluster="availproof", node_type="head")
-    assert [p["metadata"]["name"] for p in heads] == ["head-x"]
+def test_without_a_rayservice_the_cluster_is_found_by_kuberays_naming():
+    s, b, _ = cluster()
+    del s.custom[("rayservices", "availproof")]  # the client raises its ApiException(404): not an error here
+    b.cluster = "availproof"
+    assert b.resolve_cluster() == CLUSTER
+    assert kb.cluster_name("availproof", ["availproof-x7k2p", "availproof-raycluster-x7k2p", "availproof-extra",
+                                          "availproof-X7K2P", "availproof"]) == ["availproof-x7k2p", "availproof"]
+    s.pods["other"] = ray_pod("other", "k-b", "10.0.2.9", cluster="availproof-b6d4f")  # a pending upgrade's cluster
+    b.cluster = "availproof"
+    with pytest.raises(UsageError, match="2 matching cluster"):
+        b.resolve_cluster()
 
 
-def test_blast_radius_limit_refuses_too_many_and_none():
-    sel = kb.select(PODS, NODES, cluster="availproof")
-    with pytest.raises(UsageError, match="matches 4 pods, more than the limit of 2"):
-        kb.limit(sel, 2, "zone x")
-    with pytest.raises(UsageError, match="matches no pod"):
-        kb.limit([], 2, "zone y")
-    assert kb.limit(sel[:2], 2, "ok") == sel[:2]
+# ------------------------------------------------------------------ zone and region loss
+def test_zone_loss_cordons_then_deletes_with_one_blast_radius_check_and_heals_only_its_cordon():
+    s, b, _ = cluster()
+    s.nodes["k-a3"] = node("k-a3", "zone-a", "region-1", unschedulable=True)  # cordoned by someone else
+    marker = faults.Marker()
+    f = faults.kill_zone(b, marker, "zone-a", outage_s=20)
+    assert marker.marks[0].detail["nodes"] == ["wa-1", "wa-2"] and f["pids"] == 2
+    w = writes(s)
+    # cordon (with the mark) of the zone's schedulable nodes first, then force-deletes of its Ray pods only
+    assert w[:4] == [("PATCH", "/api/v1/nodes/k-a1"), ("PATCH", "/api/v1/nodes/k-a2"),
+                     ("DELETE", "/api/v1/namespaces/availproof/pods/wa-1?gracePeriodSeconds=0"),
+                     ("DELETE", "/api/v1/namespaces/availproof/pods/wa-2?gracePeriodSeconds=0")]
+    cordon = next(body for m, p, body in s.calls if p == "/api/v1/nodes/k-a1" and m == "PATCH")
+    assert cordon == {"metadata": {"annotations": {kb.CORDON_MARK: "true"}}, "spec": {"unschedulable": True}}
+    assert "stranger" in s.pods and "wb-1" in s.pods
+    # healed after the outage: our two nodes uncordoned and unmarked; the foreign cordon stays
+    assert w[4:] == [("PATCH", "/api/v1/nodes/k-a1"), ("PATCH", "/api/v1/nodes/k-a2")]
+    for n in ("k-a1", "k-a2"):
+        assert s.nodes[n]["spec"]["unschedulable"] is False
+        assert kb.CORDON_MARK not in s.nodes[n]["metadata"].get("annotations", {})
+    assert s.nodes["k-a3"]["spec"]["unschedulable"] is True
+    assert events(marker) == ["inject_start", "inject_end", "heal_start", "heal_end"]
 
 
-def test_partition_policy_isolates_the_zone_groups():
-    pol = kb.partition_policy("zone-a", "availproof", ["workers-zone-a"])
-    assert pol["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    assert pol["spec"]["ingress"] == [] and pol["spec"]["egress"] == []
-    expr = pol["spec"]["podSelector"]["matchExpressions"][0]
-    assert expr == {"key": "ray.io/group", "operator": "In", "values": ["workers-zone-a"]}
+def test_zone_loss_over_the_blast_radius_touches_nothing_and_records_nothing():
+    s, b, _ = cluster(max_pods=1)
+    marker = faults.Marker()
+    with pytest.raises(UsageError, match="loss of zone-a: the selector matches 2 pods, more than the limit of 1"):
+        faults.kill_zone(b, marker, "zone-a")
+    assert writes(s) == [] and marker.marks == []
 
 
-class FakeObj:
-    def __init__(self, d):
-        self.d = d
-
-    def to_dict(self):
-        return self.d
-
-
-class FakeList:
-    def __init__(self, items):
-        self.items = [FakeObj(i) for i in items]
+def test_region_loss_is_checked_once_for_all_its_pods():
+    s, b, _ = cluster(max_pods=3)  # region-1 holds 4 Ray pods (head, wa-1, wa-2, wb-1)
+    with pytest.raises(UsageError, match="loss of control, zone-a, zone-b: the selector matches 4 pods"):
+        faults.kill_region(b, faults.Marker(), "region-1")
+    assert writes(s) == []
 
 
-def ready(p, ip, restarts=0):
-    p = {**p, "status": {"phase": "Running", "pod_ip": ip, "conditions": [{"type": "Ready", "status": "True"}],
-                         "container_statuses": [{"restart_count": restarts}]}}
-    return p
+def test_region_loss_is_one_fault_over_every_zone_of_the_region_and_the_rollback_uncordons():
+    s, b, _ = cluster(max_pods=4)
+    marker = faults.Marker()
+    f = faults.kill_region(b, marker, "region-1")  # no outage_s: the rollback heals
+    assert f["zones"] == ["control", "zone-a", "zone-b"]  # the head's zone is in region-1 too: it goes as well
+    assert {p for m, p in writes(s) if m == "DELETE"} == {
+        f"/api/v1/namespaces/availproof/pods/{n}?gracePeriodSeconds=0" for n in ("head", "wa-1", "wa-2", "wb-1")}
+    assert sorted(n for n, o in s.nodes.items() if o["spec"].get("unschedulable")) == ["k-a1", "k-a2", "k-b", "k-cp"]
+    # KubeRay recreates the pods on uncordoned nodes once healed; here: put them back ready
+    for p in (ray_pod("head2", "k-cp", "10.0.0.2", node_type="head", group="headgroup"),
+              ray_pod("wa-3", "k-a1", "10.0.1.3"), ray_pod("wa-4", "k-a2", "10.0.1.4"),
+              ray_pod("wb-2", "k-b", "10.0.2.2", group="workers-zone-b")):
+        s.pods[p["metadata"]["name"]] = p
+    done = faults.heal_all(b, timeout=5)
+    assert sorted(done["uncordoned"]) == ["k-a1", "k-a2", "k-b", "k-cp"]
+    assert not any(o["spec"].get("unschedulable") for o in s.nodes.values())
 
 
-class FakeCore:
-    def __init__(self, pods=None, nodes=None):
-        self.deleted, self.patched = [], []
-        self.pods = PODS if pods is None else pods
-        self.nodes = NODES if nodes is None else nodes
-
-    def list_namespaced_pod(self, ns):
-        assert ns == "availproof"
-        return FakeList(self.pods)
-
-    def list_node(self):
-        return FakeList(self.nodes)
-
-    def delete_namespaced_pod(self, name, ns, grace_period_seconds=None):
-        self.deleted.append((name, ns, grace_period_seconds))
-
-    def patch_node(self, name, body):
-        self.patched.append((name, body))
+# ------------------------------------------------------------------ exec, checked
+def test_gcs_kill_execs_pgrep_x_in_the_head_container_and_returns_the_pids():
+    s, b, stream = cluster(handler=lambda pod, c, script: ("57\n", "", 0))
+    marker = faults.Marker()
+    f = faults.kill_head(b, marker, outage_s=None, method="gcs")
+    assert stream.calls == [("head", "ray-head", "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids")]
+    assert "pgrep -f" not in stream.calls[0][2]  # -f would match the shell running the command
+    assert f["pids"] == 1 and writes(s) == []
+    faults.kill_head(b, marker, outage_s=None)
+    assert writes(s) == [("DELETE", "/api/v1/namespaces/availproof/pods/head?gracePeriodSeconds=0")]
 
 
-class FakeCustom:
-    def get_namespaced_custom_object(self, group, version, ns, plural, name):
-        assert (group, version, ns, plural) == ("ray.io", "v1", "availproof", "rayclusters")
-        return {"spec": {"workerGroupSpecs": [{"replicas": 1}, {"replicas": 1}, {"replicas": 1}]}}
+@pytest.mark.parametrize("scope", ["gcs", "sigkill", "engine"])
+def test_a_failed_command_raises_says_what_failed_and_records_no_injection(scope):
+    s, b, stream = cluster(handler=lambda pod, c, script: ("", "sh: kill: (41) - No such process\n", 1))
+    marker = faults.Marker()
+    r = Replica(app="a", deployment="StreamTarget", replica_id="r1", state="RUNNING", actor_name="n", actor_id="x",
+                pid=41, node_ip="10.0.1.1", node="wa-1", zone="zone-a", region=None)
+    with pytest.raises(kube_exec.ExecError) as e:
+        if scope == "gcs":
+            faults.kill_head(b, marker, outage_s=None, method="gcs")
+        elif scope == "sigkill":
+            faults.kill_replica(b, marker, replica=r)
+        else:
+            b.pick_replica = lambda **kw: r
+            faults.hang_engine(b, marker)
+    assert "exited 1" in str(e.value) and "No such process" in str(e.value) and "availproof/" in str(e.value)
+    assert marker.marks == [] and b.paused == []
 
 
-class Exec:
-    def __init__(self, answer=""):
-        self.calls, self.answer = [], answer
-
-    def __call__(self, pod, command):
-        self.calls.append((pod, command))
-        return self.answer
-
-
-def backend(core=None, max_pods=3, exec_fn=None, **kw):
-    return kb.KubeRayBackend("availproof", "kind-availproof", "availproof", max_pods=max_pods, core=core or FakeCore(),
-                             networking=object(), custom=FakeCustom(), exec_fn=exec_fn or Exec(), **kw)
+def test_exit_status_is_read_from_the_error_channel():
+    assert kube_exec.exit_status('{"metadata":{},"status":"Success"}') == (0, "")
+    code, msg = kube_exec.exit_status('{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","message":"m",'
+                                      '"details":{"causes":[{"reason":"ExitCode","message":"137"}]}}')
+    assert (code, msg) == (137, "m")
+    assert kube_exec.exit_status('{"status":"Failure","message":"container not found"}') == (None, "container not found")
+    assert kube_exec.exit_status("")[0] is None
 
 
-def test_backend_zone_loss_cordons_and_force_deletes_within_its_namespace():
-    core = FakeCore()
-    b = backend(core)
-    assert b.kill_zone("zone-a") == ["wa-1", "wa-2"]
-    assert core.deleted == [("wa-1", "availproof", 0), ("wa-2", "availproof", 0)]
-    assert core.patched == [("k-a", {"metadata": {"annotations": {kb.CORDON_MARK: "true"}},
-                                     "spec": {"unschedulable": True}})]
-    with pytest.raises(UsageError, match="more than the limit"):
-        backend(FakeCore(), max_pods=1).kill_zone("zone-a")
+def test_an_exec_that_did_not_finish_raises():
+    class Hung:
+        def run_forever(self, timeout=None):
+            pass
+
+        def is_open(self):
+            return True
+
+        def close(self):
+            self.closed = True
+
+    class Core:
+        def connect_get_namespaced_pod_exec(self, *a, **kw):
+            raise AssertionError("called through stream only")
+
+    hung = Hung()
+    with pytest.raises(kube_exec.ExecError, match="did not finish within 5 s"):
+        kube_exec.run(Core(), "ns", "p", "sleep 99", timeout=5, stream_fn=lambda method, *a, **kw: hung)
+    assert hung.closed
 
 
-def test_heal_uncordons_only_the_nodes_the_backend_cordoned():
-    nodes = [node("k-a", "zone-a"), node("k-b", "zone-b")]
-    nodes[0]["metadata"]["annotations"] = {kb.CORDON_MARK: "true"}
-    nodes[1]["spec"] = {"unschedulable": True}  # cordoned by someone else: left alone
-    core = FakeCore(nodes=nodes)
-    assert backend(core).heal_zone_nodes() == ["k-a"]
-    assert [n for n, _ in core.patched] == ["k-a"]
+# ------------------------------------------------------------------ replicas and engines
+def replica(pid=41, node="wa-1"):
+    return Replica(app="a", deployment="StreamTarget", replica_id="r1", state="RUNNING",
+                   actor_name="SERVE_REPLICA::a#S#r1", actor_id="x", pid=pid, node_ip="10.0.1.1", node=node,
+                   zone="zone-a", region=None)
 
 
-def test_backend_needs_explicit_context_and_namespace():
-    with pytest.raises(UsageError):
-        kb.KubeRayBackend("", "ctx", "c", core=FakeCore(), networking=object(), custom=FakeCustom())
+def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
+    def handler(pod, c, script):
+        return ("57 58\n" if "kill -STOP" in script else "", "", 0)
 
-
-def test_region_loss_selects_the_pods_of_every_zone_in_the_region():
-    nodes = [node("k-a", "zone-a"), node("k-b", "zone-b"), node("k-c", "zone-c")]
-    for n, region in zip(nodes, ("r1", "r1", "r2")):
-        n["metadata"]["labels"][kb.REGION_LABEL] = region
-    pods = [pod("wa", "k-a"), pod("wb", "k-b"), pod("wc", "k-c"), pod("h", "k-c", node_type="head", group="headgroup")]
-    b = backend(FakeCore(pods=pods, nodes=nodes))
-    assert b.regions() == ["r1", "r2"] and b.zones_in_region("r1") == ["zone-a", "zone-b"]
-    assert b.nodes_in(region="r1") == ["wa", "wb"]
-    assert b.nodes_in(region="r2") == ["wc"]  # the head is never a "node" to kill
-
-
-def test_gcs_kill_in_place_execs_in_the_head_pod_only():
-    ex = Exec()
-    core = FakeCore()
-    b = backend(core, exec_fn=ex)
-    assert b.kill_head(method="gcs") == ["head-x/gcs_server"]
-    assert ex.calls == [("head-x", "kill -9 $(pgrep -f gcs_server | head -n 1)")] and core.deleted == []
-    assert b.kill_head() == ["head-x"] and core.deleted == [("head-x", "availproof", 0)]
-
-
-def test_replica_kill_methods_and_engine_pause_aim_at_the_replica_pod():
-    from chaos.placement import Replica
-
-    r = Replica(app="a", deployment="StreamTarget", replica_id="r1", state="RUNNING", actor_name="SERVE_REPLICA::a#S#r1",
-                actor_id="x", pid=41, node_ip="10.0.0.5", node="wa-1", zone="zone-a", region=None)
-    ex = Exec(answer="57\n")
-    core = FakeCore()
-    b = backend(core, exec_fn=ex)
-    assert b.replica_killer(r, "sigkill")() == ["wa-1/41"] and ex.calls[-1] == ("wa-1", "kill -9 41")
-    b.replica_killer(r, "actor")()
-    assert ex.calls[-1][0] == "head-x" and "ray.kill" in ex.calls[-1][1] and "SERVE_REPLICA::a#S#r1" in ex.calls[-1][1]
-    assert b.replica_killer(r, "pod")() == ["wa-1"] and core.deleted == [("wa-1", "availproof", 0)]
-    assert b.pause_engine(r) == ["wa-1/57"] and "kill -STOP" in ex.calls[-1][1]
-    assert b.paused == ["wa-1/57"]
-    assert b.resume_engine(b.paused) == ["wa-1/57"] and ex.calls[-1] == ("wa-1", "kill -CONT 57")
+    s, b, stream = cluster(handler=handler)
+    marker = faults.Marker()
+    assert faults.kill_replica(b, marker, replica=replica())["pids"] == ["wa-1/41"]
+    assert stream.calls[-1] == ("wa-1", "ray-worker", "kill -9 41")
+    faults.kill_replica(b, marker, replica=replica(), method="actor")
+    pod, container, script = stream.calls[-1]
+    assert (pod, container) == ("head", "ray-head") and shlex.split(script)[-1] == "SERVE_REPLICA::a#S#r1"
+    faults.kill_replica(b, marker, replica=replica(), method="pod")
+    assert writes(s)[-1] == ("DELETE", "/api/v1/namespaces/availproof/pods/wa-1?gracePeriodSeconds=0")
+    b.pick_replica = lambda **kw: replica(node="wb-1")
+    f = faults.hang_engine(b, marker, duration_s=5)
+    assert f["pids"] == ["wb-1/57", "wb-1/58"] and "pgrep -P 41 -f EngineCore" in stream.calls[-3][2]
+    assert stream.calls[-2:] == [("wb-1", "ray-worker", "kill -CONT 57"), ("wb-1", "ray-worker", "kill -CONT 58")]
     assert b.paused == []
 
 
 def test_replicas_map_to_pods_and_zones_by_pod_ip(monkeypatch):
     from chaos import placement
 
-    pods = [ready(pod("head-x", "k-cp", node_type="head", group="headgroup"), "10.0.0.1"),
-            ready(pod("wa-1", "k-a"), "10.0.0.5"), ready(pod("wb-1", "k-b"), "10.0.0.6")]
+    s, b, _ = cluster()
     details = {"applications": {"app": {"deployments": {"StreamTarget": {"replicas": [
-        {"replica_id": "r1", "state": "RUNNING", "node_ip": "10.0.0.5", "pid": 3, "actor_name": "n1"},
-        {"replica_id": "r2", "state": "RUNNING", "node_ip": "10.0.0.6", "pid": 4, "actor_name": "n2"}]}}}}}
+        {"replica_id": "r1", "state": "RUNNING", "node_ip": "10.0.1.2", "pid": 3, "actor_name": "n1"},
+        {"replica_id": "r2", "state": "RUNNING", "node_ip": "10.0.2.1", "pid": 4, "actor_name": "n2"},
+        {"replica_id": "r3", "state": "RUNNING", "node_ip": "10.0.9.9", "pid": 5, "actor_name": "n3"}]}}}}}
     monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: details)
-    b = backend(FakeCore(pods=pods), dashboard_url="http://127.0.0.1:8265")
     rows = b.replicas()
-    assert [(r.replica_id, r.node, r.zone) for r in rows] == [("r1", "wa-1", "zone-a"), ("r2", "wb-1", "zone-b")]
+    assert [(r.replica_id, r.node, r.zone) for r in rows] == [("r1", "wa-2", "zone-a"), ("r2", "wb-1", "zone-b"),
+                                                               ("r3", None, None)]  # another cluster's pod IP
     assert b.pick_replica(zone="zone-b").replica_id == "r2"
-    assert b.healthy() is False  # the RayCluster asks for 1 head + 3 workers; 3 pods are ready
-    pods.append(ready(pod("wc-1", "k-c"), "10.0.0.7"))
-    assert b.healthy() is True
 
 
-def test_redis_restart_reports_whether_the_head_restarted(monkeypatch):
-    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
-    head = ready(pod("head-x", "k-cp", node_type="head", group="headgroup"), "10.0.0.1", restarts=0)
-    redis = ready({"metadata": {"name": "redis-1", "labels": {"app": "redis"}}, "spec": {}}, "10.0.0.9")
-    pods = [head, redis]
-    b = backend(FakeCore(pods=pods))
-    assert b.kill_redis() == ["redis-1"]
-    pods[0] = ready(pod("head-x", "k-cp", node_type="head", group="headgroup"), "10.0.0.1", restarts=1)
+# ------------------------------------------------------------------ partitions
+def test_networkpolicy_partition_and_heal():
+    s, b, _ = cluster()
+    marker = faults.Marker()
+    faults.partition_zone(b, marker, "zone-a", duration_s=20)
+    pol = next(body for m, p, body in s.calls if m == "POST")
+    assert pol == kp.partition_policy("zone-a", CLUSTER, ["workers-zone-a"])
+    assert pol["spec"]["ingress"] == [] and pol["spec"]["egress"] == [] and pol["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert writes(s)[-1] == ("DELETE", "/apis/networking.k8s.io/v1/namespaces/availproof/networkpolicies/"
+                                       "availproof-partition-zone-a")
+    assert s.netpols == {} and events(marker)[-1] == "heal_end"
+
+
+class NodeFilters:
+    """The nftables state of each node, as the helper pods' commands change it."""
+
+    def __init__(self, fail_apply=False):
+        self.tables: dict[str, str] = {}
+        self.fail_apply = fail_apply
+        self.server = None
+
+    def __call__(self, pod, container, script):
+        assert container == "nft"
+        node_name = self.server.pods[pod]["spec"]["nodeName"]
+        if script == kp.REMOVE_SCRIPT:
+            self.tables.pop(node_name, None)
+            return "", "", 0
+        words = shlex.split(script)
+        assert words[:2] == ["printf", "%s"] and words[3:] == ["|", "nft", "-f", "-"], script
+        if self.fail_apply:
+            return "", "Error: Could not process rule: Operation not permitted\n", 1
+        self.tables[node_name] = words[2]
+        return "", "", 0
+
+
+def test_node_filter_partition_applies_the_rules_on_every_zone_node_and_removes_them():
+    filters = NodeFilters()
+    s, b, stream = cluster(partition_method="node-filter", handler=filters)
+    filters.server = s
+    marker = faults.Marker()
+    faults.partition_zone(b, marker, "zone-a")  # healed by the rollback
+    helpers = {n: p for n, p in s.pods.items() if p["metadata"]["labels"].get(kp.FAULT_LABEL) == "partition-helper"}
+    assert sorted(p["spec"]["nodeName"] for p in helpers.values()) == ["k-a1", "k-a2"]
+    for p in helpers.values():
+        assert p["spec"]["hostNetwork"] is True and p["spec"]["tolerations"] == [{"operator": "Exists"}]
+        assert p["spec"]["containers"][0]["securityContext"] == {"capabilities": {"add": ["NET_ADMIN"]}}
+    assert sorted(filters.tables) == ["k-a1", "k-a2"]
+    rules = filters.tables["k-a1"]
+    assert "elements = { 10.0.1.1, 10.0.1.2 }" in rules and "hook forward" in rules
+    assert "ip saddr @zone4 ip daddr @zone4 accept" in rules  # inside the zone still flows
+    assert "ip saddr @zone4 drop" in rules and "ip daddr @zone4 drop" in rules
+    assert b.partitioned_zones() == ["zone-a"] and events(marker) == ["inject_start", "inject_end"]
+    done = faults.heal_all(b, timeout=5)
+    assert done["healed"] == ["zone-a"] and filters.tables == {}
+    assert not any(kp.FAULT_LABEL in p["metadata"]["labels"] for p in s.pods.values())
+    assert b.partitioned_zones() == []
+
+
+def test_node_filter_partition_that_fails_to_apply_leaves_no_helper_and_records_nothing():
+    filters = NodeFilters(fail_apply=True)
+    s, b, _ = cluster(partition_method="node-filter", handler=filters)
+    filters.server = s
+    marker = faults.Marker()
+    with pytest.raises(kube_exec.ExecError, match="Operation not permitted"):
+        faults.partition_zone(b, marker, "zone-a")
+    assert marker.marks == [] and filters.tables == {}
+    assert not any(kp.FAULT_LABEL in p["metadata"]["labels"] for p in s.pods.values())
+
+
+def test_ruleset_handles_both_families_and_refuses_nothing_to_cut():
+    text = kp.ruleset(["10.0.0.2", "fd00::5", "10.0.0.1"])
+    assert "type ipv4_addr; elements = { 10.0.0.1, 10.0.0.2 }" in text and "type ipv6_addr; elements = { fd00::5 }" in text
+    assert text.startswith(f"table inet {kp.TABLE}\ndelete table inet {kp.TABLE}\n")
+    with pytest.raises(ValueError):
+        kp.ruleset([])
+
+
+def test_partition_method_is_checked():
+    s = FakeServer()
+    core, net, custom = s.apis()
+    with pytest.raises(UsageError, match="partition_method must be one of networkpolicy, node-filter"):
+        kb.KubeRayBackend("availproof", "ctx", "c", partition_method="iptables", core=core, networking=net,
+                          custom=custom)
+
+
+# ------------------------------------------------------------------ node, redis, health
+def test_node_kill_deletes_one_worker_pod_and_refuses_the_head_and_strangers():
+    s, b, _ = cluster()
+    marker = faults.Marker()
+    faults.kill_node(b, marker, zone="zone-b")
+    assert writes(s) == [("DELETE", "/api/v1/namespaces/availproof/pods/wb-1?gracePeriodSeconds=0")]
+    for name in ("head", "stranger"):
+        with pytest.raises(UsageError, match="matches no pod"):
+            b.kill_node(name)
+
+
+def redis_pod(name):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "redis"}},
+            "spec": {"nodeName": "k-cp", "containers": [{"name": "redis", "image": "redis"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_redis_restart_reports_whether_the_head_restarted():
+    s, b, _ = cluster()
+    f = faults.kill_redis(b, faults.Marker(), outage_s=None)
+    assert f["pids"] == ["redis-1"] and "redis-1" not in s.pods
+    s.pods["redis-2"] = redis_pod("redis-2")  # the Deployment's replacement
+    s.pods["head"]["status"]["containerStatuses"][0]["restartCount"] = 1  # the GCS exited, the kubelet restarted it
     assert b.start_redis() is True
     b.kill_redis()
+    s.pods["redis-3"] = redis_pod("redis-3")
     assert b.start_redis() is False
 
 
-def test_zones_are_those_the_worker_groups_are_pinned_to():
-    class Pinned(FakeCustom):
-        def get_namespaced_custom_object(self, *a):
-            return {"spec": {"workerGroupSpecs": [
-                {"replicas": 1, "template": {"spec": {"nodeSelector": {kb.ZONE_LABEL: z}}}} for z in ("zone-b", "zone-a")]}}
-
-    b = kb.KubeRayBackend("availproof", "ctx", "availproof", core=FakeCore(), networking=object(), custom=Pinned(),
-                          exec_fn=Exec())
-    assert b.zones() == ["zone-a", "zone-b"]  # not "control", where the head and Redis run
-    assert backend().zones() == ["control", "zone-a", "zone-b", "zone-c"]  # no nodeSelector: the nodes' labels
-
-
-def test_kuberay_target_must_be_named_and_flags_override_the_file():
-    from chaos.ctk import session
-
-    with pytest.raises(UsageError, match="needs context, namespace"):
-        session.kube_settings({}, {})
-    k = session.kube_settings({"availproof_kubernetes": {"namespace": "b", "max_pods": None}},
-                              {"context": "kind-x", "namespace": "a", "serve_url": "http://127.0.0.1:1",
-                               "dashboard_url": "http://127.0.0.1:2", "max_pods": 2})
-    assert k["namespace"] == "b" and k["context"] == "kind-x" and k["max_pods"] == 2
+def test_health_counts_the_pods_the_raycluster_asks_for():
+    s, b, _ = cluster()
+    assert b.healthy() is True  # 1 head + 2 + 1 + 1 workers, all ready, Redis ready
+    s.pods["wc-1"]["status"]["conditions"][0]["status"] = "False"
+    assert b.healthy() is False
+    with pytest.raises(ClusterError, match="timed out"):
+        b.wait_healthy(timeout=0)

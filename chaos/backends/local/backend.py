@@ -1,4 +1,4 @@
-"""The local backend: the fault interface over a :class:`LocalCluster`.
+"""The local backend: the fault interface (:class:`chaos.backends.base.Backend`) over a :class:`LocalCluster`.
 
 Every process it signals is first checked to belong to a session recorded in the cluster's
 state file (the allowlist): a replica PID read from Serve is refused if it is anything else.
@@ -68,6 +68,16 @@ class LocalBackend:
     def start_node(self, node: str) -> None:
         self.cluster.start_node(node)
 
+    def kill_zones(self, zones: list[str]) -> list[int]:
+        """Zone (or region) loss: kill every node of ``zones``, back to back; returns the PIDs signalled."""
+        return [pid for z in zones for n in self.nodes_in(zone=z) for pid in self.cluster.kill_node(n)]
+
+    def restore_zones(self, zones: list[str]) -> None:
+        """Restart every node of ``zones``."""
+        for z in zones:
+            for n in self.nodes_in(zone=z):
+                self.cluster.start_node(n)
+
     def kill_head(self, method: str = "node") -> list[int]:
         return self.cluster.kill_gcs() if method == "gcs" else self.cluster.kill_head()
 
@@ -101,13 +111,9 @@ class LocalBackend:
         """Return ``pid`` if it belongs to a node session of this cluster; refuse otherwise."""
         if not pid or not procs.alive(pid):
             raise ClusterError(f"process {pid} is not running")
-        sid = procs._stat(pid)[1]
-        if sid not in {n.sid for n in self.cluster.state.nodes.values() if n.sid}:
+        if procs.session_of(pid) not in {n.sid for n in self.cluster.state.nodes.values() if n.sid}:
             raise UsageError(f"process {pid} is not part of cluster {self.cluster.state.cluster_id}: refused")
         return pid
-
-    def kill_replica(self, r: placement.Replica) -> list[int]:
-        return self.replica_killer(r, "sigkill")()
 
     def replica_killer(self, r: placement.Replica, method: str) -> Callable[[], list[int]]:
         """Everything but the kill itself done; the returned callable kills the replica."""
@@ -132,8 +138,7 @@ class LocalBackend:
     def engine_pids(self, r: placement.Replica) -> list[int]:
         """The engine processes of a replica: vLLM's EngineCore children, else the replica itself."""
         pid = self._owned(r.pid)
-        sid = procs._stat(pid)[1]
-        engines = [p for p in procs.session_members(sid)
+        engines = [p for p in procs.session_members(procs.session_of(pid))
                    if procs.parent(p) == pid and "EngineCore" in procs.cmdline(p) + procs.comm(p)]
         return engines or [pid]
 
@@ -167,7 +172,7 @@ class LocalBackend:
             done["started"].append(HEAD)
         down = [n.name for n in self.cluster.state.workers() if not self.cluster.core_alive(n.name)]
         if down:
-            self.cluster._start_many(down)
+            self.cluster.start_nodes(down)
             done["started"] += down
         # A node the GCS declared dead cannot rejoin, and after a head restart without GCS fault
         # tolerance no worker is known to the new GCS: give reconnecting nodes a moment, then
@@ -180,10 +185,15 @@ class LocalBackend:
             for name in stuck:
                 self.cluster.kill_node(name)
             if stuck:
-                self.cluster._start_many(stuck)
+                self.cluster.start_nodes(stuck)
                 done["started"] += stuck
         self.cluster.wait_healthy(timeout=timeout)
         return done
+
+    def app_status(self) -> str | None:
+        from chaos import deploy
+
+        return deploy.app_status(self.dashboard_url)
 
     def wait_healthy(self, timeout: float = 120.0) -> None:
         self.cluster.wait_healthy(timeout=timeout)

@@ -193,7 +193,7 @@ class LocalCluster:
             if gcs_ft:
                 cluster.start_redis()
             cluster.start_node(HEAD)
-            cluster._start_many([n.name for n in topology.nodes])
+            cluster.start_nodes([n.name for n in topology.nodes])
             log(f"cluster {cluster_id} up in {time.monotonic() - t0:.1f} s")
         except BaseException:
             log("start failed: taking down what was started")
@@ -340,7 +340,8 @@ class LocalCluster:
                         raise
                     self.log(f"{name}: start attempt {attempt} failed ({e}); cleaning up and retrying")
 
-    def _start_many(self, names: list[str]) -> None:
+    def start_nodes(self, names: list[str]) -> None:
+        """Start several nodes at once (one thread each); the first error is raised after all tried."""
         errors: list[BaseException] = []
 
         def one(n: str):

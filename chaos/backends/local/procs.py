@@ -25,6 +25,12 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return rest[0], int(rest[3])
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of a process, or None if it is gone."""
+    st = _stat(pid)
+    return st[1] if st else None
+
+
 def alive(pid: int | None) -> bool:
     """True if the process exists and is not a zombie."""
     if not pid:
