@@ -5,8 +5,12 @@
 # (md, html, json) collected, and the cluster deleted. A violated bound is a finding, not a
 # failure of the smoke test; an error (verdict 2) fails it.
 #
-# Needs Docker, kind, kubectl and helm. The project's own CI machines have no Docker engine:
-# this runs in GitHub Actions (.github/workflows/kind-smoke.yml) or on a workstation.
+# Needs Docker (with a running engine), kind, kubectl, helm, Python 3.11 and availproof installed
+# (bash scripts/bootstrap.sh, or pip install -e '.[k8s]'): checked before anything is created.
+# The project's own CI machines have no Docker engine: this runs in GitHub Actions
+# (.github/workflows/kind-smoke.yml) or on a workstation.
+# The zone partition uses the node-filter method: kindnet applies NetworkPolicies only to new
+# connections, so a policy would leave Ray's open gRPC channels and keep-alive connections up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLUSTER=${CLUSTER:-availproof}
@@ -14,6 +18,19 @@ NAMESPACE=availproof
 KUBERAY_VERSION=${KUBERAY_VERSION:-1.7.0}
 OUT=${OUT:-runs/kind-smoke}
 CONTEXT="kind-$CLUSTER"
+
+HELPER_IMAGE=$(python3 -c 'from chaos.backends.kube_partition import HELPER_IMAGE; print(HELPER_IMAGE)' 2>/dev/null || true)
+
+missing=()
+for tool in docker kind kubectl helm curl; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+[ ${#missing[@]} -eq 0 ] || { echo "kind-smoke: missing on PATH: ${missing[*]}" >&2; exit 2; }
+docker info >/dev/null 2>&1 || { echo "kind-smoke: the Docker engine is not reachable (docker info failed)" >&2; exit 2; }
+python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+  || { echo "kind-smoke: python3 must be Python 3.11 (the one availproof is installed in)" >&2; exit 2; }
+command -v availproof >/dev/null 2>&1 && [ -n "$HELPER_IMAGE" ] \
+  || { echo "kind-smoke: availproof is not installed for python3 (bash scripts/bootstrap.sh; source .venv/bin/activate)" >&2; exit 2; }
+python3 -c 'import kubernetes' 2>/dev/null \
+  || { echo "kind-smoke: the kubernetes client is missing (pip install -e '.[k8s]')" >&2; exit 2; }
 
 cleanup() { kind delete cluster --name "$CLUSTER" || true; }
 trap cleanup EXIT
@@ -25,7 +42,13 @@ helm install kuberay-operator kuberay/kuberay-operator --version "$KUBERAY_VERSI
   --kube-context "$CONTEXT" --namespace kuberay-system --create-namespace --wait
 
 docker build -f kuberay/Dockerfile -t availproof:dev .
-kind load docker-image availproof:dev --name "$CLUSTER"
+docker pull -q "$HELPER_IMAGE" >/dev/null
+# Only the nodes that run Ray (and the partition helper) get the images: the zone-labelled workers.
+RAY_NODES=$(kubectl --context "$CONTEXT" get nodes -l topology.kubernetes.io/zone \
+  -o jsonpath='{range .items[*]}{.metadata.name}{","}{end}')
+RAY_NODES=${RAY_NODES%,}
+[ -n "$RAY_NODES" ] || { echo "kind-smoke: no node labelled topology.kubernetes.io/zone" >&2; exit 1; }
+kind load docker-image availproof:dev "$HELPER_IMAGE" --name "$CLUSTER" --nodes "$RAY_NODES"
 
 kubectl --context "$CONTEXT" apply -k kuberay/overlays/stream-kind
 echo "waiting for the RayService to be ready"
@@ -36,6 +59,14 @@ for _ in $(seq 1 90); do
   sleep 10
 done
 [ "$ready" = "True" ] || { kubectl --context "$CONTEXT" -n "$NAMESPACE" describe rayservice availproof; exit 1; }
+# The NodePorts follow the active cluster (KubeRay names it <service>-<5 random characters>).
+active=$(kubectl --context "$CONTEXT" -n "$NAMESPACE" get rayservice availproof \
+  -o jsonpath='{.status.activeServiceStatus.rayClusterName}')
+[ -n "$active" ] || { echo "kind-smoke: the RayService reports no active cluster" >&2; exit 1; }
+for svc in availproof-serve-nodeport availproof-dashboard-nodeport; do
+  kubectl --context "$CONTEXT" -n "$NAMESPACE" patch service "$svc" --type merge \
+    -p "{\"spec\":{\"selector\":{\"ray.io/cluster\":\"$active\"}}}"
+done
 
 mkdir -p "$OUT"
 # The rig reaches the serve and dashboard Services through NodePorts that kind maps to the
@@ -49,7 +80,7 @@ done
 set +e
 availproof suite --backend kuberay --kube-context "$CONTEXT" --kube-namespace "$NAMESPACE" \
   --ray-cluster availproof --serve-url http://127.0.0.1:18000 --dashboard-url http://127.0.0.1:18265 \
-  --max-pods 1 --out "$OUT" \
+  --max-pods 1 --partition-method node-filter --out "$OUT" \
   --only replica-kill engine-hang worker-node-kill head-kill-gcs-ft zone-loss redis-loss zone-partition
 verdict=$?
 set -e

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything availproof needs into ./.venv (idempotent; fast when nothing changed):
-#   - Debian's redis-server, chromium and prometheus when missing (as root, through apt-get),
+#   - Debian's redis-server, chromium, prometheus and kubernetes-client (kubectl) when missing
+#     (as root, through apt-get),
 #   - a Python 3.11 venv with the exact versions of requirements/lock.txt (--no-deps: the
 #     lock is the whole environment), and availproof itself in editable mode.
 set -euo pipefail
@@ -18,6 +19,9 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/
 have redis-server || missing+=(redis-server)
 have chromium || missing+=(chromium)
 have prometheus || missing+=(prometheus)
+# kubectl (Debian's kubernetes-client): `kubectl kustomize` renders the KubeRay overlays for
+# their offline validation in the unit tests.
+have kubectl || missing+=(kubernetes-client)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     log "installing Debian packages: ${missing[*]}"

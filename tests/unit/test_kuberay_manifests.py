@@ -110,3 +110,41 @@ def test_core_object_misspelling_is_rejected(rendered):
     dep = copy.deepcopy(next(o for o in rendered["stream-kind"] if o["kind"] == "Deployment"))
     dep["spec"]["replica"] = 1
     assert any("Deployment/redis" in p for p in manifests.check_object(dep))
+
+
+def test_gpu_overlay_requests_gpus_mounts_the_model_and_has_no_kind_only_selector(rendered):
+    objs = rendered["vllm-gpu"]
+    assert "availproof.io/control-plane-zone" not in yaml.safe_dump(objs)
+    rs = rayservice(objs)
+    cs = rs["spec"]["rayClusterConfig"]
+    assert cs["headGroupSpec"]["template"]["spec"].get("nodeSelector") is None
+    for g in cs["workerGroupSpecs"]:
+        spec = g["template"]["spec"]
+        c = spec["containers"][0]
+        assert c["image"] == kuberay.GPU_IMAGE
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" == c["resources"]["requests"]["nvidia.com/gpu"]
+        assert {"name": "models", "mountPath": "/models", "readOnly": True} in c["volumeMounts"]
+        claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in spec["volumes"]}
+        assert claims["models"] == kuberay.MODELS_CLAIM
+    assert any(o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == kuberay.MODELS_CLAIM for o in objs)
+    llm = yaml.safe_load(rs["spec"]["serveConfigV2"])["applications"][0]["args"]["llm_configs"][0]
+    assert llm["model_loading_config"]["model_source"] == "/models/model"
+    redis = next(o for o in objs if o["kind"] == "Deployment")
+    assert "nodeSelector" not in redis["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_deprecated_field_and_no_dead_volume(overlay, rendered):
+    rs = rayservice(rendered[overlay])
+    assert not {"serviceUnhealthySecondThreshold", "deploymentUnhealthySecondThreshold"} & set(rs["spec"])
+    for _, template in manifests.pod_templates(rs):
+        spec = template["spec"]
+        mounted = {m["name"] for c in spec["containers"] for m in c.get("volumeMounts") or []}
+        assert {v["name"] for v in spec.get("volumes") or []} <= mounted
+
+
+def test_nodeports_select_one_ray_cluster(rendered):
+    for svc in (o for o in rendered["stream-kind"] if o["kind"] == "Service" and o["spec"].get("type") == "NodePort"):
+        assert "ray.io/cluster" in svc["spec"]["selector"], svc["metadata"]["name"]
+    smoke = (kuberay.ROOT / "kind-smoke.sh").read_text()
+    assert "activeServiceStatus.rayClusterName" in smoke and "ray.io/cluster" in smoke
