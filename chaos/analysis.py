@@ -65,6 +65,11 @@ A fault whose window a later fault cut (``window_cut_by``) is reported as not re
 its own window; the incident's recovery is the last fault's, whose window runs through every
 heal to the end of the run.
 
+Control plane and capacity
+--------------------------
+Each fault also has ``control_plane`` and ``capacity`` objects, from the sampler's samples
+over the same window: :mod:`chaos.planes` defines them.
+
 Service-wide figures of a fault
 -------------------------------
 - ``failed``: the service's failures by class, mid-stream apart, in flight at the injection
@@ -83,7 +88,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos import records as rec
+from chaos import planes, records as rec
 
 NS = 1_000_000_000
 FORMAT_VERSION = 2  # of summary.json; 1 was the single-population summary before 2026-12
@@ -427,8 +432,10 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
     for i, f in enumerate(faults):
         nxt = faults[i + 1] if i + 1 < len(faults) else None
         window_end = nxt.inject_ns if nxt else end_ns
-        results.append(analyse_fault(f, measured, window_end, measure_start, steady, slo,
-                                     cut_by=nxt.fault_id if nxt else None))
+        fault = analyse_fault(f, measured, window_end, measure_start, steady, slo,
+                              cut_by=nxt.fault_id if nxt else None)
+        fault.update(planes.analyse_fault(f.inject_ns, window_end, run.samples, fault["unmeasurable"]))
+        results.append(fault)
     by_scope: dict[str, list[dict]] = {}
     for r in results:
         by_scope.setdefault(r["scope"], []).append(r)

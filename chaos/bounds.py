@@ -46,9 +46,14 @@ BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
     "max_time_to_steady_state_s": (_pop("time_to_steady_state_s"), "<=", "{pop}.time_to_steady_state_s"),
     "max_relapses": (_pop("relapses"), "<=", None),
     "must_recover": (_pop("recovered"), "==", "{pop}.recovered"),
+    # the other two planes (chaos.planes): population-independent
+    "max_control_plane_outage_s": (lambda f, p: f["control_plane"]["outage_s"], "<=", "control_plane.outage_s"),
+    "max_time_to_capacity_restored_s": (lambda f, p: f["capacity"]["time_to_restored_s"], "<=",
+                                        "capacity.time_to_restored_s"),
+    "min_capacity_ratio": (lambda f, p: f["capacity"]["min_ratio"], ">=", "capacity.min_ratio"),
 }
 RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover",
-                             "max_relapses"})
+                             "max_relapses", "max_control_plane_outage_s", "max_time_to_capacity_restored_s"})
 POPULATIONS = ("affected", "service")
 
 
@@ -63,6 +68,8 @@ def validate(bounds: Any, source: str = "bounds") -> dict[str, Any]:
                 raise UsageError(f"{source}.{name}: must be true or false")
         elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
             raise UsageError(f"{source}.{name}: must be a number >= 0, got {limit!r}")
+        elif name == "min_capacity_ratio" and limit > 1:
+            raise UsageError(f"{source}.{name}: must be a ratio between 0 and 1, got {limit!r}")
     return bounds
 
 
@@ -106,7 +113,12 @@ def check(summary: dict[str, Any], bounds: dict[str, Any], population: str = "af
             elif value is None and why_unmeasurable:
                 row.update(met=None, status=UNMEASURABLE, reason=why_unmeasurable)
             else:
-                met = value == limit if op == "==" else (value is not None and value <= limit)
+                if op == "==":
+                    met = value == limit
+                elif op == ">=":
+                    met = value is not None and value >= limit
+                else:
+                    met = value is not None and value <= limit
                 row.update(met=met, status=MET if met else VIOLATED)
             out.append(row)
     return out

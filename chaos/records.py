@@ -7,6 +7,7 @@ One file per run, one JSON object per line, three kinds:
   suffice to derive the summary again: ``availproof analyse``)
 - ``{"kind": "request", ...}``  one finished request (success or failure), see :class:`RequestRecord`
 - ``{"kind": "mark", ...}``     one fault event, see :class:`FaultMark`
+- ``{"kind": "sample", ...}``   one observation of the control plane and capacity, see :class:`Sample`
 
 Every instant is ``time.time_ns()`` taken at the event and written once. Each line is
 flushed when written and the file is fsync'ed at least once a second, so a crash of the rig
@@ -107,6 +108,28 @@ def now_ns() -> int:
     return time.time_ns()
 
 
+@dataclass
+class Sample:
+    """One observation of the control plane and of capacity (:mod:`chaos.sampler`).
+
+    ``None`` means *not known at that instant* (the source did not answer), never zero."""
+
+    t_ns: int  # wall clock when the sample was started
+    took_s: float  # how long taking it took
+    gcs_ok: bool  # the GCS answered its health check (what KubeRay's head probe asks)
+    gcs_latency_s: float | None
+    controller_ok: bool  # the Serve controller answered (through the dashboard's Serve API)
+    app_status: str | None  # the application's status, when the controller answered
+    replicas: dict[str, dict[str, int]] | None  # RUNNING replicas per deployment, per zone
+    nodes_alive: dict[str, int] | None  # nodes the GCS holds ALIVE, per zone (KubeRay: Ray pods Ready)
+    errors: dict[str, str] = field(default_factory=dict)  # probe -> why it gave no answer
+    kind: str = "sample"
+
+    @property
+    def control_up(self) -> bool:
+        return self.gcs_ok and self.controller_ok
+
+
 class Events:
     """Typed hooks: subscribe a callable to each event; emit calls them in order."""
 
@@ -114,6 +137,7 @@ class Events:
         self.run_started: list[Callable[[dict], None]] = []
         self.request_done: list[Callable[[RequestRecord], None]] = []
         self.fault_marked: list[Callable[[FaultMark], None]] = []
+        self.sample_taken: list[Callable[[Sample], None]] = []
         self.run_stopped: list[Callable[[dict], None]] = []
 
     def emit(self, hook: list[Callable], payload) -> None:
@@ -134,7 +158,7 @@ class RecordWriter:
         self._fsync_interval = fsync_interval_s
         self._dirty = threading.Event()
         self._closed = threading.Event()
-        self.counts = {"run": 0, "request": 0, "mark": 0, "end": 0}
+        self.counts = {"run": 0, "request": 0, "mark": 0, "sample": 0, "end": 0}
         self._syncer = threading.Thread(target=self._sync_loop, name="records-fsync", daemon=True)
         self._syncer.start()
 
@@ -142,6 +166,7 @@ class RecordWriter:
         events.run_started.append(lambda header: self.write({"kind": "run", **header}))
         events.request_done.append(self.write)
         events.fault_marked.append(self.write)
+        events.sample_taken.append(self.write)
         events.run_stopped.append(lambda footer: self.write({"kind": "end", **footer}))
         return self
 
@@ -187,6 +212,7 @@ class RunRecords:
     marks: list[FaultMark]
     footer: dict[str, Any] | None  # None when the run did not stop cleanly (partial run)
     torn_lines: int = 0  # unparseable lines (a crash mid-write leaves at most one)
+    samples: list[Sample] = field(default_factory=list)  # none in runs before the sampler (format 1)
 
     @property
     def partial(self) -> bool:
@@ -212,6 +238,10 @@ _REQ_TYPES = {"id": int, "target": str, "url": str, "route": str, "phase": str, 
               "sent_offset_s": _NUM, "ok": bool, "failure": (str, type(None)), "ttft_s": _OPT_NUM, "e2e_s": _OPT_NUM,
               "itl_p95_s": _OPT_NUM, "itl_mean_s": _OPT_NUM, "itl_max_s": _OPT_NUM, "zone": (str, type(None)),
               "output_tokens": (int, type(None)), "chunks": int}
+_SAMPLE_FIELDS = set(Sample.__dataclass_fields__)
+_SAMPLE_TYPES = {"t_ns": int, "took_s": _NUM, "gcs_ok": bool, "gcs_latency_s": _OPT_NUM, "controller_ok": bool,
+                 "app_status": (str, type(None)), "replicas": (dict, type(None)), "nodes_alive": (dict, type(None)),
+                 "errors": dict}
 _MARK_TYPES = {"event": str, "fault_id": str, "scope": str, "target": str, "t_ns": int, "zones": list,
                "detail": dict}
 
@@ -235,6 +265,7 @@ def read(path: str | Path) -> RunRecords:
     footer = None
     requests: list[RequestRecord] = []
     marks: list[FaultMark] = []
+    samples: list[Sample] = []
     torn = 0
     for _, obj in iter_lines(path):
         if not isinstance(obj, dict):
@@ -253,10 +284,17 @@ def read(path: str | Path) -> RunRecords:
                 torn += 1
             else:
                 marks.append(m)
+        elif kind == "sample":
+            smp = _build(Sample, obj, _SAMPLE_FIELDS, _SAMPLE_TYPES)
+            if smp is None:
+                torn += 1
+            else:
+                samples.append(smp)
         elif kind == "run" and not header:
             header = obj
         elif kind == "end":
             footer = obj
         else:
             torn += 1
-    return RunRecords(header=header, requests=requests, marks=marks, footer=footer, torn_lines=torn)
+    return RunRecords(header=header, requests=requests, marks=marks, footer=footer, torn_lines=torn,
+                      samples=sorted(samples, key=lambda x: x.t_ns))

@@ -66,7 +66,7 @@ def test_no_failure_at_all_is_undisturbed():
         assert p["time_to_first_success_s"] is None
         assert p["time_to_steady_state_s"] == 0.0 and p["relapses"] == 0
         assert p["failed_total"] == 0 and p["requests"] == 100 + 5  # 100 sent after, 5 in flight (sent 9.5-9.9 s, 0.5 s each)
-    assert f["unmeasurable"] == {}
+    assert [k for k in f["unmeasurable"] if k.split(".")[0] in ("affected", "service", "failed")] == []
     assert f["goodput_rps"]["before"] == pytest.approx(10, rel=0.02)
     assert f["resolution_s"] == pytest.approx(0.1, abs=1e-3)
 

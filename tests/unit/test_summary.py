@@ -27,7 +27,7 @@ def write_run(d: Path, header_extra: dict, requests, marks, end_t) -> Path:
     w.write({"kind": "run", "run_id": "r1", "started_ns": T0, "load": {"rate": 30}, "routing": "round_robin",
              "targets": [{"name": f"w-{z}", "url": "http://127.0.0.1:1", "zone": z, "region": None} for z in "abc"],
              **header_extra})
-    for r in sorted(requests, key=lambda r: r.sent_ns):
+    for r in sorted(requests, key=lambda r: getattr(r, "sent_ns", None) or r.t_ns):
         w.write(r)
     for m in marks:
         w.write(m)
@@ -37,8 +37,11 @@ def write_run(d: Path, header_extra: dict, requests, marks, end_t) -> Path:
 
 
 def zone_loss_run(d: Path, header_extra: dict) -> Path:
+    from tests.unit.test_planes import samples
+
     rs = zones(0, 50, down="b", down_from=10.05, down_to=30.0)
-    return write_run(d, header_extra, rs, [mark(rec.INJECT_START, 10, scope="zone", zones=("b",))], 50)
+    return write_run(d, header_extra, rs + samples(0, 50, period=2.0),
+                     [mark(rec.INJECT_START, 10, scope="zone", zones=("b",))], 50)
 
 
 def test_records_lines_and_the_summary_match_their_published_schemas(tmp_path):

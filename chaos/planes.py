@@ -1,0 +1,142 @@
+"""Recovery of the control plane and of capacity per fault, from the sampler's samples alone.
+
+Plain Python: no Ray, no Kubernetes. The data plane (requests) is :mod:`chaos.analysis`;
+these are the two other recovery planes, measured from the same ``inject_start`` mark over
+the same analysis window (to the next fault's injection or the end of the run). A sample's
+instant is when it was started; the sampling period (``resolution_s``) bounds the precision.
+
+Control plane (``control_plane``): *up* in a sample when the GCS answered its health check
+and the Serve controller answered.
+
+- ``time_to_loss_s``: the first sample in the window with the control plane not up.
+- ``time_to_restored_s``: the first up sample after the last sample that was not up (a
+  relapse moves it later); ``0`` when it never went down; ``null`` when the window ends with
+  the control plane still down.
+- ``outage_s``: restored - loss; ``0`` when it never went down (``time_to_loss_s`` null).
+
+Capacity (``capacity``): the **target** is the placement the application had in the last
+sample before the injection in which the controller answered (RUNNING replicas per deployment
+and zone: the rig deploys and waits for the placement the app asks for before any fault).
+Samples in which the controller did not answer say nothing about capacity and are skipped,
+never read as zero.
+
+- ``target_replicas``, ``min_replicas`` (the fewest RUNNING replicas, all deployments, in a
+  known sample of the window), ``min_ratio`` = min / target.
+- ``time_to_lost_s``: the first known sample below the target in some deployment and zone.
+- ``time_to_restored_s``: the first known sample at the target everywhere after the last one
+  below it; ``0`` when capacity was never lost; ``null`` when the window ends below it, and
+  unmeasurable when the window ends with samples in which the controller did not answer.
+- ``nodes_min_alive``: the fewest worker nodes alive (per zone and in all), in the window.
+
+Honest nulls, with the reason in the fault's ``unmeasurable`` map: every figure of a plane
+when no sample lies in the window (not sampled, e.g. a run recorded before the sampler);
+capacity when no baseline sample exists (no target to compare with).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos import records as rec
+
+NS = 1_000_000_000
+
+
+def _sec(t0: int, ns: int | None) -> float | None:
+    return None if ns is None else round((ns - t0) / NS, 4)
+
+
+def _loss_and_restore(points: list[tuple[int, bool]]) -> tuple[int | None, int | None]:
+    """(first bad instant, first good instant after the last bad one) of (t, good) points."""
+    loss = next((t for t, good in points if not good), None)
+    if loss is None:
+        return None, None
+    restored = None
+    for t, good in points:
+        if not good:
+            restored = None
+        elif restored is None:
+            restored = t
+    return loss, restored
+
+
+def resolution(samples: list[rec.Sample]) -> float | None:
+    gaps = sorted(b.t_ns - a.t_ns for a, b in zip(samples, samples[1:]))
+    return round(gaps[len(gaps) // 2] / NS, 4) if gaps else None
+
+
+def control_plane(t0: int, window: list[rec.Sample], unmeasurable: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"samples": len(window), "time_to_loss_s": None, "time_to_restored_s": None,
+                           "outage_s": None, "max_gcs_latency_s": None}
+    if not window:
+        for k in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
+            unmeasurable[f"control_plane.{k}"] = "not sampled: no control-plane sample in the analysis window"
+        return out
+    loss, restored = _loss_and_restore([(s.t_ns, s.control_up) for s in window])
+    out["time_to_loss_s"] = _sec(t0, loss)
+    out["time_to_restored_s"] = 0.0 if loss is None else _sec(t0, restored)
+    if loss is None:
+        out["outage_s"] = 0.0
+    elif restored is not None:
+        out["outage_s"] = round((restored - loss) / NS, 4)
+    out["max_gcs_latency_s"] = max((s.gcs_latency_s for s in window if s.gcs_latency_s is not None), default=None)
+    return out
+
+
+def _short(s: rec.Sample, target: dict[str, dict[str, int]]) -> bool:
+    have = s.replicas or {}
+    return any(have.get(dep, {}).get(zone, 0) < n for dep, zones in target.items() for zone, n in zones.items())
+
+
+def capacity(t0: int, baseline: list[rec.Sample], window: list[rec.Sample],
+             unmeasurable: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"target_replicas": None, "target": None, "min_replicas": None, "min_ratio": None,
+                           "time_to_lost_s": None, "time_to_restored_s": None, "nodes_min_alive": None,
+                           "nodes_min_alive_per_zone": None}
+    known = [s for s in window if s.controller_ok and s.replicas is not None]
+    nodes = [s.nodes_alive for s in window if s.nodes_alive is not None]
+    if nodes:
+        zones = sorted({z for n in nodes for z in n})
+        out["nodes_min_alive_per_zone"] = {z: min(n.get(z, 0) for n in nodes) for z in zones}
+        out["nodes_min_alive"] = min(sum(n.values()) for n in nodes)
+    else:
+        unmeasurable["capacity.nodes_min_alive"] = "no sample in the window knew the nodes alive"
+    ref = next((s for s in reversed(baseline) if s.controller_ok and s.replicas), None)
+    reason = None
+    if not window:
+        reason = "not sampled: no sample in the analysis window"
+    elif ref is None:
+        reason = "no baseline sample before the injection: no target placement to compare with"
+    elif not known:
+        reason = "the Serve controller answered no sample in the window: capacity unknown"
+    if reason:
+        for k in ("target_replicas", "min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s"):
+            unmeasurable[f"capacity.{k}"] = reason
+        if ref is not None:
+            out["target"] = ref.replicas
+            out["target_replicas"] = sum(sum(z.values()) for z in ref.replicas.values())
+        return out
+    target = ref.replicas
+    total = sum(sum(z.values()) for z in target.values())
+    out["target"], out["target_replicas"] = target, total
+    out["min_replicas"] = min(sum(sum(z.values()) for z in (s.replicas or {}).values()) for s in known)
+    out["min_ratio"] = round(out["min_replicas"] / total, 4) if total else None
+    lost, restored = _loss_and_restore([(s.t_ns, not _short(s, target)) for s in known])
+    out["time_to_lost_s"] = _sec(t0, lost)
+    if window[-1] is not known[-1]:  # the controller stopped answering: the end is unknown
+        unmeasurable["capacity.time_to_restored_s"] = (
+            f"the Serve controller answered no sample from {_sec(t0, known[-1].t_ns)} s to the end of the "
+            f"window: capacity at the end is unknown")
+    else:
+        out["time_to_restored_s"] = 0.0 if lost is None else _sec(t0, restored)
+    return out
+
+
+def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample],
+                  unmeasurable: dict[str, str]) -> dict[str, Any]:
+    """Both planes of one fault; adds its reasons to the fault's ``unmeasurable`` map."""
+    window = [s for s in samples if t0 <= s.t_ns < window_end_ns]
+    baseline = [s for s in samples if s.t_ns < t0]
+    cp = control_plane(t0, window, unmeasurable)
+    cp["resolution_s"] = resolution(window)
+    return {"control_plane": cp, "capacity": capacity(t0, baseline, window, unmeasurable)}

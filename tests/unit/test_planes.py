@@ -1,0 +1,150 @@
+"""Control plane and capacity per fault (chaos/planes.py) at their edges, on synthetic samples."""
+
+import pytest
+
+from chaos import analysis, bounds, planes
+from chaos import records as rec
+
+from tests.unit.test_analysis import NS, T0, every, mark, run
+
+FULL = {"StreamTarget": {"zone-a": 1, "zone-b": 1, "zone-c": 1}}
+
+
+def sample(t, up=True, replicas=FULL, nodes=None, controller=None):
+    return rec.Sample(t_ns=T0 + int(t * NS), took_s=0.01, gcs_ok=up, gcs_latency_s=0.002 if up else None,
+                      controller_ok=up if controller is None else controller, app_status="RUNNING" if up else None,
+                      replicas=replicas if (up if controller is None else controller) else None,
+                      nodes_alive=nodes if nodes is not None else ({"zone-a": 1, "zone-b": 1, "zone-c": 1} if up else None))
+
+
+def samples(start, end, period=0.5, **kw):
+    out, t = [], start
+    while t < end - 1e-9:
+        out.append(sample(round(t, 4), **kw))
+        t += period
+    return out
+
+
+def fault_of(smp, inject_t=10, end_t=40):
+    r = run(every(0, end_t), [mark(rec.INJECT_START, inject_t, scope="head", zones=())], end_t)
+    r.samples = sorted(smp, key=lambda s: s.t_ns)
+    return analysis.analyse(r, analysis.SteadyState(window_s=2.0, min_success_ratio=1.0))["faults"][0]
+
+
+def test_never_lost_is_a_zero_outage_and_full_capacity():
+    f = fault_of(samples(0, 40))
+    cp, cap = f["control_plane"], f["capacity"]
+    assert cp["time_to_loss_s"] is None and cp["outage_s"] == 0.0 and cp["time_to_restored_s"] == 0.0
+    assert cp["resolution_s"] == pytest.approx(0.5)
+    assert cap["target_replicas"] == 3 and cap["min_replicas"] == 3 and cap["min_ratio"] == 1.0
+    assert cap["time_to_lost_s"] is None and cap["time_to_restored_s"] == 0.0
+    assert cap["nodes_min_alive"] == 3
+    assert not [k for k in f["unmeasurable"] if k.startswith(("control_plane", "capacity"))]
+
+
+def test_head_outage_loss_and_restore_follow_the_samples():
+    # down from 10.2 s (the first sample after the kill at 10.0 s... the kill is at 10, the sample at 10.0 is up)
+    smp = samples(0, 10.5) + samples(10.5, 31, up=False) + samples(31, 40)
+    f = fault_of(smp)
+    cp = f["control_plane"]
+    assert cp["time_to_loss_s"] == pytest.approx(0.5)
+    assert cp["time_to_restored_s"] == pytest.approx(21.0)
+    assert cp["outage_s"] == pytest.approx(20.5)
+    cap = f["capacity"]  # the controller answered nothing while down: those samples say nothing
+    assert cap["time_to_lost_s"] is None and cap["time_to_restored_s"] == 0.0
+    r = {x["bound"]: x for x in bounds.check({"faults": [f]}, {"max_control_plane_outage_s": 10})}
+    assert r["max_control_plane_outage_s"]["met"] is False and r["max_control_plane_outage_s"]["value"] == 20.5
+
+
+def test_lost_and_never_restored_in_the_window():
+    f = fault_of(samples(0, 10.5) + samples(10.5, 40, up=False))
+    cp = f["control_plane"]
+    assert cp["time_to_loss_s"] == pytest.approx(0.5)
+    assert cp["time_to_restored_s"] is None and cp["outage_s"] is None
+    assert "control_plane.outage_s" not in f["unmeasurable"]  # never restored: not unmeasurable
+    assert "capacity.time_to_restored_s" in f["unmeasurable"]  # the controller never answered
+    r = bounds.check({"faults": [f]}, {"max_control_plane_outage_s": 100, "max_time_to_capacity_restored_s": 100})
+    assert [x["status"] for x in r] == [bounds.VIOLATED, bounds.UNMEASURABLE]
+
+
+def test_flapping_control_plane_restores_after_the_last_loss():
+    smp = samples(0, 12) + samples(12, 14, up=False) + samples(14, 20) + samples(20, 22, up=False) + samples(22, 40)
+    cp = fault_of(smp)["control_plane"]
+    assert cp["time_to_loss_s"] == pytest.approx(2.0)
+    assert cp["time_to_restored_s"] == pytest.approx(12.0)
+    assert cp["outage_s"] == pytest.approx(10.0)
+
+
+def test_capacity_lost_in_a_zone_and_restored_when_its_replica_runs_again():
+    short = {"StreamTarget": {"zone-a": 1, "zone-c": 1}}
+    smp = (samples(0, 10.5) + samples(10.5, 35, replicas=short, nodes={"zone-a": 1, "zone-b": 0, "zone-c": 1})
+           + samples(35, 40))
+    cap = fault_of(smp)["capacity"]
+    assert cap["time_to_lost_s"] == pytest.approx(0.5)
+    assert cap["time_to_restored_s"] == pytest.approx(25.0)
+    assert cap["min_replicas"] == 2 and cap["min_ratio"] == pytest.approx(0.6667, abs=1e-4)
+    assert cap["nodes_min_alive"] == 2 and cap["nodes_min_alive_per_zone"]["zone-b"] == 0
+    r = bounds.check({"faults": [{**fault_of(smp)}]}, {"min_capacity_ratio": 0.9, "max_time_to_capacity_restored_s": 30})
+    assert [x["met"] for x in r] == [False, True]
+
+
+def test_a_replica_moved_to_another_zone_is_not_capacity_restored():
+    moved = {"StreamTarget": {"zone-a": 2, "zone-c": 1}}  # three replicas, but none in zone-b
+    cap = fault_of(samples(0, 10.5) + samples(10.5, 40, replicas=moved))["capacity"]
+    assert cap["min_replicas"] == 3 and cap["time_to_lost_s"] == pytest.approx(0.5)
+    assert cap["time_to_restored_s"] is None
+
+
+def test_missing_samples_make_both_planes_unmeasurable_not_zero():
+    f = fault_of([])
+    assert f["control_plane"]["outage_s"] is None and f["capacity"]["min_replicas"] is None
+    assert "not sampled" in f["unmeasurable"]["control_plane.outage_s"]
+    assert "not sampled" in f["unmeasurable"]["capacity.time_to_restored_s"]
+    r = bounds.check({"faults": [f]}, {"max_control_plane_outage_s": 1, "min_capacity_ratio": 0.5})
+    assert [x["status"] for x in r] == [bounds.UNMEASURABLE, bounds.UNMEASURABLE]
+    # samples only after the injection: no baseline, no target
+    f = fault_of(samples(10.5, 40))
+    assert "no baseline" in f["unmeasurable"]["capacity.min_ratio"]
+    assert f["control_plane"]["outage_s"] == 0.0
+
+
+def test_samples_round_trip_through_the_records_file(tmp_path):
+    ev = rec.Events()
+    w = rec.RecordWriter(tmp_path / "r.ndjson").attach(ev)
+    smp = samples(0, 2) + [sample(2, up=False)]
+    for s in smp:
+        ev.emit(ev.sample_taken, s)
+    w.close()
+    back = rec.read(tmp_path / "r.ndjson")
+    assert back.samples == smp and back.torn_lines == 0
+
+
+def test_sampler_thread_records_every_tick_even_when_the_observation_fails():
+    import time
+
+    from chaos.sampler import Sampler
+
+    ev, seen = rec.Events(), []
+    ev.sample_taken.append(seen.append)
+    calls = {"n": 0}
+
+    def observe(timeout):
+        calls["n"] += 1
+        if calls["n"] % 2:
+            raise TimeoutError("dashboard did not answer")
+        return sample(0)
+
+    s = Sampler(observe, ev, period_s=0.02, max_samples=10)
+    s.start()
+    deadline = time.monotonic() + 5
+    while s.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.stop()
+    assert len(seen) == 10
+    failed = [x for x in seen if not x.control_up]
+    assert len(failed) == 5 and all("TimeoutError" in x.errors["sampler"] for x in failed)
+
+
+def test_resolution_is_the_median_gap():
+    assert planes.resolution(samples(0, 5, period=0.25)) == pytest.approx(0.25)
+    assert planes.resolution([]) is None
