@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine, pss_kib, rss_kib  # noqa: E402
 from chaos import deploy, topology  # noqa: E402
 from chaos.backends.local import LocalCluster, procs  # noqa: E402
-from chaos.ctk.control import _app_spec  # noqa: E402
+from chaos.provision import app_spec  # noqa: E402
 
 GIB = 1024 * 1024
 
@@ -56,7 +56,7 @@ def variant(idle_kept, root: Path) -> tuple:
     cluster = LocalCluster.up(topology.parse(doc, "default"), root, log=lambda m: None)
     try:
         cluster.wait_healthy(180)
-        spec = _app_spec("llm", cluster, {}, {})
+        spec = app_spec("llm", cluster)
         t0 = time.monotonic()
         deploy.deploy(cluster, spec, timeout=1200)
         ready = time.monotonic() - t0

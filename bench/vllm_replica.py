@@ -17,7 +17,7 @@ from bench.common import machine, pss_kib, rss_kib  # noqa: E402
 from chaos.analysis import percentile  # noqa: E402
 from chaos import deploy, records as rec, topology  # noqa: E402
 from chaos.backends.local import LocalCluster, procs  # noqa: E402
-from chaos.ctk.control import _app_spec  # noqa: E402
+from chaos.provision import app_spec  # noqa: E402
 from chaos.harness import LoadRun  # noqa: E402
 from chaos.workload import LoadShape, Target  # noqa: E402
 
@@ -47,12 +47,12 @@ def main():
     cluster = LocalCluster.up(topology.parse(ONE_ZONE, "one-zone"), root / "cluster", log=print)
     try:
         cluster.wait_healthy(120)
-        spec = _app_spec("llm", cluster, {}, {})
+        spec = app_spec("llm", cluster)
         t0 = time.monotonic()
         rows = deploy.deploy(cluster, spec, timeout=900)
         ready_s = time.monotonic() - t0
         replica = next(r for r in rows if r.deployment.startswith("LLMServer"))
-        sid = procs._stat(replica.pid)[1]
+        sid = procs.session_of(replica.pid)
         tree = [p for p in procs.session_members(sid)
                 if p == replica.pid or procs.parent(p) == replica.pid
                 or procs.parent(procs.parent(p) or 0) == replica.pid]

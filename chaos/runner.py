@@ -1,4 +1,7 @@
-"""`availproof run`: one experiment through Chaos Toolkit's own API, with its outputs and verdict.
+"""`availproof run`: one experiment file through Chaos Toolkit's own API, with its outputs and verdict.
+
+Chaos Toolkit drives the run (the steady-state hypothesis, the method, the rollbacks); the
+experiment's control (:mod:`chaos.ctk.control`) hooks :mod:`chaos.run`, the core, into it.
 
 Outputs in the run directory: ``journal.json`` (Chaos Toolkit), ``records.ndjson`` (every
 request and fault mark), ``summary.json`` (recovery per scope, bound results), ``junit.xml``.
@@ -51,7 +54,7 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     t0 = time.monotonic()
     # SIGTERM as Ctrl-C: Chaos Toolkit then marks the run interrupted and plays the rollbacks.
     # SIGINT too, even where the shell started us with it ignored (a background job): Ctrl-C
-    # and the stop conditions (which send SIGINT to this process) must always interrupt.
+    # must always interrupt. (Stop conditions interrupt through the control: chaos.ctk.control.)
     previous = {}
     if _main_thread():
         previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)

@@ -7,7 +7,7 @@ Every action takes ``configuration`` (Chaos Toolkit passes it) to find the clust
 from __future__ import annotations
 
 from chaos import faults
-from chaos.ctk.session import backend_for, marker_for
+from chaos.ctk.session import backend_for, marker_for, redeploy_if_gone
 
 
 def kill_replica(zone: str | None = None, method: str = "sigkill", deployment: str | None = None,
@@ -54,9 +54,7 @@ def head_outage_second_fault(outage_s: float = 20.0, second: str = "replica", zo
 def heal_all(timeout_s: float = 240.0, configuration: dict | None = None) -> dict:
     """The rollback of every experiment: restore whatever is broken, wait for health, and
     redeploy the app if the cluster lost it (a head restart without GCS fault tolerance)."""
-    from chaos.ctk.control import redeploy_if_gone
-
     backend = backend_for(configuration)
     done = faults.heal_all(backend, timeout=timeout_s)
-    done["redeployed"] = redeploy_if_gone(backend, configuration or {})
+    done["redeployed"] = redeploy_if_gone(backend, configuration)
     return done

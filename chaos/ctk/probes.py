@@ -7,7 +7,8 @@ import asyncio
 import httpx
 
 from chaos import analysis, bounds, deploy, placement
-from chaos.ctk.session import backend_for, current
+from chaos.ctk.session import backend_for
+from chaos.run import current
 
 
 def app_status(configuration: dict | None = None) -> str:

@@ -12,7 +12,7 @@ from chaos import faults, placement
 from chaos.backends.local import procs
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import HEAD
-from chaos.ctk.control import redeploy_if_gone
+from chaos.provision import redeploy_if_gone
 from chaos.faults import Marker
 
 
@@ -27,7 +27,7 @@ def _wait(fn, timeout):
 
 def test_replica_kill_through_ray_actor(shared_cluster):
     backend = LocalBackend(shared_cluster)
-    redeploy_if_gone(backend, {"availproof_app": "stream"})
+    redeploy_if_gone(backend, app="stream")
     victim = backend.pick_replica(zone="zone-a")
     marker = Marker()
     f = faults.kill_replica(backend, marker, method="actor", replica=victim)
@@ -44,7 +44,7 @@ def test_replica_kill_through_ray_actor(shared_cluster):
 
 def test_gcs_kill_in_place_then_restart(shared_cluster):
     backend = LocalBackend(shared_cluster)
-    redeploy_if_gone(backend, {"availproof_app": "stream"})
+    redeploy_if_gone(backend, app="stream")
     head_before = set(shared_cluster.node_processes(HEAD))
     raylet = next(p for p in head_before if "raylet/raylet" in procs.cmdline(p))
     marker = Marker()

@@ -13,7 +13,7 @@ from chaos import metrics, prometheus, records as rec
 from chaos.backends.local import ports
 from chaos.backends.local.backend import LocalBackend
 from chaos.ctk import probes
-from chaos.ctk.control import redeploy_if_gone
+from chaos.provision import redeploy_if_gone
 from chaos.faults import Marker
 from chaos.harness import LoadRun
 from chaos.workload import LoadShape, Target
@@ -35,7 +35,7 @@ def _wait_for(fn, timeout=30.0):
 
 def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
     backend = LocalBackend(shared_cluster)
-    redeploy_if_gone(backend, {"availproof_app": "stream"})
+    redeploy_if_gone(backend, app="stream")
     exporter = metrics.Exporter()
     port = exporter.serve(ports.free_port())
     events = rec.Events()

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from chaos import deploy, placement, runner, suite
-from chaos.ctk.control import _app_spec
+from chaos.provision import app_spec
 
 from .test_experiments import assert_healthy_after, check_result
 
@@ -57,7 +57,7 @@ def check_openai_api(url: str) -> None:
 
 
 def deploy_app(cluster, app: str):
-    spec = _app_spec(app, cluster, {}, {})
+    spec = app_spec(app, cluster)
     rows = deploy.deploy(cluster, spec, timeout=900, log=print)
     assert deploy.deployed_app(cluster) == app
     by_dep = {}

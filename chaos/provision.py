@@ -1,0 +1,175 @@
+"""The system under test, ready: a backend attached (or a local cluster brought up) and the app deployed.
+
+- :func:`ensure_system`: what a run starts with (local: cluster up if needed, app deployed
+  unless already RUNNING; KubeRay: attach, wait until healthy and the app RUNNING);
+- :func:`redeploy_if_gone`: what every rollback ends with (and ``availproof recover``);
+- :func:`attach`: the backend of a cluster that is already there;
+- :func:`app_spec`: the Serve app an experiment asks for (``availproof deploy`` too).
+
+No Chaos Toolkit here; the run (:mod:`chaos.run`) and the CLI call these.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from chaos import deploy
+from chaos.backends.local import LocalCluster
+from chaos.backends.local.backend import LocalBackend
+from chaos.errors import SetupError, UsageError
+from serve_apps.config import AppSpec, LLMOptions
+
+if TYPE_CHECKING:
+    from chaos.experiment import Settings
+    from chaos.run import Options
+
+BACKENDS = ("local", "kuberay")
+KUBE_FLAGS = {"context": "--kube-context", "namespace": "--kube-namespace", "serve_url": "--serve-url",
+              "dashboard_url": "--dashboard-url"}
+
+
+def _quiet(msg: str) -> None:
+    pass
+
+
+def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None = None, model_path: str = "",
+             log: Callable[[str], None] = _quiet) -> AppSpec:
+    """The Serve app ``app`` (stream | llm) over the cluster's zones, with the experiment's ``app`` overrides.
+    For ``llm`` without ``model_path`` the tiny offline checkpoint is built (once)."""
+    overrides = overrides or {}
+    spec = AppSpec(app=app, zones=cluster.topology.zones,
+                   replicas_per_zone=int(overrides.get("replicas_per_zone", 1)))
+    for key in ("health_check_period_s", "health_check_timeout_s", "max_ongoing_requests"):
+        if key in overrides:
+            setattr(spec, key, overrides[key])
+    if app == "llm":
+        from serve_apps import checkpoint
+
+        if model_path:
+            checkpoint.check(model_path)
+        else:
+            log(f"building the tiny offline checkpoint in {checkpoint.DEFAULT_DIR} (if not built yet)")
+            model_path = str(checkpoint.build(checkpoint.DEFAULT_DIR))
+        spec.llm = LLMOptions(model_path=str(model_path))
+        spec.max_ongoing_requests = min(spec.max_ongoing_requests, 16)
+    return spec
+
+
+def ensure_system(settings: Settings, options: Options, log: Callable[[str], None] = _quiet):
+    """The backend the experiment runs on, ready: local (cluster up, app deployed) or KubeRay."""
+    if backend_kind(options.backend) == "kuberay":
+        return ensure_kuberay(settings, options, log)
+    return ensure_local(settings, options, log)
+
+
+def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], None] = _quiet):
+    """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
+    if not settings.gcs_fault_tolerance:
+        raise SetupError("this experiment needs a cluster without GCS fault tolerance: the KubeRay manifests "
+                         "always set gcsFaultToleranceOptions (run it on the local backend)")
+    if settings.targets != "workers":
+        raise SetupError("on KubeRay the load goes to the serve Service (targets: workers), not to the head")
+    backend = kuberay_backend(kube_settings(options.kubernetes, settings.kubernetes))
+    log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
+        f"blast radius {backend.max_pods} pod(s)")
+    backend.wait_healthy(timeout=options.deploy_timeout_s)
+    wait_app_running(backend, options.deploy_timeout_s)
+    return backend
+
+
+def wait_app_running(backend, timeout: float) -> None:
+    """Poll until the Serve app on a KubeRay cluster is RUNNING (the RayService deploys it)."""
+    deadline = time.monotonic() + timeout
+    while backend.app_status() != "RUNNING":
+        if time.monotonic() > deadline:
+            raise SetupError(f"the Serve app on {backend.cluster} is not RUNNING after {timeout:.0f} s "
+                             f"(status {backend.app_status()})")
+        time.sleep(3)
+
+
+def ensure_local(settings: Settings, options: Options, log: Callable[[str], None] = _quiet) -> LocalBackend:
+    """Bring the cluster up if needed and deploy the app unless it is already RUNNING."""
+    from chaos import topology
+
+    cdir = options.cluster_dir
+    cluster = LocalCluster.find(cdir, log=log)
+    wanted = topology.load(settings.topology)
+    netns_mode = settings.network == "netns"
+    if cluster is not None and cluster.running():
+        have, need = _cluster_kind(cluster.topology.name, cluster.state.gcs_fault_tolerance, cluster.state.netns_mode), \
+            _cluster_kind(wanted.name, settings.gcs_fault_tolerance, netns_mode)
+        if have != need and options.replace_cluster:
+            log("the running cluster differs from what this experiment needs: replacing it")
+            cluster.down()
+            cluster = None
+        elif have != need:
+            raise SetupError(f"the running cluster ({have}) is not what the experiment needs ({need}): "
+                             f"run `availproof cluster down` first")
+    if cluster is None or not cluster.running():
+        cluster = LocalCluster.up(wanted, cdir, log=log, gcs_fault_tolerance=settings.gcs_fault_tolerance,
+                                  netns_mode=netns_mode)
+    cluster.wait_healthy(timeout=180)
+    spec = app_spec(options.app, cluster, settings.app, options.model_path, log=log)
+    if deploy.app_status(cluster.state.dashboard_url) == "RUNNING" and deploy.deployed_app(cluster) == options.app:
+        deploy.wait_running(cluster, spec, timeout=30)  # placement check only
+    else:
+        deploy.deploy(cluster, spec, timeout=options.deploy_timeout_s, log=log)
+    return LocalBackend(cluster)
+
+
+def _cluster_kind(topology_name: str, gcs_ft: bool, netns_mode: bool) -> str:
+    return (f"{topology_name}, GCS fault tolerance {'on' if gcs_ft else 'off'}, "
+            f"{'per-zone network namespaces' if netns_mode else 'loopback addresses'}")
+
+
+def redeploy_if_gone(backend, app: str = "stream", overrides: dict[str, Any] | None = None, model_path: str = "",
+                     timeout_s: float = 600.0, log: Callable[[str], None] = _quiet) -> bool:
+    """Deploy the app again when it is not there; wait until every zone serves again (True: it was redeployed).
+    On KubeRay the RayService controller redeploys: wait for the app to be RUNNING."""
+    if backend.name == "kuberay":
+        wait_app_running(backend, timeout_s)
+        return False
+    cluster = backend.cluster
+    spec = app_spec(app, cluster, overrides, model_path, log=log)
+    if deploy.app_status(cluster.state.dashboard_url) is None:
+        log("the Serve app is gone: deploying it again")
+        deploy.deploy(cluster, spec, timeout=timeout_s, log=log)
+        return True
+    deploy.wait_running(cluster, spec, timeout=timeout_s, log=log)
+    return False
+
+
+def backend_kind(kind: str | None) -> str:
+    kind = kind or "local"
+    if kind not in BACKENDS:
+        raise UsageError(f"backend must be local or kuberay, got {kind!r}")
+    return kind
+
+
+def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:
+    """The KubeRay target: the experiment's ``kubernetes`` section, overridden by the CLI's flags (None: not given)."""
+    merged = {**(from_file or {}), **{k: v for k, v in (flags or {}).items() if v is not None}}
+    missing = [k for k in KUBE_FLAGS if not merged.get(k)]
+    if missing:
+        raise UsageError(f"the kuberay backend needs {', '.join(missing)} (experiment extensions.kubernetes or "
+                         f"{' '.join(KUBE_FLAGS[k] for k in missing)})")
+    return merged
+
+
+def kuberay_backend(k: dict):
+    """A KubeRay backend for the target ``k`` (see :func:`kube_settings`), its RayCluster resolved."""
+    from chaos.backends.kuberay import KubeRayBackend
+
+    b = KubeRayBackend(k["namespace"], k["context"], k.get("ray_cluster", "availproof"),
+                       max_pods=int(k.get("max_pods", 1)), serve_url=k["serve_url"], dashboard_url=k["dashboard_url"],
+                       partition_method=k.get("partition_method", "networkpolicy"))
+    b.resolve_cluster()
+    return b
+
+
+def attach(options: Options, log: Callable[[str], None] = _quiet):
+    """The backend of a cluster that is already there (no run in progress): local or KubeRay."""
+    if backend_kind(options.backend) == "kuberay":
+        return kuberay_backend(kube_settings(options.kubernetes))
+    return LocalBackend(LocalCluster.attach(options.cluster_dir, log=log))

@@ -1,0 +1,381 @@
+"""One experiment run, start to end: the core of the rig (no Chaos Toolkit here).
+
+One public function per step; a driver calls them in this order::
+
+    run = open_run(experiment, options)   # the system ready (provision + deploy), records open
+    start_load(run)                        # load and stop conditions on; warm-up and baseline waited out
+    ...                                    # the method: faults through run.backend, marks through run.marker
+    keep_load_for_recovery(run)            # the recovery window, load still on
+    finish(run)                            # load off; analyse, check the bounds, write summary.json
+    close(run)                             # records and exporter closed; no run in progress
+
+:mod:`chaos.ctk.control` is the driver for Chaos Toolkit (its controls call these steps);
+:func:`current` is the run in progress in this process, where the Chaos Toolkit actions and
+probes find the backend and the marker.
+
+Stop conditions (as AWS FIS has them): the :class:`Guard` thread watches the failure ratio
+(``stop_when``: ``max_failed_ratio`` for ``for_s`` seconds) and the wall clock
+(``max_wall_s``) and calls :meth:`Run.stop`. The reason goes in the summary (the run is then
+judged violated) and the driver's ``on_stop`` interrupts the method; a stop that the driver
+did not take is raised as :class:`Stopped` by the next wait of this module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from chaos import analysis, bounds, environment, metrics, provision, records as rec
+from chaos import experiment as exp_mod
+from chaos.backends.local import default_cluster_dir
+from chaos.faults import Marker
+from chaos.harness import LoadRun
+from chaos.workload import Target
+
+
+def log(msg: str) -> None:
+    print(f"availproof: {msg}", flush=True)
+
+
+@dataclass
+class Options:
+    """How to run an experiment, beside what its file says: the CLI's flags, or Chaos Toolkit's
+    ``configuration`` (:meth:`from_configuration`, keys ``availproof_*``)."""
+
+    app: str = "stream"  # stream | llm
+    out_dir: Path | None = None  # default: runs/<time>-<title>
+    cluster_dir: Path = field(default_factory=default_cluster_dir)
+    backend: str = "local"  # local | kuberay
+    kubernetes: dict[str, Any] = field(default_factory=dict)  # flags over the experiment's kubernetes section
+    model_path: str = ""  # the llm app's checkpoint (default: the tiny one, built offline)
+    model: str | None = None  # the model name the load asks for (default: the load shape's)
+    deploy_timeout_s: float = 600.0
+    replace_cluster: bool = False  # a running local cluster of another kind is replaced, not refused
+
+    @classmethod
+    def from_configuration(cls, configuration: dict[str, Any] | None) -> Options:
+        c = configuration or {}
+        return cls(app=c.get("availproof_app", "stream"),
+                   out_dir=Path(c["availproof_out"]) if c.get("availproof_out") else None,
+                   cluster_dir=Path(c["availproof_cluster_dir"]) if c.get("availproof_cluster_dir")
+                   else default_cluster_dir(),
+                   backend=provision.backend_kind(c.get("availproof_backend", "local")),
+                   kubernetes=dict(c.get("availproof_kubernetes") or {}),
+                   model_path=c.get("availproof_model_path") or "",
+                   model=c.get("availproof_model"),
+                   deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
+                   replace_cluster=bool(c.get("availproof_replace_cluster", False)))
+
+
+class Stopped(Exception):
+    """A stop condition tripped while this module waited; the driver interrupts its method."""
+
+
+@dataclass
+class Run:
+    """One experiment run in progress."""
+
+    experiment_title: str
+    settings: exp_mod.Settings
+    options: Options
+    out_dir: Path
+    backend: Any
+    events: rec.Events
+    writer: rec.RecordWriter
+    marker: Marker
+    load: LoadRun | None = None
+    summary: dict[str, Any] | None = None
+    bound_results: list[dict[str, Any]] | None = None
+    started_mono: float = field(default_factory=time.monotonic)
+    stop_reason: str | None = None
+    exporter: Any = None
+    # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
+    # True when it did (else the stop stays pending for take_stop()).
+    on_stop: Callable[[str], bool] | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _stop_pending: bool = False
+    _finishing: bool = False
+
+    @property
+    def app(self) -> str:
+        return self.options.app
+
+    @property
+    def records_path(self) -> Path:
+        return self.out_dir / "records.ndjson"
+
+    def stop(self, reason: str) -> bool:
+        """A stop condition tripped: record ``reason`` and interrupt the method (once; never once finishing)."""
+        with self.lock:
+            if self.stop_reason is not None or self._finishing:
+                return False
+            self.stop_reason = reason
+            log(f"STOP CONDITION: {reason}: aborting the method and rolling back")
+            taken = bool(self.on_stop and self.on_stop(reason))
+            self._stop_pending = not taken
+            return True
+
+    def take_stop(self) -> str | None:
+        """The stop reason if a stop is pending (nobody interrupted the method for it yet); then no longer pending."""
+        with self.lock:
+            if not self._stop_pending:
+                return None
+            self._stop_pending = False
+            return self.stop_reason
+
+
+_current: Run | None = None
+
+
+def current() -> Run | None:
+    """The run in progress in this process, if any."""
+    return _current
+
+
+def _set_current(run: Run | None) -> None:
+    global _current
+    _current = run
+
+
+def default_out_dir(title: str) -> Path:
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40]
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+
+
+# ---------------------------------------------------------------- the steps
+def open_run(experiment: dict[str, Any], options: Options) -> Run:
+    """Make sure the system is up and the app deployed (idempotent), open the records file and
+    the metrics exporter; the run becomes :func:`current`."""
+    title = experiment.get("title", "experiment")
+    settings = exp_mod.settings(experiment, source=title, app=options.app)
+    backend = provision.ensure_system(settings, options, log=log)
+    out = options.out_dir or default_out_dir(title)
+    out.mkdir(parents=True, exist_ok=True)
+    events = rec.Events()
+    writer = rec.RecordWriter(out / "records.ndjson").attach(events)
+    run = Run(experiment_title=experiment.get("title", ""), settings=settings, options=options, out_dir=out,
+              backend=backend, events=events, writer=writer, marker=Marker(events, log=log))
+    _set_current(run)
+    log(f"records -> {run.records_path}")
+    port = metrics.port_from_env()
+    if port:
+        exporter = metrics.Exporter().attach(events)
+        try:
+            log(f"metrics -> http://127.0.0.1:{exporter.serve(port)}/metrics")
+            run.exporter = exporter
+        except OSError as e:
+            log(f"metrics exporter not started ({e}); set AVAILPROOF_METRICS_PORT to a free port")
+    return run
+
+
+def load_targets(run: Run) -> list[Target]:
+    """Whose Serve proxies get the load: the workers', the head's or all (the experiment's ``targets``)."""
+    b = run.backend
+    rows = []
+    if run.settings.targets in ("workers", "all"):
+        rows += b.targets()
+    if run.settings.targets in ("head", "all"):
+        rows.append(b.head_target())
+    return [Target(name, url, zone, region) for name, url, zone, region in rows]
+
+
+def start_load(run: Run) -> None:
+    """Start the load harness and the stop conditions; wait out the warm-up and the baseline.
+    Raises :class:`Stopped` when a stop condition trips meanwhile."""
+    s = run.settings
+    shape = s.load
+    shape.model = run.options.model or shape.model
+    # Node addresses inside the cluster's own network namespaces are hosts the rig itself created.
+    own = run.backend.own_hosts()
+    run.load = LoadRun(load_targets(run), shape, run.events, routing=s.routing,
+                       allow_hosts=s.allow_hosts + own).start()
+    Guard(run).start()
+    log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
+        f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets; "
+        f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
+    wait(run, shape.warmup_s + s.baseline_s)
+
+
+def keep_load_for_recovery(run: Run) -> None:
+    """After the method: the load stays on for the recovery window. Raises :class:`Stopped` when a
+    stop condition trips meanwhile (one that already interrupted the method does not end it)."""
+    log(f"method done; keeping the load on for the {run.settings.recovery_window_s:.0f} s recovery window")
+    wait(run, run.settings.recovery_window_s)
+
+
+def wait(run: Run, seconds: float) -> None:
+    """Wait ``seconds`` while the load runs, with a progress line every 5 s; raises :class:`Stopped`
+    as soon as a stop is pending."""
+    end = time.monotonic() + seconds
+    last = 0.0
+    while time.monotonic() < end and run.load is not None and run.load.running:
+        reason = run.take_stop()
+        if reason is not None:
+            raise Stopped(reason)
+        time.sleep(min(0.25, max(0.0, end - time.monotonic())))
+        if time.monotonic() - last >= 5:
+            c = run.load.counts
+            log(f"  t+{run.load.elapsed_s():5.0f} s  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}")
+            last = time.monotonic()
+
+
+def stop_load(run: Run) -> None:
+    """Stop sending; give requests in flight their time to finish."""
+    if run.load is not None:
+        run.load.stop()
+        run.load.join(timeout=run.settings.load.timeout_s + 30)
+
+
+def analyse_run(records: rec.RunRecords, settings: exp_mod.Settings) -> dict[str, Any]:
+    """The recovery figures of a run's records (chaos.analysis), as the experiment defines them."""
+    return analysis.analyse(records, settings.steady_state, settings.slo)
+
+
+def check_bounds(summary: dict[str, Any], settings: exp_mod.Settings) -> list[dict[str, Any]]:
+    """The experiment's bounds checked against the figures (chaos.bounds)."""
+    return bounds.check(summary, settings.bounds)
+
+
+def finish(run: Run) -> dict[str, Any]:
+    """Stop the load, analyse the records, check the bounds, write summary.json. From here on
+    the stop conditions no longer interrupt anything."""
+    with run.lock:
+        run._finishing = True
+        run._stop_pending = False
+    stop_load(run)
+    run.writer.close()
+    records = rec.read(run.records_path)
+    summary = analyse_run(records, run.settings)
+    results = check_bounds(summary, run.settings)
+    summary["experiment"] = run.experiment_title
+    summary["scope"] = run.settings.scope
+    summary["app"] = run.app
+    summary["cluster"] = run.backend.describe()
+    summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
+                         "results": results, "all_met": bounds.all_met(results) and run.stop_reason is None}
+    summary["stop_reason"] = run.stop_reason
+    # app and cluster are in the summary already; the report adds them to the environment
+    summary["environment"] = {**environment.capture(run.backend.topology_doc()),
+                              "load": records.header.get("load"), "routing": records.header.get("routing")}
+    run.summary, run.bound_results = summary, results
+    write_json(run.out_dir / "summary.json", summary)
+    log_figures(summary, results, run.stop_reason)
+    return summary
+
+
+def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_reason: str | None) -> None:
+    """One line per fault, then the verdict on the bounds."""
+    for f in summary["faults"]:
+        p = f.get("affected") or f  # the figures per population (affected / service), or on the fault itself
+        log(f"{f['scope']:<9} {f['target']:<12} failed {f['failed']['total']:>4} "
+            f"(mid-stream {f['failed']['mid_stream']})  detect {p.get('time_to_detect_s')}  "
+            f"first success {p.get('time_to_first_success_s')}  steady {p.get('time_to_steady_state_s')}  "
+            f"resolution {f['resolution_s']} s")
+    violated = [f"{r['bound']}={r['value']} (limit {r['limit']})" for r in bounds.violated(results)]
+    log("bounds MET" if summary["bounds"]["all_met"] else f"bounds VIOLATED: {', '.join(violated) or stop_reason}")
+
+
+def close(run: Run) -> None:
+    """Close the records and the exporter; no run is in progress any more."""
+    with run.lock:
+        run._finishing = True
+        run._stop_pending = False
+    try:
+        run.writer.close()
+        if run.exporter is not None:
+            run.exporter.close()
+    finally:
+        if current() is run:
+            _set_current(None)
+
+
+def redeploy_if_gone(backend, options: Options) -> bool:
+    """The end of every rollback: the app deployed again if the cluster lost it (with the
+    current run's app overrides); True when it was."""
+    run = current()
+    return provision.redeploy_if_gone(backend, app=options.app, overrides=run.settings.app if run else {},
+                                      model_path=options.model_path, timeout_s=options.deploy_timeout_s, log=log)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------- stop conditions
+class StopConditions:
+    """Whether to stop, from what was seen: the failed fraction of the measured requests of the
+    last ``for_s`` seconds above ``max_failed_ratio`` (at least 5 of them) for ``for_s`` seconds
+    on end, or ``max_wall_s`` past ``started``. Times are the caller's clock (seconds)."""
+
+    MIN_REQUESTS = 5
+
+    def __init__(self, max_failed_ratio: float | None, for_s: float, max_wall_s: float, started: float):
+        self.max_failed_ratio, self.for_s, self.max_wall_s, self.started = max_failed_ratio, for_s, max_wall_s, started
+        self._seen: deque[tuple[float, bool]] = deque()
+        self._lock = threading.Lock()
+        self._above_since: float | None = None
+
+    @classmethod
+    def of(cls, settings: exp_mod.Settings, started: float) -> StopConditions:
+        return cls(settings.stop_when.get("max_failed_ratio"), float(settings.stop_when.get("for_s", 10.0)),
+                   settings.max_wall_s, started)
+
+    def seen(self, t: float, ok: bool) -> None:
+        """A measured request ended at ``t`` (called from the harness' thread)."""
+        with self._lock:
+            self._seen.append((t, ok))
+
+    def check(self, now: float) -> str | None:
+        """The reason to stop now, or None."""
+        if now - self.started > self.max_wall_s:
+            return f"wall-clock limit of {self.max_wall_s:.0f} s exceeded"
+        ratio = self.max_failed_ratio
+        if ratio is None:
+            return None
+        with self._lock:
+            while self._seen and now - self._seen[0][0] > self.for_s:
+                self._seen.popleft()
+            n, failed = len(self._seen), sum(1 for _, ok in self._seen if not ok)
+        if n >= self.MIN_REQUESTS:
+            fraction = failed / n
+            if fraction > ratio:
+                if self._above_since is None:
+                    self._above_since = now
+                if now - self._above_since >= self.for_s:
+                    return f"failure ratio {fraction:.2f} above {ratio} for {self.for_s:.0f} s"
+            else:
+                self._above_since = None
+        return None
+
+
+class Guard(threading.Thread):
+    """The stop conditions' watch: every ``poll_s`` while the load runs, :meth:`StopConditions.check`;
+    when it says stop, :meth:`Run.stop` (which interrupts the method through the driver)."""
+
+    def __init__(self, run: Run, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic):
+        super().__init__(name="availproof-guard", daemon=True)
+        self.run_, self.poll_s, self.clock = run, poll_s, clock
+        self.conditions = StopConditions.of(run.settings, run.started_mono)
+        run.events.request_done.append(self._seen)
+
+    def _seen(self, r: rec.RequestRecord) -> None:
+        if r.phase == rec.MEASURE:
+            self.conditions.seen(self.clock(), r.ok)
+
+    def run(self) -> None:
+        run = self.run_
+        while run.load is not None and run.load.running and run.stop_reason is None:
+            time.sleep(self.poll_s)
+            reason = self.conditions.check(self.clock())
+            if reason is not None:
+                run.stop(reason)
+                return

@@ -1,0 +1,256 @@
+"""The core run (chaos.run) without a cluster: the stop conditions' decision, the Guard, and a
+stop interrupting a real Chaos Toolkit run (chaoslib's run_experiment, our control, a fake
+backend whose proxies refuse connections, so every request fails)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos import experiment as exp_mod
+from chaos import provision, records as rec, run as core, runner
+from chaos.faults import Marker
+
+# ---------------------------------------------------------------- the decision, on a fake clock
+
+
+def test_failure_ratio_must_stay_above_the_limit_for_for_s_before_stopping():
+    c = core.StopConditions(max_failed_ratio=0.5, for_s=2.0, max_wall_s=1000.0, started=0.0)
+    for i in range(10):  # 10 failures over the first second
+        c.seen(10.0 + i * 0.1, ok=False)
+    assert c.check(11.0) is None  # above the limit since now: not for 2 s yet
+    for i in range(10):
+        c.seen(11.0 + i * 0.1, ok=False)
+    assert c.check(12.0) is None  # 1 s above
+    for i in range(10):
+        c.seen(12.0 + i * 0.1, ok=False)
+    reason = c.check(13.0)
+    assert reason == "failure ratio 1.00 above 0.5 for 2 s"
+
+
+def test_a_good_spell_resets_the_failure_ratio_clock():
+    c = core.StopConditions(max_failed_ratio=0.5, for_s=2.0, max_wall_s=1000.0, started=0.0)
+    t = 10.0
+    for _ in range(10):
+        c.seen(t, ok=False)
+        t += 0.1
+    assert c.check(t) is None  # above since t=11
+    for _ in range(40):  # 4 s of successes: the window is all good
+        c.seen(t, ok=True)
+        t += 0.1
+    assert c.check(t) is None  # back below: the clock resets
+    for _ in range(10):
+        c.seen(t, ok=False)
+        t += 0.1
+    # 1 s of failures in a 2 s window half good: 10/30 failed, not above 0.5
+    assert c.check(t) is None
+    for _ in range(20):
+        c.seen(t, ok=False)
+        t += 0.1
+    assert c.check(t) is None  # above again only since now
+    assert c.check(t + 1.0) is None
+    assert c.check(t + 2.5) is None  # nothing seen in the last 2 s: fewer than 5 requests, no decision
+
+
+def test_fewer_than_five_requests_never_stop_and_no_ratio_means_only_the_wall_clock():
+    c = core.StopConditions(max_failed_ratio=0.1, for_s=1.0, max_wall_s=1000.0, started=0.0)
+    for t in (1.0, 1.5, 2.0, 2.5):
+        c.seen(t, ok=False)
+        assert c.check(t) is None
+    assert c.check(3.0) is None
+    walled = core.StopConditions(max_failed_ratio=None, for_s=1.0, max_wall_s=30.0, started=100.0)
+    for i in range(50):
+        walled.seen(100.0 + i * 0.1, ok=False)
+    assert walled.check(129.0) is None
+    assert walled.check(130.5) == "wall-clock limit of 30 s exceeded"
+
+
+# ---------------------------------------------------------------- the Guard thread and the run's stop
+
+
+class FakeLoad:
+    def __init__(self):
+        self.running = True
+        self.counts = {"sent": 0, "ok": 0, "failed": 0}
+
+    def elapsed_s(self) -> float:
+        return 0.0
+
+
+def _run(tmp_path: Path, stop_when: dict, on_stop=None) -> core.Run:
+    events = rec.Events()
+    settings = exp_mod.Settings(scope="replica", stop_when=stop_when)
+    run = core.Run(experiment_title="t", settings=settings, options=core.Options(), out_dir=tmp_path,
+                   backend=None, events=events, writer=rec.RecordWriter(tmp_path / "records.ndjson"),
+                   marker=Marker(events), on_stop=on_stop)
+    run.load = FakeLoad()
+    return run
+
+
+def _request(i: int, ok: bool, phase: str = rec.MEASURE) -> rec.RequestRecord:
+    return rec.RequestRecord(id=i, target="w", url="http://127.0.0.1:1", zone="zone-a", route="/v1/chat/completions",
+                             phase=phase, planned_ns=0, sent_ns=0, sent_offset_s=0.0, ok=ok)
+
+
+def test_guard_stops_the_run_through_the_drivers_interrupter(tmp_path):
+    called = []
+    run = _run(tmp_path, {"max_failed_ratio": 0.5, "for_s": 0.3}, on_stop=lambda reason: called.append(reason) or True)
+    guard = core.Guard(run, poll_s=0.02)
+    guard.start()
+    deadline = time.monotonic() + 5
+    i = 0
+    while run.stop_reason is None and time.monotonic() < deadline:
+        run.events.emit(run.events.request_done, _request(i, ok=False))
+        i += 1
+        time.sleep(0.01)
+    guard.join(timeout=2)
+    assert run.stop_reason == "failure ratio 1.00 above 0.5 for 0 s"
+    assert called == [run.stop_reason]  # once
+    assert run.take_stop() is None  # the driver took it: no wait of the core raises it again
+    assert not run.stop("again")  # one stop per run
+    run.writer.close()
+
+
+def test_warmup_failures_do_not_count_and_a_stop_nobody_took_ends_the_next_wait(tmp_path):
+    run = _run(tmp_path, {"max_failed_ratio": 0.5, "for_s": 0.2})  # no driver interrupter
+    guard = core.Guard(run, poll_s=0.02)
+    guard.start()
+    for i in range(200):
+        run.events.emit(run.events.request_done, _request(i, ok=False, phase=rec.WARMUP))
+    time.sleep(0.5)
+    assert run.stop_reason is None
+    for i in range(200, 260):
+        run.events.emit(run.events.request_done, _request(i, ok=False))
+        time.sleep(0.01)
+    guard.join(timeout=2)
+    assert run.stop_reason is not None
+    t0 = time.monotonic()
+    with pytest.raises(core.Stopped, match="failure ratio"):
+        core.wait(run, 30)
+    assert time.monotonic() - t0 < 1
+    core.wait(run, 0.1)  # raised once: the next wait is a plain wait
+    run.writer.close()
+
+
+def test_no_stop_once_the_run_finishes(tmp_path):
+    called = []
+    run = _run(tmp_path, {}, on_stop=lambda reason: called.append(reason) or True)
+    core.close(run)
+    assert not run.stop("late")
+    assert run.stop_reason is None and called == []
+
+
+# ---------------------------------------------------------------- through Chaos Toolkit
+
+
+def slow_fault(started: str, seconds: float = 30.0) -> dict:
+    """The method's action: a fault mark, then an outage that blocks (as a node kill's does)."""
+    from chaos.ctk.session import marker_for
+
+    Path(started).write_text(str(time.time()))
+    with marker_for().inject("replica", "fake-replica", ["zone-a"]) as f:
+        pass
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.05)
+    return f
+
+
+def note_rollback(path: str) -> bool:
+    Path(path).write_text("rolled back")
+    return True
+
+
+class RefusingBackend:
+    """A backend whose one Serve proxy is a closed loopback port: every request fails at once."""
+
+    name = "fake"
+
+    def __init__(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]  # closed again: connections are refused
+
+    def targets(self):
+        return [("worker-a", f"http://127.0.0.1:{self.port}", "zone-a", "region-1")]
+
+    def head_target(self):
+        return ("head", f"http://127.0.0.1:{self.port}", None, None)
+
+    def own_hosts(self):
+        return ()
+
+    def describe(self):
+        return {"backend": "fake"}
+
+    def topology_doc(self):
+        return {}
+
+
+def _experiment(tmp_path: Path, baseline_s: float, method_s: float) -> Path:
+    exp = {
+        "version": "1.0.0",
+        "title": "stop condition test",
+        "description": "every request fails; the stop condition must interrupt the method and roll back",
+        "extensions": [{
+            "name": "availproof", "scope": "replica",
+            "load": {"mode": "open", "arrival": "constant", "rate": 40, "duration_s": 120, "warmup_s": 0.2,
+                     "timeout_s": 2, "connect_timeout_s": 0.5},
+            "baseline_s": baseline_s, "recovery_window_s": 0.5,
+            "stop_when": {"max_failed_ratio": 0.5, "for_s": 1},
+            "bounds": {"max_failed_requests": 100000},
+        }],
+        "controls": [{"name": "availproof", "provider": {"type": "python", "module": "chaos.ctk.control"}}],
+        "method": [{"type": "action", "name": "slow-fault", "provider": {
+            "type": "python", "module": __name__, "func": "slow_fault",
+            "arguments": {"started": str(tmp_path / "started"), "seconds": method_s}}}],
+        "rollbacks": [{"type": "action", "name": "note-rollback", "provider": {
+            "type": "python", "module": __name__, "func": "note_rollback",
+            "arguments": {"path": str(tmp_path / "rolled-back")}}}],
+    }
+    path = tmp_path / "stop.json"
+    path.write_text(json.dumps(exp))
+    return path
+
+
+@pytest.fixture
+def fake_system(monkeypatch):
+    monkeypatch.setenv("AVAILPROOF_METRICS_PORT", "0")
+    monkeypatch.setattr(provision, "ensure_system", lambda settings, options, log=None: RefusingBackend())
+    yield
+    assert core.current() is None  # the control closed the run
+
+
+def test_stop_condition_interrupts_a_blocking_method_activity_and_the_rollbacks_run(tmp_path, fake_system):
+    path = _experiment(tmp_path, baseline_s=0.5, method_s=60)
+    t0 = time.monotonic()
+    verdict, result = runner.run_experiment(path, tmp_path / "out")
+    wall = time.monotonic() - t0
+    journal = json.loads((tmp_path / "out" / "journal.json").read_text())
+    assert (tmp_path / "started").exists()  # the method ran...
+    assert wall < 30, wall  # ...and did not block for its 60 s
+    assert journal["status"] == "interrupted"
+    assert [r["activity"]["name"] for r in journal["rollbacks"]] == ["note-rollback"]
+    assert (tmp_path / "rolled-back").read_text() == "rolled back"
+    summary = journal["availproof"]["summary"]
+    assert summary["stop_reason"].startswith("failure ratio 1.00 above 0.5")
+    assert summary["bounds"]["all_met"] is False
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["stop_reason"] == summary["stop_reason"]
+    assert verdict == runner.VIOLATED and result["error"].startswith("stop condition: failure ratio")
+
+
+def test_stop_condition_during_the_baseline_interrupts_before_the_method(tmp_path, fake_system):
+    path = _experiment(tmp_path, baseline_s=60, method_s=1)
+    t0 = time.monotonic()
+    verdict, result = runner.run_experiment(path, tmp_path / "out")
+    assert time.monotonic() - t0 < 30
+    journal = json.loads((tmp_path / "out" / "journal.json").read_text())
+    assert journal["status"] == "interrupted"
+    assert not (tmp_path / "started").exists()  # the method never started
+    assert (tmp_path / "rolled-back").exists()
+    assert journal["availproof"]["summary"]["stop_reason"].startswith("failure ratio")
+    assert verdict == runner.ERROR  # nothing was injected: no measurement
