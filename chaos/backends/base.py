@@ -60,3 +60,4 @@ class Backend(Protocol):
     def wait_healthy(self, timeout: float) -> None: ...
     def heal_all(self, timeout: float) -> dict: ...  # every experiment's rollback
     def app_status(self) -> str | None: ...  # the Serve app's status, None when there is none
+    def observe(self, timeout: float) -> Any: ...  # one chaos.records.Sample of the control plane and capacity

@@ -499,6 +499,41 @@ class KubeRayBackend:
         self.wait_healthy(timeout=timeout)
         return done
 
+    def observe(self, timeout: float):
+        """One sample of the control plane and capacity: GCS, controller and replicas through the
+        head's dashboard (as locally); nodes alive are the Ray worker pods Ready per zone, from
+        the Kubernetes API (a pod the kubelet reports Ready, as the serve Service's endpoints do)."""
+        from dataclasses import replace
+
+        from chaos import sampler
+        from serve_apps.config import APP_NAME
+
+        try:
+            nodes = self._nodes()
+            zones = node_zones(nodes)
+            pods = self._ray()
+        except Exception as e:  # noqa: BLE001 - the API server not answering is a sample saying so
+            zones, pods, k8s_error = {}, [], f"{type(e).__name__}: {e}"[:160]
+        else:
+            k8s_error = None
+        zone_of_ip = {}
+        ready: dict[str, int] = {}
+        for p in pods:
+            if _labels(p).get("ray.io/node-type") == "head":
+                continue
+            z = zones.get(_node_of(p))
+            ip = (p.get("status") or {}).get("pod_ip")
+            if ip:
+                zone_of_ip[ip] = z
+            if z:
+                ready[z] = ready.get(z, 0) + (1 if pod_ready(p) else 0)
+        smp = sampler.observe_dashboard(self.dashboard_url, zone_of_ip, APP_NAME, timeout)
+        errors = dict(smp.errors)
+        errors.pop("nodes", None)
+        if k8s_error:
+            errors["kubernetes"] = k8s_error
+        return replace(smp, nodes_alive=None if k8s_error else ready, errors=errors)
+
     def app_status(self) -> str | None:
         from chaos import deploy
 

@@ -190,6 +190,16 @@ class LocalBackend:
         self.cluster.wait_healthy(timeout=timeout)
         return done
 
+    def observe(self, timeout: float):
+        """One sample of the control plane and capacity (chaos.sampler), through the dashboard."""
+        from chaos import sampler
+        from serve_apps.config import APP_NAME
+
+        st = self.cluster.state
+        zone_of_ip = {n.ip: n.zone for n in st.nodes.values() if n.role != "head"}
+        return sampler.observe_dashboard(st.dashboard_url, zone_of_ip, APP_NAME, timeout,
+                                         exclude_ips={n.ip for n in st.nodes.values() if n.role == "head"})
+
     def app_status(self) -> str | None:
         from chaos import deploy
 
