@@ -6,14 +6,30 @@ A run directory is one of three things, and the report handles each:
 - one experiment repeated (``trial-1/``, ``trial-2/``... from ``availproof run --trials N``);
 - a suite (one sub-directory per experiment, each of the two kinds above).
 
-For each experiment: the figures per fault (every number copied unchanged from the summary),
-the bounds as stated and checked, the statistics over trials (median and p95 with bootstrap
-intervals, failed fraction with a Wilson interval, and what N is too small to claim), the
-timeline plot, the environment, and what the result does not cover. A run without
-``summary.json`` (killed) is recomputed from its records and marked PARTIAL.
+The report opens with an **overview**: one row per experiment, in suite order (the order of
+the suite directory's ``suite.json`` when there is one, else the order of
+:data:`chaos.suite.FULL`; experiments it does not name come last, by name): the verdict,
+the affected population's failed requests, time to first success and steady state of the
+incident (the last fault), and the service's failed requests.
 
-``--compare A B`` puts two runs side by side per experiment and says whether each difference
-is larger than the intervals.
+Then, for each experiment: per fault, the **affected** and **service** populations' figures
+side by side (:mod:`chaos.analysis`; every number copied unchanged from the summary), who the
+affected population is and why, and the reason of every figure that could not be measured
+(a null is printed as ``unmeasurable: <reason>``, ``n/a`` when it does not apply, and
+``never`` only when it was not reached; never as 0); the bounds as stated and as checked,
+with the population each was checked on and its status; the statistics over trials, for
+the incident and per fault position (median and p95 with bootstrap intervals, where N
+supports them, else "—, N too small"; failed fraction with a Wilson interval); the timeline
+(per-zone lanes); the environment; and what the result does not cover.
+
+A run without ``summary.json`` (killed) is recomputed from its records and marked PARTIAL.
+A ``summary.json`` older than format :data:`chaos.analysis.FORMAT_VERSION` (one population,
+no ``format_version``) is re-derived from its ``records.ndjson`` by :func:`chaos.summary.reanalyse`
+(the definitions and bounds recorded in the run header, else the old summary's, else the
+defaults), its stated bounds checked again, and the report says so.
+
+``--compare A B`` puts two runs side by side per experiment (the incident's figures) and says
+whether each difference is larger than the intervals.
 """
 
 from __future__ import annotations
@@ -24,12 +40,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, bounds, records as rec, stats
+from chaos import analysis, bounds, records as rec, stats, suite
 from chaos.errors import UsageError
-from chaos.suite import _fmt
+from chaos.suite import _fmt, figure, unaffected_zones
 
-FIGURES = {"time_to_detect_s": "time to detect s", "time_to_first_success_s": "time to first success s",
-           "time_to_steady_state_s": "time to steady state s"}
+LABELS = {"time_to_impact_s": "time to impact s", "time_to_detect_s": "time to detect s",
+          "time_to_first_success_s": "time to first success s",
+          "time_to_first_recovery_s": "time to first recovery s",
+          "time_to_steady_state_s": "time to steady state s", "time_to_last_failure_s": "time to last failure s",
+          "relapses": "relapses"}
+# the figures over trials (and compared): the incident's recovery figures
+FIGURES = {k: LABELS[k] for k in stats.RECOVERY_FIGURES}
+POPULATIONS = analysis.POPULATIONS  # ("affected", "service")
 
 
 # ---------------------------------------------------------------- loading
@@ -42,8 +64,35 @@ def _trial_dirs(d: Path) -> list[Path]:
     return sorted(trials, key=lambda p: int(p.name.split("-", 1)[1]) if p.name.split("-", 1)[1].isdigit() else 0)
 
 
+def summary_version(summary: dict[str, Any]) -> int:
+    """The summary's format version; a summary without one is format 1."""
+    v = summary.get("format_version")
+    return v if isinstance(v, int) and not isinstance(v, bool) else 1
+
+
+def _derive(run_dir: Path) -> tuple[dict[str, Any], str]:
+    """The summary derived from the run's records (:func:`chaos.summary.reanalyse`: the definitions and
+    bounds the run header recorded, else an old summary's, else the defaults), and where they came from."""
+    from chaos import summary as summary_mod
+
+    return summary_mod.reanalyse(run_dir)
+
+
+def _rederive(old: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """A current summary from the records of a run whose summary.json is of an older format:
+    the run's context kept, its stated bounds checked again on the new figures."""
+    new, origin = _derive(run_dir)
+    new["partial"] = bool(old.get("partial")) or bool(new.get("partial"))
+    version = summary_version(old)
+    new["rederived"] = {"from_format": version, "definitions": origin}
+    new["note"] = (f"summary.json is of format {version}, older than format {analysis.FORMAT_VERSION}: the figures "
+                   f"and bound results are re-derived from records.ndjson with the definitions of {origin}")
+    return new
+
+
 def load_summary(run_dir: Path) -> dict[str, Any]:
-    """The summary of one experiment run; recomputed from the records (PARTIAL) when missing."""
+    """The summary of one experiment run: summary.json; re-derived from the records when it is of
+    an older format; recomputed from the records (PARTIAL) when missing."""
     run_dir = Path(run_dir)
     summary_path, records_path = run_dir / "summary.json", run_dir / "records.ndjson"
     if summary_path.exists():
@@ -55,11 +104,17 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
                 or not isinstance(summary.get("faults"), list):
             raise UsageError(f"{summary_path}: not an availproof summary (no requests/faults)")
         summary.setdefault("partial", False)
-        return summary
+        if summary_version(summary) >= analysis.FORMAT_VERSION:
+            return summary
+        if not records_path.exists():
+            raise UsageError(f"{summary_path}: a format {summary_version(summary)} summary (before format "
+                             f"{analysis.FORMAT_VERSION}) and no records.ndjson to re-derive it from")
+        return _rederive(summary, run_dir)
     if records_path.exists():
-        summary = analysis.analyse(rec.read(records_path))
+        summary, origin = _derive(run_dir)
         summary["partial"] = True
-        summary["note"] = "no summary.json: the run did not finish; figures recomputed from the records taken"
+        summary["note"] = (f"no summary.json: the run did not finish; figures recomputed from the records taken, "
+                           f"with the definitions of {origin}")
         return summary
     raise UsageError(f"{run_dir}: no summary.json or records.ndjson: not a run directory")
 
@@ -68,10 +123,20 @@ def _experiment(name: str, dirs: list[Path]) -> dict[str, Any]:
     try:
         exp = _experiment_unchecked(name, dirs)
         _md_experiment(exp)  # every field the report reads is there and of the right type
+        overview_row(exp)
         return exp
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
         raise UsageError(f"{dirs[0]}: the summary is damaged ({type(e).__name__}: {e}); "
                          "remove summary.json to recompute it from records.ndjson") from None
+
+
+def _population(summary: dict[str, Any]) -> str:
+    """The population the bounds were checked on: their results', else the definitions', else affected."""
+    for r in (summary.get("bounds") or {}).get("results") or []:
+        if r.get("population") in POPULATIONS:
+            return r["population"]
+    pop = (summary.get("definitions") or {}).get("population")
+    return pop if pop in POPULATIONS else "affected"
 
 
 def _experiment_unchecked(name: str, dirs: list[Path]) -> dict[str, Any]:
@@ -81,13 +146,19 @@ def _experiment_unchecked(name: str, dirs: list[Path]) -> dict[str, Any]:
         trials.append({"dir": str(d), "summary": s})
     summaries = [t["summary"] for t in trials]
     first = summaries[0]
+    population = _population(first)
+    by_pop = {p: stats.trials(summaries, p) for p in POPULATIONS}
     return {
         "name": name,
         "title": first.get("experiment") or name,
         "scope": first.get("scope"),
         "partial": any(s.get("partial") for s in summaries),
+        "rederived": any(s.get("rederived") for s in summaries),
+        "notes": sorted({s["note"] for s in summaries if s.get("note")}),
         "trials": trials,
-        "statistics": stats.trials(summaries),
+        "population": population,
+        "statistics": by_pop[population],
+        "statistics_by_population": by_pop,
         "bounds": (first.get("bounds") or {}).get("stated"),
         "bounds_source": (first.get("bounds") or {}).get("source"),
         "environment": environment(first, dirs[0]),
@@ -95,25 +166,55 @@ def _experiment_unchecked(name: str, dirs: list[Path]) -> dict[str, Any]:
     }
 
 
+def suite_order(run_dir: Path) -> tuple[list[str] | None, str]:
+    """The experiments' order in a suite directory, and where it comes from: ``suite.json`` (a list
+    of names or paths, or an object with ``experiments`` / ``results`` / ``order``, each entry a name,
+    a path, or an object with ``name`` or ``experiment``), else the suite's own order (``FULL``)."""
+    path = Path(run_dir) / "suite.json"
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+            entries = data if isinstance(data, list) else next(
+                (data[k] for k in ("experiments", "results", "order") if isinstance(data.get(k), list)), None)
+            names = []
+            for e in entries or []:
+                if isinstance(e, dict):
+                    e = e.get("name") or e.get("experiment")
+                if isinstance(e, str) and e:
+                    n = Path(e).name
+                    names.append(n[:-5] if n.endswith(".json") else n)
+            if names:
+                return names, "suite.json"
+        except (ValueError, AttributeError, TypeError):
+            pass
+    return list(suite.FULL), "the suite's order (chaos/suite.py)"
+
+
 def build(run_dir: Path) -> dict[str, Any]:
-    """The report document: one entry per experiment found under ``run_dir``."""
+    """The report document: the overview, then one entry per experiment found under ``run_dir``."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run directory")
+    order_source = None
     if _is_run(run_dir):
         experiments = [_experiment(run_dir.name, [run_dir])]
     elif _trial_dirs(run_dir):
         experiments = [_experiment(run_dir.name, _trial_dirs(run_dir))]
     else:
+        order, order_source = suite_order(run_dir)
+        rank = {n: i for i, n in enumerate(order)}
         experiments = []
-        for sub in sorted(p for p in run_dir.iterdir() if p.is_dir()):
+        for sub in sorted((p for p in run_dir.iterdir() if p.is_dir()),
+                          key=lambda p: (rank.get(p.name, len(rank)), p.name)):
             if _is_run(sub):
                 experiments.append(_experiment(sub.name, [sub]))
             elif _trial_dirs(sub):
                 experiments.append(_experiment(sub.name, _trial_dirs(sub)))
     if not experiments:
         raise UsageError(f"{run_dir}: no summary.json or records.ndjson in it or its sub-directories: not a run directory")
-    return {"run_dir": str(run_dir), "experiments": experiments}
+    return {"run_dir": str(run_dir), "format_version": analysis.FORMAT_VERSION,
+            "suite": order_source is not None, "order": order_source,
+            "overview": [overview_row(e) for e in experiments], "experiments": experiments}
 
 
 def environment(summary: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -146,73 +247,255 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------- rows (shared by md and html)
+def _verdict(summary: dict[str, Any]) -> tuple[str, list[str]]:
+    """PASS / VIOLATED / UNMEASURED / no bounds, and what keeps the run from passing."""
+    b = summary.get("bounds") or {}
+    results = b.get("results") or []
+    why = bounds.describe_failures(results)
+    if summary.get("stop_reason"):
+        why.append(f"stopped: {summary['stop_reason']}")
+    if not b.get("stated") and not results:
+        word = "no bounds"
+    elif bounds.violated(results):
+        word = "VIOLATED"
+    elif bounds.unmeasured(results):
+        word = "UNMEASURED"
+    elif b.get("all_met") is False:
+        word = "VIOLATED"
+    else:
+        word = "PASS"
+    return word, why
+
+
+def experiment_verdict(exp: dict[str, Any]) -> tuple[str, list[str]]:
+    verdicts = [_verdict(t["summary"]) for t in exp["trials"]]
+    words = [w for w, _ in verdicts]
+    why = sorted({x for _, ws in verdicts for x in ws})
+    if len(words) == 1:
+        word = words[0]
+    elif all(w == words[0] for w in words):
+        word = f"{words[0]} (all {len(words)} trials)"
+    else:
+        worst = next(w for w in ("VIOLATED", "UNMEASURED", "PASS", "no bounds") if w in words)
+        word = f"{worst} ({words.count(worst)} of {len(words)} trials)"
+    return ("PARTIAL " if exp["partial"] else "") + word, why
+
+
+def _basis(f: dict[str, Any]) -> str:
+    a = f.get("affected") or {}
+    return ", ".join(a.get("zones") or []) if a.get("basis") == "fault_domain" else "service"
+
+
+def _failed(p: dict[str, Any]) -> str:
+    ratio = p.get("failed_ratio")
+    return f"{p['failed_total']}/{p['requests']}" + ("" if ratio is None else f" ({ratio:.4f})")
+
+
+def _over_trials(d: dict[str, Any]) -> str:
+    """A figure over trials: its median, how many trials never reached it or could not measure it."""
+    parts = [] if d["median"] is None else [f"median {_fmt(d['median'])}"]
+    if d["missing"]:
+        parts.append(f"{d['missing']} never")
+    if d["unmeasurable"]:
+        parts.append(f"{d['unmeasurable']} unmeasurable")
+    return ", ".join(parts) or "n/a"
+
+
+OVERVIEW_COLUMNS = ("experiment", "scope", "trials", "verdict", "affected", "affected failed",
+                    "affected time to first success s", "affected time to steady state s", "service failed",
+                    "what keeps it from passing")
+
+
+def overview_row(exp: dict[str, Any]) -> dict[str, Any]:
+    """The experiment's line in the overview: verdict, and the incident's (last fault's) figures."""
+    word, why = experiment_verdict(exp)
+    row = {"experiment": exp["name"], "scope": exp["scope"], "trials": len(exp["trials"]), "verdict": word,
+           "why": why}
+    incidents = [t["summary"]["faults"][-1] for t in exp["trials"] if t["summary"].get("faults")]
+    if not incidents:
+        row.update(affected="-", affected_failed="-", affected_first_success="-", affected_steady_state="-",
+                   service_failed="-")
+    elif len(exp["trials"]) == 1:
+        f = incidents[0]
+        row.update(affected=_basis(f), affected_failed=_failed(f["affected"]),
+                   affected_first_success=figure(f, "affected", "time_to_first_success_s"),
+                   affected_steady_state=figure(f, "affected", "time_to_steady_state_s"),
+                   service_failed=_failed(f["service"]))
+    else:
+        st = exp["statistics_by_population"]
+        fa, fs = st["affected"]["incident"], st["service"]["incident"]
+        row.update(affected=", ".join(sorted({_basis(f) for f in incidents})),
+                   affected_failed=f"{fa['failed']['failed']}/{fa['failed']['requests']} (sum)",
+                   affected_first_success=_over_trials(fa["figures"]["time_to_first_success_s"]),
+                   affected_steady_state=_over_trials(fa["figures"]["time_to_steady_state_s"]),
+                   service_failed=f"{fs['failed']['failed']}/{fs['failed']['requests']} (sum)")
+    return row
+
+
+def overview_rows(doc: dict[str, Any]) -> list[list[str]]:
+    return [[r["experiment"], str(r["scope"]), str(r["trials"]), r["verdict"], r["affected"], r["affected_failed"],
+             r["affected_first_success"], r["affected_steady_state"], r["service_failed"],
+             "; ".join(r["why"]) or "-"] for r in doc["overview"]]
+
+
 FAULT_COLUMNS = ("trial", "scope", "target", "failed", "mid-stream", "in flight at injection", "unaffected zones",
-                 "by class", "detect s", "first success s", "steady state s", "last failure s",
-                 "goodput before/during/after rps",
+                 "by class", "zones", "affected", "window s", "goodput before/during/after rps",
                  "resolution s", "bounds met")
 
 
-def fault_rows(exp: dict[str, Any]) -> list[list[str]]:
-    rows = []
+def _faults(exp: dict[str, Any]):
     for i, t in enumerate(exp["trials"], 1):
-        s = t["summary"]
-        results = (s.get("bounds") or {}).get("results")
-        for f in s.get("faults") or []:
-            met = bounds.fault_met(results, f["fault_id"])
-            g = f["goodput_rps"]
-            by_class = ", ".join(f"{k} {v}" for k, v in f["failed"]["by_class"].items()) or "-"
-            rows.append([str(i), f["scope"], f["target"], str(f["failed"]["total"]), str(f["failed"]["mid_stream"]),
-                         str(f["failed"].get("in_flight_at_injection", 0)), str(f["failed"]["unaffected_zones"]),
-                         by_class, _fmt(f["time_to_detect_s"]), _fmt(f["time_to_first_success_s"]),
-                         _fmt(f["time_to_steady_state_s"]),
-                         "-" if f.get("time_to_last_failure_s") is None else _fmt(f["time_to_last_failure_s"]),
-                         f"{_fmt(g['before'])}/{_fmt(g['during'])}/{_fmt(g['after'])}", _fmt(f["resolution_s"]),
-                         "-" if met is None else ("NO" if met == "no" else met)])
+        for f in t["summary"].get("faults") or []:
+            yield i, t["summary"], f
+
+
+def fault_rows(exp: dict[str, Any]) -> list[list[str]]:
+    """One row per fault: what it was and the service-wide failures (the figures: :func:`figure_rows`)."""
+    rows = []
+    for i, s, f in _faults(exp):
+        met = bounds.fault_met((s.get("bounds") or {}).get("results"), f["fault_id"])
+        g = f["goodput_rps"]
+        gp = "/".join("-" if g[k] is None else _fmt(g[k]) for k in ("before", "during", "after"))
+        by_class = ", ".join(f"{k} {v}" for k, v in f["failed"]["by_class"].items()) or "-"
+        window = _fmt(f["window_s"]) + (f" (cut by {f['window_cut_by']})" if f.get("window_cut_by") else "")
+        rows.append([str(i), f["scope"], f["target"], str(f["failed"]["total"]), str(f["failed"]["mid_stream"]),
+                     str(f["failed"]["in_flight_at_injection"]), unaffected_zones(f, reasons=True), by_class,
+                     ", ".join(f["zones"] or []) or "-", _basis(f), window, gp,
+                     "-" if f["resolution_s"] is None else _fmt(f["resolution_s"]),
+                     "-" if met is None else ("NO" if met == "no" else met)])
     return rows
+
+
+FIGURE_COLUMNS = ("figure", "affected", "service")
+
+
+def _yes_no(f: dict[str, Any], pop: str, key: str) -> str:
+    v = f[pop][key]
+    return {True: "yes", False: "no"}[v] if isinstance(v, bool) else figure(f, pop, key, reasons=True)
+
+
+def figure_rows(f: dict[str, Any]) -> list[list[str]]:
+    """The fault's figures, one row each, the affected population beside the service."""
+    def both(fn) -> list[str]:
+        return [fn(pop) for pop in POPULATIONS]
+
+    rows = [["requests", *both(lambda p: str(f[p]["requests"]))],
+            ["in flight at injection", *both(lambda p: str(f[p]["in_flight_at_injection"]))],
+            ["failed/requests (ratio)", *both(lambda p: _failed(f[p]))],
+            ["failed mid-stream", *both(lambda p: str(f[p]["failed_mid_stream"]))],
+            ["failed by class", *both(lambda p: ", ".join(f"{k} {v}" for k, v in f[p]["failed_by_class"].items())
+                                      or "-")]]
+    for key in ("time_to_impact_s", "time_to_detect_s", "time_to_first_success_s", "time_to_first_recovery_s",
+                "time_to_steady_state_s", "time_to_last_failure_s"):
+        rows.append([LABELS[key], *both(lambda p: figure(f, p, key, reasons=True))])
+    rows.append(["relapses", *both(lambda p: str(f[p]["relapses"]))])
+    rows.append(["disrupted", *both(lambda p: _yes_no(f, p, "disrupted"))])
+    rows.append(["recovered", *both(lambda p: _yes_no(f, p, "recovered"))])
+    return rows
+
+
+def fault_title(trial: int, f: dict[str, Any]) -> str:
+    zones = ", ".join(f["zones"] or []) or "no zone"
+    return f"Trial {trial}, fault {f['fault_id']}: {f['scope']} {f['target']} ({zones})"
+
+
+def fault_notes(f: dict[str, Any]) -> list[str]:
+    """Who the affected population is and why; every figure that could not be measured and why
+    (figures with the same reason on one line)."""
+    a = f["affected"]
+    basis = ("the fault's domain" if a["basis"] == "fault_domain" else "the service")
+    out = [f"Affected population: {basis}: {a['why']}."]
+    by_reason: dict[str, list[str]] = {}
+    for key, why in sorted((f.get("unmeasurable") or {}).items()):
+        by_reason.setdefault(str(why), []).append(key)
+    for why, keys in by_reason.items():
+        out.append(f"Unmeasurable {', '.join(keys)}: {why}.")
+    return out
+
+
+def _ci_or_small(ci) -> str:
+    return "—, N too small" if not ci else f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
 def _ci(ci) -> str:
     return "-" if not ci else f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
-STAT_COLUMNS = ("figure", "trials with a value", "never reached", "median", "median 95% CI", "p95", "p95 95% CI")
+STAT_COLUMNS = ("fault", "population", "figure", "trials with a value", "never reached", "unmeasurable", "median",
+                "median 95% CI", "p95", "p95 95% CI")
+
+
+def _stat_groups(exp: dict[str, Any]):
+    """(label, population, aggregate): the incident, then each fault position when a trial has more than one."""
+    pops = [exp["population"]] + [p for p in POPULATIONS if p != exp["population"]]
+    for pop in pops:
+        st = exp["statistics_by_population"][pop]
+        yield "incident (last fault)", pop, st["incident"]
+        if len(st["positions"]) > 1:
+            for pos in st["positions"]:
+                yield f"fault {pos['position']}", pop, pos
 
 
 def stat_rows(exp: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for key, label in FIGURES.items():
-        d = exp["statistics"]["figures"][key]
-        rows.append([label, str(d["n"]), str(d["missing"]), _fmt(d["median"]), _ci(d["median_ci95"]),
-                     _fmt(d["p95"]), _ci(d["p95_ci95"])])
+    for label, pop, agg in _stat_groups(exp):
+        for key, name in FIGURES.items():
+            d = agg["figures"][key]
+            rows.append([label, pop, name, str(d["n"]), str(d["missing"]), str(d["unmeasurable"]),
+                         "-" if d["median"] is None else _fmt(d["median"]), _ci_or_small(d["median_ci95"]),
+                         "-" if d["p95"] is None else _fmt(d["p95"]), _ci_or_small(d["p95_ci95"])])
     return rows
 
 
 def stat_lines(exp: dict[str, Any]) -> list[str]:
     st = exp["statistics"]
-    fl = st["failed"]
-    frac = "-" if fl["fraction"] is None else f"{fl['fraction']:.4f}"
-    lines = [f"Failed fraction in the fault windows: {fl['failed']}/{fl['requests']} = {frac}, "
-             f"95% Wilson interval {_ci(fl['wilson95'])}.",
-             f"Bounds met in {st['bounds_met']['trials']} of {st['bounds_met']['of']} trial(s), "
-             f"95% Wilson interval {_ci(st['bounds_met']['wilson95'])}."]
-    flags = sorted({f for d in st["figures"].values() for f in d["flags"]})
+    lines = []
+    for label, pop, agg in _stat_groups(exp):
+        fl = agg["failed"]
+        frac = "-" if fl["fraction"] is None else f"{fl['fraction']:.4f}"
+        lines.append(f"Failed fraction, {label}, {pop}: {fl['failed']}/{fl['requests']} = {frac}, "
+                     f"95% Wilson interval {_ci(fl['wilson95'])}.")
+    lines.append(f"Bounds met in {st['bounds_met']['trials']} of {st['bounds_met']['of']} trial(s), "
+                 f"95% Wilson interval {_ci(st['bounds_met']['wilson95'])}.")
+    flags = sorted({f for d in st["incident"]["figures"].values() for f in d["flags"]})
     if flags:
-        lines += ["N too small for some claims: " + "; ".join(flags) + "."]
+        lines += [f"N too small for some claims ({exp['population']}, incident): " + "; ".join(flags) + "."]
     return lines
 
 
-def _verdict(result: dict[str, Any]) -> str:
-    if result["met"] is None:
-        return f"n/a ({result.get('reason', 'not applicable')})"
-    return "ok" if result["met"] else "VIOLATED"
+BOUND_COLUMNS = ("trial", "fault", "bound", "population", "value", "limit", "status", "reason")
+STATUS_TEXT = {bounds.MET: "met", bounds.VIOLATED: "VIOLATED", bounds.NOT_APPLICABLE: "n/a",
+               bounds.UNMEASURABLE: "UNMEASURABLE"}
+
+
+def _status(r: dict[str, Any]) -> str:
+    status = r.get("status") or {True: bounds.MET, False: bounds.VIOLATED}.get(r["met"], bounds.NOT_APPLICABLE)
+    return status
+
+
+def _bound_value(r: dict[str, Any]) -> str:
+    if r["value"] is not None:
+        return _fmt(r["value"])
+    return {bounds.UNMEASURABLE: "unmeasurable", bounds.NOT_APPLICABLE: "n/a"}.get(_status(r), "never")
 
 
 def bound_rows(exp: dict[str, Any]) -> list[list[str]]:
     rows = []
     for i, t in enumerate(exp["trials"], 1):
         for r in (t["summary"].get("bounds") or {}).get("results") or []:
-            rows.append([str(i), r["bound"], _fmt(r["value"]), str(r["limit"]), _verdict(r)])
+            rows.append([str(i), str(r.get("fault_id") or "-"), r["bound"], str(r.get("population") or "-"),
+                         _bound_value(r), str(r["limit"]), STATUS_TEXT.get(_status(r), _status(r)),
+                         r.get("reason") or "-"])
     return rows
+
+
+def bound_lines(exp: dict[str, Any]) -> list[str]:
+    out = []
+    for i, t in enumerate(exp["trials"], 1):
+        why = bounds.describe_failures((t["summary"].get("bounds") or {}).get("results") or [])
+        if why:
+            out.append(f"Trial {i} does not pass: " + "; ".join(why) + ".")
+    return out
 
 
 def env_lines(env: dict[str, Any]) -> list[str]:
@@ -240,13 +523,40 @@ def env_lines(env: dict[str, Any]) -> list[str]:
     return out
 
 
+def _definition_lines(exp: dict[str, Any]) -> list[str]:
+    d = exp["trials"][0]["summary"].get("definitions") or {}
+    ss, slo = d.get("steady_state") or {}, d.get("slo") or {}
+    if not ss:
+        return []
+
+    def limit(v, what):
+        return f"{what} <= {v} s" if v is not None else f"no {what} limit"
+
+    return [f"Steady state: windows of {ss.get('window_s')} s with at least {ss.get('min_requests')} requests, "
+            f"success ratio >= {ss.get('min_success_ratio')}, {limit(ss.get('max_p95_ttft_s'), 'p95 latency')}; "
+            f"SLO: {limit(slo.get('ttft_s'), 'TTFT')}, {limit(slo.get('itl_s'), 'ITL')}, "
+            f"{limit(slo.get('e2e_s'), 'end-to-end')}; bounds checked on the {exp['population']} population."]
+
+
 # ---------------------------------------------------------------- markdown
+def _md_cell(c: str) -> str:
+    return str(c).replace("|", "\\|").replace("\n", " ")
+
+
 def _md_table(cols, rows) -> list[str]:
-    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + ["| " + " | ".join(r) + " |" for r in rows]
+    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + \
+        ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+
+
+def _order_line(doc: dict[str, Any]) -> str:
+    if doc.get("suite"):
+        return f"One row per experiment, in suite order (from {doc['order']}); figures of the incident (last fault)."
+    return "Figures of the incident (the last fault)."
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    lines = [f"# availproof report: {doc['run_dir']}", ""]
+    lines = [f"# availproof report: {doc['run_dir']}", "", "## Overview", "", _order_line(doc), ""]
+    lines += _md_table(OVERVIEW_COLUMNS, overview_rows(doc)) + [""]
     for exp in doc["experiments"]:
         lines += _md_experiment(exp)
     return "\n".join(lines) + "\n"
@@ -255,21 +565,29 @@ def markdown(doc: dict[str, Any]) -> str:
 def _md_experiment(exp: dict[str, Any]) -> list[str]:
     lines = [f"## {exp['title']} ({exp['name']}, scope {exp['scope']})", ""]
     if exp["partial"]:
-        notes = {t["summary"].get("note") for t in exp["trials"] if t["summary"].get("partial")}
-        lines += ["**PARTIAL RUN**: " + "; ".join(n for n in notes if n) + ".", ""]
+        why = [n for n in exp["notes"] if "did not finish" in n] or ["the run did not finish; the figures cover "
+                                                                     "only the records taken"]
+        lines += ["**PARTIAL RUN**: " + "; ".join(why) + ".", ""]
+    if exp["rederived"]:
+        lines += ["**RE-DERIVED**: " + "; ".join(n for n in exp["notes"] if "re-derived" in n) + ".", ""]
     for t in exp["trials"]:
         req = t["summary"]["requests"]
         lines.append(f"- {Path(t['dir']).name}: {req['measured']} requests measured ({req['warmup']} warm-up "
                      f"excluded), {req['ok']} ok, {req['failed']} failed ({req['failed_before_first_fault']} "
                      "before the first fault)" + (f"; stopped: {t['summary']['stop_reason']}"
                                                   if t["summary"].get("stop_reason") else ""))
-    lines += [""] + _md_table(FAULT_COLUMNS, fault_rows(exp)) + [""]
+    lines += [f"- {s}" for s in _definition_lines(exp)]
+    lines += ["", "### Faults", ""] + _md_table(FAULT_COLUMNS, fault_rows(exp)) + [""]
+    for i, _, f in _faults(exp):
+        lines += [f"#### {fault_title(i, f)}", ""] + _md_table(FIGURE_COLUMNS, figure_rows(f)) + [""]
+        lines += [f"- {s}" for s in fault_notes(f)] + [""]
     lines += ["### Over trials", ""] + _md_table(STAT_COLUMNS, stat_rows(exp)) + [""]
     lines += [f"- {s}" for s in stat_lines(exp)] + [""]
     lines += ["### Bounds", "", "Stated: " + (json.dumps(exp["bounds"]) if exp["bounds"] else "none")]
     if exp["bounds_source"]:
         lines += ["", f"Where they come from: {exp['bounds_source']}"]
-    lines += [""] + _md_table(("trial", "bound", "value", "limit", "result"), bound_rows(exp)) + [""]
+    lines += [""] + _md_table(BOUND_COLUMNS, bound_rows(exp)) + [""]
+    lines += [f"- {s}" for s in bound_lines(exp)] + ([""] if bound_lines(exp) else [])
     if exp.get("timeline"):
         lines += [f"![timeline]({exp['timeline']})", ""]
     lines += ["### Environment", ""] + [f"- {s}" for s in env_lines(exp["environment"])] + [""]
@@ -280,49 +598,71 @@ def _md_experiment(exp: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------- html
 CSS = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}"
        "table{border-collapse:collapse;margin:.6em 0;font-size:.85em}"
-       "th,td{border:1px solid #bbb;padding:.25em .5em;text-align:left}th{background:#eee}"
-       ".partial{color:#a00;font-weight:bold}.bad{color:#a00;font-weight:bold}img{max-width:100%}")
+       "th,td{border:1px solid #bbb;padding:.25em .5em;text-align:left;vertical-align:top}th{background:#eee}"
+       "table.figures td:first-child{white-space:nowrap}"
+       ".partial{color:#a00;font-weight:bold}.bad{color:#a00;font-weight:bold}.unm{color:#666;font-style:italic}"
+       "img{max-width:100%}")
+BAD_CELLS = ("NO", "VIOLATED", "UNMEASURABLE")
 
 
 def _h(s: Any) -> str:
     return _html.escape(str(s))
 
 
+def _cell_class(c: str) -> str:
+    c = str(c)
+    if c in BAD_CELLS or c.startswith(("VIOLATED", "PARTIAL", "UNMEASURED")):
+        return ' class="bad"'
+    if c.startswith(("unmeasurable", "n/a", "never")):
+        return ' class="unm"'
+    return ""
+
+
 def _html_table(cols, rows, cls: str = "") -> str:
     head = "".join(f"<th>{_h(c)}</th>" for c in cols)
-    bad = ' class="bad"'
-    body = "".join("<tr>" + "".join(f"<td{bad if c in ('NO', 'VIOLATED') else ''}>{_h(c)}</td>"
-                                    for c in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td{_cell_class(c)}>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _ul(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{_h(s)}</li>" for s in items) + "</ul>" if items else ""
 
 
 def html(doc: dict[str, Any], images: dict[str, bytes] | None = None) -> str:
     """Self-contained HTML: styles inline, each timeline embedded as a data: URI."""
     images = images or {}
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>availproof report</title>"
-             f"<style>{CSS}</style></head><body><h1>availproof report</h1><p>{_h(doc['run_dir'])}</p>"]
+             f"<style>{CSS}</style></head><body><h1>availproof report</h1><p>{_h(doc['run_dir'])}</p>",
+             f"<section id='overview'><h2>Overview</h2><p>{_h(_order_line(doc))}</p>"
+             + _html_table(OVERVIEW_COLUMNS, overview_rows(doc), "overview") + "</section>"]
     for exp in doc["experiments"]:
         parts.append(f"<section id='{_h(exp['name'])}'><h2>{_h(exp['title'])} "
                      f"<small>({_h(exp['name'])}, scope {_h(exp['scope'])})</small></h2>")
         if exp["partial"]:
             parts.append("<p class='partial'>PARTIAL RUN: the run did not finish; figures recomputed from the "
                          "records taken.</p>")
-        parts.append(_html_table(FAULT_COLUMNS, fault_rows(exp), "faults"))
+        if exp["rederived"]:
+            parts.append("<p class='partial'>RE-DERIVED: "
+                         + _h("; ".join(n for n in exp["notes"] if "re-derived" in n)) + ".</p>")
+        parts.append(_ul(_definition_lines(exp)))
+        parts.append("<h3>Faults</h3>" + _html_table(FAULT_COLUMNS, fault_rows(exp), "faults"))
+        for i, _, f in _faults(exp):
+            parts.append(f"<h4>{_h(fault_title(i, f))}</h4>" + _html_table(FIGURE_COLUMNS, figure_rows(f), "figures")
+                         + _ul(fault_notes(f)))
         if exp["name"] in images:
             b64 = base64.b64encode(images[exp["name"]]).decode()
             parts.append(f"<figure><img alt='timeline of {_h(exp['name'])}' src='data:image/png;base64,{b64}'>"
-                         "<figcaption>Trial 1: request outcomes and TTFT against send time, with the fault marks "
-                         "and the recovery points.</figcaption></figure>")
+                         "<figcaption>Trial 1: every request on its zone's lane at its send time (red crosses "
+                         "failed), the latency of the successful ones, the fault marks, and the recovery points of "
+                         "the affected population (dashed) and the service (dotted).</figcaption></figure>")
         parts.append("<h3>Over trials</h3>" + _html_table(STAT_COLUMNS, stat_rows(exp), "stats"))
-        parts.append("<ul>" + "".join(f"<li>{_h(s)}</li>" for s in stat_lines(exp)) + "</ul>")
+        parts.append(_ul(stat_lines(exp)))
         parts.append(f"<h3>Bounds</h3><p>Stated: <code>{_h(json.dumps(exp['bounds']))}</code></p>")
         if exp["bounds_source"]:
             parts.append(f"<p>Where they come from: {_h(exp['bounds_source'])}</p>")
-        parts.append(_html_table(("trial", "bound", "value", "limit", "result"), bound_rows(exp), "bounds"))
-        parts.append("<h3>Environment</h3><ul>" + "".join(f"<li>{_h(s)}</li>" for s in env_lines(exp["environment"]))
-                     + "</ul>")
-        parts.append("<h3>Not covered</h3><ul>" + "".join(f"<li>{_h(s)}</li>" for s in exp["not_covered"])
-                     + "</ul></section>")
+        parts.append(_html_table(BOUND_COLUMNS, bound_rows(exp), "bounds") + _ul(bound_lines(exp)))
+        parts.append("<h3>Environment</h3>" + _ul(env_lines(exp["environment"])))
+        parts.append("<h3>Not covered</h3>" + _ul(exp["not_covered"]) + "</section>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -369,7 +709,8 @@ def _overlap(a, b) -> bool | None:
 
 
 def compare(doc_a: dict[str, Any], doc_b: dict[str, Any]) -> list[dict[str, Any]]:
-    """Experiments side by side: by name in two suites, or the one experiment of each run."""
+    """Experiments side by side, on the incident (the last fault of each trial): by name in two
+    suites, or the one experiment of each run."""
     a_by = {e["name"]: e for e in doc_a["experiments"]}
     b_by = {e["name"]: e for e in doc_b["experiments"]}
     if len(a_by) == 1 and len(b_by) == 1:
@@ -381,8 +722,9 @@ def compare(doc_a: dict[str, Any], doc_b: dict[str, Any]) -> list[dict[str, Any]
     out = []
     for a, b in pairs:
         rows = []
+        sa, sb = a["statistics"], b["statistics"]
         for key, label in FIGURES.items():
-            fa, fb = a["statistics"]["figures"][key], b["statistics"]["figures"][key]
+            fa, fb = sa["figures"][key], sb["figures"][key]
             diff = None if fa["median"] is None or fb["median"] is None else fb["median"] - fa["median"]
             ov = _overlap(fa["median_ci95"], fb["median_ci95"])
             small = fa["n"] < stats.MIN_TRIALS_MEDIAN or fb["n"] < stats.MIN_TRIALS_MEDIAN
@@ -390,14 +732,15 @@ def compare(doc_a: dict[str, Any], doc_b: dict[str, Any]) -> list[dict[str, Any]
                          "b": fb["median"], "b_ci95": fb["median_ci95"], "b_missing": fb["missing"], "diff": diff,
                          "exceeds_intervals": None if ov is None or small else not ov,
                          "note": "too few trials to tell" if small else ""})
-        fa, fb = a["statistics"]["failed"], b["statistics"]["failed"]
+        fa, fb = sa["failed"], sb["failed"]
         ov = _overlap(fa["wilson95"], fb["wilson95"])
         rows.append({"figure": "failed fraction", "a": fa["fraction"], "a_ci95": fa["wilson95"], "a_missing": 0,
                      "b": fb["fraction"], "b_ci95": fb["wilson95"], "b_missing": 0,
                      "diff": None if fa["fraction"] is None or fb["fraction"] is None else fb["fraction"] - fa["fraction"],
                      "exceeds_intervals": None if ov is None else not ov, "note": "Wilson 95% intervals"})
         out.append({"a": a["name"], "b": b["name"], "a_title": a["title"], "b_title": b["title"],
-                    "a_trials": a["statistics"]["trials"], "b_trials": b["statistics"]["trials"], "rows": rows})
+                    "a_trials": sa["trials"], "b_trials": sb["trials"],
+                    "a_population": a["population"], "b_population": b["population"], "rows": rows})
     return out
 
 
@@ -407,14 +750,19 @@ def _cmp_cell(v, missing=0) -> str:
 
 
 def compare_markdown(cmp: list[dict[str, Any]], a_dir: str, b_dir: str) -> str:
-    lines = ["# availproof comparison", "", f"A: {a_dir}", f"B: {b_dir}", ""]
+    lines = ["# availproof comparison", "", f"A: {a_dir}", f"B: {b_dir}", "",
+             "The incident (the last fault of each trial)."]
     for c in cmp:
-        lines += [f"## {c['a']} ({c['a_trials']} trial(s)) vs {c['b']} ({c['b_trials']} trial(s))", ""]
+        pops = c["a_population"] if c["a_population"] == c["b_population"] else \
+            f"A {c['a_population']}, B {c['b_population']}"
+        lines += ["", f"## {c['a']} ({c['a_trials']} trial(s)) vs {c['b']} ({c['b_trials']} trial(s)), "
+                      f"population {pops}", ""]
         rows = []
         for r in c["rows"]:
             ex = {None: "cannot tell", True: "YES", False: "no"}[r["exceeds_intervals"]]
-            rows.append([r["figure"], _cmp_cell(r["a"], r["a_missing"]), _ci(r["a_ci95"]),
-                         _cmp_cell(r["b"], r["b_missing"]), _ci(r["b_ci95"]), _cmp_cell(r["diff"]), ex, r["note"]])
+            ci = _ci if r["figure"] == "failed fraction" else _ci_or_small
+            rows.append([r["figure"], _cmp_cell(r["a"], r["a_missing"]), ci(r["a_ci95"]),
+                         _cmp_cell(r["b"], r["b_missing"]), ci(r["b_ci95"]), _cmp_cell(r["diff"]), ex, r["note"]])
         lines += _md_table(("figure (median)", "A", "A 95% CI", "B", "B 95% CI", "B - A", "beyond the intervals",
-                            "note"), rows) + [""]
+                            "note"), rows)
     return "\n".join(lines) + "\n"

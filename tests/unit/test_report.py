@@ -1,54 +1,69 @@
-"""The report on synthetic run directories: one run, trials, a suite, a partial run, a comparison.
+"""The report on synthetic run directories: one run, trials, a suite, a partial run, an old-format
+run, a comparison; the suite table; the timeline's per-zone lanes.
 
-Every number in the report must equal the one in the summary it was made from.
+Every number in the report must equal the one in the summary it was made from; a figure that
+could not be measured is printed as unmeasurable with its reason, never as 0.
 """
 
 import base64
 import json
 import re
+import struct
 from html.parser import HTMLParser
 
 import pytest
 
-from chaos import analysis, bounds, cli, records as rec, report
+from chaos import analysis, bounds, cli, records as rec, report, suite, timeline
+from chaos import summary as summary_mod
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
+STEADY = {"window_s": 2.0, "min_success_ratio": 1.0}
 
 
-def _write_run(d, outage_s, seed_shift=0.0, finish=True, bound_steady=20.0):
-    """Requests every 0.1 s for 30 s; a fault at 10 s; requests fail for ``outage_s``."""
+def _write_run(d, outage_s, seed_shift=0.0, finish=True, bound_steady=20.0, zones=("zone-a",), down=("zone-a",),
+               fault_zones=("zone-a",), scope="node", end_s=30.0, faults=((10.0, "node-1"),), experiment=None,
+               header_definitions=True, bounds_extra=None):
+    """Requests every 0.1 s to each zone's target (``None``: a zone-less target) for ``end_s`` s; a fault
+    at 10 s (or at each of ``faults``); requests to the ``down`` zones fail for ``outage_s`` after it."""
     d.mkdir(parents=True)
     w = rec.RecordWriter(d / "records.ndjson")
-    w.write({"kind": "run", "run_id": d.name, "started_ns": T0,
-             "load": {"mode": "open", "arrival": "constant", "rate": 10.0, "duration_s": 30, "warmup_s": 1,
-                      "timeout_s": 10, "stream": True, "route": "chat", "prompt_words": [8, 48],
-                      "max_tokens": [16, 48], "seed": 7}, "routing": "round_robin"})
+    header = {"kind": "run", "run_id": d.name, "started_ns": T0,
+              "load": {"mode": "open", "arrival": "constant", "rate": 10.0, "duration_s": 30, "warmup_s": 1,
+                       "timeout_s": 10, "stream": True, "route": "chat", "prompt_words": [8, 48],
+                       "max_tokens": [16, 48], "seed": 7}, "routing": "round_robin"}
+    stated = {"max_time_to_steady_state_s": bound_steady, "max_failed_requests": 100, **(bounds_extra or {})}
+    if header_definitions:  # what a run records since format 2; a format-1 run's header has neither
+        header.update(summary_mod.header_block(experiment or "synthetic node kill", scope,
+                                               analysis.Definitions(analysis.SteadyState(**STEADY)), stated,
+                                               "test", "stream"))
+    w.write(header)
     t, i = 0.0, 0
-    while t < 30:
+    while t < end_s - 1e-9:
         sent = T0 + int(t * NS)
-        bad = 10 + seed_shift <= t < 10 + seed_shift + outage_s
-        w.write(rec.RequestRecord(id=i, target="worker-a", url="http://127.0.0.1:1", zone="zone-a",
-                                  route="/v1/chat/completions", phase="warmup" if t < 1 else "measure",
-                                  planned_ns=sent, sent_ns=sent, sent_offset_s=t, ok=not bad,
-                                  failure=rec.CONNECT_REFUSED if bad else None, ttft_s=None if bad else 0.05 + 0.01 * (i % 5),
-                                  e2e_s=0.3, itl_p95_s=0.01))
-        if abs(t - 10) < 1e-6:
-            for ev, dt in ((rec.INJECT_START, 0), (rec.INJECT_END, 0.01), (rec.HEAL_START, outage_s),
-                           (rec.HEAL_END, outage_s + 0.2)):
-                w.write(rec.FaultMark(event=ev, fault_id="node-1", scope="node", target="worker-a",
-                                      t_ns=T0 + int((10 + dt) * NS), zones=["zone-a"]))
+        for z in zones:
+            bad = z in down and any(at + seed_shift <= t < at + seed_shift + outage_s for at, _ in faults)
+            w.write(rec.RequestRecord(id=i, target=f"worker-{(z or 'lb')[-1]}", url="http://127.0.0.1:1", zone=z,
+                                      route="/v1/chat/completions", phase="warmup" if t < 1 else "measure",
+                                      planned_ns=sent, sent_ns=sent, sent_offset_s=t, ok=not bad,
+                                      failure=rec.CONNECT_REFUSED if bad else None,
+                                      ttft_s=None if bad else 0.05 + 0.01 * (i % 5), e2e_s=0.3, itl_p95_s=0.01))
+            i += 1
+        for at, fid in faults:
+            if abs(t - at) < 1e-6:
+                for ev, dt in ((rec.INJECT_START, 0), (rec.INJECT_END, 0.01), (rec.HEAL_START, outage_s),
+                               (rec.HEAL_END, outage_s + 0.2)):
+                    w.write(rec.FaultMark(event=ev, fault_id=fid, scope=scope, target="worker-a",
+                                          t_ns=T0 + int((at + dt) * NS), zones=list(fault_zones)))
         t = round(t + 0.1, 4)
-        i += 1
     if finish:
-        w.write({"kind": "end", "stopped_ns": T0 + 30 * NS})
+        w.write({"kind": "end", "stopped_ns": T0 + int(end_s * NS)})
     w.close()
     if finish:
         records = rec.read(d / "records.ndjson")
-        s = analysis.analyse(records, analysis.SteadyState(window_s=2.0, min_success_ratio=1.0))
-        stated = {"max_time_to_steady_state_s": bound_steady, "max_failed_requests": 100}
+        s = analysis.analyse(records, analysis.SteadyState(**STEADY))
         results = bounds.check(s, stated)
-        s.update(experiment="synthetic node kill", scope="node", app="stream",
+        s.update(experiment=experiment or "synthetic node kill", scope=scope, app="stream",
                  cluster={"backend": "local", "topology": "three-zones", "gcs_fault_tolerance": True,
                           "network": "loopback"},
                  bounds={"stated": stated, "source": "test", "results": results, "all_met": bounds.all_met(results)},
@@ -60,7 +75,7 @@ def _write_run(d, outage_s, seed_shift=0.0, finish=True, bound_steady=20.0):
 class Cells(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.tables, self.imgs, self._cell = [], [], None
+        self.tables, self.imgs, self.sections, self._cell = [], [], [], None
 
     def handle_starttag(self, tag, attrs):
         if tag == "table":
@@ -71,6 +86,8 @@ class Cells(HTMLParser):
             self._cell = ""
         elif tag == "img":
             self.imgs.append(dict(attrs)["src"])
+        elif tag == "section":
+            self.sections.append(dict(attrs).get("id"))
 
     def handle_data(self, data):
         if self._cell is not None:
@@ -82,63 +99,309 @@ class Cells(HTMLParser):
             self._cell = None
 
 
+def _page(path):
+    page = Cells()
+    page.feed(path.read_text())
+    return page
+
+
+def _tables(page, cls):
+    return [t for t in page.tables if t["class"] == cls]
+
+
+def _figures(table):
+    """A figures table as {figure: (affected, service)}."""
+    assert table["rows"][0] == ["figure", "affected", "service"]
+    return {r[0]: (r[1], r[2]) for r in table["rows"][1:]}
+
+
+def _num(cell):
+    return float(re.match(r"-?[0-9.]+", cell).group(0))
+
+
+POP_FIGURES = ("time_to_impact_s", "time_to_detect_s", "time_to_first_success_s", "time_to_first_recovery_s",
+               "time_to_steady_state_s", "time_to_last_failure_s")
+
+
+def _assert_figures_equal_summary(table, f):
+    cells = _figures(table)
+    for col, pop in enumerate(("affected", "service")):
+        p = f[pop]
+        for key in POP_FIGURES:
+            cell = cells[report.LABELS[key]][col]
+            if p[key] is None:
+                assert not re.match(r"^-?[0-9]", cell), (pop, key, cell)  # a null is never printed as a number
+            else:
+                assert _num(cell) == pytest.approx(p[key], abs=0.005), (pop, key, cell)
+        assert cells["relapses"][col] == str(p["relapses"])
+        assert cells["requests"][col] == str(p["requests"])
+        assert cells["failed/requests (ratio)"][col].startswith(f"{p['failed_total']}/{p['requests']}")
+        assert cells["failed mid-stream"][col] == str(p["failed_mid_stream"])
+
+
+# ---------------------------------------------------------------- one run
 def test_single_run_report_numbers_equal_the_summary(tmp_path):
     d = _write_run(tmp_path / "node-kill", outage_s=3.0)
     paths = report.write(d)
     summary = json.loads((d / "summary.json").read_text())
     f = summary["faults"][0]
     assert f["failed"]["total"] == 30  # 3 s of failures at 10 req/s: the fixture itself is right
-    page = Cells()
-    page.feed(paths["html"].read_text())
-    faults = next(t for t in page.tables if t["class"] == "faults")
-    head, row = faults["rows"][0], faults["rows"][1]
-    cell = dict(zip(head, row))
+    page = _page(paths["html"])
+    (faults,) = _tables(page, "faults")
+    assert len(faults["rows"]) == 2  # one row per fault (the browser test counts them)
+    cell = dict(zip(faults["rows"][0], faults["rows"][1]))
     assert int(cell["failed"]) == f["failed"]["total"]
     assert int(cell["mid-stream"]) == f["failed"]["mid_stream"]
-    assert float(cell["detect s"]) == pytest.approx(f["time_to_detect_s"], abs=0.005)
-    assert float(cell["first success s"]) == pytest.approx(f["time_to_first_success_s"], abs=0.005)
-    assert float(cell["steady state s"]) == pytest.approx(f["time_to_steady_state_s"], abs=0.005)
+    assert int(cell["unaffected zones"]) == f["failed"]["unaffected_zones"] == 0
     assert float(cell["resolution s"]) == pytest.approx(f["resolution_s"], abs=0.005)
-    assert cell["bounds met"] == "yes"
+    assert cell["affected"] == "zone-a" and cell["bounds met"] == "yes"
+    (figs,) = _tables(page, "figures")
+    _assert_figures_equal_summary(figs, f)
+    assert _figures(figs)["time to steady state s"] == ("3.00", "3.00")
     # the timeline is embedded, and is the PNG written beside the run
     assert len(page.imgs) == 1 and page.imgs[0].startswith("data:image/png;base64,")
     png = base64.b64decode(page.imgs[0].split(",", 1)[1])
     assert png.startswith(b"\x89PNG") and png == (d / "timeline.png").read_bytes()
     assert "http" not in re.sub(r"http://127\.0\.0\.1:1", "", paths["html"].read_text())  # no external assets
     md = paths["md"].read_text()
-    assert f"| 1 | node | worker-a | {f['failed']['total']} |" in md
+    assert f"| 1 | node | worker-a | {f['failed']['total']} | {f['failed']['mid_stream']} |" in md
+    a, s = f["affected"], f["service"]
+    assert (f"| time to first success s | {a['time_to_first_success_s']:.2f} | "
+            f"{s['time_to_first_success_s']:.2f} |") in md
+    assert f"| failed/requests (ratio) | {a['failed_total']}/{a['requests']} ({a['failed_ratio']:.4f}) |" in md
+    assert "Affected population: the fault's domain: requests sent to targets in zone-a." in md
+    assert "| 1 | node-1 | max_time_to_steady_state_s | affected | 3.00 | 20.0 | met | - |" in md
     assert "ray: 2.60.0" in md and "open loop, constant arrivals at 10.0 req/s" in md
     assert "Not covered" in md and "not facilities" in md
     doc = json.loads(paths["json"].read_text())
-    assert doc["experiments"][0]["trials"][0]["summary"]["faults"][0]["failed"]["total"] == f["failed"]["total"]
+    assert doc["experiments"][0]["trials"][0]["summary"]["faults"] == summary["faults"]
+    assert doc["overview"][0]["affected_failed"] == f"{a['failed_total']}/{a['requests']} ({a['failed_ratio']:.4f})"
 
 
-def test_trials_report_gives_intervals_and_flags(tmp_path):
+def test_zone_loss_affected_and_service_side_by_side(tmp_path):
+    """Zone-b down for 8 s, zones a and c fine: the affected column shows the outage, the service's does not."""
+    d = _write_run(tmp_path / "zone-loss", outage_s=8.0, zones=("zone-a", "zone-b", "zone-c"), down=("zone-b",),
+                   fault_zones=("zone-b",), scope="zone")
+    f = json.loads((d / "summary.json").read_text())["faults"][0]
+    assert f["affected"]["time_to_first_success_s"] == pytest.approx(8.0, abs=0.01)
+    assert f["service"]["time_to_first_success_s"] < 0.5
+    page = _page(report.write(d, ("html",))["html"])
+    (figs,) = _tables(page, "figures")
+    _assert_figures_equal_summary(figs, f)
+    aff, svc = _figures(figs)["time to first success s"]
+    assert _num(aff) == pytest.approx(8.0, abs=0.01) and _num(svc) < 0.5  # the columns are not swapped
+    (ov,) = _tables(page, "overview")
+    row = dict(zip(ov["rows"][0], ov["rows"][1]))
+    assert row["affected"] == "zone-b" and _num(row["affected time to first success s"]) == pytest.approx(8.0, abs=0.01)
+    assert row["affected failed"].startswith(f"{f['affected']['failed_total']}/{f['affected']['requests']} ")
+    assert row["service failed"].startswith(f"{f['service']['failed_total']}/{f['service']['requests']} ")
+
+
+def test_unmeasurable_figures_print_their_reason_never_zero(tmp_path):
+    """Zone-less targets (one front door) and a run that ends 1.5 s after the injection: steady state and
+    failures in unaffected zones cannot be measured; the report says so with the reasons."""
+    d = _write_run(tmp_path / "short", outage_s=0.5, zones=(None,), down=(None,), end_s=11.5,
+                   bounds_extra={"max_failed_unaffected_zones": 0})
+    summary = json.loads((d / "summary.json").read_text())
+    f = summary["faults"][0]
+    why_steady = f["unmeasurable"]["affected.time_to_steady_state_s"]
+    why_zones = f["unmeasurable"]["failed.unaffected_zones"]
+    assert f["affected"]["time_to_steady_state_s"] is None and f["failed"]["unaffected_zones"] is None
+    assert f["affected"]["basis"] == "service" and "carry no zone" in f["affected"]["why"]
+    paths = report.write(d)
+    page = _page(paths["html"])
+    (figs,) = _tables(page, "figures")
+    _assert_figures_equal_summary(figs, f)
+    cells = _figures(figs)
+    assert cells["time to steady state s"][0] == f"unmeasurable: {why_steady}"
+    assert cells["time to first recovery s"][0].startswith("unmeasurable: ")
+    assert cells["recovered"][0] == f"unmeasurable: {f['unmeasurable']['affected.recovered']}"
+    (faults,) = _tables(page, "faults")
+    cell = dict(zip(faults["rows"][0], faults["rows"][1]))
+    assert cell["unaffected zones"] == f"unmeasurable: {why_zones}"
+    assert "0" not in cell["unaffected zones"].split(":")[0]
+    (bt,) = _tables(page, "bounds")
+    rows = {r[2]: dict(zip(bt["rows"][0], r)) for r in bt["rows"][1:]}
+    steady = rows["max_time_to_steady_state_s"]
+    assert steady["status"] == "UNMEASURABLE" and steady["value"] == "unmeasurable" and steady["reason"] == why_steady
+    assert rows["max_failed_unaffected_zones"]["status"] == "UNMEASURABLE"
+    md = paths["md"].read_text()
+    (note,) = [line for line in md.splitlines() if line.startswith("- Unmeasurable ") and
+               "affected.time_to_steady_state_s" in line]
+    assert note.endswith(f": {why_steady}.")
+    assert "\n| time to steady state s | unmeasurable: " in md and "\n| time to steady state s | 0" not in md
+    (ov,) = _tables(page, "overview")
+    row = dict(zip(ov["rows"][0], ov["rows"][1]))
+    assert row["verdict"] == "UNMEASURED" and row["affected time to steady state s"] == "unmeasurable"
+    assert "unmeasurable" in row["what keeps it from passing"]
+    # the suite table: "unmeasurable", "n/a" for the unaffected zones, never a 0 or "never"
+    table = suite.table([{"experiment": "experiments/short.json", "verdict": 1, "summary": summary}])
+    cols = [c.strip() for c in table.splitlines()[0].strip("|").split("|")]
+    vals = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    row = dict(zip(cols, vals))
+    assert row["time to steady state s"] == "unmeasurable" and row["unaffected zones failed"] == "n/a"
+    assert row["verdict"] == "UNMEASURED" and row["bounds met"] == "unmeasured" and row["affected"] == "service"
+
+
+def test_never_only_for_a_null_that_is_not_unmeasurable(tmp_path):
+    """Failures to the end of the run: steady state is never reached ("never"), not unmeasurable;
+    time to first success is never reached; nothing failed in the other zones."""
+    d = _write_run(tmp_path / "down", outage_s=100.0, bound_steady=5.0)
+    f = json.loads((d / "summary.json").read_text())["faults"][0]
+    assert f["affected"]["time_to_steady_state_s"] is None
+    assert "affected.time_to_steady_state_s" not in f["unmeasurable"]
+    cells = _figures(_tables(_page(report.write(d, ("html",))["html"]), "figures")[0])
+    assert cells["time to steady state s"] == ("never", "never")
+    assert cells["time to first success s"] == ("never", "never")
+    assert cells["recovered"] == ("no", "no")
+    md = report.markdown(report.build(d))
+    assert "| 1 | node-1 | max_time_to_steady_state_s | affected | never | 5.0 | VIOLATED | - |" in md
+    # an undisturbed fault: first success does not apply, it is not "never"
+    u = _write_run(tmp_path / "calm", outage_s=0.0)
+    cells = _figures(_tables(_page(report.write(u, ("html",))["html"]), "figures")[0])
+    assert cells["time to first success s"] == ("n/a (nothing failed)", "n/a (nothing failed)")
+    assert cells["time to steady state s"] == ("0.00", "0.00")
+    row = suite.table([{"experiment": "calm", "verdict": 0, "summary": json.loads((u / "summary.json").read_text())}])
+    assert "| n/a | n/a | n/a | 0.00 | 0 |" in row  # impact, detect, first success n/a; steady 0.00; relapses 0
+
+
+# ---------------------------------------------------------------- trials
+def test_trials_report_gives_intervals_only_where_n_supports_them(tmp_path):
     run = tmp_path / "run"
     for k, outage in enumerate((2.0, 3.0, 4.0), 1):
         _write_run(run / f"trial-{k}", outage_s=outage)
     doc = report.build(run)
     (exp,) = doc["experiments"]
     st = exp["statistics"]["figures"]["time_to_steady_state_s"]
-    values = [t["summary"]["faults"][0]["time_to_steady_state_s"] for t in exp["trials"]]
+    values = [t["summary"]["faults"][-1]["affected"]["time_to_steady_state_s"] for t in exp["trials"]]
     assert st["n"] == 3 and st["median"] == pytest.approx(sorted(values)[1])
-    assert st["median_ci95"][0] >= min(values) and st["median_ci95"][1] <= max(values)
+    assert st["median_ci95"] is None and st["p95_ci95"] is None  # 3 trials support neither interval
+    rows = report.stat_rows(exp)
+    assert all(r[7] == "—, N too small" and r[9] == "—, N too small" for r in rows)
+    steady = next(r for r in rows if r[1] == "affected" and r[2] == "time to steady state s")
+    assert steady[0] == "incident (last fault)" and _num(steady[6]) == pytest.approx(sorted(values)[1], abs=0.005)
     md = report.markdown(doc)
     assert "too few for an interval on the median" in md and "Wilson interval" in md
+    assert "[" not in "".join(r[7] + r[9] for r in rows)
     assert exp["statistics"]["failed"]["failed"] == 20 + 30 + 40
+    assert "Failed fraction, incident (last fault), affected: 90/" in md
+    assert not any(r[0].startswith("fault ") for r in rows)  # one fault per trial: the incident only
+    # six trials: an interval on the median, still none on the p95
+    for k in range(1, 7):
+        _write_run(tmp_path / "six" / f"trial-{k}", outage_s=1.0 + 0.5 * k)
+    (six,) = report.build(tmp_path / "six")["experiments"]
+    steady = next(r for r in report.stat_rows(six) if r[1] == "affected" and r[2] == "time to steady state s")
+    lo, hi = six["statistics"]["figures"]["time_to_steady_state_s"]["median_ci95"]
+    assert steady[7] == f"[{lo:.2f}, {hi:.2f}]" and steady[9] == "—, N too small"
 
 
-def test_suite_directory_reports_each_experiment_and_partial_runs(tmp_path):
-    suite = tmp_path / "suite"
-    _write_run(suite / "node-kill", outage_s=2.0)
-    _write_run(suite / "zone-loss", outage_s=5.0, finish=False)
-    (suite / "suite.md").write_text("| table |")
-    doc = report.build(suite)
-    assert [e["name"] for e in doc["experiments"]] == ["node-kill", "zone-loss"]
-    assert [e["partial"] for e in doc["experiments"]] == [False, True]
-    assert "PARTIAL RUN" in report.markdown(doc)
+def test_two_fault_trials_report_the_incident_and_each_position(tmp_path):
+    """A second fault cuts the first one's window: the incident is the last fault, and each position has rows."""
+    run = tmp_path / "second"
+    for k in (1, 2):
+        _write_run(run / f"trial-{k}", outage_s=2.0, faults=((8.0, "head-1"), (12.0, "head-2")), end_s=30.0)
+    doc = report.build(run)
+    (exp,) = doc["experiments"]
+    rows = report.stat_rows(exp)
+    assert {r[0] for r in rows} == {"incident (last fault)", "fault 1", "fault 2"}
+    last = [t["summary"]["faults"][-1] for t in exp["trials"]]
+    assert [f["fault_id"] for f in last] == ["head-2", "head-2"]
+    inc = next(r for r in rows if r[0] == "incident (last fault)" and r[1] == "affected"
+               and r[2] == "time to steady state s")
+    assert _num(inc[6]) == pytest.approx(last[0]["affected"]["time_to_steady_state_s"], abs=0.005)
+    first = exp["trials"][0]["summary"]["faults"][0]
+    assert first["window_cut_by"] == "head-2"
+    md = report.markdown(doc)
+    assert "window cut" in md  # the cut fault's recovery is said to be n/a, not violated
+    assert doc["overview"][0]["affected_steady_state"].startswith("median ")
 
 
+# ---------------------------------------------------------------- a suite
+def test_suite_report_opens_with_the_overview_in_suite_order(tmp_path):
+    s = tmp_path / "suite"
+    _write_run(s / "zone-loss", outage_s=5.0, finish=False)
+    _write_run(s / "worker-node-kill", outage_s=2.0, bound_steady=1.0)
+    _write_run(s / "replica-kill", outage_s=1.0, scope="replica")
+    _write_run(s / "my-own", outage_s=1.0)  # not a suite experiment: last
+    (s / "suite.md").write_text("| table |")
+    doc = report.build(s)
+    order = ["replica-kill", "worker-node-kill", "zone-loss", "my-own"]  # chaos/suite.py's order, then the rest
+    assert [e["name"] for e in doc["experiments"]] == order
+    assert [r["experiment"] for r in doc["overview"]] == order
+    assert [e["partial"] for e in doc["experiments"]] == [False, False, True, False]
+    md = report.markdown(doc)
+    assert "PARTIAL RUN" in md
+    sections = [line for line in md.splitlines() if line.startswith("## ")]
+    assert sections[0] == "## Overview" and len(sections) == 5
+    overview = md.split("## Overview", 1)[1].split("\n## ", 1)[0]
+    names = [line.split("|")[1].strip() for line in overview.splitlines() if line.startswith("| ")][1:]
+    assert names == order
+    verdicts = {r["experiment"]: r["verdict"] for r in doc["overview"]}
+    assert verdicts["worker-node-kill"] == "VIOLATED" and verdicts["replica-kill"] == "PASS"
+    assert verdicts["zone-loss"].startswith("PARTIAL")
+    page = _page(report.write(s, ("html",))["html"])
+    assert page.sections == ["overview"] + order
+    assert page.tables[0]["class"] == "overview" and [r[0] for r in page.tables[0]["rows"][1:]] == order
+    # the suite's own record of its order wins
+    (s / "suite.json").write_text(json.dumps({"experiments": ["zone-loss", "experiments/my-own.json",
+                                                               "replica-kill", "worker-node-kill"]}))
+    assert [r["experiment"] for r in report.build(s)["overview"]] == ["zone-loss", "my-own", "replica-kill",
+                                                                      "worker-node-kill"]
+    assert "in suite order (from suite.json)" in report.markdown(report.build(s))
+
+
+# ---------------------------------------------------------------- an old-format run
+def _format_1(summary):
+    """A summary as written before format 2: one population, its figures at the fault's top level."""
+    old = json.loads(json.dumps(summary))
+    old.pop("format_version"), old.pop("definitions")
+    for f in old["faults"]:
+        svc = f.pop("service")
+        f.pop("affected"), f.pop("unmeasurable")
+        f.update(time_to_detect_s=svc["time_to_impact_s"], time_to_first_success_s=svc["time_to_first_success_s"],
+                 time_to_steady_state_s=svc["time_to_steady_state_s"], requests_in_window=svc["requests"],
+                 disrupted=svc["disrupted"], recovered=svc["recovered"], failed_ratio=svc["failed_ratio"],
+                 time_to_last_failure_s=svc["time_to_last_failure_s"])
+    old["bounds"]["results"] = [{k: v for k, v in r.items() if k not in ("status", "population", "reason")}
+                                for r in old["bounds"]["results"]]
+    return old
+
+
+@pytest.mark.parametrize("header_definitions", [True, False])
+def test_old_format_run_is_rederived_from_its_records(tmp_path, header_definitions):
+    d = _write_run(tmp_path / "old", outage_s=3.0, header_definitions=header_definitions)
+    current = json.loads((d / "summary.json").read_text())
+    (d / "summary.json").write_text(json.dumps(_format_1(current)))
+    paths = report.write(d)
+    doc = json.loads(paths["json"].read_text())
+    s = doc["experiments"][0]["trials"][0]["summary"]
+    run = rec.read(d / "records.ndjson")
+    if header_definitions:  # the definitions the run recorded: the same figures as the run's own
+        expected = analysis.analyse(run, analysis.SteadyState(**STEADY))
+        assert s["definitions"]["steady_state"]["window_s"] == 2.0
+        assert s["faults"] == current["faults"]
+    else:
+        expected = analysis.analyse(run)
+        assert s["definitions"]["steady_state"]["window_s"] == analysis.SteadyState().window_s
+    assert s["faults"] == json.loads(json.dumps(expected["faults"]))
+    assert s["format_version"] == analysis.FORMAT_VERSION and s["rederived"]["from_format"] == 1
+    assert s["experiment"] == "synthetic node kill" and s["bounds"]["stated"] == current["bounds"]["stated"]
+    assert all(r["status"] in (bounds.MET, bounds.VIOLATED) and r["population"] == "affected"
+               for r in s["bounds"]["results"])
+    md = paths["md"].read_text()
+    assert "**RE-DERIVED**: summary.json is of format 1" in md
+    origin = "the run header" if header_definitions else "the defaults"
+    assert f"with the definitions of {origin}" in md
+    _assert_figures_equal_summary(_tables(_page(paths["html"]), "figures")[0], s["faults"][0])
+    # no records to re-derive from: one clear line
+    (d / "records.ndjson").unlink()
+    from chaos.errors import UsageError
+
+    with pytest.raises(UsageError, match="format 1 summary .* no records.ndjson"):
+        report.build(d)
+
+
+# ---------------------------------------------------------------- comparison, cli
 def test_compare_says_when_a_difference_exceeds_the_intervals(tmp_path):
     for k in range(1, 7):
         _write_run(tmp_path / "fast" / f"trial-{k}", outage_s=1.0 + 0.1 * k)
@@ -150,11 +413,13 @@ def test_compare_says_when_a_difference_exceeds_the_intervals(tmp_path):
     assert rows["time to steady state s"]["exceeds_intervals"] is True
     assert rows["time to steady state s"]["diff"] == pytest.approx(7.0, abs=0.3)
     assert rows["failed fraction"]["exceeds_intervals"] is True
+    assert c["a_population"] == c["b_population"] == "affected"
     (same,) = report.compare(fast, fast2)
     assert {r["figure"]: r for r in same["rows"]}["time to steady state s"]["exceeds_intervals"] is False
     (one,) = report.compare(report.build(tmp_path / "fast" / "trial-1"), report.build(tmp_path / "slow" / "trial-1"))
     assert {r["figure"]: r for r in one["rows"]}["time to steady state s"]["exceeds_intervals"] is None
-    assert "cannot tell" in report.compare_markdown([one], "a", "b")
+    md = report.compare_markdown([one], "a", "b")
+    assert "cannot tell" in md and "—, N too small" in md
 
 
 def test_cli_report_formats_and_errors(tmp_path, capsys):
@@ -166,6 +431,73 @@ def test_cli_report_formats_and_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli.main(["report", str(tmp_path / "empty")]) == 2
     assert cli.main(["report", "--compare", str(d), str(d), "--format", "json"]) == 0
+
+
+# ---------------------------------------------------------------- the suite table
+def test_suite_table_columns_equal_the_summary(tmp_path):
+    d = _write_run(tmp_path / "zl", outage_s=8.0, zones=("zone-a", "zone-b", "zone-c"), down=("zone-b",),
+                   fault_zones=("zone-b",), scope="zone")
+    summary = json.loads((d / "summary.json").read_text())
+    f = summary["faults"][0]
+    a, s = f["affected"], f["service"]
+    table = suite.table([{"experiment": "experiments/zone-loss.json", "verdict": 0, "summary": summary},
+                         {"experiment": "experiments/redis-loss.json", "verdict": 2, "error": "boom", "summary": None}])
+    lines = table.splitlines()
+    cols = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert cols == list(suite.TABLE_COLUMNS)
+    row = dict(zip(cols, (c.strip() for c in lines[2].strip("|").split("|"))))
+    assert row["experiment"] == "zone-loss" and row["affected"] == "zone-b"
+    assert row["failed (mid-stream)"] == f"{a['failed_total']} ({a['failed_mid_stream']})"
+    assert row["affected requests"] == str(a["requests"])
+    for key, col in (("time_to_impact_s", "time to impact s"), ("time_to_detect_s", "time to detect s"),
+                     ("time_to_first_success_s", "time to first success s"),
+                     ("time_to_steady_state_s", "time to steady state s")):
+        assert float(row[col]) == pytest.approx(a[key], abs=0.005), col
+    assert row["relapses"] == str(a["relapses"]) and row["service failed"] == str(s["failed_total"])
+    assert float(row["service time to first success s"]) == pytest.approx(s["time_to_first_success_s"], abs=0.005)
+    assert float(row["time to first success s"]) == pytest.approx(8.0, abs=0.01)
+    assert row["unaffected zones failed"] == "0" and row["verdict"] == "PASS"
+    assert lines[3].startswith("| redis-loss |") and "ERROR: boom" in lines[3]
+    assert len(lines[3].strip("|").split("|")) == len(cols)
+
+
+# ---------------------------------------------------------------- the timeline
+def _records(zones, down="zone-b"):
+    rs, i = [], 0
+    for z in zones:
+        for k in range(50):
+            t = k * 0.2
+            rs.append(rec.RequestRecord(id=i, target="t", url="u", zone=z, route="/v1/completions", phase="measure",
+                                        planned_ns=T0 + int(t * NS), sent_ns=T0 + int(t * NS), sent_offset_s=t,
+                                        ok=not (z == down and 3 <= t < 6), ttft_s=0.1, e2e_s=0.3))
+            i += 1
+    return rs
+
+
+def test_timeline_has_one_lane_per_zone_and_one_for_zone_less_targets():
+    lanes = timeline.lane_layout(_records(["zone-c", "zone-a", None, "zone-b"]), fault_zones=["zone-b"])
+    assert [lane["zone"] for lane in lanes] == ["zone-a", "zone-b", "zone-c", None]
+    assert [lane["y"] for lane in lanes] == [3, 2, 1, 0]  # the first lane on top
+    assert [lane["failed"] for lane in lanes] == [0, 15, 0, 0] and all(lane["requests"] == 50 for lane in lanes)
+    assert [lane["in_fault"] for lane in lanes] == [False, True, False, False]
+    assert lanes[3]["label"].startswith(timeline.NO_ZONE)
+    assert [lane["zone"] for lane in timeline.lane_layout(_records(["zone-a", "zone-b"]))] == ["zone-a", "zone-b"]
+    assert [lane["zone"] for lane in timeline.lane_layout(_records([None]))] == [None]
+
+
+def test_timeline_png_of_a_zone_loss(tmp_path):
+    rs = _records(["zone-a", "zone-b", "zone-c", None])
+    marks = [rec.FaultMark(event=ev, fault_id="z", scope="zone", target="zone-b", t_ns=T0 + int(t * NS),
+                           zones=["zone-b"]) for ev, t in ((rec.INJECT_START, 3.0), (rec.HEAL_START, 5.5),
+                                                           (rec.HEAL_END, 6.0))]
+    run = rec.RunRecords(header={}, requests=rs, marks=marks, footer={"stopped_ns": T0 + 10 * NS})
+    summary = analysis.analyse(run, analysis.SteadyState(**STEADY))
+    path = timeline.write(tmp_path, run, summary)
+    data = path.read_bytes()
+    assert path.name == "timeline.png" and data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert struct.unpack(">II", data[16:24]) == (1000, 560)  # the size the HTML test expects
+    empty = timeline.png(rec.RunRecords(header={}, requests=[], marks=[], footer=None), {})
+    assert empty.startswith(b"\x89PNG")
 
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
