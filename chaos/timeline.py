@@ -114,9 +114,16 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
         if ok:
             bx.scatter([x(r.sent_ns) for r in ok], [latency(r) for r in ok], s=5,
                        c=ZONE_COLOURS[i % len(ZONE_COLOURS)], label=lane["zone"] or NO_ZONE)
-    if any(r.ok and (latency(r) or 0) > 0 for r in reqs):
+    lat = [v for r in reqs if r.ok for v in [latency(r)] if v is not None and v > 0]
+    if lat and max(lat) / min(lat) > 20:  # a wide range (a hang, a cold start): a log scale keeps both ends
+        from matplotlib.ticker import FormatStrFormatter
+
         bx.set_yscale("log")
-    bx.set_ylabel("latency s (ok, log)")
+        bx.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        bx.set_ylabel("latency s (ok, log)")
+    else:
+        bx.set_ylim(bottom=0)
+        bx.set_ylabel("latency s (ok)")
     bx.set_xlabel("seconds from injection (send time)")
     if any(r.ok for r in reqs):
         bx.legend(fontsize=7, loc="best", frameon=False, ncol=min(4, n))
@@ -137,14 +144,16 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
             for a in (ax, bx):
                 a.axvline(x(m.t_ns), color=colour, ls=ls, lw=1.4, zorder=2)
             handles.setdefault(label, Line2D([], [], color=colour, ls=ls))
-    for f in summary.get("faults") or []:
+    faults = summary.get("faults") or []
+    for f in faults:
         base = x(f["inject_ns"])
+        who = f"{f['fault_id']}: " if len(faults) > 1 else ""
         for pop, ls in POP_STYLE.items():
             p = f.get(pop) or {}
             for key, (colour, label) in POINT_STYLE.items():
                 if p.get(key) is not None:
                     ax.axvline(base + p[key], color=colour, ls=ls, lw=1.1, zorder=2)
-                    handles[f"{pop} {label} {p[key]:.2f} s"] = Line2D([], [], color=colour, ls=ls)
+                    handles[f"{who}{pop} {label} {p[key]:.2f} s"] = Line2D([], [], color=colour, ls=ls)
     ax.legend(handles.values(), handles.keys(), fontsize=7, loc="lower left", ncol=4, mode="expand",
               bbox_to_anchor=(0, 1.01, 1, 0.2), frameon=False)
     fig.suptitle(title or summary.get("experiment") or "availproof run", fontsize=10)
