@@ -19,9 +19,12 @@ The extension says what the rig needs around the Chaos Toolkit method::
       "bounds": {...},                    # chaos.bounds names -> limits
       "bounds_source": "where the defaults come from",
       "kubernetes": {...}                 # with --backend kuberay: context, namespace, ray_cluster,
-    }]                                    #   serve_url, dashboard_url, max_pods (blast radius)
+    }]                                    #   serve_url, dashboard_url, max_pods (blast radius), ...
 
-Every problem is one line naming the file and the field.
+The fields, their types, ranges and defaults are those of ``chaos/schemas/experiment-extension.schema.json``
+(the single source of validation; editors can use it). What a schema cannot say (the load's
+cross-field rules) is checked here after it. Every problem is one line naming the file and the
+field's path.
 """
 
 from __future__ import annotations
@@ -31,19 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import bounds as bounds_mod
+from chaos import schemas
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError, read_input
-from chaos.records import SCOPES
 from chaos.workload import LoadShape
 
 EXTENSION = "availproof"
-TARGET_SETS = ("workers", "head", "all")
-NETWORKS = ("loopback", "netns")
-_FIELDS = {"name", "scope", "topology", "gcs_fault_tolerance", "network", "app", "targets", "routing", "load", "baseline_s",
-           "recovery_window_s", "steady_state", "slo", "bounds", "bounds_source", "allow_hosts", "max_wall_s",
-           "stop_when", "llm", "kubernetes"}
-KUBE_FIELDS = {"context", "namespace", "ray_cluster", "serve_url", "dashboard_url", "max_pods"}
+_PROPS = schemas.schema(schemas.EXTENSION)["properties"]
+TARGET_SETS = tuple(_PROPS["targets"]["enum"])
+NETWORKS = tuple(_PROPS["network"]["enum"])
+# the kubernetes section's keys: add a field in the schema (chaos/schemas/experiment-extension.schema.json)
+KUBE_FIELDS = frozenset(_PROPS["kubernetes"]["properties"])
+LLM_KEYS = tuple(_PROPS["llm"]["properties"])  # what the llm block merges over
 
 
 @dataclass
@@ -66,24 +68,49 @@ class Settings:
     max_wall_s: float = 900.0  # stop condition: abort the method past this wall time
     stop_when: dict[str, Any] = field(default_factory=dict)  # stop condition on the failure ratio
     kubernetes: dict[str, Any] = field(default_factory=dict)  # the KubeRay target and its blast radius
+    front: str = "direct"  # direct | lb | zonal-lb: what stands between the client and the proxies
+    population: str = "affected"  # affected | service: which requests the bounds are checked on
+    sample_period_s: float = 0.5  # the health sampler's period
 
 
 def load(path: str | Path) -> dict[str, Any]:
+    """Read and validate an experiment file; a bad one raises a one-line :class:`UsageError`."""
     path = Path(path)
     text = read_input(path, "experiment")
     try:
         exp = json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    if not isinstance(exp, dict):
-        raise UsageError(f"{path}: an experiment is a JSON object")
-    for key in ("title", "method"):
-        if key not in exp:
-            raise UsageError(f"{path}: {key}: is required")
-    if not isinstance(exp["method"], list) or not exp["method"]:
-        raise UsageError(f"{path}: method: must be a non-empty list of activities")
-    settings(exp, source=path.name)  # validates the extension
+    found = problems(exp, path.name)
+    if found:
+        raise UsageError(found[0])
     return exp
+
+
+def problems(experiment: Any, source: str = "experiment") -> list[str]:
+    """Every problem of an experiment document, one line each naming ``source`` and the field:
+    the Chaos Toolkit keys the rig relies on, the extension against its schema, then (when the
+    schema passes) the load's cross-field rules with and without the ``llm`` overrides."""
+    if not isinstance(experiment, dict):
+        return [f"{source}: an experiment is a JSON object"]
+    out = [f"{source}: {key}: is required" for key in ("title", "method") if key not in experiment]
+    method = experiment.get("method", [{}])
+    if not isinstance(method, list) or not method:
+        out.append(f"{source}: method: must be a non-empty list of activities")
+    try:
+        ext = _extension(experiment, source)
+    except UsageError as e:
+        return out + [str(e)]
+    found = [f"{source}: {line}" for line in schemas.errors(ext, schemas.EXTENSION, _prefix())]
+    if found:
+        return out + found
+    for app in ("stream", "llm"):
+        try:
+            _settings(ext, source, app)
+        except UsageError as e:
+            if str(e) not in out:
+                out.append(str(e))
+    return out
 
 
 def settings(experiment: dict[str, Any], source: str = "experiment", app: str = "stream") -> Settings:
@@ -91,86 +118,68 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
 
     With ``app="llm"`` the extension's ``llm`` block (load, steady_state, slo) is merged over
     the defaults: a CPU vLLM replica serves far fewer tokens per second than the stream target.
+    The block is validated as written (``...llm.load.rate``) and the merged result again.
     """
-    exts = [e for e in experiment.get("extensions") or [] if isinstance(e, dict) and e.get("name") == EXTENSION]
-    if not exts:
-        raise UsageError(f"{source}: extensions: needs an entry named {EXTENSION!r} (scope, load, bounds)")
-    ext = dict(exts[0])
-    where = f"{source}: extensions[{EXTENSION}]"
-    llm = ext.get("llm", {})
-    if not isinstance(llm, dict) or set(llm) - {"load", "steady_state", "slo"}:
-        raise UsageError(f"{where}.llm: a mapping with load, steady_state, slo")
+    ext = _extension(experiment, source)
+    _raise_first(ext, source, _prefix())
+    return _settings(ext, source, app)
+
+
+def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
+    """Settings from an extension that passed the schema: the llm merge, then the load's cross-field rules."""
+    where = f"{source}: {_prefix()}"
     if app == "llm":
-        for key, over in llm.items():
-            if not isinstance(over, dict):
-                raise UsageError(f"{where}.llm.{key}: must be a mapping")
+        ext = {**ext}
+        for key, over in ext.get("llm", {}).items():
             ext[key] = {**ext.get(key, {}), **over}
-    unknown = set(ext) - _FIELDS
-    if unknown:
-        raise UsageError(f"{where}.{sorted(unknown)[0]}: unknown field")
-    scope = ext.get("scope")
-    if scope not in SCOPES:
-        raise UsageError(f"{where}.scope: must be one of {', '.join(SCOPES)}, got {scope!r}")
-    if ext.get("targets", "workers") not in TARGET_SETS:
-        raise UsageError(f"{where}.targets: must be one of {', '.join(TARGET_SETS)}")
-    for key in ("baseline_s", "recovery_window_s", "max_wall_s"):
-        v = ext.get(key, 1)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise UsageError(f"{where}.{key}: must be a number >= 0, got {v!r}")
-    for key in ("app", "steady_state", "slo", "load", "stop_when"):
-        if not isinstance(ext.get(key, {}), dict):
-            raise UsageError(f"{where}.{key}: must be a mapping")
-    stop = ext.get("stop_when", {})
-    if set(stop) - {"max_failed_ratio", "for_s"}:
-        raise UsageError(f"{where}.stop_when: only max_failed_ratio and for_s")
-    r = stop.get("max_failed_ratio", 0.5)
-    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 1:
-        raise UsageError(f"{where}.stop_when.max_failed_ratio: must be a number in [0, 1], got {r!r}")
-    f = stop.get("for_s", 10)
-    if isinstance(f, bool) or not isinstance(f, (int, float)) or f <= 0:
-        raise UsageError(f"{where}.stop_when.for_s: must be a number > 0, got {f!r}")
-    kube = ext.get("kubernetes", {})
-    if not isinstance(kube, dict):
-        raise UsageError(f"{where}.kubernetes: must be a mapping")
-    if set(kube) - KUBE_FIELDS:
-        raise UsageError(f"{where}.kubernetes.{sorted(set(kube) - KUBE_FIELDS)[0]}: unknown field "
-                         f"(known: {', '.join(sorted(KUBE_FIELDS))})")
-    mp = kube.get("max_pods", 1)
-    if isinstance(mp, bool) or not isinstance(mp, int) or mp < 1:
-        raise UsageError(f"{where}.kubernetes.max_pods: must be an integer >= 1 (the blast-radius limit), got {mp!r}")
-    for key in KUBE_FIELDS - {"max_pods"}:
-        if key in kube and (not isinstance(kube[key], str) or not kube[key]):
-            raise UsageError(f"{where}.kubernetes.{key}: must be a non-empty string")
-    network = ext.get("network", "loopback")
-    if network not in NETWORKS:
-        raise UsageError(f"{where}.network: must be one of {', '.join(NETWORKS)}, got {network!r}")
+        where = f"{source}: {_prefix()} (with its llm overrides)"
+        _raise_first(ext, source, f"{_prefix()} (with its llm overrides)")
     try:
         load_shape = LoadShape.from_dict(ext.get("load"))
-    except UsageError as e:
+    except UsageError as e:  # the cross-field rules, e.g. warmup_s < duration_s
         raise UsageError(f"{where}.{e}") from None
-    try:
-        steady = SteadyState(**ext.get("steady_state", {}))
-        slo = SLO(**ext.get("slo", {}))
-    except TypeError as e:
-        raise UsageError(f"{where}: steady_state/slo: {e}") from None
-    bounds_mod.validate(ext.get("bounds"), f"{where}.bounds")
     return Settings(
-        scope=scope,
-        topology=str(ext.get("topology", "default")),
-        gcs_fault_tolerance=bool(ext.get("gcs_fault_tolerance", True)),
-        network=network,
+        scope=ext["scope"],
+        topology=ext.get("topology", "default"),
+        gcs_fault_tolerance=ext.get("gcs_fault_tolerance", True),
+        network=ext.get("network", "loopback"),
         app=dict(ext.get("app", {})),
         targets=ext.get("targets", "workers"),
         routing=ext.get("routing", "round_robin"),
         load=load_shape,
         baseline_s=float(ext.get("baseline_s", 10.0)),
         recovery_window_s=float(ext.get("recovery_window_s", 40.0)),
-        steady_state=steady,
-        slo=slo,
+        steady_state=SteadyState(**ext.get("steady_state", {})),
+        slo=SLO(**ext.get("slo", {})),
         bounds=dict(ext["bounds"]),
-        bounds_source=str(ext.get("bounds_source", "")),
+        bounds_source=ext.get("bounds_source", ""),
         allow_hosts=tuple(ext.get("allow_hosts", ())),
         max_wall_s=float(ext.get("max_wall_s", 900.0)),
         stop_when=dict(ext.get("stop_when", {})),
-        kubernetes=dict(kube),
+        kubernetes=dict(ext.get("kubernetes", {})),
+        front=ext.get("front", "direct"),
+        population=ext.get("population", "affected"),
+        sample_period_s=float(ext.get("sample_period_s", 0.5)),
     )
+
+
+def _prefix() -> str:
+    return f"extensions[{EXTENSION}]"
+
+
+def _extension(experiment: dict[str, Any], source: str) -> dict[str, Any]:
+    exts = experiment.get("extensions", [])
+    if not isinstance(exts, list):
+        raise UsageError(f"{source}: extensions: must be a list, got {type(exts).__name__}")
+    mine = [e for e in exts if isinstance(e, dict) and e.get("name") == EXTENSION]
+    if not mine:
+        raise UsageError(f"{source}: extensions: needs an entry named {EXTENSION!r} (scope, load, bounds)")
+    if len(mine) > 1:
+        raise UsageError(f"{source}: extensions: more than one entry named {EXTENSION!r}")
+    return mine[0]
+
+
+def _raise_first(ext: dict[str, Any], source: str, prefix: str) -> None:
+    found = schemas.errors(ext, schemas.EXTENSION, prefix)
+    if found:
+        raise UsageError(f"{source}: {found[0]}")

@@ -4,13 +4,14 @@ A topology says *where* things may fail together. The local backend turns every
 node into a real raylet with Ray node labels ``region``, ``zone`` and ``node``; the
 Serve apps pin replicas to zones with ``label_selector`` on those labels.
 
-Every validation problem is one line that names the file and the field, e.g.
-``default.yaml: regions[0].zones[1].nodes[0].cpus: must be a positive integer, got -1``.
+The file's shape, types and ranges are those of ``chaos/schemas/topology.schema.json`` (the
+single source of validation; editors can use it); names unique across regions, zones and nodes
+are checked here after it. Every problem is one line that names the file and the field, e.g.
+``default.yaml: regions[0].zones[1].nodes[0].cpus: -1 is less than the minimum of 1``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -18,11 +19,10 @@ from typing import Any
 
 import yaml
 
+from chaos import schemas
 from chaos.errors import UsageError, read_input
 
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
-LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
-RESERVED_LABELS = ("zone", "region", "node")
+RESERVED_LABELS = ("zone", "region", "node")  # set from the topology itself (the schema refuses them)
 
 SHIPPED = ("default", "two-regions")
 
@@ -141,118 +141,64 @@ def load(path: str | Path | None = None) -> Topology:
     return parse(data, source=path.name)
 
 
+def problems(data: Any, source: str = "<memory>") -> list[str]:
+    """Every problem of a decoded topology document, one line each naming ``source`` and the field:
+    the schema's, then (when it passes) names used twice."""
+    found = schemas.errors(data, schemas.TOPOLOGY)
+    if not found:
+        found = _duplicate_names(data)
+    return [f"{source}: {line}" for line in found]
+
+
 def parse(data: Any, source: str = "<memory>") -> Topology:
     """Validate a decoded topology document; raise :class:`UsageError` naming the field."""
-    v = _Validator(source)
-    doc = v.mapping(data, "", required=("name", "regions"), optional=("head", "gcs_fault_tolerance", "health_check",
-                                                                         "idle_workers_kept"))
-    name = v.name(doc["name"], "name")
-    head_doc = v.mapping(doc.get("head", {}), "head", optional=("cpus", "memory_mb", "object_store_mb"))
-    head = Head(
-        cpus=v.count(head_doc.get("cpus", 0), "head.cpus", minimum=0),
-        memory_mb=v.count(head_doc.get("memory_mb", 2048), "head.memory_mb", minimum=256),
-        object_store_mb=v.count(head_doc.get("object_store_mb", 128), "head.object_store_mb", minimum=80),
+    found = problems(data, source)
+    if found:
+        raise UsageError(found[0])
+    head = data.get("head", {})
+    health = data.get("health_check", {})
+    nodes = tuple(
+        Node(
+            name=n["name"],
+            zone=z["name"],
+            region=r["name"],
+            cpus=n.get("cpus", 4),
+            memory_mb=n.get("memory_mb", 4096),
+            object_store_mb=n.get("object_store_mb", 128),
+            labels={k: str(v) for k, v in n.get("labels", {}).items()},
+        )
+        for r in data["regions"]
+        for z in r["zones"]
+        for n in z["nodes"]
     )
-    gcs_ft = doc.get("gcs_fault_tolerance", True)
-    if not isinstance(gcs_ft, bool):
-        v.fail("gcs_fault_tolerance", f"must be true or false, got {gcs_ft!r}")
-    hc_doc = v.mapping(doc.get("health_check", {}), "health_check", optional=("period_ms", "failure_threshold"))
-    health = HealthCheck(
-        period_ms=v.count(hc_doc.get("period_ms", 1000), "health_check.period_ms", minimum=100),
-        failure_threshold=v.count(hc_doc.get("failure_threshold", 3), "health_check.failure_threshold", minimum=1),
+    return Topology(
+        name=data["name"],
+        head=Head(cpus=head.get("cpus", 0), memory_mb=head.get("memory_mb", 2048),
+                  object_store_mb=head.get("object_store_mb", 128)),
+        nodes=nodes,
+        gcs_fault_tolerance=data.get("gcs_fault_tolerance", True),
+        health_check=HealthCheck(period_ms=health.get("period_ms", 1000),
+                                 failure_threshold=health.get("failure_threshold", 3)),
+        idle_workers_kept=data.get("idle_workers_kept", 0),
+        source=source,
     )
-    idle = doc.get("idle_workers_kept", 0)
-    if idle is not None:
-        idle = v.count(idle, "idle_workers_kept", minimum=0)
 
-    nodes: list[Node] = []
+
+def _duplicate_names(data: dict[str, Any]) -> list[str]:
+    """Regions, zones and nodes share one namespace (they become Ray label values side by side)."""
     seen: dict[str, str] = {}
-    regions = v.sequence(doc["regions"], "regions")
-    for ri, rdoc in enumerate(regions):
-        rpath = f"regions[{ri}]"
-        rdoc = v.mapping(rdoc, rpath, required=("name", "zones"))
-        region = v.name(rdoc["name"], f"{rpath}.name")
-        v.unique(seen, region, f"{rpath}.name")
-        for zi, zdoc in enumerate(v.sequence(rdoc["zones"], f"{rpath}.zones")):
-            zpath = f"{rpath}.zones[{zi}]"
-            zdoc = v.mapping(zdoc, zpath, required=("name", "nodes"))
-            zone = v.name(zdoc["name"], f"{zpath}.name")
-            v.unique(seen, zone, f"{zpath}.name")
-            for ni, ndoc in enumerate(v.sequence(zdoc["nodes"], f"{zpath}.nodes")):
-                npath = f"{zpath}.nodes[{ni}]"
-                ndoc = v.mapping(
-                    ndoc, npath, required=("name",), optional=("cpus", "memory_mb", "object_store_mb", "labels")
-                )
-                node_name = v.name(ndoc["name"], f"{npath}.name")
-                v.unique(seen, node_name, f"{npath}.name")
-                nodes.append(
-                    Node(
-                        name=node_name,
-                        zone=zone,
-                        region=region,
-                        cpus=v.count(ndoc.get("cpus", 4), f"{npath}.cpus", minimum=1),
-                        memory_mb=v.count(ndoc.get("memory_mb", 4096), f"{npath}.memory_mb", minimum=256),
-                        object_store_mb=v.count(ndoc.get("object_store_mb", 128), f"{npath}.object_store_mb", minimum=80),
-                        labels=v.labels(ndoc.get("labels", {}), f"{npath}.labels"),
-                    )
-                )
-    if len({n.zone for n in nodes}) < 1:
-        v.fail("regions", "must hold at least one zone with one node")
-    return Topology(name=name, head=head, nodes=tuple(nodes), gcs_fault_tolerance=gcs_ft, health_check=health,
-                    idle_workers_kept=idle, source=source)
+    out = []
 
-
-class _Validator:
-    def __init__(self, source: str):
-        self.source = source
-
-    def fail(self, path: str, message: str):
-        where = f"{path}: " if path else ""
-        raise UsageError(f"{self.source}: {where}{message}")
-
-    def mapping(self, value, path, required=(), optional=()) -> dict:
-        if not isinstance(value, dict):
-            self.fail(path, f"must be a mapping, got {type(value).__name__}")
-        for key in value:
-            if key not in required and key not in optional:
-                allowed = ", ".join((*required, *optional))
-                self.fail(f"{path}.{key}" if path else str(key), f"unknown field (allowed: {allowed})")
-        for key in required:
-            if key not in value:
-                self.fail(f"{path}.{key}" if path else key, "is required")
-        return value
-
-    def sequence(self, value, path) -> list:
-        if not isinstance(value, list) or not value:
-            self.fail(path, "must be a non-empty list")
-        return value
-
-    def name(self, value, path) -> str:
-        if not isinstance(value, str) or not NAME_RE.match(value):
-            self.fail(path, f"must be a lower-case name of letters, digits and '-' (max 32), got {value!r}")
-        return value
-
-    def count(self, value, path, minimum: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            self.fail(path, f"must be {kind}, got {value!r}")
-        return value
-
-    def unique(self, seen: dict, name: str, path: str):
+    def use(name: str, path: str) -> None:
         if name in seen:
-            self.fail(path, f"name {name!r} is already used at {seen[name]}")
-        seen[name] = path
+            out.append(f"{path}: name {name!r} is already used at {seen[name]}")
+        else:
+            seen[name] = path
 
-    def labels(self, value, path) -> dict[str, str]:
-        if not isinstance(value, dict):
-            self.fail(path, f"must be a mapping, got {type(value).__name__}")
-        out = {}
-        for k, val in value.items():
-            if not isinstance(k, str) or not LABEL_KEY_RE.match(k):
-                self.fail(f"{path}.{k}", "label keys are letters, digits, '-', '_', '.' (max 63)")
-            if k in RESERVED_LABELS:
-                self.fail(f"{path}.{k}", f"{k!r} is set from the topology itself")
-            if not isinstance(val, (str, int, float)) or isinstance(val, bool):
-                self.fail(f"{path}.{k}", f"label values are strings, got {val!r}")
-            out[k] = str(val)
-        return out
+    for ri, r in enumerate(data["regions"]):
+        use(r["name"], f"regions[{ri}].name")
+        for zi, z in enumerate(r["zones"]):
+            use(z["name"], f"regions[{ri}].zones[{zi}].name")
+            for ni, n in enumerate(z["nodes"]):
+                use(n["name"], f"regions[{ri}].zones[{zi}].nodes[{ni}].name")
+    return out

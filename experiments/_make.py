@@ -2,12 +2,18 @@
 
 Run `python experiments/_make.py` after changing a bound; the JSON files are what users run
 (`chaos run experiments/X.json` or `availproof run experiments/X.json`) and are committed.
+Each is checked against the extension's schema (chaos/schemas/experiment-extension.schema.json)
+before it is written; the files carry no "$schema" key (Chaos Toolkit reads them as they are).
 """
 
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent))
+
+from chaos.experiment import problems  # noqa: E402
 
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
@@ -64,6 +70,9 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, *
         "method": method,
         "rollbacks": [action("heal-all", "heal_all")],
     }
+    found = problems(doc, f"{name}.json")
+    if found:
+        raise SystemExit("\n".join(found))
     (HERE / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 

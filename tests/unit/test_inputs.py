@@ -86,9 +86,33 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 @given(json_values)
 def test_fuzz_topology_parser_only_usage_errors(doc):
     try:
-        topology.parse(doc, "fuzz.yaml")
+        t = topology.parse(doc, "fuzz.yaml")
     except UsageError as e:
-        assert "\n" not in str(e)
+        assert "\n" not in str(e) and str(e).startswith("fuzz.yaml: ")
+        return
+    # accepted: then it is a topology the cluster code can use (a validator that accepts everything fails here)
+    assert isinstance(doc, dict) and t.nodes and isinstance(t.gcs_fault_tolerance, bool)
+    assert all(isinstance(n.cpus, int) and n.cpus >= 1 and isinstance(n.name, str) for n in t.nodes)
+
+
+def _assert_well_typed(s: experiment.Settings) -> None:
+    """What the rig relies on from accepted Settings (the old validator let "false", "abc" and "5" through)."""
+    import math
+    from dataclasses import fields
+
+    from chaos.records import SCOPES
+    from chaos.workload import LoadShape
+
+    assert s.scope in SCOPES and s.network in experiment.NETWORKS and s.targets in experiment.TARGET_SETS
+    assert isinstance(s.gcs_fault_tolerance, bool) and isinstance(s.topology, str) and s.topology
+    assert isinstance(s.allow_hosts, tuple) and all(isinstance(h, str) and h for h in s.allow_hosts)
+    for v in (s.baseline_s, s.recovery_window_s, s.max_wall_s, s.sample_period_s, s.steady_state.window_s,
+              s.steady_state.min_success_ratio, *s.stop_when.values()):
+        assert isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    for f in fields(LoadShape):
+        v = getattr(s.load, f.name)
+        assert not isinstance(v, bool) or f.name == "stream", (f.name, v)
+    assert s.bounds and all(isinstance(v, bool) == (k == "must_recover") for k, v in s.bounds.items())
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -99,9 +123,25 @@ def test_fuzz_topology_parser_only_usage_errors(doc):
 def test_fuzz_experiment_extension_only_usage_errors(fields):
     doc = {"title": "t", "method": [{}], "extensions": [{"name": "availproof", **fields}]}
     try:
-        experiment.settings(doc, "fuzz.json")
+        s = experiment.settings(doc, "fuzz.json")
     except UsageError as e:
-        assert "\n" not in str(e)
+        assert "\n" not in str(e) and str(e).startswith("fuzz.json: ")
+        return
+    _assert_well_typed(s)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["gcs_fault_tolerance", "allow_hosts", "baseline_s", "max_wall_s", "network", "scope"]),
+       json_values)
+def test_fuzz_one_field_of_a_good_experiment_accepted_only_when_well_typed(field, value):
+    doc = json.loads(json.dumps(GOOD))
+    ext(doc)[field] = value
+    try:
+        s = experiment.settings(doc, "fuzz.json")
+    except UsageError as e:
+        assert str(e).startswith(f"fuzz.json: extensions[availproof].{field}"), str(e)
+        return
+    _assert_well_typed(s)
 
 
 @settings(max_examples=200, deadline=None)

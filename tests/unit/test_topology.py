@@ -80,7 +80,7 @@ def test_bad_field_is_named_in_one_line(mutate, field):
 def test_not_a_mapping_and_bad_yaml(tmp_path):
     p = tmp_path / "x.yaml"
     p.write_text("- just\n- a list\n")
-    with pytest.raises(UsageError, match="must be a mapping"):
+    with pytest.raises(UsageError, match="x.yaml: <document>: .* is not of type .object."):
         topology.load(p)
     p.write_text("name: [unclosed\n")
     with pytest.raises(UsageError, match=r"x.yaml: line \d+ not valid YAML"):

@@ -1,0 +1,158 @@
+"""The JSON Schemas (draft 2020-12) of availproof's input files, and the one way they are checked.
+
+- ``experiment-extension.schema.json``: the ``availproof`` entry of an experiment's ``extensions``;
+- ``topology.schema.json``: a topology file (YAML).
+
+They are the single source of validation of types, enums, ranges and known keys; what a schema
+cannot say (names unique across a topology, ``warmup_s < duration_s``) is checked by the code
+that reads the file, after the schema. Editors can use the files directly (``$schema`` /
+``yaml.schemas`` settings).
+
+Every problem is one line: ``PATH: message``, the path in the document's own terms
+(``extensions[availproof].steady_state.window_s``, ``regions[0].zones[1].nodes[0].cpus``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
+
+EXTENSION = "experiment-extension"
+TOPOLOGY = "topology"
+NAMES = (EXTENSION, TOPOLOGY)
+
+_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_MAX_MESSAGE = 240
+
+
+def path(name: str) -> Path:
+    """The shipped schema file, e.g. ``path("topology")``."""
+    if name not in NAMES:
+        raise ValueError(f"no schema named {name!r} (known: {', '.join(NAMES)})")
+    return Path(str(resources.files("chaos.schemas") / f"{name}.schema.json"))
+
+
+@lru_cache(maxsize=None)
+def schema(name: str) -> dict[str, Any]:
+    return json.loads(path(name).read_text())
+
+
+def _is_integer(checker, instance) -> bool:
+    # strict: 4.0 is not an integer here (JSON Schema says it is), so a count stays a Python int
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_number(checker, instance) -> bool:
+    # finite: Python's json and YAML read NaN and Infinity, which every range comparison lets through
+    return isinstance(instance, (int, float)) and not isinstance(instance, bool) and math.isfinite(instance)
+
+
+Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number}),
+)
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str) -> Draft202012Validator:
+    return Validator(schema(name))
+
+
+def errors(instance: Any, name: str, prefix: str = "") -> list[str]:
+    """Every violation of schema ``name`` by ``instance``: one line each, ``PATH: message``,
+    sorted by path (so the first is stable), without repeats."""
+    found = [pm for e in _validator(name).iter_errors(instance) for pm in _explain(e)]
+    lines: list[str] = []
+    for parts, message in sorted(found, key=lambda pm: _sort_key(pm[0])):
+        line = f"{format_path(prefix, parts)}: {message}"
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def format_path(prefix: str, parts: Iterable[Any]) -> str:
+    """``prefix`` followed by ``.key`` for keys and ``[i]`` for list indices; ``<document>`` for none."""
+    out = prefix
+    for p in parts:
+        if isinstance(p, int) and not isinstance(p, bool):
+            out += f"[{p}]"
+        elif isinstance(p, str) and _KEY.match(p):
+            out += f".{p}" if out else p
+        else:
+            out += f"[{p!r}]"
+    return out or "<document>"
+
+
+def _sort_key(parts) -> list[tuple[int, Any]]:
+    return [(0, p) if isinstance(p, int) and not isinstance(p, bool) else (1, str(p)) for p in parts]
+
+
+def _explain(e: ValidationError) -> list[tuple[list[Any], str]]:
+    """(path parts, message) for one error: unknown and missing keys are named in the path."""
+    parts = list(e.absolute_path)
+    if e.validator == "additionalProperties" and isinstance(e.instance, dict) and e.validator_value is False:
+        known = list(e.schema.get("properties", {}))
+        extra = [k for k in e.instance if k not in known]
+        return [(parts + [k], f"unknown field (known: {', '.join(known)})") for k in extra]  # not cut short
+    if e.validator == "required" and isinstance(e.instance, dict):
+        return [(parts + [k], "is required") for k in e.validator_value if k not in e.instance]
+    if "propertyNames" in e.relative_schema_path:
+        # the error is about a key of the object at ``parts``: the key is the instance
+        return [(parts + [e.instance], _described(e) or f"key {_one_line(e.message)}")]
+    return [(parts, _described(e) or _one_line(e.message))]
+
+
+def _described(e: ValidationError) -> str | None:
+    """A pattern or ``not`` whose schema says in words what it wants: that, not the regex."""
+    desc = e.schema.get("description") if isinstance(e.schema, dict) else None
+    if e.validator in ("pattern", "not") and desc:
+        return _one_line(f"{desc}, got {e.instance!r}")
+    return None
+
+
+def _one_line(message: str) -> str:
+    message = " ".join(str(message).split())
+    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 3] + "..."
+
+
+def check_file(file: str | Path) -> list[str]:
+    """Every problem of an experiment or topology file (told apart by content), one line each
+    starting with the file; an empty list when the file is good."""
+    import yaml
+
+    from chaos import experiment, topology
+    from chaos.errors import UsageError, read_input
+
+    source = str(file)
+    try:
+        text = read_input(file, "file")
+    except UsageError as e:
+        return [str(e)]
+    json_error = None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        json_error = f"{source}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        if Path(source).suffix == ".json":
+            return [json_error]
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as ye:
+            mark = getattr(ye, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark else ""
+            return [_one_line(f"{source}:{where} not valid YAML: {getattr(ye, 'problem', ye)}")]
+    if isinstance(doc, dict) and any(k in doc for k in ("method", "extensions", "steady-state-hypothesis")):
+        if json_error:  # availproof and Chaos Toolkit read experiment files as JSON
+            return [json_error]
+        return experiment.problems(doc, source)
+    if (isinstance(doc, dict) and "regions" in doc) or Path(source).suffix in (".yaml", ".yml"):
+        return topology.problems(doc, source)  # topology files are YAML
+    return [f"{source}: neither an experiment (no method, no extensions) nor a topology (no regions)"]
