@@ -481,17 +481,15 @@ WRONG = {
 
 
 @pytest.mark.parametrize("field", sorted(KINDS))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_property_any_wrong_typed_value_in_any_field_is_rejected_naming_it(field, data):
     value = data.draw(WRONG[KINDS[field]], label="value")
     doc = copy.deepcopy(GOOD)
     _set(ext(doc), field, value)
-    lines = experiment.problems(doc, "fuzz.json")
-    assert any(line.startswith(f"fuzz.json: {PREFIX}.{field}") for line in lines), (field, value, lines)
-    with pytest.raises(UsageError) as e:  # what a run loads (the llm block is checked whatever the app)
-        experiment.settings(doc, "fuzz.json")
-    assert str(e.value).startswith(f"fuzz.json: {PREFIX}.{field}") and "\n" not in str(e.value)
+    lines = experiment.problems(doc, "fuzz.json")  # what `validate` prints and `run` loads (its first line)
+    assert lines and all(line.startswith(f"fuzz.json: {PREFIX}.{field}") and "\n" not in line for line in lines), \
+        (field, value, lines)
 
 
 TOPO_KINDS = {
@@ -502,7 +500,7 @@ TOPO_KINDS = {
 
 
 @pytest.mark.parametrize("field", sorted(TOPO_KINDS))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_property_any_wrong_typed_topology_value_is_rejected_naming_it(field, data):
     value = data.draw(WRONG[TOPO_KINDS[field]], label="value")
