@@ -190,6 +190,12 @@ class RefusingBackend:
     def topology_doc(self):
         return {}
 
+    def observe(self, timeout: float):
+        """A control-plane sample (chaos.sampler) from a dashboard that is not there either."""
+        from chaos import sampler
+
+        return sampler.observe_dashboard(f"http://127.0.0.1:{self.port}", {}, "availproof", timeout)
+
 
 def _experiment(tmp_path: Path, baseline_s: float, method_s: float) -> Path:
     exp = {
@@ -254,3 +260,21 @@ def test_stop_condition_during_the_baseline_interrupts_before_the_method(tmp_pat
     assert (tmp_path / "rolled-back").exists()
     assert journal["availproof"]["summary"]["stop_reason"].startswith("failure ratio")
     assert verdict == runner.ERROR  # nothing was injected: no measurement
+
+
+def test_the_control_never_sends_the_exit_signal_outside_chaos_toolkits_run():
+    """Without Chaos Toolkit's SIGUSR1 handler (installed for a run only) exit_gracefully would
+    kill the process: the interrupter declines and the stop stays pending for the control's hooks."""
+    import signal
+
+    from chaos.ctk import control
+
+    m = control._Method()
+    m.running = m.in_activity = True
+    previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    try:
+        assert m.interrupt("test") is False
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    m.in_activity = False  # between activities: the control raises InterruptExecution itself
+    assert m.interrupt("test") is False
