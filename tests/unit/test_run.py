@@ -197,7 +197,7 @@ class RefusingBackend:
         return sampler.observe_dashboard(f"http://127.0.0.1:{self.port}", {}, "availproof", timeout)
 
 
-def _experiment(tmp_path: Path, baseline_s: float, method_s: float) -> Path:
+def _experiment(tmp_path: Path, baseline_s: float, method_s: float, recovery_window_s: float = 0.5) -> Path:
     exp = {
         "version": "1.0.0",
         "title": "stop condition test",
@@ -206,7 +206,7 @@ def _experiment(tmp_path: Path, baseline_s: float, method_s: float) -> Path:
             "name": "availproof", "scope": "replica",
             "load": {"mode": "open", "arrival": "constant", "rate": 40, "duration_s": 120, "warmup_s": 0.2,
                      "timeout_s": 2, "connect_timeout_s": 0.5},
-            "baseline_s": baseline_s, "recovery_window_s": 0.5,
+            "baseline_s": baseline_s, "recovery_window_s": recovery_window_s,
             "stop_when": {"max_failed_ratio": 0.5, "for_s": 1},
             "bounds": {"max_failed_requests": 100000},
         }],
@@ -260,6 +260,19 @@ def test_stop_condition_during_the_baseline_interrupts_before_the_method(tmp_pat
     assert (tmp_path / "rolled-back").exists()
     assert journal["availproof"]["summary"]["stop_reason"].startswith("failure ratio")
     assert verdict == runner.ERROR  # nothing was injected: no measurement
+
+
+def test_stop_condition_during_the_recovery_window_ends_it(tmp_path, fake_system):
+    path = _experiment(tmp_path, baseline_s=0, method_s=0, recovery_window_s=60)
+    t0 = time.monotonic()
+    verdict, result = runner.run_experiment(path, tmp_path / "out")
+    assert time.monotonic() - t0 < 30
+    journal = json.loads((tmp_path / "out" / "journal.json").read_text())
+    assert journal["status"] == "interrupted"
+    assert [r["status"] for r in journal["run"]] == ["succeeded"]  # the method ran to its end
+    assert (tmp_path / "rolled-back").exists()
+    assert journal["availproof"]["summary"]["stop_reason"].startswith("failure ratio")
+    assert verdict == runner.VIOLATED
 
 
 def test_the_control_never_sends_the_exit_signal_outside_chaos_toolkits_run():
