@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos import analysis, bounds, environment, metrics, provision, records as rec
+from chaos import analysis, bounds, environment, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
 from chaos.backends.local import default_cluster_dir
 from chaos.faults import Marker
 from chaos.harness import LoadRun
+from chaos.sampler import Sampler
 from chaos.workload import Target
 
 
@@ -90,6 +91,7 @@ class Run:
     writer: rec.RecordWriter
     marker: Marker
     load: LoadRun | None = None
+    sampler: Sampler | None = None
     summary: dict[str, Any] | None = None
     bound_results: list[dict[str, Any]] | None = None
     started_mono: float = field(default_factory=time.monotonic)
@@ -185,16 +187,25 @@ def load_targets(run: Run) -> list[Target]:
     return [Target(name, url, zone, region) for name, url, zone, region in rows]
 
 
+def definitions(settings: exp_mod.Settings) -> analysis.Definitions:
+    """What the run's figures are computed with (recorded in the run header)."""
+    return analysis.Definitions(settings.steady_state, settings.slo, settings.population)
+
+
 def start_load(run: Run) -> None:
-    """Start the load harness and the stop conditions; wait out the warm-up and the baseline.
-    Raises :class:`Stopped` when a stop condition trips meanwhile."""
+    """Start the control-plane sampler, the load harness and the stop conditions; wait out the
+    warm-up and the baseline. Raises :class:`Stopped` when a stop condition trips meanwhile."""
     s = run.settings
     shape = s.load
     shape.model = run.options.model or shape.model
+    run.sampler = Sampler(run.backend.observe, run.events, period_s=s.sample_period_s)
+    run.sampler.start()
     # Node addresses inside the cluster's own network namespaces are hosts the rig itself created.
     own = run.backend.own_hosts()
+    header = summary_mod.header_block(run.experiment_title, s.scope, definitions(s), s.bounds, s.bounds_source,
+                                      run.app)
     run.load = LoadRun(load_targets(run), shape, run.events, routing=s.routing,
-                       allow_hosts=s.allow_hosts + own).start()
+                       allow_hosts=s.allow_hosts + own, header_extra=header).start()
     Guard(run).start()
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
         f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets; "
@@ -226,20 +237,12 @@ def wait(run: Run, seconds: float) -> None:
 
 
 def stop_load(run: Run) -> None:
-    """Stop sending; give requests in flight their time to finish."""
+    """Stop sending; give requests in flight their time to finish; then stop sampling."""
     if run.load is not None:
         run.load.stop()
         run.load.join(timeout=run.settings.load.timeout_s + 30)
-
-
-def analyse_run(records: rec.RunRecords, settings: exp_mod.Settings) -> dict[str, Any]:
-    """The recovery figures of a run's records (chaos.analysis), as the experiment defines them."""
-    return analysis.analyse(records, settings.steady_state, settings.slo)
-
-
-def check_bounds(summary: dict[str, Any], settings: exp_mod.Settings) -> list[dict[str, Any]]:
-    """The experiment's bounds checked against the figures (chaos.bounds)."""
-    return bounds.check(summary, settings.bounds)
+    if run.sampler is not None:
+        run.sampler.stop()
 
 
 def finish(run: Run) -> dict[str, Any]:
@@ -251,15 +254,13 @@ def finish(run: Run) -> dict[str, Any]:
     stop_load(run)
     run.writer.close()
     records = rec.read(run.records_path)
-    summary = analyse_run(records, run.settings)
-    results = check_bounds(summary, run.settings)
+    s = run.settings
+    summary = summary_mod.derive(records, definitions(s), s.bounds, s.bounds_source, run.stop_reason)
+    results = summary["bounds"]["results"]
     summary["experiment"] = run.experiment_title
-    summary["scope"] = run.settings.scope
+    summary["scope"] = s.scope
     summary["app"] = run.app
     summary["cluster"] = run.backend.describe()
-    summary["bounds"] = {"stated": run.settings.bounds, "source": run.settings.bounds_source,
-                         "results": results, "all_met": bounds.all_met(results) and run.stop_reason is None}
-    summary["stop_reason"] = run.stop_reason
     # app and cluster are in the summary already; the report adds them to the environment
     summary["environment"] = {**environment.capture(run.backend.topology_doc()),
                               "load": records.header.get("load"), "routing": records.header.get("routing")}
@@ -272,13 +273,18 @@ def finish(run: Run) -> dict[str, Any]:
 def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_reason: str | None) -> None:
     """One line per fault, then the verdict on the bounds."""
     for f in summary["faults"]:
-        p = f.get("affected") or f  # the figures per population (affected / service), or on the fault itself
-        log(f"{f['scope']:<9} {f['target']:<12} failed {f['failed']['total']:>4} "
-            f"(mid-stream {f['failed']['mid_stream']})  detect {p.get('time_to_detect_s')}  "
-            f"first success {p.get('time_to_first_success_s')}  steady {p.get('time_to_steady_state_s')}  "
-            f"resolution {f['resolution_s']} s")
-    violated = [f"{r['bound']}={r['value']} (limit {r['limit']})" for r in bounds.violated(results)]
-    log("bounds MET" if summary["bounds"]["all_met"] else f"bounds VIOLATED: {', '.join(violated) or stop_reason}")
+        for name in ("affected", "service"):
+            p = f[name]
+            log(f"{f['scope']:<9} {f['target']:<12} {name:<8} failed {p['failed_total']:>4}/{p['requests']:<5} "
+                f"impact {p['time_to_impact_s']}  detect {p['time_to_detect_s']}  "
+                f"first success {p['time_to_first_success_s']}  steady {p['time_to_steady_state_s']}  "
+                f"relapses {p['relapses']}")
+        cp, cap = f["control_plane"], f["capacity"]
+        log(f"{'':<22} control plane outage {cp['outage_s']} s (lost at {cp['time_to_loss_s']}, restored at "
+            f"{cp['time_to_restored_s']}); capacity min {cap['min_replicas']}/{cap['target_replicas']} restored at "
+            f"{cap['time_to_restored_s']}; resolution {f['resolution_s']} s / {cp['resolution_s']} s")
+    failing = bounds.describe_failures(results)
+    log("bounds MET" if summary["bounds"]["all_met"] else f"bounds NOT MET: {'; '.join(failing) or stop_reason}")
 
 
 def close(run: Run) -> None:
@@ -287,6 +293,8 @@ def close(run: Run) -> None:
         run._finishing = True
         run._stop_pending = False
     try:
+        if run.sampler is not None:
+            run.sampler.stop()
         run.writer.close()
         if run.exporter is not None:
             run.exporter.close()

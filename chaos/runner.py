@@ -5,7 +5,7 @@ experiment's control (:mod:`chaos.ctk.control`) hooks :mod:`chaos.run`, the core
 
 Outputs in the run directory: ``journal.json`` (Chaos Toolkit), ``records.ndjson`` (every
 request and fault mark), ``summary.json`` (recovery per scope, bound results), ``junit.xml``.
-Verdict: 0 every bound met, 1 a bound violated (or the hypothesis deviated), 2 set-up error.
+Verdict: 0 every bound met, 1 a bound violated or unmeasurable (or the hypothesis deviated), 2 set-up error.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def _first_failure(journal: dict) -> str | None:
 
 
 def _violations(summary: dict, journal: dict) -> str:
-    bad = [f"{r['bound']}={r['value']} > {r['limit']}" for r in bounds.violated(summary["bounds"]["results"])]
+    bad = bounds.describe_failures(summary["bounds"]["results"])
     if not bad:
         return _first_failure(journal) or "steady state deviated"
     return "; ".join(bad)
