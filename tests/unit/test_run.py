@@ -291,3 +291,20 @@ def test_the_control_never_sends_the_exit_signal_outside_chaos_toolkits_run():
         signal.signal(signal.SIGUSR1, previous)
     m.in_activity = False  # between activities: the control raises InterruptExecution itself
     assert m.interrupt("test") is False
+
+
+def test_options_from_chaos_toolkit_configuration_and_the_kuberay_target():
+    from chaos.errors import UsageError
+
+    o = core.Options.from_configuration({"availproof_app": "llm", "availproof_out": "", "availproof_cluster_dir": "/x",
+                                         "availproof_replace_cluster": True, "availproof_deploy_timeout_s": "30"})
+    assert (o.app, o.out_dir, o.cluster_dir, o.replace_cluster, o.deploy_timeout_s) == ("llm", None, Path("/x"), True, 30.0)
+    assert core.Options.from_configuration(None).backend == "local"
+    with pytest.raises(UsageError, match="backend must be local or kuberay"):
+        core.Options.from_configuration({"availproof_backend": "k8s"})
+    with pytest.raises(UsageError, match="needs context, namespace"):
+        provision.kube_settings({}, {})
+    k = provision.kube_settings({"namespace": "b", "max_pods": None},
+                                {"context": "kind-x", "namespace": "a", "serve_url": "http://127.0.0.1:1",
+                                 "dashboard_url": "http://127.0.0.1:2", "max_pods": 2})
+    assert k["namespace"] == "b" and k["context"] == "kind-x" and k["max_pods"] == 2  # flags win unless None
