@@ -57,22 +57,6 @@ RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_
 POPULATIONS = ("affected", "service")
 
 
-def validate(bounds: Any, source: str = "bounds") -> dict[str, Any]:
-    if not isinstance(bounds, dict) or not bounds:
-        raise UsageError(f"{source}: must be a non-empty mapping of bound names to limits")
-    for name, limit in bounds.items():
-        if name not in BOUNDS:
-            raise UsageError(f"{source}.{name}: unknown bound (known: {', '.join(BOUNDS)})")
-        if name == "must_recover":
-            if not isinstance(limit, bool):
-                raise UsageError(f"{source}.{name}: must be true or false")
-        elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
-            raise UsageError(f"{source}.{name}: must be a number >= 0, got {limit!r}")
-        elif name == "min_capacity_ratio" and limit > 1:
-            raise UsageError(f"{source}.{name}: must be a ratio between 0 and 1, got {limit!r}")
-    return bounds
-
-
 def _population(f: dict, population: str) -> dict:
     """The fault's population figures (a summary of format 1 has none: re-derive it)."""
     if population in f:
