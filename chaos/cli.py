@@ -191,6 +191,7 @@ def cmd_suite(args) -> int:
 
     out = Path(args.out) if args.out else _default_out("suite")
     names = suite.selection(args.full, args.only)
+    suite.write_order(out, names)  # the report's overview follows the run order
     results = []
     with _prometheus(args, out):
         for name in names:

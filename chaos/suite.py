@@ -7,6 +7,7 @@ cluster of their own (no GCS fault tolerance, the two-region topology) or networ
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,17 @@ def selection(full: bool, only: list[str] | None) -> list[str]:
             experiment_path(name)
         return list(only)
     return list(FULL if full else QUICK)
+
+
+def write_order(out: Path, names: list[str]) -> Path:
+    """``suite.json`` in the suite directory: ``{"experiments": [names in run order]}``, the order the
+    report's overview follows (:func:`chaos.report.suite_order`). Written before the first experiment
+    runs, so a suite that is killed half-way keeps it."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "suite.json"
+    path.write_text(json.dumps({"experiments": list(names)}, indent=2) + "\n")
+    return path
 
 
 def _fmt(v: Any) -> str:
