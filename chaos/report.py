@@ -10,17 +10,22 @@ The report opens with an **overview**: one row per experiment, in suite order (t
 the suite directory's ``suite.json`` when there is one, else the order of
 :data:`chaos.suite.FULL`; experiments it does not name come last, by name): the verdict,
 the affected population's failed requests, time to first success and steady state of the
-incident (the last fault), and the service's failed requests.
+incident (the last fault), the service's failed requests, the control plane's outage and the time
+to capacity restored.
 
 Then, for each experiment: per fault, the **affected** and **service** populations' figures
-side by side (:mod:`chaos.analysis`; every number copied unchanged from the summary), who the
-affected population is and why, and the reason of every figure that could not be measured
-(a null is printed as ``unmeasurable: <reason>``, ``n/a`` when it does not apply, and
-``never`` only when it was not reached; never as 0); the bounds as stated and as checked,
+side by side (:mod:`chaos.analysis`; every number copied unchanged from the summary), then its
+**control plane and capacity** (:mod:`chaos.planes`: loss, restored and outage of the control
+plane, the worst GCS health latency, the samples and their period; the target placement per
+deployment and zone, the fewest replicas and their ratio to the target, lost and restored, the
+fewest nodes alive in all and per zone), who the affected population is and why, and the reason
+of every figure that could not be measured (a null is printed as ``unmeasurable: <reason>``,
+``n/a`` when it does not apply, and ``never`` only when it was not reached; never as 0; a 0
+outage or restore says "never down" / "never lost"); the bounds as stated and as checked,
 with the population each was checked on and its status; the statistics over trials, for
 the incident and per fault position (median and p95 with bootstrap intervals, where N
 supports them, else "—, N too small"; failed fraction with a Wilson interval); the timeline
-(per-zone lanes); the environment; and what the result does not cover.
+(per-zone lanes, then the control plane and capacity lanes); the environment; and what the result does not cover.
 
 A run without ``summary.json`` (killed) is recomputed from its records and marked PARTIAL.
 A ``summary.json`` older than format :data:`chaos.analysis.FORMAT_VERSION` (one population,
@@ -37,12 +42,13 @@ from __future__ import annotations
 import base64
 import html as _html
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
 from chaos import analysis, bounds, records as rec, stats, suite
 from chaos.errors import UsageError
-from chaos.suite import _fmt, figure, unaffected_zones
+from chaos.suite import _fmt, figure, plane_figure, unaffected_zones
 
 LABELS = {"time_to_impact_s": "time to impact s", "time_to_detect_s": "time to detect s",
           "time_to_first_success_s": "time to first success s",
@@ -303,7 +309,23 @@ def _over_trials(d: dict[str, Any]) -> str:
 
 OVERVIEW_COLUMNS = ("experiment", "scope", "trials", "verdict", "affected", "affected failed",
                     "affected time to first success s", "affected time to steady state s", "service failed",
-                    "what keeps it from passing")
+                    "control-plane outage s", "capacity restored s", "what keeps it from passing")
+
+
+def _plane_over_trials(incidents: list[dict[str, Any]], plane: str, key: str) -> str:
+    """A plane's figure over trials: the median of the trials with a value, how many never reached it,
+    how many could not measure it (or have no planes: recorded before the sampler)."""
+    values, missing, unmeasurable = [], 0, 0
+    for f in incidents:
+        v = (f.get(plane) or {}).get(key) if isinstance(f.get(plane), dict) else None
+        if v is not None:
+            values.append(v)
+        elif not isinstance(f.get(plane), dict) or f"{plane}.{key}" in (f.get("unmeasurable") or {}):
+            unmeasurable += 1
+        else:
+            missing += 1
+    return _over_trials({"median": statistics.median(values) if values else None, "missing": missing,
+                         "unmeasurable": unmeasurable})
 
 
 def overview_row(exp: dict[str, Any]) -> dict[str, Any]:
@@ -314,13 +336,15 @@ def overview_row(exp: dict[str, Any]) -> dict[str, Any]:
     incidents = [t["summary"]["faults"][-1] for t in exp["trials"] if t["summary"].get("faults")]
     if not incidents:
         row.update(affected="-", affected_failed="-", affected_first_success="-", affected_steady_state="-",
-                   service_failed="-")
+                   service_failed="-", control_plane_outage="-", capacity_restored="-")
     elif len(exp["trials"]) == 1:
         f = incidents[0]
         row.update(affected=_basis(f), affected_failed=_failed(f["affected"]),
                    affected_first_success=figure(f, "affected", "time_to_first_success_s"),
                    affected_steady_state=figure(f, "affected", "time_to_steady_state_s"),
-                   service_failed=_failed(f["service"]))
+                   service_failed=_failed(f["service"]),
+                   control_plane_outage=plane_figure(f, "control_plane", "outage_s"),
+                   capacity_restored=plane_figure(f, "capacity", "time_to_restored_s"))
     else:
         st = exp["statistics_by_population"]
         fa, fs = st["affected"]["incident"], st["service"]["incident"]
@@ -328,14 +352,16 @@ def overview_row(exp: dict[str, Any]) -> dict[str, Any]:
                    affected_failed=f"{fa['failed']['failed']}/{fa['failed']['requests']} (sum)",
                    affected_first_success=_over_trials(fa["figures"]["time_to_first_success_s"]),
                    affected_steady_state=_over_trials(fa["figures"]["time_to_steady_state_s"]),
-                   service_failed=f"{fs['failed']['failed']}/{fs['failed']['requests']} (sum)")
+                   service_failed=f"{fs['failed']['failed']}/{fs['failed']['requests']} (sum)",
+                   control_plane_outage=_plane_over_trials(incidents, "control_plane", "outage_s"),
+                   capacity_restored=_plane_over_trials(incidents, "capacity", "time_to_restored_s"))
     return row
 
 
 def overview_rows(doc: dict[str, Any]) -> list[list[str]]:
     return [[r["experiment"], str(r["scope"]), str(r["trials"]), r["verdict"], r["affected"], r["affected_failed"],
              r["affected_first_success"], r["affected_steady_state"], r["service_failed"],
-             "; ".join(r["why"]) or "-"] for r in doc["overview"]]
+             r["control_plane_outage"], r["capacity_restored"], "; ".join(r["why"]) or "-"] for r in doc["overview"]]
 
 
 FAULT_COLUMNS = ("trial", "scope", "target", "failed", "mid-stream", "in flight at injection", "unaffected zones",
@@ -391,6 +417,70 @@ def figure_rows(f: dict[str, Any]) -> list[list[str]]:
     rows.append(["relapses", *both(lambda p: str(f[p]["relapses"]))])
     rows.append(["disrupted", *both(lambda p: _yes_no(f, p, "disrupted"))])
     rows.append(["recovered", *both(lambda p: _yes_no(f, p, "recovered"))])
+    return rows
+
+
+PLANE_COLUMNS = ("plane", "figure", "value")
+CONTROL_PLANE_LABELS = {"time_to_loss_s": "time to loss s", "time_to_restored_s": "time to restored s",
+                        "outage_s": "outage s", "max_gcs_latency_s": "max GCS health latency s",
+                        "samples": "samples in the window", "resolution_s": "resolution s (sampling period)"}
+CAPACITY_LABELS = {"target_replicas": "target replicas", "target": "target placement",
+                   "min_replicas": "min replicas", "min_ratio": "min ratio (min / target)",
+                   "time_to_lost_s": "time to lost s", "time_to_restored_s": "time to restored s",
+                   "nodes_min_alive": "nodes min alive", "nodes_min_alive_per_zone": "nodes min alive per zone"}
+
+
+def _per_zone(d: dict[str, Any]) -> str:
+    return ", ".join(f"{z} {n}" for z, n in sorted(d.items())) or "none"
+
+
+def placement_text(target: dict[str, dict[str, int]]) -> str:
+    """RUNNING replicas per deployment and zone: ``StreamTarget: zone-a 1, zone-b 1; Ingress: zone-a 1``."""
+    return "; ".join(f"{dep}: {_per_zone(zones)}" for dep, zones in sorted(target.items())) or "none"
+
+
+def _plane_note(f: dict[str, Any], key: str) -> str | None:
+    """The reason listed for ``key`` in the fault's unmeasurable map, as a cell."""
+    why = (f.get("unmeasurable") or {}).get(key)
+    return f"unmeasurable: {why}" if why else None
+
+
+def plane_rows(f: dict[str, Any]) -> list[list[str]]:
+    """The fault's control plane and capacity (:mod:`chaos.planes`), one row per figure, every number
+    as the summary has it; a null by the rules of :func:`chaos.suite.plane_figure`."""
+    rows: list[list[str]] = []
+    cp, cap = f.get("control_plane"), f.get("capacity")
+    if not isinstance(cp, dict) or not isinstance(cap, dict):
+        why = plane_figure(f, "control_plane", "outage_s", reasons=True)
+        return [["control plane", "all", why], ["capacity", "all", why]]
+    for key in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
+        rows.append(["control plane", CONTROL_PLANE_LABELS[key], plane_figure(f, "control_plane", key, True)])
+    lat = cp.get("max_gcs_latency_s")
+    rows.append(["control plane", CONTROL_PLANE_LABELS["max_gcs_latency_s"],
+                 _fmt(lat) if lat is not None else (_plane_note(f, "control_plane.max_gcs_latency_s")
+                                                    or _plane_note(f, "control_plane.time_to_loss_s")
+                                                    or "n/a (the GCS answered no sample in the window)")])
+    rows.append(["control plane", CONTROL_PLANE_LABELS["samples"], str(cp.get("samples"))])
+    res = cp.get("resolution_s")
+    rows.append(["control plane", CONTROL_PLANE_LABELS["resolution_s"],
+                 _fmt(res) if res is not None else "n/a (fewer than two samples in the window)"])
+    rows.append(["capacity", CAPACITY_LABELS["target_replicas"], plane_figure(f, "capacity", "target_replicas", True)])
+    target = cap.get("target")
+    rows.append(["capacity", CAPACITY_LABELS["target"],
+                 placement_text(target) if isinstance(target, dict)
+                 else (_plane_note(f, "capacity.target_replicas") or "-")])
+    for key in ("min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s"):
+        text = plane_figure(f, "capacity", key, True)
+        if key == "min_ratio" and cap.get(key) is None and text == "never":
+            text = "n/a (the target has no replica)"
+        rows.append(["capacity", CAPACITY_LABELS[key], text])
+    nodes = cap.get("nodes_min_alive")
+    rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive"],
+                 str(nodes) if nodes is not None else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
+    per_zone = cap.get("nodes_min_alive_per_zone")
+    rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
+                 _per_zone(per_zone) if isinstance(per_zone, dict)
+                 else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
     return rows
 
 
@@ -580,6 +670,7 @@ def _md_experiment(exp: dict[str, Any]) -> list[str]:
     lines += ["", "### Faults", ""] + _md_table(FAULT_COLUMNS, fault_rows(exp)) + [""]
     for i, _, f in _faults(exp):
         lines += [f"#### {fault_title(i, f)}", ""] + _md_table(FIGURE_COLUMNS, figure_rows(f)) + [""]
+        lines += ["Control plane and capacity:", ""] + _md_table(PLANE_COLUMNS, plane_rows(f)) + [""]
         lines += [f"- {s}" for s in fault_notes(f)] + [""]
     lines += ["### Over trials", ""] + _md_table(STAT_COLUMNS, stat_rows(exp)) + [""]
     lines += [f"- {s}" for s in stat_lines(exp)] + [""]
@@ -648,13 +739,16 @@ def html(doc: dict[str, Any], images: dict[str, bytes] | None = None) -> str:
         parts.append("<h3>Faults</h3>" + _html_table(FAULT_COLUMNS, fault_rows(exp), "faults"))
         for i, _, f in _faults(exp):
             parts.append(f"<h4>{_h(fault_title(i, f))}</h4>" + _html_table(FIGURE_COLUMNS, figure_rows(f), "figures")
+                         + "<h5>Control plane and capacity</h5>" + _html_table(PLANE_COLUMNS, plane_rows(f), "planes")
                          + _ul(fault_notes(f)))
         if exp["name"] in images:
             b64 = base64.b64encode(images[exp["name"]]).decode()
             parts.append(f"<figure><img alt='timeline of {_h(exp['name'])}' src='data:image/png;base64,{b64}'>"
                          "<figcaption>Trial 1: every request on its zone's lane at its send time (red crosses "
                          "failed), the latency of the successful ones, the fault marks, and the recovery points of "
-                         "the affected population (dashed) and the service (dotted).</figcaption></figure>")
+                         "the affected population (dashed) and the service (dotted); under them the control plane "
+                         "sample by sample, RUNNING model replicas and worker nodes alive per zone."
+                         "</figcaption></figure>")
         parts.append("<h3>Over trials</h3>" + _html_table(STAT_COLUMNS, stat_rows(exp), "stats"))
         parts.append(_ul(stat_lines(exp)))
         parts.append(f"<h3>Bounds</h3><p>Stated: <code>{_h(json.dumps(exp['bounds']))}</code></p>")

@@ -74,7 +74,8 @@ def figure(fault: dict[str, Any], population: str, key: str, reasons: bool = Fal
         return "n/a (nothing failed)" if reasons else "n/a"
     if key == "time_to_first_recovery_s" and p.get("disrupted") is False:
         return "n/a (undisturbed)" if reasons else "n/a"
-    if key in ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered") and fault.get("window_cut_by"):
+    if key in ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered", "time_to_restored_s",
+               "outage_s") and fault.get("window_cut_by"):
         return f"never in its window (cut by {fault['window_cut_by']})" if reasons else "never (window cut)"
     return "never"
 
@@ -106,14 +107,29 @@ def verdict_word(verdict: int, summary: dict[str, Any] | None) -> str:
     return {0: "PASS", 1: "VIOLATED", 2: "ERROR"}[verdict]
 
 
+def plane_figure(fault: dict[str, Any], plane: str, key: str, reasons: bool = False) -> str:
+    """One figure of the control plane or capacity (:mod:`chaos.planes`) as text, by the rules of
+    :func:`figure` (a listed null is "unmeasurable", an unlisted one "never"); a 0 that means the
+    plane was never lost says so; a summary written before the sampler has no planes: "n/a"."""
+    if not isinstance(fault.get(plane), dict):
+        return "n/a (not in this summary: recorded before the sampler)" if reasons else "n/a"
+    text = figure(fault, plane, key, reasons)
+    p = fault[plane]
+    loss = "time_to_loss_s" if plane == "control_plane" else "time_to_lost_s"
+    if reasons and key in ("time_to_restored_s", "outage_s") and p.get(key) == 0 and p.get(loss) is None:
+        text += " (never down)" if plane == "control_plane" else " (never lost)"
+    return text
+
+
 TABLE_COLUMNS = ("experiment", "scope", "affected", "affected requests", "failed (mid-stream)", "time to impact s",
                  "time to detect s", "time to first success s", "time to steady state s", "relapses",
-                 "service failed", "service time to first success s", "unaffected zones failed", "bounds met",
-                 "verdict")
+                 "service failed", "service time to first success s", "unaffected zones failed",
+                 "control-plane outage s", "capacity restored s", "bounds met", "verdict")
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    """One row per fault: the affected population's figures, the service's failures and first success."""
+    """One row per fault: the affected population's figures, the service's failures and first success,
+    the control plane's outage and the time to capacity restored (:mod:`chaos.planes`)."""
     rows = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for r in results:
         name = Path(r["experiment"]).stem
@@ -133,5 +149,6 @@ def table(results: list[dict[str, Any]]) -> str:
                 f"{figure(f, 'affected', 'time_to_detect_s')} | {figure(f, 'affected', 'time_to_first_success_s')} |",
                 f"{figure(f, 'affected', 'time_to_steady_state_s')} | {a.get('relapses')} |",
                 f"{svc.get('failed_total')} | {figure(f, 'service', 'time_to_first_success_s')} |",
-                f"{unaffected_zones(f)} | {_fault_met(s, f)} | {verdict} |"]))
+                f"{unaffected_zones(f)} | {plane_figure(f, 'control_plane', 'outage_s')} |",
+                f"{plane_figure(f, 'capacity', 'time_to_restored_s')} | {_fault_met(s, f)} | {verdict} |"]))
     return "\n".join(rows) + "\n"
