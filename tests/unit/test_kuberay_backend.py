@@ -1,6 +1,7 @@
 """The KubeRay backend, driven through the fault functions, over the real kubernetes client and an
 in-memory API server (tests/unit/kube_fake.py): what it reads, writes and execs, per scope."""
 
+import json
 import shlex
 
 import pytest
@@ -360,3 +361,33 @@ def test_health_counts_the_pods_the_raycluster_asks_for():
     assert b.healthy() is False
     with pytest.raises(ClusterError, match="timed out"):
         b.wait_healthy(timeout=0)
+
+
+def test_observe_counts_ready_worker_pods_per_zone_and_maps_replicas_by_pod_ip(monkeypatch):
+    """The control-plane sample on KubeRay: GCS, controller and replicas through the dashboard (faked
+    here at the HTTP level), nodes alive as the Ray worker pods Ready per zone from the API server."""
+    from chaos import sampler
+
+    s, b, _ = cluster()
+    s.pods["wb-1"]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]  # zone-b's pod not Ready
+    details = {"applications": {"llm": {"status": "RUNNING", "deployments": {"StreamTarget": {"replicas": [
+        {"state": "RUNNING", "node_ip": "10.0.1.1"}, {"state": "RUNNING", "node_ip": "10.0.3.1"},
+        {"state": "STARTING", "node_ip": "10.0.2.1"}]}}}}}
+    answers = {"/api/gcs_healthz": (200, b"success"), "/api/serve/applications/": (200, json.dumps(details).encode())}
+
+    def get(url, timeout):
+        path = url.split("http://d", 1)[1]
+        if path not in answers:
+            raise OSError("connection refused")
+        return answers[path]
+
+    monkeypatch.setattr(sampler, "_get", get)
+    smp = b.observe(timeout=1.0)
+    assert smp.gcs_ok and smp.controller_ok and smp.app_status == "RUNNING"
+    assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-c": 1}}
+    assert smp.nodes_alive == {"zone-a": 2, "zone-b": 0, "zone-c": 1}  # the head and a stranger's pod not counted
+    assert "nodes" not in smp.errors  # the dashboard's node table is not what KubeRay counts
+    # the API server not answering: nodes unknown (None, never 0), and said why
+    monkeypatch.setattr(b, "_nodes", lambda: (_ for _ in ()).throw(OSError("apiserver down")))
+    smp = b.observe(timeout=1.0)
+    assert smp.nodes_alive is None and "apiserver down" in smp.errors["kubernetes"]

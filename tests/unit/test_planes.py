@@ -148,3 +148,51 @@ def test_sampler_thread_records_every_tick_even_when_the_observation_fails():
 def test_resolution_is_the_median_gap():
     assert planes.resolution(samples(0, 5, period=0.25)) == pytest.approx(0.25)
     assert planes.resolution([]) is None
+
+
+def test_observe_dashboard_over_http_reads_each_probe_and_says_why_one_did_not_answer():
+    """Against a loopback HTTP server standing in for the dashboard: the GCS answers 503 (down),
+    the Serve API answers, the node table times out."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from chaos import sampler
+
+    details = {"applications": {"llm": {"status": "DEPLOYING", "deployments": {
+        "StreamTarget": {"replicas": [{"state": "RUNNING", "node_ip": "127.0.0.3"},
+                                      {"state": "RUNNING", "node_ip": "127.0.0.4"},
+                                      {"state": "STOPPING", "node_ip": "127.0.0.5"}]}}}}}
+    stop = threading.Event()
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            if self.path == "/api/gcs_healthz":
+                self.send_response(503)
+                self.end_headers()
+            elif self.path == "/api/serve/applications/":
+                body = json.dumps(details).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                stop.wait(3)  # the node table hangs past the probe's timeout
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        zone_of_ip = {"127.0.0.3": "zone-a", "127.0.0.4": "zone-b", "127.0.0.5": "zone-c"}
+        smp = sampler.observe_dashboard(f"http://127.0.0.1:{srv.server_address[1]}", zone_of_ip, "llm", timeout=0.5)
+    finally:
+        stop.set()
+        srv.shutdown()
+        srv.server_close()
+    assert smp.gcs_ok is False and "503" in smp.errors["gcs"]
+    assert smp.controller_ok is True and smp.app_status == "DEPLOYING"
+    assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-b": 1}}
+    assert smp.nodes_alive is None and "nodes" in smp.errors
+    assert smp.control_up is False and smp.took_s < 2.0
