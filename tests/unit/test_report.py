@@ -23,9 +23,10 @@ STEADY = {"window_s": 2.0, "min_success_ratio": 1.0}
 
 def _write_run(d, outage_s, seed_shift=0.0, finish=True, bound_steady=20.0, zones=("zone-a",), down=("zone-a",),
                fault_zones=("zone-a",), scope="node", end_s=30.0, faults=((10.0, "node-1"),), experiment=None,
-               header_definitions=True, bounds_extra=None):
+               header_definitions=True, bounds_extra=None, samples=None):
     """Requests every 0.1 s to each zone's target (``None``: a zone-less target) for ``end_s`` s; a fault
-    at 10 s (or at each of ``faults``); requests to the ``down`` zones fail for ``outage_s`` after it."""
+    at 10 s (or at each of ``faults``); requests to the ``down`` zones fail for ``outage_s`` after it.
+    ``samples``: a function of t giving a :class:`chaos.records.Sample` taken every 0.5 s (none by default)."""
     d.mkdir(parents=True)
     w = rec.RecordWriter(d / "records.ndjson")
     header = {"kind": "run", "run_id": d.name, "started_ns": T0,
@@ -49,6 +50,8 @@ def _write_run(d, outage_s, seed_shift=0.0, finish=True, bound_steady=20.0, zone
                                       failure=rec.CONNECT_REFUSED if bad else None,
                                       ttft_s=None if bad else 0.05 + 0.01 * (i % 5), e2e_s=0.3, itl_p95_s=0.01))
             i += 1
+        if samples is not None and abs(t * 2 - round(t * 2)) < 1e-6:
+            w.write(samples(t))
         for at, fid in faults:
             if abs(t - at) < 1e-6:
                 for ev, dt in ((rec.INJECT_START, 0), (rec.INJECT_END, 0.01), (rec.HEAL_START, outage_s),
@@ -531,3 +534,181 @@ def test_fuzz_report_on_damaged_run_directories(tmp_path_factory, lines, summary
         report.markdown(report.build(d))
     except UsageError as e:
         assert "\n" not in str(e)
+
+
+# ---------------------------------------------------------------- control plane and capacity
+def _planes(gcs_down=(10.5, 13.0), controller_down=(10.5, 14.0), lost=(10.0, 16.0), nodes_down=(10.0, 12.0)):
+    """Samples of a head outage with zone-a's model replica and node lost: the GCS down over ``gcs_down``, the
+    controller over ``controller_down``, zone-a's StreamTarget replica not RUNNING over ``lost``, zone-a's
+    node not alive over ``nodes_down`` (each [from, to) in seconds of the run)."""
+    def inside(t, span):
+        return span is not None and span[0] <= t < span[1]
+
+    def sample(t):
+        gcs, ctl = not inside(t, gcs_down), not inside(t, controller_down)
+        replicas = {"StreamTarget": {"zone-a": 0 if inside(t, lost) else 1, "zone-b": 1}, "OpenAiIngress": {"zone-b": 1}}
+        return rec.Sample(t_ns=T0 + int(t * NS), took_s=0.01, gcs_ok=gcs, gcs_latency_s=0.002 + t / 10_000 if gcs else None,
+                          controller_ok=ctl, app_status="RUNNING" if ctl else None, replicas=replicas if ctl else None,
+                          nodes_alive={"zone-a": 0 if inside(t, nodes_down) else 1, "zone-b": 1} if gcs else None)
+    return sample
+
+
+def _planes_table(page):
+    (table,) = _tables(page, "planes")
+    assert table["rows"][0] == list(report.PLANE_COLUMNS)
+    return {(r[0], r[1]): r[2] for r in table["rows"][1:]}
+
+
+def test_control_plane_and_capacity_in_the_report_equal_the_summary(tmp_path):
+    d = _write_run(tmp_path / "head-kill-gcs-ft", outage_s=0.0, zones=("zone-a", "zone-b"), down=(), fault_zones=(),
+                   scope="head", samples=_planes())
+    summary = json.loads((d / "summary.json").read_text())
+    f = summary["faults"][0]
+    cp, cap = f["control_plane"], f["capacity"]
+    # the fixture is right: the control plane down from 0.5 s to 4.0 s after the kill, capacity back at 6.0 s
+    assert (cp["time_to_loss_s"], cp["time_to_restored_s"], cp["outage_s"]) == (0.5, 4.0, 3.5)
+    assert (cap["target_replicas"], cap["min_replicas"], cap["time_to_lost_s"], cap["time_to_restored_s"]) == (3, 2, 0.0, 6.0)
+    paths = report.write(d)
+    page = _page(paths["html"])
+    cells = _planes_table(page)
+    for key, label in report.CONTROL_PLANE_LABELS.items():
+        cell = cells[("control plane", label)]
+        if key != "samples":
+            assert _num(cell) == pytest.approx(cp[key], abs=0.005), (key, cell)
+    assert int(cells[("control plane", "samples in the window")]) == cp["samples"] == 40
+    for key in ("target_replicas", "min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s", "nodes_min_alive"):
+        cell = cells[("capacity", report.CAPACITY_LABELS[key])]
+        assert _num(cell) == pytest.approx(cap[key], abs=0.005), (key, cell)
+    assert cells[("capacity", "target placement")] == "OpenAiIngress: zone-b 1; StreamTarget: zone-a 1, zone-b 1"
+    assert cells[("capacity", "nodes min alive per zone")] == "zone-a 0, zone-b 1"
+    assert cells[("capacity", "time to lost s")] == "0.00"  # lost at the kill: a real 0, not a null
+    # the overview and the markdown carry the same numbers
+    (ov,) = _tables(page, "overview")
+    row = dict(zip(ov["rows"][0], ov["rows"][1]))
+    assert _num(row["control-plane outage s"]) == pytest.approx(cp["outage_s"], abs=0.005)
+    assert _num(row["capacity restored s"]) == pytest.approx(cap["time_to_restored_s"], abs=0.005)
+    md = paths["md"].read_text()
+    assert f"| control plane | outage s | {cp['outage_s']:.2f} |" in md
+    assert f"| capacity | time to restored s | {cap['time_to_restored_s']:.2f} |" in md
+    doc = json.loads(paths["json"].read_text())
+    assert doc["overview"][0]["control_plane_outage"] == f"{cp['outage_s']:.2f}"
+
+
+def test_a_plane_never_lost_says_so_and_a_run_without_samples_is_unmeasurable_never_zero(tmp_path):
+    calm = _write_run(tmp_path / "calm", outage_s=2.0, samples=_planes(None, None, None, None))
+    f = json.loads((calm / "summary.json").read_text())["faults"][0]
+    assert f["control_plane"]["outage_s"] == 0 and f["capacity"]["time_to_restored_s"] == 0
+    cells = _planes_table(_page(report.write(calm, ("html",))["html"]))
+    assert cells[("control plane", "outage s")] == "0.00 (never down)"
+    assert cells[("control plane", "time to loss s")] == "never"
+    assert cells[("capacity", "time to restored s")] == "0.00 (never lost)"
+    # a run recorded without the sampler: every plane figure unmeasurable, with the summary's reason
+    bare = _write_run(tmp_path / "bare", outage_s=2.0)
+    f = json.loads((bare / "summary.json").read_text())["faults"][0]
+    why = f["unmeasurable"]
+    assert f["control_plane"]["outage_s"] is None and why["control_plane.outage_s"]
+    page = _page(report.write(bare, ("html",))["html"])
+    cells = _planes_table(page)
+    for (plane, label), key in ((("control plane", "outage s"), "control_plane.outage_s"),
+                                (("control plane", "time to restored s"), "control_plane.time_to_restored_s"),
+                                (("capacity", "time to restored s"), "capacity.time_to_restored_s"),
+                                (("capacity", "min replicas"), "capacity.min_replicas"),
+                                (("capacity", "nodes min alive"), "capacity.nodes_min_alive")):
+        assert cells[(plane, label)] == f"unmeasurable: {why[key]}", (plane, label)
+    assert not any(re.match(r"^-?[0-9]", v) for k, v in cells.items() if k[1] != "samples in the window")
+    (ov,) = _tables(page, "overview")
+    row = dict(zip(ov["rows"][0], ov["rows"][1]))
+    assert row["control-plane outage s"] == "unmeasurable" and row["capacity restored s"] == "unmeasurable"
+
+
+def test_capacity_unknown_at_the_end_is_unmeasurable_and_an_unended_outage_is_never(tmp_path):
+    """The controller stops answering 5 s before the end (and the GCS with it): the control plane is never
+    restored in the window ("never"), the capacity at the end is unknown ("unmeasurable", with why)."""
+    d = _write_run(tmp_path / "second", outage_s=1.0, samples=_planes((25.0, 99.0), (25.0, 99.0), None, None))
+    f = json.loads((d / "summary.json").read_text())["faults"][0]
+    assert f["control_plane"]["time_to_restored_s"] is None and f["control_plane"]["outage_s"] is None
+    assert "control_plane.outage_s" not in f["unmeasurable"]
+    why = f["unmeasurable"]["capacity.time_to_restored_s"]
+    cells = _planes_table(_page(report.write(d, ("html",))["html"]))
+    assert cells[("control plane", "outage s")] == "never"
+    assert cells[("control plane", "time to loss s")] == "15.00"
+    assert cells[("capacity", "time to restored s")] == f"unmeasurable: {why}"
+    assert cells[("capacity", "time to lost s")] == "never"  # known samples never fell below the target
+    table = suite.table([{"experiment": "experiments/x.json", "verdict": 1,
+                          "summary": json.loads((d / "summary.json").read_text())}]).splitlines()
+    row = dict(zip((c.strip() for c in table[0].strip("|").split("|")), (c.strip() for c in table[2].strip("|").split("|"))))
+    assert row["control-plane outage s"] == "never" and row["capacity restored s"] == "unmeasurable"
+
+
+def test_suite_table_plane_columns_equal_the_summary(tmp_path):
+    d = _write_run(tmp_path / "hk", outage_s=0.0, down=(), fault_zones=(), scope="head", samples=_planes())
+    summary = json.loads((d / "summary.json").read_text())
+    f = summary["faults"][0]
+    lines = suite.table([{"experiment": "experiments/head-kill-gcs-ft.json", "verdict": 0, "summary": summary}]).splitlines()
+    cols = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert cols[-4:] == ["control-plane outage s", "capacity restored s", "bounds met", "verdict"]
+    row = dict(zip(cols, (c.strip() for c in lines[2].strip("|").split("|"))))
+    assert float(row["control-plane outage s"]) == pytest.approx(f["control_plane"]["outage_s"], abs=0.005) == 3.5
+    assert float(row["capacity restored s"]) == pytest.approx(f["capacity"]["time_to_restored_s"], abs=0.005) == 6.0
+    # a summary written before the sampler has no planes: n/a, not 0 and not never
+    old = json.loads(json.dumps(summary))
+    for x in old["faults"]:
+        x.pop("control_plane"), x.pop("capacity")
+    row = dict(zip(cols, (c.strip() for c in suite.table([{"experiment": "hk", "verdict": 0, "summary": old}])
+                          .splitlines()[2].strip("|").split("|"))))
+    assert row["control-plane outage s"] == "n/a" and row["capacity restored s"] == "n/a"
+
+
+def test_overview_plane_columns_over_trials(tmp_path):
+    base = tmp_path / "hk"
+    _write_run(base / "trial-1", outage_s=0.0, down=(), fault_zones=(), scope="head", samples=_planes())
+    _write_run(base / "trial-2", outage_s=0.0, down=(), fault_zones=(), scope="head",
+               samples=_planes((10.5, 12.0), (10.5, 12.0), (10.0, 13.0), None))
+    _write_run(base / "trial-3", outage_s=0.0, down=(), fault_zones=(), scope="head")  # not sampled
+    row = report.build(base)["overview"][0]
+    assert row["control_plane_outage"] == "median 2.50, 1 unmeasurable"  # 3.5 and 1.5
+    assert row["capacity_restored"] == "median 4.50, 1 unmeasurable"  # 6.0 and 3.0
+
+
+def test_suite_writes_its_order_for_the_report(tmp_path):
+    path = suite.write_order(tmp_path / "s", ["zone-loss", "replica-kill"])
+    assert json.loads(path.read_text()) == {"experiments": ["zone-loss", "replica-kill"]}
+    assert report.suite_order(tmp_path / "s") == (["zone-loss", "replica-kill"], "suite.json")
+
+
+def test_timeline_lane_layout_has_the_plane_lanes_under_the_request_lanes():
+    sample = _planes()
+    samples = [sample(k * 0.5) for k in range(60)]
+    lanes = timeline.lane_layout(_records(["zone-b", "zone-a"]), ["zone-a"], samples)
+    assert [lane["kind"] for lane in lanes] == ["requests", "requests", "control_plane", "replicas", "nodes"]
+    assert [lane["zone"] for lane in lanes[:2]] == ["zone-a", "zone-b"]
+    cp, reps, nodes = lanes[2:]
+    # the band: up, GCS down 10.5-13 s, controller down 13-14 s, up; each segment to the next sample
+    assert [(round((a - T0) / NS, 2), round((b - T0) / NS, 2), st) for a, b, st in cp["segments"]] == [
+        (0.0, 10.5, timeline.CP_UP), (10.5, 13.0, timeline.CP_GCS_DOWN), (13.0, 14.0, timeline.CP_CONTROLLER_DOWN),
+        (14.0, 30.0, timeline.CP_UP)]
+    assert cp["down"] == 7 and cp["samples"] == 60
+    # replicas: the model deployment only, unknown (None) while the controller did not answer, never 0
+    assert reps["deployments"] == ["StreamTarget"] and "StreamTarget" in reps["label"]
+    assert reps["zones"] == ["zone-a", "zone-b"]
+    by_t = {round((t - T0) / NS, 2): v for t, v in reps["series"]["zone-a"]}
+    assert by_t[9.5] == 1 and by_t[10.0] == 0 and by_t[12.0] is None and by_t[15.0] == 0 and by_t[16.0] == 1
+    assert all(v == 1 for t, v in reps["series"]["zone-b"] if v is not None)
+    by_t = {round((t - T0) / NS, 2): v for t, v in nodes["series"]["zone-a"]}
+    assert by_t[10.0] == 0 and by_t[11.0] is None and by_t[13.0] == 1
+    # without a model deployment, every deployment counts, and the label says so
+    other = [rec.Sample(t_ns=T0, took_s=0.0, gcs_ok=True, gcs_latency_s=0.001, controller_ok=True, app_status=None,
+                        replicas={"Ingress": {"zone-a": 2}, "Router": {"zone-a": 1}}, nodes_alive={"zone-a": 1})]
+    reps = timeline.lane_layout([], None, other)[1]
+    assert reps["deployments"] is None and "all deployments" in reps["label"] and reps["series"]["zone-a"][0][1] == 3
+    # no samples (a run before the sampler): the request lanes only
+    assert [lane["kind"] for lane in timeline.lane_layout(_records(["zone-a"]), None, [])] == ["requests"]
+
+
+def test_timeline_png_with_the_plane_lanes_keeps_its_size(tmp_path):
+    d = _write_run(tmp_path / "hk", outage_s=0.0, zones=("zone-a", "zone-b"), down=(), fault_zones=(), scope="head",
+                   samples=_planes())
+    run = rec.read(d / "records.ndjson")
+    assert len(run.samples) == 60
+    data = timeline.png(run, json.loads((d / "summary.json").read_text()))
+    assert struct.unpack(">II", data[16:24]) == (1000, 560)
