@@ -266,30 +266,20 @@ def read(path: str | Path) -> RunRecords:
     requests: list[RequestRecord] = []
     marks: list[FaultMark] = []
     samples: list[Sample] = []
+    # kind -> (record class, its fields, their types, where it goes)
+    kinds = {"request": (RequestRecord, _REQ_FIELDS, _REQ_TYPES, requests),
+             "mark": (FaultMark, _MARK_FIELDS, _MARK_TYPES, marks),
+             "sample": (Sample, _SAMPLE_FIELDS, _SAMPLE_TYPES, samples)}
     torn = 0
     for _, obj in iter_lines(path):
-        if not isinstance(obj, dict):
-            torn += 1
-            continue
-        kind = obj.get("kind")
-        if kind == "request":
-            r = _build(RequestRecord, obj, _REQ_FIELDS, _REQ_TYPES)
-            if r is None:
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        if kind in kinds:
+            cls, fields, types, into = kinds[kind]
+            r = _build(cls, obj, fields, types)
+            if r is None or (kind == "mark" and r.event not in MARK_EVENTS):
                 torn += 1
             else:
-                requests.append(r)
-        elif kind == "mark":
-            m = _build(FaultMark, obj, _MARK_FIELDS, _MARK_TYPES)
-            if m is None or m.event not in MARK_EVENTS:
-                torn += 1
-            else:
-                marks.append(m)
-        elif kind == "sample":
-            smp = _build(Sample, obj, _SAMPLE_FIELDS, _SAMPLE_TYPES)
-            if smp is None:
-                torn += 1
-            else:
-                samples.append(smp)
+                into.append(r)
         elif kind == "run" and not header:
             header = obj
         elif kind == "end":
