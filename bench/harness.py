@@ -143,8 +143,8 @@ def server(port: int) -> None:
 
 def client_ours(url: str, rate: float, n: int) -> None:
     from chaos import records as rec
-    from chaos.harness import LoadRun
-    from chaos.workload import LoadShape, Target
+    from chaos.load.harness import LoadRun
+    from chaos.load.workload import LoadShape, Target
 
     shape = LoadShape(mode="open", arrival="constant", rate=rate, duration_s=n / rate + 1, max_requests=n,
                       warmup_s=0, timeout_s=30, route="completions", model="bench", max_tokens=(TOKENS, TOKENS),

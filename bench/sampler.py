@@ -21,9 +21,9 @@ from chaos import analysis, deploy, records as rec, topology  # noqa: E402
 from chaos.backends.local import LocalCluster  # noqa: E402
 from chaos.backends.local.backend import LocalBackend  # noqa: E402
 from chaos.backends.local.cluster import HEAD  # noqa: E402
-from chaos.harness import LoadRun  # noqa: E402
+from chaos.load.harness import LoadRun  # noqa: E402
 from chaos.sampler import Sampler  # noqa: E402
-from chaos.workload import LoadShape, Target  # noqa: E402
+from chaos.load.workload import LoadShape, Target  # noqa: E402
 from serve_apps.config import AppSpec  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -18,8 +18,8 @@ from chaos.analysis import percentile  # noqa: E402
 from chaos import deploy, records as rec, topology  # noqa: E402
 from chaos.backends.local import LocalCluster, procs  # noqa: E402
 from chaos.provision import app_spec  # noqa: E402
-from chaos.harness import LoadRun  # noqa: E402
-from chaos.workload import LoadShape, Target  # noqa: E402
+from chaos.load.harness import LoadRun  # noqa: E402
+from chaos.load.workload import LoadShape, Target  # noqa: E402
 
 ONE_ZONE = {"name": "one-zone", "head": {"cpus": 0},
             "regions": [{"name": "r1", "zones": [{"name": "zone-a", "nodes": [{"name": "worker-a", "cpus": 8}]}]}]}

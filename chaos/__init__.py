@@ -5,7 +5,7 @@ The public surface is small; everything else is an implementation detail:
 - :mod:`chaos.topology`  failure domains (regions -> zones -> nodes) from YAML
 - :mod:`chaos.backends`  the one interface fault injection goes through (local processes, KubeRay)
 - :mod:`chaos.records`   request records and fault marks, NDJSON, written incrementally
-- :mod:`chaos.harness`   the httpx load generator
+- :mod:`chaos.load.harness`   the httpx load generator
 - :mod:`chaos.analysis`  recovery per fault mark (plain Python)
 """
 

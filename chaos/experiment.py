@@ -11,7 +11,7 @@ The extension says what the rig needs around the Chaos Toolkit method::
       "app": {"replicas_per_zone": 1},    # chaos deploy overrides (app kind comes from --app)
       "targets": "workers",               # whose Serve proxies get traffic: workers | head | all
       "routing": "round_robin",
-      "load": {...},                      # chaos.workload.LoadShape fields
+      "load": {...},                      # chaos.load.workload.LoadShape fields
       "baseline_s": 10,                   # measured load before the first injection
       "recovery_window_s": 40,            # load kept on after the method, before analysis
       "steady_state": {...},              # chaos.analysis.SteadyState fields
@@ -37,7 +37,7 @@ from typing import Any
 from chaos import schemas
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError, read_input
-from chaos.workload import LoadShape
+from chaos.load.workload import LoadShape
 
 EXTENSION = "availproof"
 _PROPS = schemas.schema(schemas.EXTENSION)["properties"]

@@ -35,9 +35,9 @@ from chaos import analysis, bounds, environment, metrics, provision, records as 
 from chaos import experiment as exp_mod
 from chaos.backends.local import default_cluster_dir
 from chaos.faults import Marker
-from chaos.harness import LoadRun
+from chaos.load.harness import LoadRun
 from chaos.sampler import Sampler
-from chaos.workload import Target
+from chaos.load.workload import Target
 
 
 def log(msg: str) -> None:

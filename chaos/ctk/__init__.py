@@ -8,6 +8,6 @@
   recovery within the experiment's bounds.
 
 All logic lives in :mod:`chaos.run` (one run's lifecycle), :mod:`chaos.provision`,
-:mod:`chaos.faults`, :mod:`chaos.backends`, :mod:`chaos.harness` and :mod:`chaos.analysis`;
+:mod:`chaos.faults`, :mod:`chaos.backends`, :mod:`chaos.load.harness` and :mod:`chaos.analysis`;
 the CLI path uses the same code.
 """

@@ -48,7 +48,7 @@ def cluster_healthy(configuration: dict | None = None) -> bool:
 
 
 async def _sample(urls: list[str], n: int, timeout_s: float, model: str) -> list[tuple[bool, float | None]]:
-    from chaos.sse import DONE, SSEParser, parse_openai_event
+    from chaos.load.sse import DONE, SSEParser, parse_openai_event
     import time
 
     async def one(client, url):

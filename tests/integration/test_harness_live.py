@@ -10,8 +10,8 @@ import httpx
 from chaos import analysis, records as rec
 from chaos.backends.local import ports
 from chaos.faults import Marker
-from chaos.harness import LoadRun
-from chaos.workload import LoadShape, Target
+from chaos.load.harness import LoadRun
+from chaos.load.workload import LoadShape, Target
 
 SERVER = Path(__file__).with_name("sse_server.py")
 

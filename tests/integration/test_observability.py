@@ -15,8 +15,8 @@ from chaos.backends.local.backend import LocalBackend
 from chaos.ctk import probes
 from chaos.provision import redeploy_if_gone
 from chaos.faults import Marker
-from chaos.harness import LoadRun
-from chaos.workload import LoadShape, Target
+from chaos.load.harness import LoadRun
+from chaos.load.workload import LoadShape, Target
 
 
 # series Ray creates only once something failed (a health check, an HTTP error)

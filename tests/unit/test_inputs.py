@@ -101,7 +101,7 @@ def _assert_well_typed(s: experiment.Settings) -> None:
     from dataclasses import fields
 
     from chaos.records import SCOPES
-    from chaos.workload import LoadShape
+    from chaos.load.workload import LoadShape
 
     assert s.scope in SCOPES and s.network in experiment.NETWORKS and s.targets in experiment.TARGET_SETS
     assert isinstance(s.gcs_fault_tolerance, bool) and isinstance(s.topology, str) and s.topology

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from chaos import records as rec
-from chaos.sse import MalformedStream, SSEParser, parse_openai_event
+from chaos.load.sse import MalformedStream, SSEParser, parse_openai_event
 
 
 def test_writer_flushes_each_line_and_reader_skips_a_torn_tail(tmp_path):

@@ -18,7 +18,7 @@ from chaos import bounds, cli, experiment, schemas, topology
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError
 from chaos.records import SCOPES
-from chaos.workload import LoadShape
+from chaos.load.workload import LoadShape
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.json"))

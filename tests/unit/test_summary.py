@@ -119,8 +119,8 @@ def test_analyse_refuses_a_directory_without_records_in_one_line(tmp_path, capsy
 
 
 def test_definitions_in_the_header_come_from_the_harness(tmp_path):
-    from chaos.harness import LoadRun
-    from chaos.workload import LoadShape, Target
+    from chaos.load.harness import LoadRun
+    from chaos.load.workload import LoadShape, Target
 
     block = summary_mod.header_block("t", "zone", DEFS, BOUNDS, "src", "stream")
     lr = LoadRun([Target("w", "http://127.0.0.1:9", "a", None)], LoadShape(), rec.Events(), header_extra=block)

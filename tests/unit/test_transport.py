@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from chaos import records as rec
-from chaos._timer import PreciseTimer
-from chaos._transport import LeanTransport
-from chaos.harness import LoadRun, classify_exception
-from chaos.workload import LoadShape, Target
+from chaos.load._timer import PreciseTimer
+from chaos.load._transport import LeanTransport
+from chaos.load.harness import LoadRun, classify_exception
+from chaos.load.workload import LoadShape, Target
 
 SSE = [b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b"}]}\n\n', b"data: [DONE]\n\n"]
 

@@ -3,10 +3,10 @@
 - Open loop sends on the planned schedule whether or not earlier requests finished; closed
   loop keeps a fixed number of requests in flight. Both stop by themselves at
   ``duration_s`` or ``max_requests``, then wait at most ``drain_s`` for requests in flight.
-- Open-loop sends wake on :class:`~chaos._timer.PreciseTimer` (a timerfd: the loop's own
+- Open-loop sends wake on :class:`~chaos.load._timer.PreciseTimer` (a timerfd: the loop's own
   timers are millisecond-grained) from a task created just ahead of its instant, so the
   write follows the wake-up without waiting for another turn of the loop.
-- HTTP goes through :class:`~chaos._transport.LeanTransport`, an httpx transport over asyncio
+- HTTP goes through :class:`~chaos.load._transport.LeanTransport`, an httpx transport over asyncio
   protocols and httptools (the same httpx client API and exceptions, a fraction of the CPU
   per streamed chunk); uvloop runs the loop when installed.
 - Each finished request becomes one :class:`~chaos.records.RequestRecord`, published on
@@ -25,11 +25,11 @@ from typing import Any
 import httpx
 
 from chaos import records as rec
-from chaos._timer import PreciseTimer
-from chaos._transport import LeanTransport
+from chaos.load._timer import PreciseTimer
+from chaos.load._transport import LeanTransport
 from chaos.analysis import percentile
-from chaos.sse import DONE, MalformedStream, SSEParser, parse_openai_event
-from chaos.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
+from chaos.load.sse import DONE, MalformedStream, SSEParser, parse_openai_event
+from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
 
 
 def classify_exception(exc: BaseException, got_first_token: bool) -> tuple[str, str]:

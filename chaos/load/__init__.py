@@ -1,0 +1,13 @@
+"""Load generation: the data plane's client. What it sends (:mod:`~chaos.load.workload`: load
+shapes, prompts, targets, routing), how (:mod:`~chaos.load.harness`: open and closed loops over
+httpx, every request recorded; :mod:`~chaos.load.sse`: the OpenAI streaming format), on a lean
+httpx transport (``_transport``) and a sub-millisecond send timer (``_timer``), both private.
+
+The public surface is small: a :class:`LoadShape`, the :class:`Target` list, and a
+:class:`LoadRun` that publishes every finished request on :class:`chaos.records.Events`.
+"""
+
+from chaos.load.harness import LoadRun, classify_exception
+from chaos.load.workload import LoadShape, Target, check_target_allowed
+
+__all__ = ["LoadRun", "LoadShape", "Target", "check_target_allowed", "classify_exception"]
