@@ -546,8 +546,10 @@ def _planes(gcs_down=(10.5, 13.0), controller_down=(10.5, 14.0), lost=(10.0, 16.
 
     def sample(t):
         gcs, ctl = not inside(t, gcs_down), not inside(t, controller_down)
-        replicas = {"StreamTarget": {"zone-a": 0 if inside(t, lost) else 1, "zone-b": 1}, "OpenAiIngress": {"zone-b": 1}}
-        return rec.Sample(t_ns=T0 + int(t * NS), took_s=0.01, gcs_ok=gcs, gcs_latency_s=0.002 + t / 10_000 if gcs else None,
+        replicas = {"StreamTarget": {"zone-a": 0 if inside(t, lost) else 1, "zone-b": 1},
+                    "OpenAiIngress": {"zone-b": 1}}
+        return rec.Sample(t_ns=T0 + int(t * NS), took_s=0.01, gcs_ok=gcs,
+                          gcs_latency_s=0.002 + t / 10_000 if gcs else None,
                           controller_ok=ctl, app_status="RUNNING" if ctl else None, replicas=replicas if ctl else None,
                           nodes_alive={"zone-a": 0 if inside(t, nodes_down) else 1, "zone-b": 1} if gcs else None)
     return sample
@@ -567,7 +569,8 @@ def test_control_plane_and_capacity_in_the_report_equal_the_summary(tmp_path):
     cp, cap = f["control_plane"], f["capacity"]
     # the fixture is right: the control plane down from 0.5 s to 4.0 s after the kill, capacity back at 6.0 s
     assert (cp["time_to_loss_s"], cp["time_to_restored_s"], cp["outage_s"]) == (0.5, 4.0, 3.5)
-    assert (cap["target_replicas"], cap["min_replicas"], cap["time_to_lost_s"], cap["time_to_restored_s"]) == (3, 2, 0.0, 6.0)
+    assert (cap["target_replicas"], cap["min_replicas"], cap["time_to_lost_s"],
+            cap["time_to_restored_s"]) == (3, 2, 0.0, 6.0)
     paths = report.write(d)
     page = _page(paths["html"])
     cells = _planes_table(page)
@@ -576,7 +579,8 @@ def test_control_plane_and_capacity_in_the_report_equal_the_summary(tmp_path):
         if key != "samples":
             assert _num(cell) == pytest.approx(cp[key], abs=0.005), (key, cell)
     assert int(cells[("control plane", "samples in the window")]) == cp["samples"] == 40
-    for key in ("target_replicas", "min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s", "nodes_min_alive"):
+    for key in ("target_replicas", "min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s",
+                "nodes_min_alive"):
         cell = cells[("capacity", report.CAPACITY_LABELS[key])]
         assert _num(cell) == pytest.approx(cap[key], abs=0.005), (key, cell)
     assert cells[("capacity", "target placement")] == "OpenAiIngress: zone-b 1; StreamTarget: zone-a 1, zone-b 1"
@@ -636,7 +640,8 @@ def test_capacity_unknown_at_the_end_is_unmeasurable_and_an_unended_outage_is_ne
     assert cells[("capacity", "time to lost s")] == "never"  # known samples never fell below the target
     table = suite.table([{"experiment": "experiments/x.json", "verdict": 1,
                           "summary": json.loads((d / "summary.json").read_text())}]).splitlines()
-    row = dict(zip((c.strip() for c in table[0].strip("|").split("|")), (c.strip() for c in table[2].strip("|").split("|"))))
+    row = dict(zip((c.strip() for c in table[0].strip("|").split("|")),
+                   (c.strip() for c in table[2].strip("|").split("|"))))
     assert row["control-plane outage s"] == "never" and row["capacity restored s"] == "unmeasurable"
 
 
@@ -644,7 +649,8 @@ def test_suite_table_plane_columns_equal_the_summary(tmp_path):
     d = _write_run(tmp_path / "hk", outage_s=0.0, down=(), fault_zones=(), scope="head", samples=_planes())
     summary = json.loads((d / "summary.json").read_text())
     f = summary["faults"][0]
-    lines = suite.table([{"experiment": "experiments/head-kill-gcs-ft.json", "verdict": 0, "summary": summary}]).splitlines()
+    lines = suite.table([{"experiment": "experiments/head-kill-gcs-ft.json", "verdict": 0,
+                          "summary": summary}]).splitlines()
     cols = [c.strip() for c in lines[0].strip("|").split("|")]
     assert cols[-4:] == ["control-plane outage s", "capacity restored s", "bounds met", "verdict"]
     row = dict(zip(cols, (c.strip() for c in lines[2].strip("|").split("|"))))
