@@ -16,6 +16,7 @@ from chaos.ctk import probes
 from chaos.provision import redeploy_if_gone
 from chaos.faults import Marker
 from chaos.load.harness import LoadRun
+from chaos.sampler import Sampler
 from chaos.load.workload import LoadShape, Target
 
 
@@ -45,6 +46,8 @@ def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
     try:
         targets = [Target(name, url, zone=zone) for name, url, zone, _ in backend.targets()]
         shape = LoadShape(rate=10, duration_s=8, warmup_s=0.5, timeout_s=5, seed=5)
+        sampler = Sampler(backend.observe, events, period_s=0.5)  # the control plane and capacity, as a run has them
+        sampler.start()
         run = LoadRun(targets, shape, events).start()
         # a mark on the timeline (nothing is broken): the exporter's fault series must reach Prometheus
         marker = Marker(events)
@@ -53,6 +56,7 @@ def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
         with marker.heal(f):
             pass
         run.join(timeout=60)
+        sampler.stop()
         writer.close()
         back = rec.read(tmp_path / "records.ndjson")
         measured = [r for r in back.requests if r.phase == rec.MEASURE]
@@ -69,6 +73,12 @@ def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
         # the probe an experiment would use
         cfg = {"availproof_prometheus_url": server.url}
         assert probes.promql('sum(availproof_requests_total{outcome="failed"}) or vector(0)', configuration=cfg) == 0
+        # the sampled planes reach Prometheus: the control plane up, a replica RUNNING in every zone
+        assert back.samples and all(x.control_up for x in back.samples)
+        assert _wait_for(lambda: prometheus.query(server.url, 'min(availproof_control_plane_up)') == 1.0)
+        for z in zones:
+            assert _wait_for(lambda: (prometheus.query(
+                server.url, f'sum(availproof_serve_replicas_running{{zone="{z}"}})') or 0) >= 1), z
         # Serve's own metrics reach Prometheus from the worker nodes
         assert _wait_for(lambda: (prometheus.query(server.url, "sum(ray_serve_num_http_requests_total)") or 0) > 0)
         # every dashboard query is valid and names only metrics the server holds
