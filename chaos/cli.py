@@ -156,7 +156,7 @@ def _prometheus(args, out: Path):
 
 def _write_report(out: Path) -> None:
     """report.md/.html/.json beside the results; a failure here never changes the verdict."""
-    from chaos import report
+    from chaos.reports import report
 
     try:
         paths = report.write(out)
@@ -188,6 +188,7 @@ def cmd_run(args) -> int:
 
 def cmd_suite(args) -> int:
     from chaos import runner, suite
+    from chaos.reports import cells
 
     out = Path(args.out) if args.out else _default_out("suite")
     names = suite.selection(args.full, args.only)
@@ -204,7 +205,7 @@ def cmd_suite(args) -> int:
                 results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})
                 _say(f"error: {e}")
     (out / "junit.xml").write_text(runner.junit_xml(results))
-    table = suite.table(results)
+    table = cells.table(results)
     (out / "suite.md").write_text(table)
     print(table)
     _write_report(out)
@@ -235,7 +236,7 @@ def cmd_recover(args) -> int:
 def cmd_report(args) -> int:
     import json as _json
 
-    from chaos import report
+    from chaos.reports import report
 
     if args.compare:
         a, b = (Path(p) for p in args.compare)
@@ -262,7 +263,8 @@ def cmd_analyse(args) -> int:
     """Derive summary.json again from each run's records.ndjson (a run, its trials, or a suite), then the report."""
     import json as _json
 
-    from chaos import report, summary as summary_mod
+    from chaos import summary as summary_mod
+    from chaos.reports import report
 
     root = Path(args.run_dir)
     runs = sorted({p.parent for p in root.rglob("records.ndjson")})

@@ -205,7 +205,7 @@ def test_report_on_the_runs_of_this_suite(shared_cluster, test_root):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads((runs / "report.json").read_text())
-    from chaos import report
+    from chaos.reports import report
 
     rank = {n: i for i, n in enumerate(report.suite_order(runs)[0])}  # the report follows suite order
     done = sorted((d for d in runs.iterdir() if (d / "summary.json").exists()),

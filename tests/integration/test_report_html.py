@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chaos import report
+from chaos.reports import report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
 from test_report import _write_run  # noqa: E402

@@ -13,7 +13,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from chaos import analysis, bounds, cli, records as rec, report, suite, timeline
+from chaos import analysis, bounds, cli, records as rec, suite
+from chaos.reports import cells, report, timeline
 from chaos import summary as summary_mod
 
 NS = 1_000_000_000
@@ -127,19 +128,19 @@ POP_FIGURES = ("time_to_impact_s", "time_to_detect_s", "time_to_first_success_s"
 
 
 def _assert_figures_equal_summary(table, f):
-    cells = _figures(table)
+    shown = _figures(table)
     for col, pop in enumerate(("affected", "service")):
         p = f[pop]
         for key in POP_FIGURES:
-            cell = cells[report.LABELS[key]][col]
+            cell = shown[report.LABELS[key]][col]
             if p[key] is None:
                 assert not re.match(r"^-?[0-9]", cell), (pop, key, cell)  # a null is never printed as a number
             else:
                 assert _num(cell) == pytest.approx(p[key], abs=0.005), (pop, key, cell)
-        assert cells["relapses"][col] == str(p["relapses"])
-        assert cells["requests"][col] == str(p["requests"])
-        assert cells["failed/requests (ratio)"][col].startswith(f"{p['failed_total']}/{p['requests']}")
-        assert cells["failed mid-stream"][col] == str(p["failed_mid_stream"])
+        assert shown["relapses"][col] == str(p["relapses"])
+        assert shown["requests"][col] == str(p["requests"])
+        assert shown["failed/requests (ratio)"][col].startswith(f"{p['failed_total']}/{p['requests']}")
+        assert shown["failed mid-stream"][col] == str(p["failed_mid_stream"])
 
 
 # ---------------------------------------------------------------- one run
@@ -215,10 +216,10 @@ def test_unmeasurable_figures_print_their_reason_never_zero(tmp_path):
     page = _page(paths["html"])
     (figs,) = _tables(page, "figures")
     _assert_figures_equal_summary(figs, f)
-    cells = _figures(figs)
-    assert cells["time to steady state s"][0] == f"unmeasurable: {why_steady}"
-    assert cells["time to first recovery s"][0].startswith("unmeasurable: ")
-    assert cells["recovered"][0] == f"unmeasurable: {f['unmeasurable']['affected.recovered']}"
+    shown = _figures(figs)
+    assert shown["time to steady state s"][0] == f"unmeasurable: {why_steady}"
+    assert shown["time to first recovery s"][0].startswith("unmeasurable: ")
+    assert shown["recovered"][0] == f"unmeasurable: {f['unmeasurable']['affected.recovered']}"
     (faults,) = _tables(page, "faults")
     cell = dict(zip(faults["rows"][0], faults["rows"][1]))
     assert cell["unaffected zones"] == f"unmeasurable: {why_zones}"
@@ -238,7 +239,7 @@ def test_unmeasurable_figures_print_their_reason_never_zero(tmp_path):
     assert row["verdict"] == "UNMEASURED" and row["affected time to steady state s"] == "unmeasurable"
     assert "unmeasurable" in row["what keeps it from passing"]
     # the suite table: "unmeasurable", "n/a" for the unaffected zones, never a 0 or "never"
-    table = suite.table([{"experiment": "experiments/short.json", "verdict": 1, "summary": summary}])
+    table = cells.table([{"experiment": "experiments/short.json", "verdict": 1, "summary": summary}])
     cols = [c.strip() for c in table.splitlines()[0].strip("|").split("|")]
     vals = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
     row = dict(zip(cols, vals))
@@ -253,18 +254,18 @@ def test_never_only_for_a_null_that_is_not_unmeasurable(tmp_path):
     f = json.loads((d / "summary.json").read_text())["faults"][0]
     assert f["affected"]["time_to_steady_state_s"] is None
     assert "affected.time_to_steady_state_s" not in f["unmeasurable"]
-    cells = _figures(_tables(_page(report.write(d, ("html",))["html"]), "figures")[0])
-    assert cells["time to steady state s"] == ("never", "never")
-    assert cells["time to first success s"] == ("never", "never")
-    assert cells["recovered"] == ("no", "no")
+    shown = _figures(_tables(_page(report.write(d, ("html",))["html"]), "figures")[0])
+    assert shown["time to steady state s"] == ("never", "never")
+    assert shown["time to first success s"] == ("never", "never")
+    assert shown["recovered"] == ("no", "no")
     md = report.markdown(report.build(d))
     assert "| 1 | node-1 | max_time_to_steady_state_s | affected | never | 5.0 | VIOLATED | - |" in md
     # an undisturbed fault: first success does not apply, it is not "never"
     u = _write_run(tmp_path / "calm", outage_s=0.0)
-    cells = _figures(_tables(_page(report.write(u, ("html",))["html"]), "figures")[0])
-    assert cells["time to first success s"] == ("n/a (nothing failed)", "n/a (nothing failed)")
-    assert cells["time to steady state s"] == ("0.00", "0.00")
-    row = suite.table([{"experiment": "calm", "verdict": 0, "summary": json.loads((u / "summary.json").read_text())}])
+    shown = _figures(_tables(_page(report.write(u, ("html",))["html"]), "figures")[0])
+    assert shown["time to first success s"] == ("n/a (nothing failed)", "n/a (nothing failed)")
+    assert shown["time to steady state s"] == ("0.00", "0.00")
+    row = cells.table([{"experiment": "calm", "verdict": 0, "summary": json.loads((u / "summary.json").read_text())}])
     assert "| n/a | n/a | n/a | 0.00 | 0 |" in row  # impact, detect, first success n/a; steady 0.00; relapses 0
 
 
@@ -443,11 +444,11 @@ def test_suite_table_columns_equal_the_summary(tmp_path):
     summary = json.loads((d / "summary.json").read_text())
     f = summary["faults"][0]
     a, s = f["affected"], f["service"]
-    table = suite.table([{"experiment": "experiments/zone-loss.json", "verdict": 0, "summary": summary},
+    table = cells.table([{"experiment": "experiments/zone-loss.json", "verdict": 0, "summary": summary},
                          {"experiment": "experiments/redis-loss.json", "verdict": 2, "error": "boom", "summary": None}])
     lines = table.splitlines()
     cols = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert cols == list(suite.TABLE_COLUMNS)
+    assert cols == list(cells.TABLE_COLUMNS)
     row = dict(zip(cols, (c.strip() for c in lines[2].strip("|").split("|"))))
     assert row["experiment"] == "zone-loss" and row["affected"] == "zone-b"
     assert row["failed (mid-stream)"] == f"{a['failed_total']} ({a['failed_mid_stream']})"
@@ -573,19 +574,19 @@ def test_control_plane_and_capacity_in_the_report_equal_the_summary(tmp_path):
             cap["time_to_restored_s"]) == (3, 2, 0.0, 6.0)
     paths = report.write(d)
     page = _page(paths["html"])
-    cells = _planes_table(page)
+    shown = _planes_table(page)
     for key, label in report.CONTROL_PLANE_LABELS.items():
-        cell = cells[("control plane", label)]
+        cell = shown[("control plane", label)]
         if key != "samples":
             assert _num(cell) == pytest.approx(cp[key], abs=0.005), (key, cell)
-    assert int(cells[("control plane", "samples in the window")]) == cp["samples"] == 40
+    assert int(shown[("control plane", "samples in the window")]) == cp["samples"] == 40
     for key in ("target_replicas", "min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s",
                 "nodes_min_alive"):
-        cell = cells[("capacity", report.CAPACITY_LABELS[key])]
+        cell = shown[("capacity", report.CAPACITY_LABELS[key])]
         assert _num(cell) == pytest.approx(cap[key], abs=0.005), (key, cell)
-    assert cells[("capacity", "target placement")] == "OpenAiIngress: zone-b 1; StreamTarget: zone-a 1, zone-b 1"
-    assert cells[("capacity", "nodes min alive per zone")] == "zone-a 0, zone-b 1"
-    assert cells[("capacity", "time to lost s")] == "0.00"  # lost at the kill: a real 0, not a null
+    assert shown[("capacity", "target placement")] == "OpenAiIngress: zone-b 1; StreamTarget: zone-a 1, zone-b 1"
+    assert shown[("capacity", "nodes min alive per zone")] == "zone-a 0, zone-b 1"
+    assert shown[("capacity", "time to lost s")] == "0.00"  # lost at the kill: a real 0, not a null
     # the overview and the markdown carry the same numbers
     (ov,) = _tables(page, "overview")
     row = dict(zip(ov["rows"][0], ov["rows"][1]))
@@ -602,24 +603,24 @@ def test_a_plane_never_lost_says_so_and_a_run_without_samples_is_unmeasurable_ne
     calm = _write_run(tmp_path / "calm", outage_s=2.0, samples=_planes(None, None, None, None))
     f = json.loads((calm / "summary.json").read_text())["faults"][0]
     assert f["control_plane"]["outage_s"] == 0 and f["capacity"]["time_to_restored_s"] == 0
-    cells = _planes_table(_page(report.write(calm, ("html",))["html"]))
-    assert cells[("control plane", "outage s")] == "0.00 (never down)"
-    assert cells[("control plane", "time to loss s")] == "never"
-    assert cells[("capacity", "time to restored s")] == "0.00 (never lost)"
+    shown = _planes_table(_page(report.write(calm, ("html",))["html"]))
+    assert shown[("control plane", "outage s")] == "0.00 (never down)"
+    assert shown[("control plane", "time to loss s")] == "never"
+    assert shown[("capacity", "time to restored s")] == "0.00 (never lost)"
     # a run recorded without the sampler: every plane figure unmeasurable, with the summary's reason
     bare = _write_run(tmp_path / "bare", outage_s=2.0)
     f = json.loads((bare / "summary.json").read_text())["faults"][0]
     why = f["unmeasurable"]
     assert f["control_plane"]["outage_s"] is None and why["control_plane.outage_s"]
     page = _page(report.write(bare, ("html",))["html"])
-    cells = _planes_table(page)
+    shown = _planes_table(page)
     for (plane, label), key in ((("control plane", "outage s"), "control_plane.outage_s"),
                                 (("control plane", "time to restored s"), "control_plane.time_to_restored_s"),
                                 (("capacity", "time to restored s"), "capacity.time_to_restored_s"),
                                 (("capacity", "min replicas"), "capacity.min_replicas"),
                                 (("capacity", "nodes min alive"), "capacity.nodes_min_alive")):
-        assert cells[(plane, label)] == f"unmeasurable: {why[key]}", (plane, label)
-    assert not any(re.match(r"^-?[0-9]", v) for k, v in cells.items() if k[1] != "samples in the window")
+        assert shown[(plane, label)] == f"unmeasurable: {why[key]}", (plane, label)
+    assert not any(re.match(r"^-?[0-9]", v) for k, v in shown.items() if k[1] != "samples in the window")
     (ov,) = _tables(page, "overview")
     row = dict(zip(ov["rows"][0], ov["rows"][1]))
     assert row["control-plane outage s"] == "unmeasurable" and row["capacity restored s"] == "unmeasurable"
@@ -633,12 +634,12 @@ def test_capacity_unknown_at_the_end_is_unmeasurable_and_an_unended_outage_is_ne
     assert f["control_plane"]["time_to_restored_s"] is None and f["control_plane"]["outage_s"] is None
     assert "control_plane.outage_s" not in f["unmeasurable"]
     why = f["unmeasurable"]["capacity.time_to_restored_s"]
-    cells = _planes_table(_page(report.write(d, ("html",))["html"]))
-    assert cells[("control plane", "outage s")] == "never"
-    assert cells[("control plane", "time to loss s")] == "15.00"
-    assert cells[("capacity", "time to restored s")] == f"unmeasurable: {why}"
-    assert cells[("capacity", "time to lost s")] == "never"  # known samples never fell below the target
-    table = suite.table([{"experiment": "experiments/x.json", "verdict": 1,
+    shown = _planes_table(_page(report.write(d, ("html",))["html"]))
+    assert shown[("control plane", "outage s")] == "never"
+    assert shown[("control plane", "time to loss s")] == "15.00"
+    assert shown[("capacity", "time to restored s")] == f"unmeasurable: {why}"
+    assert shown[("capacity", "time to lost s")] == "never"  # known samples never fell below the target
+    table = cells.table([{"experiment": "experiments/x.json", "verdict": 1,
                           "summary": json.loads((d / "summary.json").read_text())}]).splitlines()
     row = dict(zip((c.strip() for c in table[0].strip("|").split("|")),
                    (c.strip() for c in table[2].strip("|").split("|"))))
@@ -649,7 +650,7 @@ def test_suite_table_plane_columns_equal_the_summary(tmp_path):
     d = _write_run(tmp_path / "hk", outage_s=0.0, down=(), fault_zones=(), scope="head", samples=_planes())
     summary = json.loads((d / "summary.json").read_text())
     f = summary["faults"][0]
-    lines = suite.table([{"experiment": "experiments/head-kill-gcs-ft.json", "verdict": 0,
+    lines = cells.table([{"experiment": "experiments/head-kill-gcs-ft.json", "verdict": 0,
                           "summary": summary}]).splitlines()
     cols = [c.strip() for c in lines[0].strip("|").split("|")]
     assert cols[-4:] == ["control-plane outage s", "capacity restored s", "bounds met", "verdict"]
@@ -660,7 +661,7 @@ def test_suite_table_plane_columns_equal_the_summary(tmp_path):
     old = json.loads(json.dumps(summary))
     for x in old["faults"]:
         x.pop("control_plane"), x.pop("capacity")
-    row = dict(zip(cols, (c.strip() for c in suite.table([{"experiment": "hk", "verdict": 0, "summary": old}])
+    row = dict(zip(cols, (c.strip() for c in cells.table([{"experiment": "hk", "verdict": 0, "summary": old}])
                           .splitlines()[2].strip("|").split("|"))))
     assert row["control-plane outage s"] == "n/a" and row["capacity restored s"] == "n/a"
 

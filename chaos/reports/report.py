@@ -48,7 +48,7 @@ from typing import Any
 
 from chaos import analysis, bounds, records as rec, stats, suite
 from chaos.errors import UsageError
-from chaos.suite import _fmt, figure, plane_figure, unaffected_zones
+from chaos.reports.cells import fmt, figure, plane_figure, unaffected_zones
 
 LABELS = {"time_to_impact_s": "time to impact s", "time_to_detect_s": "time to detect s",
           "time_to_first_success_s": "time to first success s",
@@ -299,7 +299,7 @@ def _failed(p: dict[str, Any]) -> str:
 
 def _over_trials(d: dict[str, Any]) -> str:
     """A figure over trials: its median, how many trials never reached it or could not measure it."""
-    parts = [] if d["median"] is None else [f"median {_fmt(d['median'])}"]
+    parts = [] if d["median"] is None else [f"median {fmt(d['median'])}"]
     if d["missing"]:
         parts.append(f"{d['missing']} never")
     if d["unmeasurable"]:
@@ -381,13 +381,13 @@ def fault_rows(exp: dict[str, Any]) -> list[list[str]]:
     for i, s, f in _faults(exp):
         met = bounds.fault_met((s.get("bounds") or {}).get("results"), f["fault_id"])
         g = f["goodput_rps"]
-        gp = "/".join("-" if g[k] is None else _fmt(g[k]) for k in ("before", "during", "after"))
+        gp = "/".join("-" if g[k] is None else fmt(g[k]) for k in ("before", "during", "after"))
         by_class = ", ".join(f"{k} {v}" for k, v in f["failed"]["by_class"].items()) or "-"
-        window = _fmt(f["window_s"]) + (f" (cut by {f['window_cut_by']})" if f.get("window_cut_by") else "")
+        window = fmt(f["window_s"]) + (f" (cut by {f['window_cut_by']})" if f.get("window_cut_by") else "")
         rows.append([str(i), f["scope"], f["target"], str(f["failed"]["total"]), str(f["failed"]["mid_stream"]),
                      str(f["failed"]["in_flight_at_injection"]), unaffected_zones(f, reasons=True), by_class,
                      ", ".join(f["zones"] or []) or "-", _basis(f), window, gp,
-                     "-" if f["resolution_s"] is None else _fmt(f["resolution_s"]),
+                     "-" if f["resolution_s"] is None else fmt(f["resolution_s"]),
                      "-" if met is None else ("NO" if met == "no" else met)])
     return rows
 
@@ -447,7 +447,7 @@ def _plane_note(f: dict[str, Any], key: str) -> str | None:
 
 def plane_rows(f: dict[str, Any]) -> list[list[str]]:
     """The fault's control plane and capacity (:mod:`chaos.planes`), one row per figure, every number
-    as the summary has it; a null by the rules of :func:`chaos.suite.plane_figure`."""
+    as the summary has it; a null by the rules of :func:`chaos.reports.cells.plane_figure`."""
     rows: list[list[str]] = []
     cp, cap = f.get("control_plane"), f.get("capacity")
     if not isinstance(cp, dict) or not isinstance(cap, dict):
@@ -457,13 +457,13 @@ def plane_rows(f: dict[str, Any]) -> list[list[str]]:
         rows.append(["control plane", CONTROL_PLANE_LABELS[key], plane_figure(f, "control_plane", key, True)])
     lat = cp.get("max_gcs_latency_s")
     rows.append(["control plane", CONTROL_PLANE_LABELS["max_gcs_latency_s"],
-                 _fmt(lat) if lat is not None else (_plane_note(f, "control_plane.max_gcs_latency_s")
+                 fmt(lat) if lat is not None else (_plane_note(f, "control_plane.max_gcs_latency_s")
                                                     or _plane_note(f, "control_plane.time_to_loss_s")
                                                     or "n/a (the GCS answered no sample in the window)")])
     rows.append(["control plane", CONTROL_PLANE_LABELS["samples"], str(cp.get("samples"))])
     res = cp.get("resolution_s")
     rows.append(["control plane", CONTROL_PLANE_LABELS["resolution_s"],
-                 _fmt(res) if res is not None else "n/a (fewer than two samples in the window)"])
+                 fmt(res) if res is not None else "n/a (fewer than two samples in the window)"])
     rows.append(["capacity", CAPACITY_LABELS["target_replicas"], plane_figure(f, "capacity", "target_replicas", True)])
     target = cap.get("target")
     rows.append(["capacity", CAPACITY_LABELS["target"],
@@ -504,11 +504,11 @@ def fault_notes(f: dict[str, Any]) -> list[str]:
 
 
 def _ci_or_small(ci) -> str:
-    return "—, N too small" if not ci else f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+    return "—, N too small" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
 def _ci(ci) -> str:
-    return "-" if not ci else f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+    return "-" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
 STAT_COLUMNS = ("fault", "population", "figure", "trials with a value", "never reached", "unmeasurable", "median",
@@ -532,8 +532,8 @@ def stat_rows(exp: dict[str, Any]) -> list[list[str]]:
         for key, name in FIGURES.items():
             d = agg["figures"][key]
             rows.append([label, pop, name, str(d["n"]), str(d["missing"]), str(d["unmeasurable"]),
-                         "-" if d["median"] is None else _fmt(d["median"]), _ci_or_small(d["median_ci95"]),
-                         "-" if d["p95"] is None else _fmt(d["p95"]), _ci_or_small(d["p95_ci95"])])
+                         "-" if d["median"] is None else fmt(d["median"]), _ci_or_small(d["median_ci95"]),
+                         "-" if d["p95"] is None else fmt(d["p95"]), _ci_or_small(d["p95_ci95"])])
     return rows
 
 
@@ -565,7 +565,7 @@ def _status(r: dict[str, Any]) -> str:
 
 def _bound_value(r: dict[str, Any]) -> str:
     if r["value"] is not None:
-        return _fmt(r["value"])
+        return fmt(r["value"])
     return {bounds.UNMEASURABLE: "unmeasurable", bounds.NOT_APPLICABLE: "n/a"}.get(_status(r), "never")
 
 
@@ -764,7 +764,7 @@ def html(doc: dict[str, Any], images: dict[str, bytes] | None = None) -> str:
 # ---------------------------------------------------------------- writing
 def timelines(doc: dict[str, Any]) -> dict[str, bytes]:
     """Render (and save as timeline.png beside it) the first trial's timeline of each experiment."""
-    from chaos import timeline
+    from chaos.reports import timeline
 
     out = {}
     for exp in doc["experiments"]:
@@ -839,7 +839,7 @@ def compare(doc_a: dict[str, Any], doc_b: dict[str, Any]) -> list[dict[str, Any]
 
 
 def _cmp_cell(v, missing=0) -> str:
-    s = "-" if v is None else (f"{v:.4f}" if isinstance(v, float) and abs(v) < 1 else _fmt(v))
+    s = "-" if v is None else (f"{v:.4f}" if isinstance(v, float) and abs(v) < 1 else fmt(v))
     return s + (f" ({missing} never)" if missing else "")
 
 

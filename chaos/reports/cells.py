@@ -1,0 +1,122 @@
+"""How a figure reads in a table cell, one rule for the report and the suite table.
+
+A ``null`` figure reads ``never`` only when it was not reached; when the summary's
+``unmeasurable`` map says why it could not be measured it reads ``unmeasurable`` (with the
+reason where asked), and a figure that does not apply reads ``n/a``. Never 0, never "met".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chaos import bounds
+
+
+def fmt(v: Any) -> str:
+    """A plain value: None is "never" (a figure never reached); see :func:`figure` for a fault's figures."""
+    if v is None:
+        return "never"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+# figures that exist only because something failed: a null one means "nothing failed", not "never"
+FAILURE_FIGURES = frozenset({"time_to_impact_s", "time_to_detect_s", "time_to_first_success_s",
+                             "time_to_last_failure_s"})
+
+
+def figure(fault: dict[str, Any], population: str, key: str, reasons: bool = False) -> str:
+    """One figure of one population of a fault, as text. A value is printed as is; a null is
+    "unmeasurable" (with its reason when ``reasons``) when the fault's ``unmeasurable`` map lists it,
+    "n/a" when it does not apply (nothing failed, undisturbed), and "never" only otherwise."""
+    p = fault.get(population) or {}
+    v = p.get(key)
+    if v is not None:
+        return fmt(v)
+    why = (fault.get("unmeasurable") or {}).get(f"{population}.{key}")
+    if why:
+        return f"unmeasurable: {why}" if reasons else "unmeasurable"
+    if key in FAILURE_FIGURES and not p.get("failed_total"):
+        return "n/a (nothing failed)" if reasons else "n/a"
+    if key == "time_to_first_recovery_s" and p.get("disrupted") is False:
+        return "n/a (undisturbed)" if reasons else "n/a"
+    if key in ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered", "time_to_restored_s",
+               "outage_s") and fault.get("window_cut_by"):
+        return f"never in its window (cut by {fault['window_cut_by']})" if reasons else "never (window cut)"
+    return "never"
+
+
+def unaffected_zones(fault: dict[str, Any], reasons: bool = False) -> str:
+    """Failures in the zones the fault did not touch; null (a zone-less fault or zone-less targets) is "n/a"."""
+    v = (fault.get("failed") or {}).get("unaffected_zones")
+    if v is not None:
+        return str(v)
+    why = (fault.get("unmeasurable") or {}).get("failed.unaffected_zones")
+    if not reasons:
+        return "n/a"
+    if not fault.get("zones"):
+        return f"n/a ({why or 'the fault has no zone'})"
+    return f"unmeasurable: {why}" if why else "n/a"
+
+
+def _fault_met(summary: dict[str, Any], fault: dict[str, Any]) -> str:
+    b = summary.get("bounds") or {}
+    return bounds.fault_met(b.get("results"), fault["fault_id"]) or ("yes" if b.get("all_met") else "no")
+
+
+def verdict_word(verdict: int, summary: dict[str, Any] | None) -> str:
+    """PASS / VIOLATED / UNMEASURED (a bound could not be measured, none violated) / ERROR."""
+    if verdict == 1:
+        results = ((summary or {}).get("bounds") or {}).get("results") or []
+        if not bounds.violated(results) and bounds.unmeasured(results):
+            return "UNMEASURED"
+    return {0: "PASS", 1: "VIOLATED", 2: "ERROR"}[verdict]
+
+
+def plane_figure(fault: dict[str, Any], plane: str, key: str, reasons: bool = False) -> str:
+    """One figure of the control plane or capacity (:mod:`chaos.planes`) as text, by the rules of
+    :func:`figure` (a listed null is "unmeasurable", an unlisted one "never"); a 0 that means the
+    plane was never lost says so; a summary written before the sampler has no planes: "n/a"."""
+    if not isinstance(fault.get(plane), dict):
+        return "n/a (not in this summary: recorded before the sampler)" if reasons else "n/a"
+    text = figure(fault, plane, key, reasons)
+    p = fault[plane]
+    loss = "time_to_loss_s" if plane == "control_plane" else "time_to_lost_s"
+    if reasons and key in ("time_to_restored_s", "outage_s") and p.get(key) == 0 and p.get(loss) is None:
+        text += " (never down)" if plane == "control_plane" else " (never lost)"
+    return text
+
+
+TABLE_COLUMNS = ("experiment", "scope", "affected", "affected requests", "failed (mid-stream)", "time to impact s",
+                 "time to detect s", "time to first success s", "time to steady state s", "relapses",
+                 "service failed", "service time to first success s", "unaffected zones failed",
+                 "control-plane outage s", "capacity restored s", "bounds met", "verdict")
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """One row per fault: the affected population's figures, the service's failures and first success,
+    the control plane's outage and the time to capacity restored (:mod:`chaos.planes`)."""
+    rows = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    for r in results:
+        name = Path(r["experiment"]).stem
+        s = r.get("summary") or {}
+        faults = s.get("faults") or []
+        verdict = verdict_word(r["verdict"], s)
+        if not faults:
+            blanks = " | ".join(["-"] * (len(TABLE_COLUMNS) - 3))
+            rows.append(f"| {name} | {blanks} | no | {verdict}: {(r.get('error') or '')[:80]} |")
+            continue
+        for f in faults:
+            a, svc = f.get("affected") or {}, f.get("service") or {}
+            who = ", ".join(a.get("zones") or []) if a.get("basis") == "fault_domain" else "service"
+            rows.append(" ".join([
+                f"| {name} | {f['scope']} | {who} | {a.get('requests')} | {a.get('failed_total')}",
+                f"({a.get('failed_mid_stream')}) | {figure(f, 'affected', 'time_to_impact_s')} |",
+                f"{figure(f, 'affected', 'time_to_detect_s')} | {figure(f, 'affected', 'time_to_first_success_s')} |",
+                f"{figure(f, 'affected', 'time_to_steady_state_s')} | {a.get('relapses')} |",
+                f"{svc.get('failed_total')} | {figure(f, 'service', 'time_to_first_success_s')} |",
+                f"{unaffected_zones(f)} | {plane_figure(f, 'control_plane', 'outage_s')} |",
+                f"{plane_figure(f, 'capacity', 'time_to_restored_s')} | {_fault_met(s, f)} | {verdict} |"]))
+    return "\n".join(rows) + "\n"
