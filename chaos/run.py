@@ -118,9 +118,14 @@ class Run:
             if self.stop_reason is not None or self._finishing:
                 return False
             self.stop_reason = reason
-            log(f"STOP CONDITION: {reason}: aborting the method and rolling back")
-            taken = bool(self.on_stop and self.on_stop(reason))
-            self._stop_pending = not taken
+            self._stop_pending = True  # until the driver says it interrupted the method
+            try:
+                log(f"STOP CONDITION: {reason}: aborting the method and rolling back")
+                if self.on_stop is not None and self.on_stop(reason):
+                    self._stop_pending = False
+            except Exception as e:  # noqa: BLE001 - the stop stays pending for the driver's next hook or wait
+                log(f"stop condition: the driver's interrupter failed ({type(e).__name__}: {e}); "
+                    "the stop ends the method at its next step")
             return True
 
     def take_stop(self) -> str | None:
@@ -366,8 +371,10 @@ class StopConditions:
 
 
 class Guard(threading.Thread):
-    """The stop conditions' watch: every ``poll_s`` while the load runs, :meth:`StopConditions.check`;
-    when it says stop, :meth:`Run.stop` (which interrupts the method through the driver)."""
+    """The stop conditions' watch: every ``poll_s`` until the run stops or finishes,
+    :meth:`StopConditions.check`; when it says stop, :meth:`Run.stop` (which interrupts the
+    method through the driver). It watches whether or not the load still runs: a harness that
+    ended early (or died) must not take the wall-clock limit with it."""
 
     def __init__(self, run: Run, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic):
         super().__init__(name="availproof-guard", daemon=True)
@@ -379,11 +386,26 @@ class Guard(threading.Thread):
         if r.phase == rec.MEASURE:
             self.conditions.seen(self.clock(), r.ok)
 
-    def run(self) -> None:
+    def done(self) -> bool:
+        """Nothing left to watch: the run stopped, or it is finishing."""
         run = self.run_
-        while run.load is not None and run.load.running and run.stop_reason is None:
+        return run.stop_reason is not None or run._finishing
+
+    def poll(self) -> bool:
+        """One check of the stop conditions (the thread's step); True when nothing is left to watch."""
+        if self.done():
+            return True
+        reason = self.conditions.check(self.clock())
+        if reason is not None:
+            self.run_.stop(reason)
+            return True
+        return False
+
+    def run(self) -> None:
+        while not self.done():
             time.sleep(self.poll_s)
-            reason = self.conditions.check(self.clock())
-            if reason is not None:
-                run.stop(reason)
-                return
+            try:
+                if self.poll():
+                    return
+            except Exception as e:  # noqa: BLE001 - a watch that dies silently is no stop condition
+                log(f"stop conditions: check failed ({type(e).__name__}: {e}); still watching")

@@ -96,43 +96,119 @@ def _request(i: int, ok: bool, phase: str = rec.MEASURE) -> rec.RequestRecord:
                              phase=phase, planned_ns=0, sent_ns=0, sent_offset_s=0.0, ok=ok)
 
 
+class FakeClock:
+    def __init__(self, t: float = 100.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _failing(run: core.Run, clock: FakeClock, first: int, n: int, phase: str = rec.MEASURE) -> int:
+    """``n`` failed requests, one every 20 ms of the fake clock; returns the next id."""
+    for i in range(first, first + n):
+        run.events.emit(run.events.request_done, _request(i, ok=False, phase=phase))
+        clock.t += 0.02
+    return first + n
+
+
 def test_guard_stops_the_run_through_the_drivers_interrupter(tmp_path):
+    # The Guard's checks one by one on a fake clock: no thread, no timing.
+    called = []
+    run = _run(tmp_path, {"max_failed_ratio": 0.5, "for_s": 0.3}, on_stop=lambda reason: called.append(reason) or True)
+    clock = FakeClock()
+    guard = core.Guard(run, clock=clock)
+    i = _failing(run, clock, 0, 10)
+    assert guard.poll() is False  # above the limit since now
+    i = _failing(run, clock, i, 5)  # 0.1 s later: not for 0.3 s yet
+    assert guard.poll() is False and run.stop_reason is None
+    _failing(run, clock, i, 15)  # 0.4 s above
+    assert guard.poll() is True
+    assert run.stop_reason == "failure ratio 1.00 above 0.5 for 0 s"
+    assert called == [run.stop_reason]  # once
+    assert run.take_stop() is None  # the driver took it: no wait of the core raises it again
+    assert not run.stop("again")  # one stop per run
+    assert guard.poll() is True  # nothing left to watch
+    run.writer.close()
+
+
+def test_the_guard_thread_stops_the_run(tmp_path):
+    """The thread itself, on the real clock: requests keep failing until it stops the run (no
+    window the thread must be scheduled in; a loaded machine only makes it later)."""
     called = []
     run = _run(tmp_path, {"max_failed_ratio": 0.5, "for_s": 0.3}, on_stop=lambda reason: called.append(reason) or True)
     guard = core.Guard(run, poll_s=0.02)
     guard.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     i = 0
     while run.stop_reason is None and time.monotonic() < deadline:
         run.events.emit(run.events.request_done, _request(i, ok=False))
         i += 1
         time.sleep(0.01)
-    guard.join(timeout=2)
-    assert run.stop_reason == "failure ratio 1.00 above 0.5 for 0 s"
-    assert called == [run.stop_reason]  # once
-    assert run.take_stop() is None  # the driver took it: no wait of the core raises it again
-    assert not run.stop("again")  # one stop per run
+    guard.join(timeout=30)
+    assert not guard.is_alive()
+    assert run.stop_reason == "failure ratio 1.00 above 0.5 for 0 s" and called == [run.stop_reason]
     run.writer.close()
 
 
 def test_warmup_failures_do_not_count_and_a_stop_nobody_took_ends_the_next_wait(tmp_path):
     run = _run(tmp_path, {"max_failed_ratio": 0.5, "for_s": 0.2})  # no driver interrupter
-    guard = core.Guard(run, poll_s=0.02)
-    guard.start()
-    for i in range(200):
-        run.events.emit(run.events.request_done, _request(i, ok=False, phase=rec.WARMUP))
-    time.sleep(0.5)
-    assert run.stop_reason is None
-    for i in range(200, 260):
-        run.events.emit(run.events.request_done, _request(i, ok=False))
-        time.sleep(0.01)
-    guard.join(timeout=2)
-    assert run.stop_reason is not None
+    clock = FakeClock()
+    guard = core.Guard(run, clock=clock)
+    i = _failing(run, clock, 0, 20, phase=rec.WARMUP)
+    for _ in range(5):
+        assert guard.poll() is False
+        clock.t += 0.1
+    assert run.stop_reason is None  # 2.5 s of failed warm-up: nothing measured
+    i = _failing(run, clock, i, 10)
+    assert guard.poll() is False  # above the limit since now
+    _failing(run, clock, i, 15)  # 0.3 s above
+    assert guard.poll() is True
+    assert run.stop_reason == "failure ratio 1.00 above 0.5 for 0 s"
     t0 = time.monotonic()
     with pytest.raises(core.Stopped, match="failure ratio"):
         core.wait(run, 30)
     assert time.monotonic() - t0 < 1
     core.wait(run, 0.1)  # raised once: the next wait is a plain wait
+    run.writer.close()
+
+
+def test_the_guard_keeps_watching_when_the_load_is_gone(tmp_path):
+    """Regression: the Guard watched only while the harness' thread was alive, so a load that had
+    ended (or died) took every stop condition with it, the wall-clock limit too, and nothing
+    interrupted the method any more."""
+    called = []
+    run = _run(tmp_path, {}, on_stop=lambda reason: called.append(reason) or True)
+    run.settings.max_wall_s = 0.3
+    run.started_mono = time.monotonic()
+    run.load.running = False  # the harness ended
+    guard = core.Guard(run, poll_s=0.02)
+    guard.start()
+    guard.join(timeout=60)
+    assert not guard.is_alive()
+    assert run.stop_reason == "wall-clock limit of 0 s exceeded" and called == [run.stop_reason]
+    run.writer.close()
+
+
+def test_the_guard_ends_with_the_run(tmp_path):
+    run = _run(tmp_path, {"max_failed_ratio": 0.5, "for_s": 1})
+    guard = core.Guard(run, poll_s=0.02)
+    guard.start()
+    core.close(run)
+    guard.join(timeout=60)
+    assert not guard.is_alive() and run.stop_reason is None
+
+
+def test_a_failing_interrupter_leaves_the_stop_pending(tmp_path):
+    """Regression: an exception of the driver's interrupter lost the stop (never pending, the
+    Guard's thread dead): the method ran on. Now the driver's next hook or wait takes it."""
+    def broken(reason):
+        raise RuntimeError("boom")
+
+    run = _run(tmp_path, {}, on_stop=broken)
+    assert run.stop("failure ratio 1.00 above 0.5 for 1 s") is True
+    assert run.take_stop() == "failure ratio 1.00 above 0.5 for 1 s"
+    assert run.take_stop() is None
     run.writer.close()
 
 
