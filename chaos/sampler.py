@@ -54,7 +54,10 @@ def gcs_health(dashboard_url: str, timeout: float) -> tuple[bool, float | None, 
 
 def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | None],
                 app: str | None) -> tuple[bool, str | None, dict[str, dict[str, int]] | None, str | None]:
-    """(controller answered, app status, RUNNING replicas per deployment per zone, why not)."""
+    """(controller answered, app status, RUNNING replicas per deployment per zone, why not).
+
+    While a restarted controller re-attaches the live replicas (state RECOVERING) it cannot say
+    how many run: replicas are then ``None`` (unknown), never 0."""
     try:
         _, body = _get(f"{dashboard_url}/api/serve/applications/", timeout)
         details = json.loads(body)
@@ -64,6 +67,7 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
         return False, None, None, "no Serve details in the answer"
     apps = details.get("applications") or {}
     replicas: dict[str, dict[str, int]] = {}
+    recovering = 0
     for name, a in apps.items():
         if app is not None and name != app:
             continue
@@ -73,7 +77,11 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
                 if r.get("state") == "RUNNING":
                     z = zone_of_ip.get(r.get("node_ip")) or "?"
                     per_zone[z] = per_zone.get(z, 0) + 1
+                recovering += r.get("state") == "RECOVERING"
     status = (apps.get(app) or {}).get("status") if app else None
+    if recovering:  # a restarted controller re-attaching live replicas: neither lost nor confirmed
+        return True, status, None, f"{recovering} replica(s) RECOVERING: capacity unknown until the controller " \
+                                   f"has re-attached them"
     return True, status, replicas, None
 
 
@@ -125,7 +133,8 @@ def observe_dashboard(dashboard_url: str, zone_of_ip: dict[str, str | None], app
     gcs_ok, latency, gcs_why = g.result()
     ctl_ok, status, replicas, ctl_why = s.result()
     alive, nodes_why = n.result()
-    errors = {k: v for k, v in (("gcs", gcs_why), ("controller", ctl_why), ("nodes", nodes_why)) if v}
+    errors = {k: v for k, v in (("gcs", gcs_why), ("controller" if not ctl_ok else "capacity", ctl_why),
+                                ("nodes", nodes_why)) if v}
     return rec.Sample(t_ns=t_ns, took_s=round(time.monotonic() - t, 6), gcs_ok=gcs_ok, gcs_latency_s=latency,
                       controller_ok=ctl_ok, app_status=status, replicas=replicas, nodes_alive=alive, errors=errors)
 

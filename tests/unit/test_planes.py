@@ -196,3 +196,23 @@ def test_observe_dashboard_over_http_reads_each_probe_and_says_why_one_did_not_a
     assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-b": 1}}
     assert smp.nodes_alive is None and "nodes" in smp.errors
     assert smp.control_up is False and smp.took_s < 2.0
+
+
+def test_replicas_recovering_after_a_controller_restart_are_unknown_not_lost(monkeypatch):
+    """Seen after a Redis loss restarted the head: the controller answers with the app DEPLOYING and
+    its live replicas RECOVERING for ~1.6 s. Capacity is unknown then, not 0."""
+    import json
+
+    from chaos import sampler
+
+    rows = [{"state": "RECOVERING", "node_ip": "127.0.0.3"}, {"state": "RUNNING", "node_ip": "127.0.0.4"}]
+    body = json.dumps({"applications": {"llm": {"status": "DEPLOYING", "deployments": {
+        "StreamTarget": {"replicas": rows}}}}}).encode()
+    monkeypatch.setattr(sampler, "_get", lambda url, timeout: (200, body))
+    ok, status, replicas, why = sampler.serve_state("http://d", 1.0, {"127.0.0.3": "zone-a", "127.0.0.4": "zone-b"},
+                                                    "llm")
+    assert ok and status == "DEPLOYING" and replicas is None and "RECOVERING" in why
+    smp = sample(48, replicas=None)
+    smp.controller_ok = True
+    cap = fault_of(samples(0, 10.5) + [smp] + samples(49, 40))["capacity"]
+    assert cap["min_replicas"] == 3 and cap["time_to_lost_s"] is None and cap["time_to_restored_s"] == 0.0
