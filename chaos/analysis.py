@@ -19,7 +19,9 @@ Every figure is computed twice per fault, for two populations of requests:
 
 A population's requests in a fault's **analysis window** are those sent from the injection
 to the window's end (the next fault's injection, or the end of the run), plus those sent
-before the injection and still in flight at it (``in_flight_at_injection``).
+before the injection and still in flight at it (``in_flight_at_injection``: they ended after
+it). A request belongs to one fault only: one still in flight at the next fault's injection is
+that fault's, not this one's.
 
 Figures of one population
 -------------------------
@@ -31,7 +33,8 @@ Figures of one population
   that succeeded.
 - ``time_to_last_failure_s``: the instant the last failure was observed.
 - Steady-state windows: one window of ``W`` seconds (``steady_state.window_s``) starts at the
-  injection and at the send instant of each of the population's requests; a window is judged
+  injection and at the send instant of each of the population's requests (a request in flight
+  at the injection is placed at the injection, as its impact is); a window is judged
   when it lies wholly inside the analysis window and holds at least ``min_requests`` requests
   (fewer: too thin to judge, skipped). It is **in bound** when the success ratio is at least
   ``min_success_ratio`` and the p95 latency of its successful requests is at most
@@ -44,7 +47,8 @@ Figures of one population
   the end of the analysis window (the first in-bound window after the last out-of-bound one).
   ``null`` when the last judged window is out of bound: not recovered within the window.
   Undisturbed: ``0.0``.
-- ``relapses``: how often the population fell out of bound again after first recovering.
+- ``relapses``: how often the population fell out of bound again after first recovering
+  (``null`` when no window could be judged).
 - ``disrupted``: a failure, or a judged window out of bound. ``recovered``: steady state reached.
 - ``failed_total``, ``failed_mid_stream`` (after the first token), ``failed_by_class``,
   ``requests`` (the window's requests as above), ``failed_ratio`` = failed_total / requests.
@@ -60,10 +64,14 @@ A figure that cannot be measured is ``null`` and its reason is in the fault's
   *undisturbed*;
 - ``failed.unaffected_zones`` when the fault has no zone, or no request carries a zone.
 
-A ``null`` not listed there means *never*: no first success, no steady state in the window.
-A fault whose window a later fault cut (``window_cut_by``) is reported as not recovered in
-its own window; the incident's recovery is the last fault's, whose window runs through every
-heal to the end of the run.
+- every figure of a population with no request in the window (``<population>.requests``).
+
+A ``null`` not listed there means the figure was not reached: *never* (no first success, no
+steady state in the window) or, for the failure figures (impact, detection, first success,
+last failure) and first recovery, *not applicable* because nothing failed or nothing was
+disturbed (``failed_total`` 0, ``disrupted`` false). A fault whose window a later fault cut
+(``window_cut_by``) is judged only inside that window; the incident's recovery is the last
+fault's, whose window runs through every heal to the end of the run.
 
 Control plane and capacity
 --------------------------
@@ -74,7 +82,8 @@ Service-wide figures of a fault
 -------------------------------
 - ``failed``: the service's failures by class, mid-stream apart, in flight at the injection
   apart, per zone, and ``unaffected_zones`` (failures of requests sent to targets outside the
-  fault's zones).
+  fault's zones; ``null`` with its reason for a fault with no zone or one that affects every
+  target, and for targets without a zone).
 - ``goodput_rps``: requests per second that succeeded and met the SLO (TTFT, per-request p95
   inter-token latency, end-to-end), before the injection, during (injection to the service's
   steady state) and after (steady state to the end of the analysis window).
@@ -84,6 +93,7 @@ Service-wide figures of a fault
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -199,7 +209,7 @@ def _end_ns(r: rec.RequestRecord) -> int:
     return r.sent_ns + int((r.e2e_s or 0) * NS)
 
 
-def _latency(r: rec.RequestRecord) -> float | None:
+def latency(r: rec.RequestRecord) -> float | None:
     """TTFT for a streamed request; end-to-end for one that was not streamed."""
     return r.ttft_s if r.stream else r.e2e_s
 
@@ -219,7 +229,7 @@ def _window_state(ws: list[rec.RequestRecord], steady: SteadyState) -> bool | No
     if len(ok) / len(ws) < steady.min_success_ratio:
         return False
     if steady.max_p95_ttft_s is not None:
-        p95 = percentile([x for x in map(_latency, ok) if x is not None], 0.95)
+        p95 = percentile([x for x in map(latency, ok) if x is not None], 0.95)
         if p95 is None or p95 > steady.max_p95_ttft_s:
             return False
     return True
@@ -278,10 +288,14 @@ def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord],
     seen = [_end_ns(r) for r in failed]
     first_success = None
     if impact is not None:
-        first_success = next((r.sent_ns for r in rs if r.ok and r.sent_ns > impact), None)
-    rcv = recovery(judge_windows(rs, t0, window_end_ns, steady), impact)
+        first_success = next((r.sent_ns for r in rs if r.ok and r.sent_ns >= impact), None)
+    # requests in flight at the injection are judged at the injection (as their impact is)
+    at_injection = [dataclasses.replace(r, sent_ns=t0) for r in in_flight]
+    rcv = recovery(judge_windows(at_injection + rs, t0, window_end_ns, steady), impact)
     insufficient = None
-    if not rcv["judged"]:
+    if not rs and not in_flight:
+        insufficient = "no request of this population in the analysis window"
+    elif not rcv["judged"]:
         insufficient = (f"{INSUFFICIENT}: no {steady.window_s:g} s window with at least {steady.min_requests} "
                         f"requests lies inside the {round((window_end_ns - t0) / NS, 2)} s analysis window")
     if not rcv["disrupted"]:
@@ -308,7 +322,7 @@ def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord],
         "time_to_first_recovery_s": sec(first_at),
         "time_to_steady_state_s": sec(steady_at),
         "time_to_last_failure_s": sec(max(seen)) if seen else None,
-        "relapses": rcv["relapses"],
+        "relapses": None if insufficient else rcv["relapses"],
     }, insufficient
 
 
@@ -328,8 +342,10 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
                   steady: SteadyState, slo: SLO, cut_by: str | None = None) -> dict[str, Any]:
     t0 = fault.inject_ns
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
-    rs = [r for r in measured if t0 <= r.sent_ns < window_end_ns]
-    in_flight = [r for r in measured if r.sent_ns < t0 <= _end_ns(r)]
+    # a request in flight at an injection belongs to that fault: the window of the fault before
+    # it ends there, so no request is counted for two faults
+    rs = [r for r in measured if t0 <= r.sent_ns < window_end_ns and not (cut_by and _end_ns(r) > window_end_ns)]
+    in_flight = [r for r in measured if r.sent_ns < t0 < _end_ns(r)]
     unmeasurable: dict[str, str] = {}
 
     zones, why = affected_basis(fault, measured)
@@ -338,20 +354,25 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         pick = (lambda xs: xs) if keep is None else (lambda xs: [r for r in xs if r.zone in keep])  # noqa: E731
         figures, insufficient = _population(t0, window_end_ns, pick(in_flight), pick(rs), steady)
         if insufficient:
-            for key in ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered"):
+            keys = ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered", "relapses")
+            if not figures["requests"]:
+                keys += ("requests", "failed_ratio")
+            for key in keys:
                 unmeasurable[f"{name}.{key}"] = insufficient
         pops[name] = figures
     pops["affected"] = {"basis": "service" if zones is None else "fault_domain",
                         "zones": None if zones is None else sorted(zones), "why": why, **pops["affected"]}
 
+    svc = pops["service"]
     failed = [r for r in in_flight if not r.ok] + [r for r in rs if not r.ok]
-    by_class: dict[str, int] = {}
-    for r in failed:
-        by_class[r.failure or rec.OTHER] = by_class.get(r.failure or rec.OTHER, 0) + 1
-    mid_stream = sum(1 for r in failed if r.got_first_token)
+    mid_stream = svc["failed_mid_stream"]
     if not fault.zones:
         unaffected = None
         unmeasurable["failed.unaffected_zones"] = f"the {fault.scope} fault has no zone: no zone is unaffected by it"
+    elif fault.scope in ROUTED_SCOPES:
+        unaffected = None
+        unmeasurable["failed.unaffected_zones"] = (f"a {fault.scope} fault affects every target (Serve routes from "
+                                                   f"any proxy to any replica): no zone is unaffected by it")
     elif not any(r.zone is not None for r in measured):
         unaffected = None
         unmeasurable["failed.unaffected_zones"] = "the targets carry no zone: failures cannot be placed in a zone"
@@ -360,7 +381,6 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
     planned = sorted(r.planned_ns for r in rs)  # the schedule's resolution, not the (bunched) sends
     gaps = [b - a for a, b in zip(planned, planned[1:])]
     before = [r for r in measured if measure_start_ns <= r.sent_ns < t0]
-    svc = pops["service"]
     steady_ns = None if svc["time_to_steady_state_s"] is None else t0 + int(svc["time_to_steady_state_s"] * NS)
     recovered_at = steady_ns if steady_ns is not None else window_end_ns
     return {
@@ -379,7 +399,7 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         "failed": {
             "total": len(failed),
             "in_flight_at_injection": sum(1 for r in in_flight if not r.ok),
-            "by_class": dict(sorted(by_class.items())),
+            "by_class": svc["failed_by_class"],
             "before_first_token": len(failed) - mid_stream,
             "mid_stream": mid_stream,
             "unaffected_zones": unaffected,
@@ -391,9 +411,9 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
             "after": _rate(rs, slo, recovered_at, window_end_ns) if steady_ns is not None else None,
         },
         "p95_ttft_s": {
-            "before": percentile([x for x in map(_latency, before) if x is not None], 0.95),
+            "before": percentile([x for x in map(latency, before) if x is not None], 0.95),
             "after": percentile([x for r in rs if recovered_at <= r.sent_ns and r.ok
-                                 for x in [_latency(r)] if x is not None], 0.95),
+                                 for x in [latency(r)] if x is not None], 0.95),
         },
         "resolution_s": round(percentile(gaps, 0.5) / NS, 4) if gaps else None,
         "unmeasurable": unmeasurable,
@@ -434,7 +454,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         window_end = nxt.inject_ns if nxt else end_ns
         fault = analyse_fault(f, measured, window_end, measure_start, steady, slo,
                               cut_by=nxt.fault_id if nxt else None)
-        fault.update(planes.analyse_fault(f.inject_ns, window_end, run.samples, fault["unmeasurable"]))
+        fault.update(planes.analyse_fault(f.inject_ns, window_end, run.samples, fault["unmeasurable"],
+                                          first_inject_ns=faults[0].inject_ns))
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}
     for r in results:
@@ -459,10 +480,3 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         "by_scope": by_scope,
     }
 
-
-def worst(values: list[Any], none_is_worst: bool = True) -> Any:
-    """The worst (largest) figure across faults; None (never reached) counts as worst."""
-    if any(v is None for v in values) and none_is_worst:
-        return None
-    present = [v for v in values if v is not None]
-    return max(present) if present else None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from chaos import analysis
 from chaos.errors import UsageError
 
 MET, VIOLATED, NOT_APPLICABLE, UNMEASURABLE = "met", "violated", "not_applicable", "unmeasurable"
@@ -41,10 +42,10 @@ BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
     "max_failed_requests": (_pop("failed_total"), "<=", None),
     "max_failed_mid_stream": (_pop("failed_mid_stream"), "<=", None),
     "max_failed_unaffected_zones": (lambda f, p: f["failed"]["unaffected_zones"], "<=", "failed.unaffected_zones"),
-    "max_failed_ratio": (_pop("failed_ratio"), "<=", None),
+    "max_failed_ratio": (_pop("failed_ratio"), "<=", "{pop}.failed_ratio"),
     "max_time_to_first_success_s": (_first_success, "<=", None),
     "max_time_to_steady_state_s": (_pop("time_to_steady_state_s"), "<=", "{pop}.time_to_steady_state_s"),
-    "max_relapses": (_pop("relapses"), "<=", None),
+    "max_relapses": (_pop("relapses"), "<=", "{pop}.relapses"),
     "must_recover": (_pop("recovered"), "==", "{pop}.recovered"),
     # the other two planes (chaos.planes): population-independent
     "max_control_plane_outage_s": (lambda f, p: f["control_plane"]["outage_s"], "<=", "control_plane.outage_s"),
@@ -55,6 +56,10 @@ BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
 RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover",
                              "max_relapses", "max_control_plane_outage_s", "max_time_to_capacity_restored_s"})
 POPULATIONS = ("affected", "service")
+# the bounds read from a population: none of them can be judged on a population with no request
+POPULATION_BOUNDS = frozenset({"max_failed_requests", "max_failed_mid_stream", "max_failed_ratio",
+                               "max_time_to_first_success_s", "max_time_to_steady_state_s", "max_relapses",
+                               "must_recover"})
 
 
 def _population(f: dict, population: str) -> dict:
@@ -70,8 +75,9 @@ def _not_applicable(name: str, f: dict, p: dict) -> str | None:
         return f"window cut by fault {f['window_cut_by']}; recovery is checked on the last fault"
     if name == "max_time_to_first_success_s" and not p["failed_total"]:
         return "no request failed: there was nothing to recover from"
-    if name == "max_failed_unaffected_zones" and not f.get("zones"):
-        return f"the {f['scope']} fault has no zone: no zone is unaffected by it"
+    if name == "max_failed_unaffected_zones" and (not f.get("zones") or f["scope"] in analysis.ROUTED_SCOPES):
+        return (f.get("unmeasurable") or {}).get("failed.unaffected_zones") or \
+            f"the {f['scope']} fault has no zone: no zone is unaffected by it"
     return None
 
 
@@ -90,9 +96,13 @@ def check(summary: dict[str, Any], bounds: dict[str, Any], population: str = "af
             value = read(f, p)
             row = {"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "population": population,
                    "value": value, "limit": limit}
+            unmeasurable = f.get("unmeasurable") or {}
+            no_requests = unmeasurable.get(f"{population}.requests") if name in POPULATION_BOUNDS else None
             why_na = _not_applicable(name, f, p)
-            why_unmeasurable = (f.get("unmeasurable") or {}).get((unmeasurable_key or "").format(pop=population))
-            if why_na:
+            why_unmeasurable = unmeasurable.get((unmeasurable_key or "").format(pop=population))
+            if no_requests:  # nothing of this population to judge: not even "0 failed"
+                row.update(met=None, status=UNMEASURABLE, reason=no_requests)
+            elif why_na:
                 row.update(met=None, status=NOT_APPLICABLE, reason=why_na)
             elif value is None and why_unmeasurable:
                 row.update(met=None, status=UNMEASURABLE, reason=why_unmeasurable)

@@ -29,8 +29,13 @@ never read as zero.
 - ``nodes_min_alive``: the fewest worker nodes alive (per zone and in all), in the window.
 
 Honest nulls, with the reason in the fault's ``unmeasurable`` map: every figure of a plane
-when no sample lies in the window (not sampled, e.g. a run recorded before the sampler);
-capacity when no baseline sample exists (no target to compare with).
+when no sample lies in the window (not sampled, e.g. a run recorded before the sampler), or
+when the samples leave a gap in it (longer than 4 periods and 5 s, from the injection to the
+window's end: the sampler fell behind, so a loss could have gone unseen); capacity when no
+baseline sample exists (no target to compare with).
+
+The capacity **target** is the same for every fault of a run: the placement before its first
+fault (a second fault is not measured against what the first one left).
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ from typing import Any
 from chaos import records as rec
 
 NS = 1_000_000_000
+# the samples must cover the window: no gap longer than this many periods (and MIN_GAP_S)
+MAX_GAP_PERIODS = 4
+MIN_GAP_S = 5.0  # a sample whose probes time out takes up to 2 s (chaos.sampler.PROBE_TIMEOUT_S)
 
 
 def _sec(t0: int, ns: int | None) -> float | None:
@@ -132,11 +140,37 @@ def capacity(t0: int, baseline: list[rec.Sample], window: list[rec.Sample],
     return out
 
 
-def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample],
-                  unmeasurable: dict[str, str]) -> dict[str, Any]:
-    """Both planes of one fault; adds its reasons to the fault's ``unmeasurable`` map."""
+def coverage_gap(t0: int, window_end_ns: int, window: list[rec.Sample], period_s: float | None) -> str | None:
+    """Why the samples do not cover the window (a gap longer than ``MAX_GAP_PERIODS`` periods, and at
+    least ``MIN_GAP_S``, between the injection, the samples and the window's end), or None."""
+    if not window:
+        return None  # said as "not sampled"
+    limit = max(MIN_GAP_S, MAX_GAP_PERIODS * (period_s or 0.0))
+    edges = [t0] + [s.t_ns for s in window] + [window_end_ns]
+    gap, at = max((b - a, a) for a, b in zip(edges, edges[1:]))
+    if gap / NS > limit:
+        return (f"not observed for {gap / NS:.1f} s from {(at - t0) / NS:.1f} s (samples more than {limit:g} s "
+                f"apart): the sampler fell behind or stopped")
+    return None
+
+
+def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample], unmeasurable: dict[str, str],
+                  first_inject_ns: int | None = None) -> dict[str, Any]:
+    """Both planes of one fault; adds its reasons to the fault's ``unmeasurable`` map. The capacity
+    target is the placement before the run's *first* fault (``first_inject_ns``), so that a later
+    fault is not measured against what an earlier one left."""
     window = [s for s in samples if t0 <= s.t_ns < window_end_ns]
-    baseline = [s for s in samples if s.t_ns < t0]
+    baseline = [s for s in samples if s.t_ns < (first_inject_ns if first_inject_ns is not None else t0)]
+    period = resolution(samples)
+    gap = coverage_gap(t0, window_end_ns, window, period)
     cp = control_plane(t0, window, unmeasurable)
     cp["resolution_s"] = resolution(window)
-    return {"control_plane": cp, "capacity": capacity(t0, baseline, window, unmeasurable)}
+    cap = capacity(t0, baseline, window, unmeasurable)
+    if gap:
+        for key in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
+            cp[key] = None
+            unmeasurable[f"control_plane.{key}"] = gap
+        for key in ("min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s"):
+            cap[key] = None
+            unmeasurable[f"capacity.{key}"] = gap
+    return {"control_plane": cp, "capacity": cap}

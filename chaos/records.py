@@ -8,6 +8,7 @@ One file per run, one JSON object per line, three kinds:
 - ``{"kind": "request", ...}``  one finished request (success or failure), see :class:`RequestRecord`
 - ``{"kind": "mark", ...}``     one fault event, see :class:`FaultMark`
 - ``{"kind": "sample", ...}``   one observation of the control plane and capacity, see :class:`Sample`
+- ``{"kind": "stop", ...}``     a stop condition ended the run early (``reason``): the run does not pass
 
 Every instant is ``time.time_ns()`` taken at the event and written once. Each line is
 flushed when written and the file is fsync'ed at least once a second, so a crash of the rig
@@ -213,6 +214,7 @@ class RunRecords:
     footer: dict[str, Any] | None  # None when the run did not stop cleanly (partial run)
     torn_lines: int = 0  # unparseable lines (a crash mid-write leaves at most one)
     samples: list[Sample] = field(default_factory=list)  # none in runs before the sampler (format 1)
+    stop_reason: str | None = None  # a stop condition's reason, when one ended the run
 
     @property
     def partial(self) -> bool:
@@ -266,6 +268,7 @@ def read(path: str | Path) -> RunRecords:
     requests: list[RequestRecord] = []
     marks: list[FaultMark] = []
     samples: list[Sample] = []
+    stop_reason = None
     # kind -> (record class, its fields, their types, where it goes)
     kinds = {"request": (RequestRecord, _REQ_FIELDS, _REQ_TYPES, requests),
              "mark": (FaultMark, _MARK_FIELDS, _MARK_TYPES, marks),
@@ -284,7 +287,9 @@ def read(path: str | Path) -> RunRecords:
             header = obj
         elif kind == "end":
             footer = obj
+        elif kind == "stop" and isinstance(obj.get("reason"), str):
+            stop_reason = stop_reason or obj["reason"]
         else:
             torn += 1
     return RunRecords(header=header, requests=requests, marks=marks, footer=footer, torn_lines=torn,
-                      samples=sorted(samples, key=lambda x: x.t_ns))
+                      samples=sorted(samples, key=lambda x: x.t_ns), stop_reason=stop_reason)

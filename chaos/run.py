@@ -118,6 +118,7 @@ class Run:
             if self.stop_reason is not None or self._finishing:
                 return False
             self.stop_reason = reason
+            self.writer.write({"kind": "stop", "t_ns": rec.now_ns(), "reason": reason})  # the records say it too
             self._stop_pending = True  # until the driver says it interrupted the method
             try:
                 log(f"STOP CONDITION: {reason}: aborting the method and rolling back")

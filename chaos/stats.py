@@ -102,17 +102,19 @@ def aggregate(faults: list[dict[str, Any]], population: str = "affected", seed: 
 
     A figure a trial never reached counts as ``missing`` (an undisturbed trial has no impact,
     detection or first success, and that is not missing); one it could not measure counts
-    as ``unmeasurable``. The failed fraction is failed / requests of the population summed
+    as ``unmeasurable``; a steady state a later fault cut off is neither (``window_cut``). The failed fraction is failed / requests of the population summed
     over trials: the same numerator and denominator as each run's ``failed_ratio``."""
     pops = [(f, f[population]) for f in faults]
     out: dict[str, Any] = {"population": population, "n": len(faults),
                            "scope": faults[0]["scope"] if faults else None, "figures": {}}
+    cut = sum(1 for f, _ in pops if f.get("window_cut_by"))
+    out["window_cut"] = cut  # a later fault ended the window: recovery is not judged on this position
     for name in RECOVERY_FIGURES:
         vals = [p[name] for _, p in pops if p.get(name) is not None]
         unmeasurable = sum(1 for f, p in pops if p.get(name) is None
                            and f"{population}.{name}" in (f.get("unmeasurable") or {}))
         if name == "time_to_steady_state_s":
-            missing = sum(1 for _, p in pops if p.get("recovered") is False)
+            missing = sum(1 for f, p in pops if p.get("recovered") is False and not f.get("window_cut_by"))
         elif name == "time_to_first_success_s":
             missing = sum(1 for _, p in pops if p.get(name) is None and p.get("failed_total"))
         else:

@@ -76,7 +76,7 @@ def reanalyse(run_dir: str | Path, experiment: str | Path | None = None) -> tupl
         source = (old.get("bounds") or {}).get("source", "")
         origin = ("the old summary.json (format 1 records hold no definitions)" if old_defs
                   else "the defaults (neither the records nor a summary hold definitions)")
-    summary = derive(records, definitions, spec, source, stop_reason=old.get("stop_reason"))
+    summary = derive(records, definitions, spec, source, stop_reason=records.stop_reason or old.get("stop_reason"))
     for key in CONTEXT_KEYS:
         if key in old and key != "stop_reason":
             summary[key] = old[key]
@@ -96,7 +96,3 @@ def _old_summary(run_dir: Path) -> dict[str, Any]:
         return {}
     return data if isinstance(data, dict) else {}
 
-
-def is_current(summary: dict[str, Any]) -> bool:
-    """Whether a summary has this version's figures (else derive it again from the records)."""
-    return summary.get("format_version") == analysis.FORMAT_VERSION

@@ -81,7 +81,7 @@ experiment(
     "Kills the worker process of one RUNNING replica in zone-a. Serve's proxies stop routing to it and the "
     "controller starts a replacement; requests in flight on that replica fail.",
     "replica", [action("kill-one-replica-in-zone-a", "kill_replica", zone="zone-a")],
-    {"max_failed_requests": 5, "max_failed_unaffected_zones": 0, "max_time_to_steady_state_s": 30,
+    {"max_failed_requests": 5, "max_time_to_steady_state_s": 30,
      "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
      "min_capacity_ratio": 0.6},
     "Only requests in flight on the killed replica may fail: at 8 req/s with ~1 s streams about 3 are in flight "
@@ -89,7 +89,9 @@ experiment(
     "requests (the project's notes, ray-local). Steady state within 30 s: Serve stops routing to a dead replica as "
     "soon as its actor dies; the replacement is not needed for the other two zones to carry the load. Control "
     "plane: a replica kill does not touch the GCS or the controller (outage 0; 5 s allows one slow health answer on a loaded machine, the probes time out at 2 s). Capacity: 2 of 3 replicas at worst "
-    "(ratio 0.67); the controller noticed in 4-6 s and had the replacement RUNNING in ~21 s (notes), so 60 s.",
+    "(ratio 0.67); the controller noticed in 4-6 s and had the replacement RUNNING in ~21 s (notes), so 60 s. "
+    "No bound on unaffected zones: Serve routes from any proxy to any replica, so a replica fault affects "
+    "every zone's users (with vLLM the failed stream came through another zone's proxy).",
 )
 
 experiment(
@@ -98,7 +100,7 @@ experiment(
     "target) so it is alive but answers nothing. Only Serve's health check (period 2 s, timeout 5 s) can "
     "notice; the engine is resumed after 20 s.",
     "engine", [action("hang-engine-in-zone-a", "hang_engine", zone="zone-a", duration_s=20)],
-    {"max_failed_requests": 40, "max_failed_unaffected_zones": 0, "max_time_to_steady_state_s": 40,
+    {"max_failed_requests": 40, "max_time_to_steady_state_s": 40,
      "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90,
      "min_capacity_ratio": 0.6},
     "A stuck replica keeps receiving its share (1/3) of requests until the health check fails it: 5 s timeout "
@@ -163,7 +165,7 @@ experiment(
     "head after 20 s. The recovered controller must notice the dead replica and replace it.",
     "head", [action("kill-head-then-replica", "head_outage_second_fault", outage_s=20, second="replica",
                     zone="zone-c")],
-    {"max_failed_requests": 10, "max_failed_unaffected_zones": 0, "max_time_to_steady_state_s": 90,
+    {"max_failed_requests": 10, "max_time_to_steady_state_s": 90,
      "must_recover": True, "max_control_plane_outage_s": 90, "max_time_to_capacity_restored_s": 150,
      "min_capacity_ratio": 0.6},
     "Requests in flight on the killed replica fail, and proxies keep routing to it until they learn it died; "

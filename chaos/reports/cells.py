@@ -49,16 +49,19 @@ def figure(fault: dict[str, Any], population: str, key: str, reasons: bool = Fal
 
 
 def unaffected_zones(fault: dict[str, Any], reasons: bool = False) -> str:
-    """Failures in the zones the fault did not touch; null (a zone-less fault or zone-less targets) is "n/a"."""
+    """Failures in the zones the fault did not touch. Null: "n/a" when the notion does not apply
+    (a zone-less fault, or one that affects every target), "unmeasurable" when the targets carry
+    no zone; with ``reasons``, the summary's reason follows."""
+    from chaos.analysis import ROUTED_SCOPES
+
     v = (fault.get("failed") or {}).get("unaffected_zones")
     if v is not None:
         return str(v)
     why = (fault.get("unmeasurable") or {}).get("failed.unaffected_zones")
-    if not reasons:
-        return "n/a"
-    if not fault.get("zones"):
-        return f"n/a ({why or 'the fault has no zone'})"
-    return f"unmeasurable: {why}" if why else "n/a"
+    word = "n/a" if (not fault.get("zones") or fault.get("scope") in ROUTED_SCOPES) else "unmeasurable"
+    if not reasons or not why:
+        return word
+    return f"n/a ({why})" if word == "n/a" else f"unmeasurable: {why}"
 
 
 def _fault_met(summary: dict[str, Any], fault: dict[str, Any]) -> str:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import records as rec
+from chaos.analysis import latency
 from chaos.placement import MODEL_DEPLOYMENTS
 
 NS = 1_000_000_000
@@ -162,9 +163,6 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
 
     def x(ns: int) -> float:
         return (ns - t0) / NS
-
-    def latency(r: rec.RequestRecord) -> float | None:
-        return r.ttft_s if r.stream and r.ttft_s is not None else r.e2e_s
 
     all_lanes = lane_layout(reqs, fault_zones, run.samples)
     lanes = [lane for lane in all_lanes if lane["kind"] == "requests"]

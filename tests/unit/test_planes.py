@@ -212,7 +212,33 @@ def test_replicas_recovering_after_a_controller_restart_are_unknown_not_lost(mon
     ok, status, replicas, why = sampler.serve_state("http://d", 1.0, {"127.0.0.3": "zone-a", "127.0.0.4": "zone-b"},
                                                     "llm")
     assert ok and status == "DEPLOYING" and replicas is None and "RECOVERING" in why
-    smp = sample(48, replicas=None)
-    smp.controller_ok = True
-    cap = fault_of(samples(0, 10.5) + [smp] + samples(49, 40))["capacity"]
+    unknown = [sample(t, replicas=None, controller=True) for t in (20.0, 20.5, 21.0)]
+    smp = samples(0, 20) + unknown + samples(21.5, 40)
+    cap = fault_of(smp)["capacity"]
     assert cap["min_replicas"] == 3 and cap["time_to_lost_s"] is None and cap["time_to_restored_s"] == 0.0
+    # the same samples read as zero replicas would have been a loss: the test is not vacuous
+    zero = [sample(t, replicas={"StreamTarget": {}}) for t in (20.0, 20.5, 21.0)]
+    cap = fault_of(samples(0, 20) + zero + samples(21.5, 40))["capacity"]
+    assert cap["min_replicas"] == 0 and cap["time_to_lost_s"] == pytest.approx(10.0)
+
+
+def test_a_later_fault_is_measured_against_the_placement_before_the_first():
+    """zone-b's replica lost at the first fault (10 s) and never back; a second fault at 20 s must not
+    take the degraded placement as its target."""
+    short = {"StreamTarget": {"zone-a": 1, "zone-c": 1}}
+    r = run(every(0, 40), [mark(rec.INJECT_START, 10, "f1"), mark(rec.INJECT_START, 20, "f2", scope="node",
+                                                                       zones=("a",))], 40)
+    r.samples = samples(0, 10.5) + samples(10.5, 40, replicas=short)
+    f1, f2 = analysis.analyse(r, analysis.SteadyState(window_s=2.0, min_success_ratio=1.0))["faults"]
+    assert f2["capacity"]["target_replicas"] == 3
+    assert f2["capacity"]["time_to_restored_s"] is None and f2["capacity"]["min_ratio"] == pytest.approx(0.6667, abs=1e-4)
+
+
+def test_a_sampling_gap_makes_both_planes_unmeasurable_not_never_down():
+    f = fault_of(samples(0, 10.5))  # the sampler stopped 0.5 s after the injection
+    assert f["control_plane"]["outage_s"] is None and "not observed" in f["unmeasurable"]["control_plane.outage_s"]
+    assert f["capacity"]["time_to_restored_s"] is None and "not observed" in f["unmeasurable"]["capacity.time_to_restored_s"]
+    f = fault_of(samples(0, 15) + samples(25, 40))  # 10 s without a sample in the middle
+    assert "for 10.5 s from 4.5 s" in f["unmeasurable"]["control_plane.outage_s"]  # last sample at 14.5 s
+    r = bounds.check({"faults": [f]}, {"max_control_plane_outage_s": 100})
+    assert r[0]["status"] == bounds.UNMEASURABLE

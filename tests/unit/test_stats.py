@@ -111,7 +111,7 @@ def test_undisturbed_trials_have_no_missing_detection():
 
 def test_two_fault_trials_give_positions_and_the_incident_is_the_last_fault():
     # head-outage-second-fault: the head's window is cut (never recovered in it), the replica's is not
-    runs = [{"faults": [_fault(0.5, None, None, 3, 20, recovered=False, scope="head"),
+    runs = [{"faults": [dict(_fault(0.5, None, None, 3, 20, recovered=False, scope="head"), window_cut_by="f2"),
                         _fault(0.1, 0.2, 2.0 + i, 4, 200, scope="replica")], "bounds": {"all_met": True}}
             for i in range(5)]
     agg = stats.trials(runs)
@@ -119,5 +119,7 @@ def test_two_fault_trials_give_positions_and_the_incident_is_the_last_fault():
     assert agg["incident"]["scope"] == "replica"
     assert agg["figures"]["time_to_steady_state_s"]["median"] == 4.0  # the replica's, not the cut head's
     assert agg["figures"]["time_to_steady_state_s"]["missing"] == 0
-    assert agg["positions"][0]["figures"]["time_to_steady_state_s"]["missing"] == 5
+    # the head's window was cut by the replica kill: not "never recovered", not judged
+    assert agg["positions"][0]["figures"]["time_to_steady_state_s"]["missing"] == 0
+    assert agg["positions"][0]["window_cut"] == 5 and agg["incident"]["window_cut"] == 0
     assert agg["failed"] == {"failed": 20, "requests": 1000, "fraction": 0.02, "wilson95": stats.wilson(20, 1000)}

@@ -85,7 +85,7 @@ def test_an_old_format_run_analyses_with_the_definitions_of_its_old_summary(tmp_
     (d / "summary.json").write_text(json.dumps(old))
     s, origin = summary_mod.reanalyse(d)
     assert "old summary.json" in origin
-    assert s["format_version"] == analysis.FORMAT_VERSION and summary_mod.is_current(s)
+    assert s["format_version"] == analysis.FORMAT_VERSION
     assert s["definitions"]["steady_state"]["window_s"] == 2.0
     assert s["faults"][0]["affected"]["failed_total"] == 199  # zone b, 10.1-29.9 s at 10 req/s
     assert s["bounds"]["all_met"] is False  # 199 > 10, the bound the old run stated
@@ -128,3 +128,13 @@ def test_definitions_in_the_header_come_from_the_harness(tmp_path):
     assert h["format_version"] == rec.FORMAT_VERSION and h["definitions"] == DEFS.to_dict()
     assert h["experiment"]["bounds"] == BOUNDS
     schema("records-line").validate({"kind": "run", **json.loads(json.dumps(h, default=str)), "started_ns": T0})
+
+
+def test_a_stopped_run_re_derived_from_its_records_alone_still_does_not_pass(tmp_path):
+    d = zone_loss_run(tmp_path / "stopped", summary_mod.header_block("t", "zone", DEFS, BOUNDS, "src", "stream"))
+    with open(d / "records.ndjson", "a") as f:
+        f.write(json.dumps({"kind": "stop", "t_ns": T0 + 12 * NS, "reason": "failure ratio 1.00 above 0.5 for 1 s"}) + "\n")
+    for _, obj in rec.iter_lines(d / "records.ndjson"):
+        schema("records-line").validate(obj)
+    s, _ = summary_mod.reanalyse(d)  # no summary.json beside the records
+    assert s["stop_reason"].startswith("failure ratio") and s["bounds"]["all_met"] is False
