@@ -7,7 +7,7 @@ lost domain), or ``service`` when the experiment says ``"population": "service"`
 Every result has ``met``: ``true``, ``false``, or ``null`` with a ``status`` and a ``reason``:
 
 - ``not_applicable``: the bound does not apply to this fault, and does not count against the
-  run: a recovery bound of a fault whose analysis window a later fault cut (``window_cut_by``:
+  run: a recovery or capacity bound of a fault whose analysis window a later fault cut (``window_cut_by``:
   it cannot recover inside its window by construction; the incident's recovery is checked on
   the last fault); a time to first success when nothing failed (a slow-only disruption, or
   none: nothing to recover from); failures in unaffected zones of a fault that has no zone.
@@ -54,7 +54,8 @@ BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
     "min_capacity_ratio": (lambda f, p: f["capacity"]["min_ratio"], ">=", "capacity.min_ratio"),
 }
 RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover",
-                             "max_relapses", "max_control_plane_outage_s", "max_time_to_capacity_restored_s"})
+                             "max_relapses", "max_control_plane_outage_s", "max_time_to_capacity_restored_s",
+                             "min_capacity_ratio"})
 POPULATIONS = ("affected", "service")
 # the bounds read from a population: none of them can be judged on a population with no request
 POPULATION_BOUNDS = frozenset({"max_failed_requests", "max_failed_mid_stream", "max_failed_ratio",
@@ -72,7 +73,7 @@ def _population(f: dict, population: str) -> dict:
 
 def _not_applicable(name: str, f: dict, p: dict) -> str | None:
     if name in RECOVERY_BOUNDS and f.get("window_cut_by"):
-        return f"window cut by fault {f['window_cut_by']}; recovery is checked on the last fault"
+        return f"window cut by fault {f['window_cut_by']}; recovery and capacity are checked on the last fault"
     if name == "max_time_to_first_success_s" and not p["failed_total"]:
         return "no request failed: there was nothing to recover from"
     if name == "max_failed_unaffected_zones" and (not f.get("zones") or f["scope"] in analysis.ROUTED_SCOPES):
