@@ -118,6 +118,16 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert d["pids"], d  # the head's processes (or Redis) were killed
     if name == "head-kill-gcs-ft":
         assert f["service"]["failed_total"] == 0  # the worker proxies kept serving
+    # the other two planes saw it too (chaos.planes), where the scope must touch them
+    cp, cap = f["control_plane"], f["capacity"]
+    if f["scope"] == "head" or (f["scope"] == "redis" and d.get("gcs_exited")):
+        # the control plane went down at the kill and came back only once the head was restarted
+        assert cp["time_to_loss_s"] is not None and cp["time_to_loss_s"] < 5.0, cp
+        if cp["time_to_restored_s"] is not None:
+            assert cp["time_to_restored_s"] >= (f["heal_start_s"] or 0.0) and cp["outage_s"] > 0, (cp, f["heal_start_s"])
+    if f["scope"] in ("replica", "engine", "node", "zone", "region"):
+        # a replica (or the lost domain's) stopped counting as RUNNING at some point in the window
+        assert cap["time_to_lost_s"] is not None and cap["min_replicas"] < cap["target_replicas"], cap
 
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "chaos" / "schemas"
