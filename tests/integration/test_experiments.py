@@ -25,7 +25,9 @@ NS = 1_000_000_000
 
 def failed_in_window(records_path: Path, fault: dict, window_end_ns: int | None, zones=None) -> int:
     """Failed requests of the fault's window counted straight from the records (independently of
-    chaos.analysis); ``zones``: only requests sent to targets of those zones."""
+    chaos.analysis): sent in the window or in flight at the injection, and not in flight at the
+    next fault's injection (a request belongs to the last injection it was in flight at);
+    ``zones``: only requests sent to targets of those zones."""
     rr = rec.read(records_path)
     t0 = fault["inject_ns"]
     end = window_end_ns or 1 << 62
@@ -33,7 +35,10 @@ def failed_in_window(records_path: Path, fault: dict, window_end_ns: int | None,
     for r in rr.requests:
         if r.phase != "measure" or r.ok or (zones is not None and r.zone not in zones):
             continue
-        in_flight = r.sent_ns < t0 <= r.sent_ns + int((r.e2e_s or 0) * NS)
+        ended = r.sent_ns + int((r.e2e_s or 0) * NS)
+        in_flight = r.sent_ns < t0 < ended
+        if window_end_ns and r.sent_ns < window_end_ns < ended:
+            continue  # in flight at the next fault's injection: that fault's
         if t0 <= r.sent_ns < end or in_flight:
             n += 1
     return n
