@@ -118,7 +118,7 @@ def table(results: list[dict[str, Any]]) -> str:
                 f"| {name} | {f['scope']} | {who} | {a.get('requests')} | {a.get('failed_total')}",
                 f"({a.get('failed_mid_stream')}) | {figure(f, 'affected', 'time_to_impact_s')} |",
                 f"{figure(f, 'affected', 'time_to_detect_s')} | {figure(f, 'affected', 'time_to_first_success_s')} |",
-                f"{figure(f, 'affected', 'time_to_steady_state_s')} | {a.get('relapses')} |",
+                f"{figure(f, 'affected', 'time_to_steady_state_s')} | {figure(f, 'affected', 'relapses')} |",
                 f"{svc.get('failed_total')} | {figure(f, 'service', 'time_to_first_success_s')} |",
                 f"{unaffected_zones(f)} | {plane_figure(f, 'control_plane', 'outage_s')} |",
                 f"{plane_figure(f, 'capacity', 'time_to_restored_s')} | {_fault_met(s, f)} | {verdict} |"]))

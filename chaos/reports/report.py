@@ -414,7 +414,7 @@ def figure_rows(f: dict[str, Any]) -> list[list[str]]:
     for key in ("time_to_impact_s", "time_to_detect_s", "time_to_first_success_s", "time_to_first_recovery_s",
                 "time_to_steady_state_s", "time_to_last_failure_s"):
         rows.append([LABELS[key], *both(lambda p: figure(f, p, key, reasons=True))])
-    rows.append(["relapses", *both(lambda p: str(f[p]["relapses"]))])
+    rows.append(["relapses", *both(lambda p: figure(f, p, "relapses", reasons=True))])
     rows.append(["disrupted", *both(lambda p: _yes_no(f, p, "disrupted"))])
     rows.append(["recovered", *both(lambda p: _yes_no(f, p, "recovered"))])
     return rows
