@@ -51,7 +51,8 @@ def test_sigkill_mid_experiment_keeps_records_and_recover_cleans_up(shared_clust
     assert back.torn_lines == 0 and back.partial
     assert len(back.requests) >= before > 0  # nothing lost up to the last second before the kill
     assert [m.event for m in back.marks][:2] == ["inject_start", "inject_end"]
-    assert len(parsed) == len(back.requests) + len(back.marks) + 1
+    assert len(parsed) == len(back.requests) + len(back.marks) + len(back.samples) + 1
+    assert back.samples  # the control-plane sampler's lines survive the kill too
     assert not (out / "summary.json").exists()
     report = subprocess.run([AVAILPROOF, "report", str(out)], capture_output=True, text=True, timeout=60)
     assert report.returncode == 0 and "PARTIAL RUN" in report.stdout

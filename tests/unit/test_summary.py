@@ -138,3 +138,13 @@ def test_a_stopped_run_re_derived_from_its_records_alone_still_does_not_pass(tmp
         schema("records-line").validate(obj)
     s, _ = summary_mod.reanalyse(d)  # no summary.json beside the records
     assert s["stop_reason"].startswith("failure ratio") and s["bounds"]["all_met"] is False
+
+
+def test_a_cut_window_too_short_to_judge_validates_against_the_summary_schema(tmp_path):
+    """relapses and steady state null (nothing judged in a 2 s window cut by a second fault)."""
+    rs = zones(0, 40)
+    marks = [mark(rec.INJECT_START, 10, "f1", scope="head", zones=()), mark(rec.INJECT_START, 11, "f2")]
+    d = write_run(tmp_path / "cut", summary_mod.header_block("t", "head", DEFS, BOUNDS, "", "stream"), rs, marks, 40)
+    s = summary_mod.derive(rec.read(d / "records.ndjson"), DEFS, BOUNDS)
+    assert s["faults"][0]["service"]["relapses"] is None
+    schema("summary").validate(json.loads(json.dumps(s)))
