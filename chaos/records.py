@@ -124,6 +124,7 @@ class Sample:
     replicas: dict[str, dict[str, int]] | None  # RUNNING replicas per deployment, per zone
     nodes_alive: dict[str, int] | None  # nodes the GCS holds ALIVE, per zone (KubeRay: Ray pods Ready)
     errors: dict[str, str] = field(default_factory=dict)  # probe -> why it gave no answer
+    conditions: dict[str, str] | None = None  # KubeRay: the RayService's conditions (type -> status)
     kind: str = "sample"
 
     @property
@@ -243,7 +244,7 @@ _REQ_TYPES = {"id": int, "target": str, "url": str, "route": str, "phase": str, 
 _SAMPLE_FIELDS = set(Sample.__dataclass_fields__)
 _SAMPLE_TYPES = {"t_ns": int, "took_s": _NUM, "gcs_ok": bool, "gcs_latency_s": _OPT_NUM, "controller_ok": bool,
                  "app_status": (str, type(None)), "replicas": (dict, type(None)), "nodes_alive": (dict, type(None)),
-                 "errors": dict}
+                 "errors": dict, "conditions": (dict, type(None))}
 _MARK_TYPES = {"event": str, "fault_id": str, "scope": str, "target": str, "t_ns": int, "zones": list,
                "detail": dict}
 

@@ -148,6 +148,7 @@ class KubeRayBackend:
             raise UsageError(f"kubernetes.partition_method must be one of {', '.join(kp.METHODS)}, "
                              f"got {partition_method!r}")
         self.namespace, self.context, self.cluster, self.max_pods = namespace, context, cluster, max_pods
+        self.service: str | None = None  # the RayService, when the cluster is one's (resolve_cluster)
         self.serve_url, self._dashboard_url = serve_url, dashboard_url
         self.partition_method, self.helper_image = partition_method, helper_image
         if core is None or networking is None or custom is None:
@@ -181,6 +182,8 @@ class KubeRayBackend:
                 raise
             rs = {}
         active = (((rs or {}).get("status") or {}).get("activeServiceStatus") or {}).get("rayClusterName")
+        if rs:
+            self.service = self.cluster  # the RayService, whose conditions the sampler reads
         if active:
             self.cluster = active
             return active
@@ -532,7 +535,20 @@ class KubeRayBackend:
         errors.pop("nodes", None)
         if k8s_error:
             errors["kubernetes"] = k8s_error
-        return replace(smp, nodes_alive=None if k8s_error else ready, errors=errors)
+        return replace(smp, nodes_alive=None if k8s_error else ready, errors=errors,
+                       conditions=self._service_conditions(errors))
+
+    def _service_conditions(self, errors: dict[str, str]) -> dict[str, str] | None:
+        """The RayService's status conditions (``Ready``, ``UpgradeInProgress``: type -> status), when
+        the cluster is a RayService's; None when not known."""
+        if not self.service:
+            return None
+        try:
+            rs = self.custom.get_namespaced_custom_object("ray.io", "v1", self.namespace, "rayservices", self.service)
+        except Exception as e:  # noqa: BLE001 - the API server not answering is a sample saying so
+            errors["rayservice"] = f"{type(e).__name__}: {e}"[:160]
+            return None
+        return {c.get("type", "?"): c.get("status", "?") for c in ((rs or {}).get("status") or {}).get("conditions") or []}
 
     def app_status(self) -> str | None:
         from chaos import deploy
