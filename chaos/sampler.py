@@ -123,16 +123,17 @@ def _probes() -> ThreadPoolExecutor:
 
 
 def observe_dashboard(dashboard_url: str, zone_of_ip: dict[str, str | None], app: str | None,
-                      timeout: float, exclude_ips: set[str] = frozenset()) -> rec.Sample:
-    """One sample through a Ray dashboard, its three probes at once (each bounded by ``timeout``)."""
+                      timeout: float, exclude_ips: set[str] = frozenset(), nodes: bool = True) -> rec.Sample:
+    """One sample through a Ray dashboard, its probes at once (each bounded by ``timeout``);
+    ``nodes=False`` when the caller counts nodes its own way (KubeRay: pods Ready)."""
     t_ns, t = time.time_ns(), time.monotonic()
     pool = _probes()
     g = pool.submit(gcs_health, dashboard_url, timeout)
     s = pool.submit(serve_state, dashboard_url, timeout, zone_of_ip, app)
-    n = pool.submit(nodes_alive, dashboard_url, timeout, zone_of_ip, exclude_ips)
+    n = pool.submit(nodes_alive, dashboard_url, timeout, zone_of_ip, exclude_ips) if nodes else None
     gcs_ok, latency, gcs_why = g.result()
     ctl_ok, status, replicas, ctl_why = s.result()
-    alive, nodes_why = n.result()
+    alive, nodes_why = n.result() if n is not None else (None, None)
     errors = {k: v for k, v in (("gcs", gcs_why), ("controller" if not ctl_ok else "capacity", ctl_why),
                                 ("nodes", nodes_why)) if v}
     return rec.Sample(t_ns=t_ns, took_s=round(time.monotonic() - t, 6), gcs_ok=gcs_ok, gcs_latency_s=latency,

@@ -22,7 +22,7 @@ from chaos import analysis, bounds, records as rec
 from chaos.errors import UsageError
 
 # what a run adds around the derived figures, kept as they were when a run is analysed again
-CONTEXT_KEYS = ("experiment", "scope", "app", "cluster", "environment", "stop_reason")
+CONTEXT_KEYS = ("experiment", "scope", "app", "cluster", "environment")
 
 
 def header_block(title: str, scope: str, definitions: analysis.Definitions, bounds_spec: dict[str, Any],
@@ -78,7 +78,7 @@ def reanalyse(run_dir: str | Path, experiment: str | Path | None = None) -> tupl
                   else "the defaults (neither the records nor a summary hold definitions)")
     summary = derive(records, definitions, spec, source, stop_reason=records.stop_reason or old.get("stop_reason"))
     for key in CONTEXT_KEYS:
-        if key in old and key != "stop_reason":
+        if key in old:
             summary[key] = old[key]
     if "experiment" not in summary and recorded.get("title"):
         summary["experiment"], summary["scope"] = recorded["title"], recorded.get("scope")

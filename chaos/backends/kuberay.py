@@ -530,9 +530,8 @@ class KubeRayBackend:
                 zone_of_ip[ip] = z
             if z:
                 ready[z] = ready.get(z, 0) + (1 if pod_ready(p) else 0)
-        smp = sampler.observe_dashboard(self.dashboard_url, zone_of_ip, APP_NAME, timeout)
+        smp = sampler.observe_dashboard(self.dashboard_url, zone_of_ip, APP_NAME, timeout, nodes=False)
         errors = dict(smp.errors)
-        errors.pop("nodes", None)
         if k8s_error:
             errors["kubernetes"] = k8s_error
         return replace(smp, nodes_alive=None if k8s_error else ready, errors=errors,
