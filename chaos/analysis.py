@@ -104,7 +104,7 @@ NS = 1_000_000_000
 FORMAT_VERSION = 2  # of summary.json; 1 was the single-population summary before 2026-12
 POPULATIONS = ("affected", "service")
 # faults whose effect Serve's routing spreads over every proxy: every target is affected
-ROUTED_SCOPES = frozenset({"replica", "engine"})
+ROUTED_SCOPES = frozenset({"replica", "engine", "upgrade"})
 INSUFFICIENT = "insufficient evidence"
 
 

@@ -10,7 +10,9 @@ Every result has ``met``: ``true``, ``false``, or ``null`` with a ``status`` and
   run: a recovery or capacity bound of a fault whose analysis window a later fault cut (``window_cut_by``:
   it cannot recover inside its window by construction; the incident's recovery is checked on
   the last fault); a time to first success when nothing failed (a slow-only disruption, or
-  none: nothing to recover from); failures in unaffected zones of a fault that has no zone.
+  none: nothing to recover from); failures in unaffected zones of a fault that has no zone, or
+  of a run whose client sends through one front door for every zone (``front: lb``: its
+  requests belong to no zone, so no unaffected zone's users exist to bound).
 - ``unmeasurable``: the figure could not be measured (the fault's ``unmeasurable`` map says
   why: too short a window, targets without zones). The claim is then not supported, so the
   run does not pass: :func:`all_met` is false, and the verdict names the bound.
@@ -79,6 +81,11 @@ def _not_applicable(name: str, f: dict, p: dict) -> str | None:
     if name == "max_failed_unaffected_zones" and (not f.get("zones") or f["scope"] in analysis.ROUTED_SCOPES):
         return (f.get("unmeasurable") or {}).get("failed.unaffected_zones") or \
             f"the {f['scope']} fault has no zone: no zone is unaffected by it"
+    if name == "max_failed_unaffected_zones" and (f.get("affected") or {}).get("basis") == "service":
+        # one front door for every zone (lb): the client's requests have no zone, so no population
+        # of an unaffected zone exists to bound; zonal-lb and direct clients keep their zones
+        return ("the client sends through one front door for every zone: its requests belong to no zone, "
+                "so there are no unaffected zones' users to bound (zonal-lb or direct keep the zones)")
     return None
 
 

@@ -105,6 +105,8 @@ def _run_one(path: str, out: Path, args) -> dict:
     extra = {"availproof_model_path": args.model_path} if getattr(args, "model_path", None) else {}
     if getattr(args, "replace_cluster", False):
         extra["availproof_replace_cluster"] = True
+    if getattr(args, "front", None):
+        extra["availproof_front"] = args.front
     if getattr(args, "backend", "local") == "kuberay":
         extra["availproof_backend"] = "kuberay"
         extra["availproof_kubernetes"] = {"context": args.kube_context, "namespace": args.kube_namespace,
@@ -226,8 +228,11 @@ def cmd_recover(args) -> int:
         _say("no local cluster: nothing to recover")
         return 0
     backend = LocalBackend(cluster)
+    had_front = cluster.front is not None
+    cluster.stop_front()  # a killed run's balancer goes; the next run starts the one it needs
     done = backend.heal_all(timeout=240)
     done["redeployed"] = redeploy_if_gone(backend, app=args.app, log=log)
+    done["front_door_removed"] = had_front
     _say(f"recovered: {done}")
     print_status(cluster)
     return 0
@@ -369,6 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--app", choices=("stream", "llm"), default="stream")
         c.add_argument("--model-path", default=None)
         c.add_argument("--out", default=None, help="run directory (default: runs/<time>-<name>)")
+        c.add_argument("--front", choices=("direct", "lb", "zonal-lb"), default=None,
+                       help="what stands between the client and the Serve proxies, over the experiment's "
+                            "front: direct (the client round-robins over the proxies), lb (the rig's HAProxy "
+                            "over every zone), zonal-lb (one HAProxy per zone, the others as backup)")
     for c in (run, su):
         c.add_argument("--prometheus", action="store_true",
                        help="run a Prometheus server (Debian's) scraping the harness and every Ray node meanwhile")

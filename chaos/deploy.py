@@ -66,6 +66,18 @@ def deployed_app(cluster) -> str | None:
     return None
 
 
+def deployments_differ(cluster, spec: serve_config.AppSpec) -> bool:
+    """The deployed app's deployments are not what ``spec`` asks for (an experiment's overrides):
+    it must be deployed again. The application's runtime_env is not compared (an upgrade changes it)."""
+    details = placement.serve_details(cluster.state.dashboard_url) or {}
+    app = (details.get("applications") or {}).get(serve_config.APP_NAME) or {}
+    have = (app.get("deployed_app_config") or {}).get("deployments")
+    spec.http_port = cluster.state.head.serve_port
+    want = serve_config.serve_config(spec)["applications"][0].get("deployments")
+    norm = lambda deps: json.dumps(sorted(deps or [], key=lambda d: d.get("name", "")), sort_keys=True)  # noqa: E731
+    return norm(have) != norm(want)
+
+
 def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Callable[[str], None] = lambda m: None,
                  per_zone: bool = True, since: float | None = None) -> list[placement.Replica]:
     """Wait until the app is RUNNING with every replica RUNNING where it should be."""

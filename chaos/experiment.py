@@ -69,6 +69,9 @@ class Settings:
     stop_when: dict[str, Any] = field(default_factory=dict)  # stop condition on the failure ratio
     kubernetes: dict[str, Any] = field(default_factory=dict)  # the KubeRay target and its blast radius
     front: str = "direct"  # direct | lb | zonal-lb: what stands between the client and the proxies
+    front_door: dict[str, Any] = field(default_factory=dict)  # chaos.frontdoor.FrontSettings fields
+    ca_bundle: str | None = None  # the CA the client trusts for an https front door of the user's
+    auth_token_env: str | None = None  # where the client reads its bearer token (never recorded)
     population: str = "affected"  # affected | service: which requests the bounds are checked on
     sample_period_s: float = 0.5  # the health sampler's period
 
@@ -158,6 +161,9 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         stop_when=dict(ext.get("stop_when", {})),
         kubernetes=dict(ext.get("kubernetes", {})),
         front=ext.get("front", "direct"),
+        front_door=dict(ext.get("front_door", {})),
+        ca_bundle=ext.get("ca_bundle"),
+        auth_token_env=ext.get("auth_token_env"),
         population=ext.get("population", "affected"),
         sample_period_s=float(ext.get("sample_period_s", 0.5)),
     )

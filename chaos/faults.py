@@ -211,6 +211,80 @@ def head_outage_second_fault(backend, marker: Marker, outage_s: float = 20.0, se
     return {"head": head, "second": other}
 
 
+def _replica_ids(backend) -> set[str]:
+    return {r.replica_id for r in backend.replicas()}
+
+
+def upgrade_app(backend, marker: Marker, variant: str = "code", timeout_s: float = 600.0, poll_s: float = 1.0,
+                version: str | None = None) -> dict:
+    """A rolling upgrade of the Serve application under load: the planned disruption users cause.
+
+    The inject mark is the instant the new config is applied (``backend.upgrade_app``); the heal
+    marks bracket the wait for its completion: every replica RUNNING before the upgrade is gone and
+    as many RUNNING replicas as before are new ones (polled every ``poll_s``; the figures themselves
+    come from the sampler's records, :mod:`chaos.planes`). A replica RUNNING before it that is still
+    there after ``timeout_s`` ends the wait with ``complete: false``. ``variant``: which change
+    (``backend.upgrade_variants()``: local ``code``; KubeRay ``serve_config``, ``cluster``).
+    """
+    if variant not in backend.upgrade_variants():
+        raise UsageError(f"upgrade variant must be one of {', '.join(backend.upgrade_variants())}, got {variant!r}")
+    before = _replica_ids(backend)
+    if not before:
+        raise UsageError("no RUNNING replica to upgrade: the app is not serving")
+    version = version or uuid.uuid4().hex[:8]
+    with marker.inject("upgrade", variant, [], {"replicas_before": sorted(before), "version": version}) as f:
+        f.update(backend.upgrade_app(variant, version))
+    deadline = time.monotonic() + timeout_s
+    with marker.heal(f):
+        now: set[str] = before
+        while time.monotonic() < deadline:
+            now = _replica_ids(backend)
+            if not (now & before) and len(now) >= len(before) and backend.app_status() == "RUNNING":
+                break
+            time.sleep(poll_s)
+        f["replicas_after"] = sorted(now)
+        f["complete"] = not (now & before) and len(now) >= len(before)
+    return f
+
+
+def drain_node(backend, marker: Marker, node: str | None = None, zone: str | None = None,
+               deadline_s: float = 30.0, outage_s: float | None = 20.0, poll_s: float = 0.5) -> dict:
+    """A graceful drain with a deadline, as a preemption notice or planned maintenance gives, on
+    the node :func:`kill_node` kills hard: the node is told it will go (``backend.drain_node``;
+    local: Ray's drain-node API, reason PREEMPTION; KubeRay: a pod eviction with its grace period),
+    then it goes at the deadline (local: its processes killed, as the preempted machine
+    disappears; KubeRay: the eviction's grace period ends), and comes back after ``outage_s``.
+
+    The detail records whether the node's replicas had moved before it left: ``replicas_at_notice``
+    (on the node when the notice was given), ``replicas_left_at_deadline`` (still on it when it went)
+    and ``moved_before_deadline_s`` (when the last one left, from the notice; None if they did not).
+    """
+    if node is None:
+        node = backend.nodes_in(zone=zone)[0]
+    z = backend.zone_of(node)
+    on_node = lambda: {r.replica_id for r in backend.replicas(state=None) if r.node == node}  # noqa: E731
+    at_notice = on_node()
+    with marker.inject("drain", node, [z] if z else [], {"deadline_s": deadline_s,
+                                                         "replicas_at_notice": sorted(at_notice)}) as f:
+        f.update(backend.drain_node(node, deadline_s))
+    t0 = time.monotonic()
+    moved_at = None
+    left: set[str] = at_notice
+    while time.monotonic() - t0 < deadline_s:
+        left = on_node() & at_notice
+        if not left and moved_at is None:
+            moved_at = round(time.monotonic() - t0, 3)
+        time.sleep(min(poll_s, max(0.0, deadline_s - (time.monotonic() - t0))))
+    left = on_node() & at_notice
+    f["replicas_left_at_deadline"] = sorted(left)
+    f["moved_before_deadline_s"] = moved_at if not left else None
+    f["pids"] = len(backend.kill_node(node))
+    f["killed_at_s"] = round(time.monotonic() - t0, 3)
+    marker.log(f"drain deadline: {node} goes ({len(left)} of its {len(at_notice)} replicas still on it)")
+    _outage(backend, marker, f, outage_s, lambda: backend.start_node(node))
+    return f
+
+
 def heal_all(backend, marker: Marker | None = None, timeout: float = 180.0) -> dict:
     """Every experiment's rollback: resume, heal, restart whatever is down; wait for health."""
     return backend.heal_all(timeout=timeout)

@@ -36,6 +36,15 @@ baseline sample exists (no target to compare with).
 
 The capacity **target** is the same for every fault of a run: the placement before its first
 fault (a second fault is not measured against what the first one left).
+
+Replacement (``replacement``, from the RUNNING replicas' ids in the samples): what an upgrade (or
+any fault) replaced. ``replicas_before``: the ids RUNNING in the last known sample before the
+injection; ``replaced``: how many of them were gone by the window's end; ``new``: ids RUNNING in
+the window that were not there before, each with the instant first seen (``running_s``);
+``gone``: each old id with the instant it was first missing (``gone_s``);
+``time_to_complete_s``: the first known sample in which no old id runs and at least as many
+replicas run as before (the upgrade complete); null with the reason when it never happened in
+the window, or when the samples carry no ids (a run recorded before they did).
 """
 
 from __future__ import annotations
@@ -154,6 +163,48 @@ def coverage_gap(t0: int, window_end_ns: int, window: list[rec.Sample], period_s
     return None
 
 
+def _ids(s: rec.Sample) -> set[str]:
+    return {i for ids in (s.replica_ids or {}).values() for i in ids}
+
+
+def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
+                unmeasurable: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"replicas_before": None, "replaced": None, "new": [], "gone": [],
+                           "time_to_complete_s": None}
+    ref = next((s for s in reversed(before) if s.replica_ids is not None and s.controller_ok), None)
+    known = [s for s in window if s.replica_ids is not None and s.controller_ok]
+    reason = None
+    if ref is None:
+        reason = "no sample before the injection knew the replicas' ids (runs recorded before they were sampled)"
+    elif not known:
+        reason = "no sample in the window knew the replicas' ids"
+    if reason:
+        unmeasurable["replacement"] = reason
+        return out
+    old = _ids(ref)
+    out["replicas_before"] = len(old)
+    new_seen: dict[str, int] = {}
+    gone_at: dict[str, int] = {}
+    complete = None
+    for s in known:
+        ids = _ids(s)
+        for i in ids - old:
+            new_seen.setdefault(i, s.t_ns)
+        for i in old - ids:
+            gone_at.setdefault(i, s.t_ns)
+        if complete is None and not (ids & old) and len(ids) >= len(old):
+            complete = s.t_ns
+    out["replaced"] = len(old - _ids(known[-1]))
+    out["new"] = [{"replica": i, "running_s": _sec(t0, t)} for i, t in sorted(new_seen.items(), key=lambda x: x[1])]
+    out["gone"] = [{"replica": i, "gone_s": _sec(t0, t)} for i, t in sorted(gone_at.items(), key=lambda x: x[1])]
+    out["time_to_complete_s"] = _sec(t0, complete)
+    if complete is None:
+        unmeasurable["replacement.time_to_complete_s"] = (
+            f"not every replica running before the injection was replaced within the window "
+            f"({out['replaced']} of {len(old)})")
+    return out
+
+
 def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample], unmeasurable: dict[str, str],
                   first_inject_ns: int | None = None) -> dict[str, Any]:
     """Both planes of one fault; adds its reasons to the fault's ``unmeasurable`` map. The capacity
@@ -173,4 +224,8 @@ def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample], unmeas
         for key in ("min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s"):
             cap[key] = None
             unmeasurable[f"capacity.{key}"] = gap
-    return {"control_plane": cp, "capacity": cap}
+    from chaos import frontdoor
+
+    return {"control_plane": cp, "capacity": cap,
+            "replacement": replacement(t0, [s for s in samples if s.t_ns < t0], window, unmeasurable),
+            "front_door": frontdoor.fault_figures(t0, window_end_ns, samples, unmeasurable)}

@@ -40,7 +40,8 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
     overrides = overrides or {}
     spec = AppSpec(app=app, zones=cluster.topology.zones,
                    replicas_per_zone=int(overrides.get("replicas_per_zone", 1)))
-    for key in ("health_check_period_s", "health_check_timeout_s", "max_ongoing_requests"):
+    for key in ("health_check_period_s", "health_check_timeout_s", "max_ongoing_requests", "max_replicas_per_node",
+                "graceful_shutdown_timeout_s", "graceful_shutdown_wait_loop_s"):
         if key in overrides:
             setattr(spec, key, overrides[key])
     if app == "llm":
@@ -111,11 +112,48 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
                                   netns_mode=netns_mode)
     cluster.wait_healthy(timeout=180)
     spec = app_spec(options.app, cluster, settings.app, options.model_path, log=log)
-    if deploy.app_status(cluster.state.dashboard_url) == "RUNNING" and deploy.deployed_app(cluster) == options.app:
+    if (deploy.app_status(cluster.state.dashboard_url) == "RUNNING" and deploy.deployed_app(cluster) == options.app
+            and not deploy.deployments_differ(cluster, spec)):
         deploy.wait_running(cluster, spec, timeout=30)  # placement check only
     else:
         deploy.deploy(cluster, spec, timeout=options.deploy_timeout_s, log=log)
+    ensure_front(cluster, settings, log)
     return LocalBackend(cluster)
+
+
+def front_token(settings: Settings) -> str | None:
+    """The bearer token the front door requires, from the environment variable the experiment
+    names (a missing one is a usage error, before anything runs)."""
+    import os
+
+    from chaos import frontdoor
+
+    name = frontdoor.FrontSettings.from_dict(settings.front_door).token_env
+    if not name:
+        return None
+    token = os.environ.get(name)
+    if not token:
+        raise UsageError(f"the front door requires a bearer token: set ${name}")
+    return token
+
+
+def ensure_front(cluster: LocalCluster, settings: Settings, log: Callable[[str], None] = _quiet) -> None:
+    """The experiment's front door running (``lb`` / ``zonal-lb``: the rig's HAProxy, started or
+    replaced when its shape or settings differ); none for ``direct``."""
+    from chaos import frontdoor
+    from chaos.backends.local import haproxy
+
+    have = cluster.front
+    if settings.front == "direct":
+        if have is not None:
+            cluster.stop_front()
+        return
+    want = frontdoor.FrontSettings.from_dict(settings.front_door)
+    token = front_token(settings)
+    if (have is not None and haproxy.alive(have) and have.shape == settings.front
+            and have.settings == want.to_dict() and not want.token_env):
+        return
+    cluster.start_front(settings.front, want, token=token)
 
 
 def _cluster_kind(topology_name: str, gcs_ft: bool, netns_mode: bool) -> str:

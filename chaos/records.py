@@ -50,7 +50,7 @@ FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTT
 # Fault mark events and scopes.
 INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"
 MARK_EVENTS = (INJECT_START, INJECT_END, HEAL_START, HEAL_END)
-SCOPES = ("replica", "engine", "node", "head", "zone", "region", "partition", "redis")
+SCOPES = ("replica", "engine", "node", "head", "zone", "region", "partition", "redis", "upgrade", "drain")
 
 WARMUP, MEASURE = "warmup", "measure"
 FORMAT_VERSION = 2
@@ -125,6 +125,8 @@ class Sample:
     nodes_alive: dict[str, int] | None  # nodes the GCS holds ALIVE, per zone (KubeRay: Ray pods Ready)
     errors: dict[str, str] = field(default_factory=dict)  # probe -> why it gave no answer
     conditions: dict[str, str] | None = None  # KubeRay: the RayService's conditions (type -> status)
+    replica_ids: dict[str, list[str]] | None = None  # RUNNING replicas' ids per deployment (upgrades)
+    front: dict[str, Any] | None = None  # the balancer's servers and counters (chaos.frontdoor.parse_show_stat)
     kind: str = "sample"
 
     @property
@@ -244,7 +246,8 @@ _REQ_TYPES = {"id": int, "target": str, "url": str, "route": str, "phase": str, 
 _SAMPLE_FIELDS = set(Sample.__dataclass_fields__)
 _SAMPLE_TYPES = {"t_ns": int, "took_s": _NUM, "gcs_ok": bool, "gcs_latency_s": _OPT_NUM, "controller_ok": bool,
                  "app_status": (str, type(None)), "replicas": (dict, type(None)), "nodes_alive": (dict, type(None)),
-                 "errors": dict, "conditions": (dict, type(None))}
+                 "errors": dict, "conditions": (dict, type(None)), "replica_ids": (dict, type(None)),
+                 "front": (dict, type(None))}
 _MARK_TYPES = {"event": str, "fault_id": str, "scope": str, "target": str, "t_ns": int, "zones": list,
                "detail": dict}
 

@@ -35,6 +35,8 @@ from chaos import analysis, bounds, environment, metrics, provision, records as 
 from chaos import experiment as exp_mod
 from chaos.backends.local import default_cluster_dir
 from chaos.faults import Marker
+from chaos.errors import UsageError
+from chaos.load._transport import LeanTransport
 from chaos.load.harness import LoadRun
 from chaos.sampler import Sampler
 from chaos.load.workload import Target
@@ -58,6 +60,7 @@ class Options:
     model: str | None = None  # the model name the load asks for (default: the load shape's)
     deploy_timeout_s: float = 600.0
     replace_cluster: bool = False  # a running local cluster of another kind is replaced, not refused
+    front: str | None = None  # direct | lb | zonal-lb over the experiment's ``front`` (--front)
 
     @classmethod
     def from_configuration(cls, configuration: dict[str, Any] | None) -> Options:
@@ -71,7 +74,8 @@ class Options:
                    model_path=c.get("availproof_model_path") or "",
                    model=c.get("availproof_model"),
                    deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
-                   replace_cluster=bool(c.get("availproof_replace_cluster", False)))
+                   replace_cluster=bool(c.get("availproof_replace_cluster", False)),
+                   front=c.get("availproof_front") or None)
 
 
 class Stopped(Exception):
@@ -162,6 +166,9 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     the metrics exporter; the run becomes :func:`current`."""
     title = experiment.get("title", "experiment")
     settings = exp_mod.settings(experiment, source=title, app=options.app)
+    if options.front:
+        settings.front = options.front
+    provision.front_token(settings)  # a missing token is a usage error before anything starts
     backend = provision.ensure_system(settings, options, log=log)
     out = options.out_dir or default_out_dir(title)
     out.mkdir(parents=True, exist_ok=True)
@@ -183,8 +190,11 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
 
 
 def load_targets(run: Run) -> list[Target]:
-    """Whose Serve proxies get the load: the workers', the head's or all (the experiment's ``targets``)."""
+    """Where the load goes: the front door's listeners (``front`` lb / zonal-lb), else the Serve
+    proxies of the workers, the head or all (the experiment's ``targets``)."""
     b = run.backend
+    if run.settings.front != "direct":
+        return [Target(name, url, zone, region) for name, url, zone, region in b.front_targets()]
     rows = []
     if run.settings.targets in ("workers", "all"):
         rows += b.targets()
@@ -210,13 +220,46 @@ def start_load(run: Run) -> None:
     own = run.backend.own_hosts()
     header = summary_mod.header_block(run.experiment_title, s.scope, definitions(s), s.bounds, s.bounds_source,
                                       run.app)
-    run.load = LoadRun(load_targets(run), shape, run.events, routing=s.routing,
-                       allow_hosts=s.allow_hosts + own, header_extra=header).start()
+    targets = load_targets(run)
+    run.load = LoadRun(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
+                       header_extra=header, transport=client_transport(run, targets),
+                       headers=client_headers(s)).start()
     Guard(run).start()
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
         f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets; "
         f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
     wait(run, shape.warmup_s + s.baseline_s)
+
+
+def client_transport(run: Run, targets: list[Target]) -> LeanTransport | None:
+    """The client's transport: for an https front door, trusting the experiment's ``ca_bundle``, else
+    the run's own CA (the rig's balancer terminating TLS), else the system's."""
+    if not any(t.url.startswith("https://") for t in targets):
+        return None
+    import ssl
+
+    ca = run.settings.ca_bundle or (run.backend.front_door() or {}).get("ca_bundle")
+    try:
+        ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    except (OSError, ssl.SSLError) as e:
+        raise UsageError(f"ca_bundle {ca}: cannot be loaded ({e})") from None
+    return LeanTransport(ssl_context=ctx)
+
+
+def client_headers(s: exp_mod.Settings) -> dict[str, str]:
+    """``Authorization: Bearer`` from the environment variable the experiment names (``auth_token_env``,
+    else the front door's ``token_env``); the token is never written anywhere."""
+    import os
+
+    from chaos.frontdoor import FrontSettings
+
+    name = s.auth_token_env or FrontSettings.from_dict(s.front_door).token_env
+    if not name:
+        return {}
+    token = os.environ.get(name)
+    if not token:
+        raise UsageError(f"the client's bearer token: set ${name}")
+    return {"Authorization": f"Bearer {token}"}
 
 
 def keep_load_for_recovery(run: Run) -> None:
@@ -269,11 +312,21 @@ def finish(run: Run) -> dict[str, Any]:
     summary["cluster"] = run.backend.describe()
     # app and cluster are in the summary already; the report adds them to the environment
     summary["environment"] = {**environment.capture(run.backend.topology_doc()),
-                              "load": records.header.get("load"), "routing": records.header.get("routing")}
+                              "load": records.header.get("load"), "routing": records.header.get("routing"),
+                              "front_door": _quietly(lambda: run.backend.front_door()),
+                              "serve": _quietly(lambda: run.backend.graceful_shutdown())}
     run.summary, run.bound_results = summary, results
     write_json(run.out_dir / "summary.json", summary)
     log_figures(summary, results, run.stop_reason)
     return summary
+
+
+def _quietly(read: Callable[[], Any]) -> Any:
+    """What a backend says about itself for the environment record; why not, when it cannot."""
+    try:
+        return read()
+    except Exception as e:  # noqa: BLE001 - the environment never costs the run its summary
+        return {"unknown": f"{type(e).__name__}: {e}"[:200]}
 
 
 def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_reason: str | None) -> None:

@@ -53,8 +53,10 @@ def gcs_health(dashboard_url: str, timeout: float) -> tuple[bool, float | None, 
 
 
 def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | None],
-                app: str | None) -> tuple[bool, str | None, dict[str, dict[str, int]] | None, str | None]:
-    """(controller answered, app status, RUNNING replicas per deployment per zone, why not).
+                app: str | None, ids_out: dict[str, list[str]] | None = None,
+                ) -> tuple[bool, str | None, dict[str, dict[str, int]] | None, str | None]:
+    """(controller answered, app status, RUNNING replicas per deployment per zone, why not);
+    ``ids_out`` receives the RUNNING replicas' ids per deployment.
 
     While a restarted controller re-attaches the live replicas (state RECOVERING) it cannot say
     how many run: replicas are then ``None`` (unknown), never 0."""
@@ -77,6 +79,8 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
                 if r.get("state") == "RUNNING":
                     z = zone_of_ip.get(r.get("node_ip")) or "?"
                     per_zone[z] = per_zone.get(z, 0) + 1
+                    if ids_out is not None:
+                        ids_out.setdefault(dep_name, []).append(str(r.get("replica_id")))
                 recovering += r.get("state") == "RECOVERING"
     status = (apps.get(app) or {}).get("status") if app else None
     if recovering:  # a restarted controller re-attaching live replicas: neither lost nor confirmed
@@ -129,7 +133,8 @@ def observe_dashboard(dashboard_url: str, zone_of_ip: dict[str, str | None], app
     t_ns, t = time.time_ns(), time.monotonic()
     pool = _probes()
     g = pool.submit(gcs_health, dashboard_url, timeout)
-    s = pool.submit(serve_state, dashboard_url, timeout, zone_of_ip, app)
+    ids: dict[str, list[str]] = {}
+    s = pool.submit(serve_state, dashboard_url, timeout, zone_of_ip, app, ids)
     n = pool.submit(nodes_alive, dashboard_url, timeout, zone_of_ip, exclude_ips) if nodes else None
     gcs_ok, latency, gcs_why = g.result()
     ctl_ok, status, replicas, ctl_why = s.result()
@@ -137,7 +142,8 @@ def observe_dashboard(dashboard_url: str, zone_of_ip: dict[str, str | None], app
     errors = {k: v for k, v in (("gcs", gcs_why), ("controller" if not ctl_ok else "capacity", ctl_why),
                                 ("nodes", nodes_why)) if v}
     return rec.Sample(t_ns=t_ns, took_s=round(time.monotonic() - t, 6), gcs_ok=gcs_ok, gcs_latency_s=latency,
-                      controller_ok=ctl_ok, app_status=status, replicas=replicas, nodes_alive=alive, errors=errors)
+                      controller_ok=ctl_ok, app_status=status, replicas=replicas, nodes_alive=alive, errors=errors,
+                      replica_ids={d: sorted(v) for d, v in ids.items()} if replicas is not None else None)
 
 
 class Sampler(threading.Thread):

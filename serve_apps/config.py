@@ -50,6 +50,8 @@ class AppSpec:
     health_check_timeout_s: float = 5.0
     max_ongoing_requests: int = 64
     graceful_shutdown_timeout_s: float = 2.0
+    graceful_shutdown_wait_loop_s: float = 2.0  # Serve's default
+    max_replicas_per_node: int | None = None  # None: replicas_per_zone (pins each replica set to its zone)
     stream: StreamOptions = field(default_factory=StreamOptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
 
@@ -69,11 +71,12 @@ def _zone_selector(zones: list[str]) -> dict[str, str]:
 def _deployment_common(spec: AppSpec) -> dict[str, Any]:
     return {
         "num_replicas": spec.num_replicas,
-        "max_replicas_per_node": spec.replicas_per_zone,
+        "max_replicas_per_node": spec.max_replicas_per_node or spec.replicas_per_zone,
         "max_ongoing_requests": spec.max_ongoing_requests,
         "health_check_period_s": spec.health_check_period_s,
         "health_check_timeout_s": spec.health_check_timeout_s,
         "graceful_shutdown_timeout_s": spec.graceful_shutdown_timeout_s,
+        "graceful_shutdown_wait_loop_s": spec.graceful_shutdown_wait_loop_s,
     }
 
 

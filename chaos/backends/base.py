@@ -47,6 +47,14 @@ class Backend(Protocol):
     def kill_redis(self) -> list: ...
     def start_redis(self) -> bool: ...  # True when the GCS exited meanwhile (and was restarted)
 
+    # the disruptions users cause themselves (chaos.faults.upgrade_app, drain_node)
+    def upgrade_app(self, variant: str, version: str) -> dict: ...  # start a rolling upgrade; what changed
+    def upgrade_variants(self) -> tuple[str, ...]: ...  # the variants this backend can apply
+    def drain_node(self, node: str, deadline_s: float) -> dict: ...  # a graceful drain notice with a deadline
+    def graceful_shutdown(self) -> dict: ...  # the deployment's graceful-shutdown settings and upgrade strategy
+    def front_door(self) -> dict: ...  # what stands between the client and the Serve proxies (environment)
+    def front_targets(self) -> list[tuple[str, str, str | None, str | None]]: ...  # the front door's URLs
+
     # Serve replicas and engines
     def replicas(self, state: str | None = "RUNNING") -> list: ...
     def pick_replica(self, zone: str | None = None, replica_id: str | None = None,

@@ -13,11 +13,17 @@ pod has one (``/dev/shm``); so the domain's nodes are cordoned (and annotated, s
 uncordons only those) and its Ray pods force-deleted. KubeRay recreates them at once, but
 their groups are pinned to the zone's nodes, so they stay Pending until the heal uncordons.
 Partitions: :mod:`chaos.backends.kube_partition`. Commands in pods: :mod:`chaos.backends.kube_exec`.
+
+Upgrades and drains (the disruptions users cause themselves): see :meth:`KubeRayBackend.upgrade_app`,
+:meth:`KubeRayBackend.drain_node` and kuberay/README.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import json
+import math
 import re
 import shlex
 import time
@@ -30,6 +36,21 @@ REGION_LABEL = "topology.kubernetes.io/region"
 CORDON_MARK = "availproof.io/cordoned"
 # KubeRay v1.7 names a RayService's cluster <service>-<5 chars of k8s.io/apimachinery's rand.String>
 RAND_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+RAYSERVICE = ("ray.io", "v1", "rayservices")  # group, version, plural
+# serve_config: an application-level runtime_env change is a new code version for Serve (a hash of
+# the import path and the app's runtime_env: ray/serve/_private/deploy_utils.py get_app_code_version),
+# so Serve replaces every replica; the local backend sets the same variable
+VERSION_ENV = "AVAILPROOF_APP_VERSION"
+# cluster: any change of spec.rayClusterConfig outside the fields KubeRay mutes in its hash
+# (workerGroupSpecs[*].replicas/minReplicas/maxReplicas/scaleStrategy.workersToDelete) makes it
+# prepare a new RayCluster; a pod-template annotation changes nothing in what the pods run
+VERSION_ANNOTATION = "availproof.io/app-version"
+UPGRADE_VARIANTS = ("serve_config", "cluster")
+# Ray Serve's defaults when a deployment leaves them unset (ray/serve/_private/constants.py, Ray 2.60)
+SERVE_SHUTDOWN_DEFAULTS = {"graceful_shutdown_timeout_s": 20.0, "graceful_shutdown_wait_loop_s": 2.0}
+# KubeRay when spec.upgradeStrategy.type is unset: NewCluster, unless the operator runs with
+# ENABLE_ZERO_DOWNTIME=false (rayservice_controller.go isZeroDowntimeUpgradeEnabled)
+DEFAULT_UPGRADE_STRATEGY = "NewCluster"
 
 
 def _labels(obj: dict) -> dict[str, str]:
@@ -52,8 +73,8 @@ def node_regions(nodes: list[dict]) -> dict[str, str | None]:
     return {_name(n): _labels(n).get(REGION_LABEL) for n in nodes}
 
 
-def ray_pods(pods: list[dict], cluster: str | None = None) -> list[dict]:
-    """Ray pods not being deleted (of one RayCluster when named)."""
+def ray_pods(pods: list[dict], cluster: str | None = None, terminating: bool = False) -> list[dict]:
+    """Ray pods not being deleted (of one RayCluster when named); with ``terminating``, those too."""
     out = []
     for p in pods:
         lab = _labels(p)
@@ -61,19 +82,20 @@ def ray_pods(pods: list[dict], cluster: str | None = None) -> list[dict]:
             continue
         if cluster and lab.get("ray.io/cluster") != cluster:
             continue
-        if (p.get("metadata") or {}).get("deletion_timestamp"):
+        if (p.get("metadata") or {}).get("deletion_timestamp") and not terminating:
             continue
         out.append(p)
     return out
 
 
 def select(pods: list[dict], nodes: list[dict], *, cluster: str | None = None, zone: str | None = None,
-           zones: list[str] | None = None, node_type: str | None = None, group: str | None = None) -> list[dict]:
+           zones: list[str] | None = None, node_type: str | None = None, group: str | None = None,
+           terminating: bool = False) -> list[dict]:
     """Ray pods matching every given criterion; a pod's zone is the zone of its node."""
     by_node = node_zones(nodes)
     wanted = set(zones or []) | ({zone} if zone else set())
     out = []
-    for p in ray_pods(pods, cluster):
+    for p in ray_pods(pods, cluster, terminating):
         lab = _labels(p)
         if node_type and lab.get("ray.io/node-type") != node_type:
             continue
@@ -126,6 +148,84 @@ def _not_found(e: Exception) -> bool:
     return getattr(e, "status", None) == 404
 
 
+def _api_message(e: Exception) -> str:
+    """The ``message`` of the Status an ApiException carries (else its reason), on one line."""
+    try:
+        status = json.loads(getattr(e, "body", None) or "{}")
+        msg = status.get("message")
+        causes = [c.get("message") for c in (status.get("details") or {}).get("causes") or [] if c.get("message")]
+    except (TypeError, ValueError, AttributeError):
+        msg, causes = None, []
+    text = " ".join([str(msg or getattr(e, "reason", None) or e), *causes])
+    return " ".join(text.split())[:300]
+
+
+def _load_serve_config(text: str | None, where: str) -> dict:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text or "")
+    except yaml.YAMLError as e:
+        raise ClusterError(f"{where}: spec.serveConfigV2 is not YAML ({' '.join(str(e).split())[:160]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("applications"), list) or not doc["applications"]:
+        raise ClusterError(f"{where}: spec.serveConfigV2 has no applications")
+    return doc
+
+
+def serve_config_with_version(text: str, version: str, where: str = "RayService") -> tuple[str, dict]:
+    """``serveConfigV2`` with ``runtime_env.env_vars.AVAILPROOF_APP_VERSION = version`` on every
+    application (everything else as it was), and {application: previous value}."""
+    import yaml
+
+    doc = _load_serve_config(text, where)
+    previous = {}
+    for app in doc["applications"]:
+        env = app.setdefault("runtime_env", {}) or {}
+        app["runtime_env"] = env
+        env_vars = env.setdefault("env_vars", {}) or {}
+        env["env_vars"] = env_vars
+        previous[app.get("name", "default")] = env_vars.get(VERSION_ENV)
+        env_vars[VERSION_ENV] = str(version)
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), previous
+
+
+def _annotated(template: dict | None, version: str) -> dict:
+    template = copy.deepcopy(template or {})
+    meta = template.setdefault("metadata", {}) or {}
+    template["metadata"] = meta
+    meta["annotations"] = {**(meta.get("annotations") or {}), VERSION_ANNOTATION: str(version)}
+    return template
+
+
+def cluster_config_patch(ray_cluster_config: dict, version: str) -> dict:
+    """The merge patch of ``spec.rayClusterConfig`` that annotates the head's and every worker
+    group's pod template with the version. A JSON merge patch replaces lists whole, so
+    ``workerGroupSpecs`` is the list as read with only the annotation added."""
+    groups = []
+    for g in ray_cluster_config.get("workerGroupSpecs") or []:
+        g = copy.deepcopy(g)
+        g["template"] = _annotated(g.get("template"), version)
+        groups.append(g)
+    out: dict = {"headGroupSpec": {"template": {"metadata": {"annotations": {VERSION_ANNOTATION: str(version)}}}}}
+    if groups:
+        out["workerGroupSpecs"] = groups
+    return out
+
+
+def graceful_shutdown_settings(text: str | None, where: str = "RayService") -> dict[str, dict]:
+    """Per deployment of ``serveConfigV2``: its application and its graceful-shutdown settings as
+    written (None: unset, Serve's default applies). Keyed by deployment name (``app/name`` when two
+    applications have a deployment of the same name)."""
+    doc = _load_serve_config(text, where)
+    rows = [(app.get("name", "default"), d) for app in doc["applications"] for d in app.get("deployments") or []]
+    names = [d.get("name") for _, d in rows]
+    out = {}
+    for app, d in rows:
+        key = d.get("name") if names.count(d.get("name")) == 1 else f"{app}/{d.get('name')}"
+        out[key] = {"application": app, **{k: d.get(k) for k in SERVE_SHUTDOWN_DEFAULTS}}
+    return out
+
+
 class KubeRayBackend:
     """Faults on a KubeRay cluster, within one context and namespace only.
 
@@ -162,6 +262,7 @@ class KubeRayBackend:
         self.stream_fn = stream_fn
         self.paused: list[str] = []  # "pod/pid" of engines we stopped
         self.head_before_redis_kill: tuple[str, int] | None = None  # (pod name, container restarts)
+        self.drained: set[str] = set()  # worker pods evicted by drain_node, gone (or going) at their deadline
 
     # ------------------------------------------------------------- reads
     def _pods(self, label_selector: str | None = None) -> list[dict]:
@@ -237,6 +338,10 @@ class KubeRayBackend:
             raise UsageError("the Kubernetes backend needs the serve Service's URL (--serve-url)")
         return [("serve-svc", self.serve_url, None, None)]
 
+    def front_targets(self) -> list[tuple[str, str, str | None, str | None]]:
+        """The front door's listeners: on KubeRay the serve Service itself (see :meth:`front_door`)."""
+        return self.targets()
+
     def head_target(self) -> tuple[str, str, str | None, str | None]:
         raise UsageError("targets: head: the head serves no traffic on KubeRay (excludeHeadPodFromServeSvc)")
 
@@ -284,8 +389,19 @@ class KubeRayBackend:
         return [_name(p) for p in pods]
 
     def kill_node(self, node: str) -> list[str]:
+        if node in self.drained:
+            return self._end_drain(node)
         pods = [p for p in self._ray(node_type="worker") if _name(p) == node]
         return self._delete(limit(pods, 1, f"worker pod {node}"))
+
+    def _end_drain(self, node: str) -> list[str]:
+        """The deadline of a drain (:func:`chaos.faults.drain_node` kills the node then): the evicted
+        pod, still terminating, is force-deleted (grace 0: its grace period, the deadline, is over;
+        the kubelet's SIGKILL comes now too); one already gone left before its deadline: nothing to
+        kill, not an error. Only pods this backend evicted get here (checked at the eviction)."""
+        self.drained.discard(node)
+        left = [p for p in self._pods() if _name(p) == node and _labels(p).get("ray.io/is-ray-node") == "yes"]
+        return self._delete(left)
 
     def start_node(self, node: str) -> None:
         """Nothing to do: KubeRay recreates a deleted worker pod; :meth:`wait_healthy` waits for it."""
@@ -413,10 +529,12 @@ class KubeRayBackend:
     def replicas(self, state: str | None = "RUNNING") -> list:
         from chaos import placement
 
+        self._follow_active()
         nodes = self._nodes()
         zones, regions = node_zones(nodes), node_regions(nodes)
         by_ip = {}
-        for p in self._ray():
+        # a terminating pod (evicted by a drain) still hosts its replicas until it is gone
+        for p in select(self._pods(), nodes, cluster=self.cluster, terminating=True):
             n = _node_of(p)
             ip = (p.get("status") or {}).get("pod_ip")
             if ip:
@@ -474,8 +592,156 @@ class KubeRayBackend:
                 self.paused.remove(item)
         return done
 
+    # ------------------------------------------------------------- planned disruptions
+    def _get_rayservice(self) -> dict:
+        return self.custom.get_namespaced_custom_object(*RAYSERVICE[:2], self.namespace, RAYSERVICE[2], self.service)
+
+    def _adopt_active(self, rs: dict | None) -> None:
+        """Act on the RayService's active cluster: after a ``cluster`` upgrade KubeRay promotes the new
+        RayCluster (and deletes the old one 60 s later, RayClusterDeletionDelayDuration)."""
+        active = (((rs or {}).get("status") or {}).get("activeServiceStatus") or {}).get("rayClusterName")
+        if active and active != self.cluster:
+            self.cluster = active
+
+    def _follow_active(self) -> None:
+        if self.service:
+            self._adopt_active(self._get_rayservice())
+
+    def _rayservice(self, what: str) -> dict:
+        """The RayService, read for ``what``; a bare RayCluster (no RayService) is refused."""
+        if not self.service:
+            raise UsageError(f"{what}: {self.cluster} is a bare RayCluster, not a RayService's: KubeRay upgrades "
+                             f"only RayServices (--ray-cluster must name the RayService)")
+        return self._get_rayservice()
+
+    def upgrade_variants(self) -> tuple[str, ...]:
+        return UPGRADE_VARIANTS
+
+    def upgrade_app(self, variant: str, version: str) -> dict:
+        """Start a rolling upgrade by changing the RayService, as a user's ``kubectl apply`` does; what
+        KubeRay and Serve do with it is what the run measures.
+
+        ``serve_config``: ``spec.serveConfigV2`` with ``AVAILPROOF_APP_VERSION=version`` in every
+        application's ``runtime_env.env_vars``: KubeRay applies it in place to the active cluster
+        (no new RayCluster); Serve sees a new code version and replaces every replica in a rolling
+        update. ``cluster``: the head's and every worker group's pod template annotated
+        ``availproof.io/app-version: version`` in ``spec.rayClusterConfig``: the hash KubeRay keeps
+        of that spec (without replicas, min/maxReplicas, workersToDelete) changes, so under the
+        NewCluster strategy (the default) it brings up a new RayCluster, switches the serve and head
+        Services to it once its Serve apps are RUNNING, and deletes the old one 60 s later.
+
+        One JSON merge patch of the RayService, with the resourceVersion read as its precondition
+        (a concurrent change makes it fail rather than be overwritten). Refused: an unknown variant,
+        a bare RayCluster, an upgrade already in progress, and ``cluster`` under
+        ``upgradeStrategy.type: None`` (KubeRay would ignore the change). No pod is deleted here.
+        """
+        if variant not in UPGRADE_VARIANTS:
+            raise UsageError(f"upgrade variant must be one of {', '.join(UPGRADE_VARIANTS)} on KubeRay, got {variant!r}")
+        what = f"upgrade ({variant})"
+        rs = self._rayservice(what)
+        spec, status = rs.get("spec") or {}, rs.get("status") or {}
+        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+        if pending:
+            raise ClusterError(f"{what}: RayService {self.service} is already upgrading (pending RayCluster "
+                               f"{pending}): wait for it to finish")
+        strategy = (spec.get("upgradeStrategy") or {}).get("type")
+        rv = (rs.get("metadata") or {}).get("resourceVersion")
+        meta = {"metadata": {"resourceVersion": rv}} if rv else {}
+        out = {"variant": variant, "version": str(version), "rayservice": self.service, "cluster_before": self.cluster,
+               "upgrade_strategy": strategy}
+        if variant == "serve_config":
+            text, previous = serve_config_with_version(spec.get("serveConfigV2"), version, f"RayService {self.service}")
+            self._patch_rayservice({**meta, "spec": {"serveConfigV2": text}}, what)
+            return {**out, "patched": "spec.serveConfigV2", "previous_versions": previous,
+                    "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}"}
+        if strategy == "None":
+            raise UsageError(f"{what}: RayService {self.service} has upgradeStrategy.type None: KubeRay would not "
+                             f"roll out a rayClusterConfig change (use the serve_config variant)")
+        rcc = spec.get("rayClusterConfig") or {}
+        patch = cluster_config_patch(rcc, version)
+        self._patch_rayservice({**meta, "spec": {"rayClusterConfig": patch}}, what)
+        groups = [g.get("groupName") for g in rcc.get("workerGroupSpecs") or []]
+        return {**out, "patched": "spec.rayClusterConfig",
+                "changed": f"headGroupSpec and workerGroupSpecs[{', '.join(map(str, groups))}]"
+                           f".template.metadata.annotations[{VERSION_ANNOTATION}]",
+                "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY}
+
+    def _patch_rayservice(self, body: dict, what: str) -> None:
+        try:
+            self.custom.patch_namespaced_custom_object(*RAYSERVICE[:2], self.namespace, RAYSERVICE[2], self.service,
+                                                       body)
+        except Exception as e:  # noqa: BLE001 - ApiException: one line, no injection recorded
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            raise ClusterError(f"{what}: the patch of RayService {self.service} failed (HTTP {status}: "
+                               f"{_api_message(e)})") from None
+
+    def drain_node(self, node: str, deadline_s: float) -> dict:
+        """A graceful drain of one worker pod with a deadline: a policy/v1 Eviction with
+        ``deleteOptions.gracePeriodSeconds`` = the deadline (whole seconds, rounded up, at least 1:
+        0 would be a force delete). The API server checks the pod's PodDisruptionBudgets (a refusal,
+        HTTP 429, raises: no injection recorded), then deletes the pod gracefully: the kubelet sends
+        SIGTERM to its containers and SIGKILL when the grace period ends. Ray 2.60's ``ray start
+        --block`` handles that SIGTERM as a drain notice: it marks its node draining (reason
+        PREEMPTION) for up to RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S (default 30 s) before tearing
+        the node down (ray/_private/node.py). KubeRay replaces the pod meanwhile.
+
+        At the deadline :func:`chaos.faults.drain_node` calls :meth:`kill_node`: for a pod drained
+        here it force-deletes what is left of it and accepts that it is gone already."""
+        pods = limit([p for p in self._ray(node_type="worker") if _name(p) == node], min(1, self.max_pods),
+                     f"drain of worker pod {node}")
+        grace = max(1, math.ceil(deadline_s))
+        from kubernetes import client as k8s
+
+        body = k8s.V1Eviction(api_version="policy/v1", kind="Eviction",
+                              metadata=k8s.V1ObjectMeta(name=node, namespace=self.namespace),
+                              delete_options=k8s.V1DeleteOptions(grace_period_seconds=grace))
+        try:
+            self.core.create_namespaced_pod_eviction(node, self.namespace, body)
+        except Exception as e:  # noqa: BLE001 - ApiException: one line, no injection recorded
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            why = "refused by a PodDisruptionBudget" if status == 429 else "failed"
+            raise ClusterError(f"drain of {node}: the eviction was {why} (HTTP {status}: {_api_message(e)})") from None
+        self.drained.add(node)
+        return {"method": "eviction", "pods": [_name(p) for p in pods], "grace_period_s": grace,
+                "k8s_node": _node_of(pods[0])}
+
+    def graceful_shutdown(self) -> dict:
+        """For the environment record: each deployment's graceful-shutdown settings as the RayService's
+        ``serveConfigV2`` writes them (None: unset, Serve's default in ``defaults`` applies), and the
+        RayService's upgrade strategy (None: unset, KubeRay's default in ``effective_strategy``)."""
+        where = f"RayService {self.service}"
+        rs = self._rayservice("graceful_shutdown")
+        spec = rs.get("spec") or {}
+        strategy = (spec.get("upgradeStrategy") or {}).get("type")
+        return {"source": f"{where} spec.serveConfigV2",
+                "deployments": graceful_shutdown_settings(spec.get("serveConfigV2"), where),
+                "defaults": {**SERVE_SHUTDOWN_DEFAULTS,
+                             "source": "Ray Serve (ray/serve/_private/constants.py DEFAULT_GRACEFUL_SHUTDOWN_*)"},
+                "upgrade_strategy": strategy, "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY,
+                "strategy_note": None if strategy else
+                "unset: KubeRay's default, NewCluster unless the operator runs with ENABLE_ZERO_DOWNTIME=false"}
+
+    def front_door(self) -> dict:
+        """What stands between the client and the Serve proxies: KubeRay's serve Service."""
+        svc = f"{self.service}-serve-svc" if self.service else None
+        return {"kind": "kubernetes-service", "shape": "lb", "service": svc, "namespace": self.namespace,
+                "serve_url": self.serve_url,
+                "selector": {"ray.io/cluster": self.cluster, "ray.io/serve": "true"},
+                "detection": "endpoints follow the pod readiness probe (KubeRay's on RayService workers: the "
+                             "raylet's health and the Serve proxy's /-/healthz)",
+                "what": "a Kubernetes Service over the active RayCluster's serve-ready pods (the head excluded: "
+                        "excludeHeadPodFromServeSvc); KubeRay moves its selector to the new RayCluster when it "
+                        "promotes one. serve_url is what the client sends to: it must reach this Service (or a "
+                        "Service that follows the active cluster the same way) for an upgrade that replaces "
+                        "the cluster"}
+
     # ------------------------------------------------------------- health
     def healthy(self) -> bool:
+        self._follow_active()
         pods = self._ray()
         redis = self._redis_pods()
         return (len([p for p in pods if pod_ready(p)]) >= expected_pods(self._raycluster())
@@ -547,6 +813,7 @@ class KubeRayBackend:
         except Exception as e:  # noqa: BLE001 - the API server not answering is a sample saying so
             errors["rayservice"] = f"{type(e).__name__}: {e}"[:160]
             return None
+        self._adopt_active(rs)
         return {c.get("type", "?"): c.get("status", "?") for c in ((rs or {}).get("status") or {}).get("conditions") or []}
 
     def app_status(self) -> str | None:

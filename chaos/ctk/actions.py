@@ -51,6 +51,16 @@ def head_outage_second_fault(outage_s: float = 20.0, second: str = "replica", zo
                                            second=second, zone=zone, delay_s=delay_s)
 
 
+def upgrade_app(variant: str = "code", timeout_s: float = 600.0, configuration: dict | None = None) -> dict:
+    return faults.upgrade_app(backend_for(configuration), marker_for(), variant=variant, timeout_s=timeout_s)
+
+
+def drain_node(node: str | None = None, zone: str | None = None, deadline_s: float = 30.0,
+               outage_s: float | None = 20.0, configuration: dict | None = None) -> dict:
+    return faults.drain_node(backend_for(configuration), marker_for(), node=node, zone=zone,
+                             deadline_s=deadline_s, outage_s=outage_s)
+
+
 def heal_all(timeout_s: float = 240.0, configuration: dict | None = None) -> dict:
     """The rollback of every experiment: restore whatever is broken, wait for health, and
     redeploy the app if the cluster lost it (a head restart without GCS fault tolerance)."""

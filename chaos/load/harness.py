@@ -65,6 +65,7 @@ class LoadRun:
         transport: httpx.AsyncBaseTransport | None = None,
         run_id: str | None = None,
         header_extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ):
         for t in targets:
             check_target_allowed(t.url, allow_hosts)
@@ -75,6 +76,7 @@ class LoadRun:
         self.transport = transport
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.header_extra = dict(header_extra or {})  # e.g. the definitions the run is analysed with
+        self._headers = dict(headers or {})  # sent with every request, never recorded (Authorization)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -141,7 +143,8 @@ class LoadRun:
         s = self.shape
         timeout = httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s)
         transport = self.transport or LeanTransport()
-        async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client:
+        async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False,
+                                     headers=self._headers) as client:
             self.t0 = time.monotonic()
             self.started_ns = time.time_ns()
             self.events.emit(self.events.run_started, self.header())

@@ -41,6 +41,8 @@ def all_pids(cluster: LocalCluster) -> set[int]:
         pids |= set(cluster.node_processes(n.name))
     if cluster.state.redis and cluster.state.redis.pid:
         pids.add(cluster.state.redis.pid)
+    if cluster.front is not None and cluster.front.pid:
+        pids.add(cluster.front.pid)  # the rig's HAProxy
     return pids
 
 

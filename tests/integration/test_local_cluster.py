@@ -2,10 +2,12 @@
 
 import io
 import time
+from pathlib import Path
 
 import ray
 
 from chaos import cli, topology
+from chaos.frontdoor import FrontSettings
 from chaos.backends.local import LocalCluster, procs
 
 from .conftest import all_pids, assert_nothing_left
@@ -75,12 +77,18 @@ def test_head_restart_keeps_workers_and_detached_actor(test_root):
         # `up` on a running cluster is a no-op
         same = LocalCluster.up(topo, cluster_dir)
         assert same.state.cluster_id == cluster.state.cluster_id
+
+        # the rig's front door is part of the cluster's state: `down` removes it by its PID
+        front = cluster.start_front("lb", FrontSettings())
+        assert procs.alive(front.pid) and LocalCluster.attach(cluster_dir).front.pid == front.pid
+        front_dir = Path(front.dir)
     finally:
         if ray.is_initialized():
             ray.shutdown()
         seen |= all_pids(cluster)
         cluster.down()
     assert_nothing_left(cluster, seen)
+    assert not procs.alive(front.pid) and not front_dir.exists()
     cluster.down()  # idempotent
     assert cli.main(["cluster", "down", "--cluster-dir", str(cluster_dir)]) == 0
 

@@ -24,14 +24,33 @@ from kubernetes.client import rest
 
 class _HTTP:
     def __init__(self, status, body):
-        self.status, self.reason = status, {200: "OK", 201: "Created", 404: "Not Found"}.get(status, "Error")
+        self.status, self.reason = status, {200: "OK", 201: "Created", 404: "Not Found", 409: "Conflict",
+                                            415: "Unsupported Media Type", 429: "Too Many Requests"}.get(status, "Error")
         self.data = json.dumps(body).encode()
         self.headers = {"content-type": "application/json"}
 
 
-def _status(code: int, message: str) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-            "reason": "NotFound" if code == 404 else "Invalid", "code": code}
+def _status(code: int, message: str, details: dict | None = None) -> dict:
+    reason = {404: "NotFound", 409: "Conflict", 415: "UnsupportedMediaType", 429: "TooManyRequests"}.get(code, "Invalid")
+    out = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+           "reason": reason, "code": code}
+    if details:
+        out["details"] = details
+    return out
+
+
+def merge_patch(dst: dict, src: dict) -> None:
+    """RFC 7386 JSON merge patch, in place: objects merge key by key, a null deletes the key, any
+    other value (a list too) replaces what was there."""
+    for k, v in src.items():
+        if v is None:
+            dst.pop(k, None)
+        elif isinstance(v, dict):
+            if not isinstance(dst.get(k), dict):
+                dst[k] = {}
+            merge_patch(dst[k], v)
+        else:
+            dst[k] = copy.deepcopy(v)
 
 
 def _matches(obj: dict, selector: str | None) -> bool:
@@ -40,21 +59,28 @@ def _matches(obj: dict, selector: str | None) -> bool:
 
 
 class FakeServer:
-    """Pods, NetworkPolicies (namespaced), nodes, RayClusters and RayServices; every call logged."""
+    """Pods, NetworkPolicies (namespaced), nodes, RayClusters and RayServices; every call logged.
+    Pod evictions honour PodDisruptionBudgets (``pdbs``, policy/v1 JSON); custom objects take JSON
+    merge patches, with a ``metadata.resourceVersion`` in the patch checked as a precondition."""
 
     def __init__(self, namespace: str = "availproof"):
         self.ns = namespace
         self.pods: dict[str, dict] = {}
         self.nodes: dict[str, dict] = {}
         self.netpols: dict[str, dict] = {}
+        self.pdbs: dict[str, dict] = {}  # PodDisruptionBudgets, name -> object
         self.custom: dict[tuple[str, str], dict] = {}  # (plural, name) -> object
         self.calls: list[tuple[str, str, dict | None]] = []  # (method, path + query, body)
+        self.content_types: list[tuple[str, str, str | None]] = []  # (method, path, Content-Type) of writes
 
     # the REST layer the generated client calls
     def request(self, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
         u = urlparse(url)
         query = {k: v[0] for k, v in parse_qs(u.query).items()}
         self.calls.append((method, u.path + (f"?{u.query}" if u.query else ""), copy.deepcopy(body)))
+        if method != "GET":
+            self.content_types.append((method, u.path, (headers or {}).get("Content-Type")))
+        self._content_type = (headers or {}).get("Content-Type")
         status, out = self.route(method, u.path, query, body)
         resp = rest.RESTResponse(_HTTP(status, out))
         resp.read()
@@ -62,6 +88,9 @@ class FakeServer:
 
     def route(self, method, path, query, body):
         ns = re.escape(self.ns)
+        m = re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([^/]+)/eviction", path)
+        if m and method == "POST":
+            return self.evict(m.group(1), body)
         for pattern, store, kind in ((rf"/api/v1/namespaces/{ns}/pods(?:/([^/]+))?", self.pods, "Pod"),
                                      (r"/api/v1/nodes(?:/([^/]+))?", self.nodes, "Node"),
                                      (rf"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies(?:/([^/]+))?",
@@ -70,10 +99,61 @@ class FakeServer:
             if m:
                 return self.crud(method, m.group(1), store, kind, query, body)
         m = re.fullmatch(rf"/apis/ray.io/v1/namespaces/{ns}/(rayclusters|rayservices)/([^/]+)", path)
-        if m and method == "GET":
+        if m and method in ("GET", "PATCH"):
             obj = self.custom.get((m.group(1), m.group(2)))
-            return (200, obj) if obj else (404, _status(404, f'{m.group(1)}.ray.io "{m.group(2)}" not found'))
+            if not obj:
+                return 404, _status(404, f'{m.group(1)}.ray.io "{m.group(2)}" not found')
+            if method == "GET":
+                return 200, obj
+            return self.patch_custom(obj, body)
         raise AssertionError(f"the fake API server has no route for {method} {path}")
+
+    def patch_custom(self, obj: dict, body: dict):
+        """A custom object's PATCH, as the API server takes it: JSON merge patch (a CRD has no
+        strategic merge patch: 415); a resourceVersion in the patch must be the object's (else 409);
+        a change bumps the resourceVersion."""
+        if self._content_type != "application/merge-patch+json":
+            assert self._content_type != "application/json-patch+json", "JSON patch: not modelled by the fake"
+            return 415, _status(415, f"the body of the request was in an unknown format - accepted media types "
+                                     f"include: application/json-patch+json, application/merge-patch+json, "
+                                     f"application/apply-patch+yaml (got {self._content_type})")
+        meta = obj.setdefault("metadata", {})
+        want = (body.get("metadata") or {}).get("resourceVersion")
+        if want is not None and want != meta.get("resourceVersion"):
+            return 409, _status(409, f'Operation cannot be fulfilled on {obj.get("kind", "object").lower()}s.ray.io '
+                                     f'"{meta.get("name")}": the object has been modified; please apply your changes '
+                                     f'to the latest version and try again')
+        merge_patch(obj, body)
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        return 200, obj
+
+    def evict(self, name: str, body: dict):
+        """policy/v1 Eviction: 404 for no pod; 429 when a PodDisruptionBudget selecting the pod would
+        fall below minAvailable (the API server's own message); else the pod is deleted gracefully:
+        it stays, terminating (deletionTimestamp, deletionGracePeriodSeconds), until the kubelet is
+        done or it is force-deleted."""
+        pod = self.pods.get(name)
+        if pod is None:
+            return 404, _status(404, f'pods "{name}" not found')
+        for pdb in self.pdbs.values():
+            selector = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if not all(labels.get(k) == v for k, v in selector.items()):
+                continue
+            healthy = sum(1 for p in self.pods.values()
+                          if all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in selector.items())
+                          and not p["metadata"].get("deletionTimestamp")
+                          and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                  for c in (p.get("status") or {}).get("conditions") or []))
+            need = int(pdb["spec"].get("minAvailable", 0))
+            if healthy - need < 1:
+                return 429, _status(429, "Cannot evict pod as it would violate the pod's disruption budget.", {
+                    "causes": [{"reason": "DisruptionBudget", "message": f"The disruption budget "
+                                f"{pdb['metadata']['name']} needs {need} healthy pods and has {healthy} currently"}]})
+        grace = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
+        pod["metadata"]["deletionTimestamp"] = "2026-12-03T10:00:30Z"
+        pod["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     def crud(self, method, name, store, kind, query, body):
         if name is None and method == "GET":
@@ -92,15 +172,7 @@ class FakeServer:
         if method == "DELETE":
             return 200, store.pop(name)
         if method == "PATCH":  # merge patch: a null deletes the key
-            def merge(dst, src):
-                for k, v in src.items():
-                    if v is None:
-                        dst.pop(k, None)
-                    elif isinstance(v, dict):
-                        merge(dst.setdefault(k, {}), v)
-                    else:
-                        dst[k] = v
-            merge(store[name], body)
+            merge_patch(store[name], body)
             return 200, store[name]
         raise AssertionError(f"{method} {kind}/{name}")
 

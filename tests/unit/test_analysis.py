@@ -136,15 +136,23 @@ def test_replica_and_engine_faults_affect_every_target():
         assert r["status"] == bounds.NOT_APPLICABLE
 
 
-def test_zone_less_targets_and_zone_less_faults_are_unmeasurable_not_zero():
+def test_zone_less_targets_and_zone_less_faults_are_null_not_zero():
+    # one front door for every zone (front lb): the client's requests carry no zone
     rs = every(0, 10, zone=None) + every(10, 12, ok=False, zone=None) + every(12, 20, zone=None)
     f = analyse(rs, [mark(rec.INJECT_START, 10, scope="zone", zones=("b",))], 20)["faults"][0]
     assert f["failed"]["unaffected_zones"] is None
     assert "no zone" in f["unmeasurable"]["failed.unaffected_zones"]
     assert f["affected"]["basis"] == "service" and "carry no zone" in f["affected"]["why"]
+    assert f["affected"]["failed_total"] == f["service"]["failed_total"] > 0  # everyone is affected: counted
     r = bounds.check({"faults": [f]}, {"max_failed_unaffected_zones": 0})[0]
-    assert r["met"] is None and r["status"] == bounds.UNMEASURABLE
-    assert bounds.all_met([r]) is False  # an unmeasurable claim does not pass
+    # no population of an unaffected zone exists: the bound does not apply (never "met", never 0)
+    assert r["met"] is None and r["status"] == bounds.NOT_APPLICABLE and "one front door" in r["reason"]
+    assert r["value"] is None
+    # with zones (zonal-lb, direct) the same failures in another zone violate it
+    f = analyse(zones(0, 20, down="a", down_from=10, down_to=12), [mark(rec.INJECT_START, 10, scope="zone",
+                                                                        zones=("b",))], 20)["faults"][0]
+    r = bounds.check({"faults": [f]}, {"max_failed_unaffected_zones": 0})[0]
+    assert r["status"] == bounds.VIOLATED and r["value"] == f["failed"]["unaffected_zones"] > 0
     # a head kill has no zone: unaffected zones do not apply (and do not fail the run)
     f = analyse(zones(0, 20), [mark(rec.INJECT_START, 10, scope="head", zones=())], 20)["faults"][0]
     assert f["failed"]["unaffected_zones"] is None and "failed.unaffected_zones" in f["unmeasurable"]

@@ -44,6 +44,28 @@ class LocalBackend:
     def head_target(self) -> tuple[str, str, str | None, str | None]:
         return (HEAD, self.cluster.serve_url(HEAD), None, None)
 
+    def front_targets(self) -> list[tuple[str, str, str | None, str | None]]:
+        """(name, URL, zone, region) of every listener of the front door (zone: the one a zonal
+        balancer prefers; None for one balancer over all zones)."""
+        front = self.cluster.front
+        if front is None:
+            raise ClusterError("no front door is running (availproof starts it for experiments with front lb/zonal-lb)")
+        region_of = {n.zone: n.region for n in self.cluster.state.workers()}
+        return [(name, url, zone, region_of.get(zone)) for name, url, zone in front.urls()]
+
+    def front_door(self) -> dict:
+        """The front door in the run's environment: its shape, settings and listeners; ``direct``
+        when the client sends to the proxies itself."""
+        front = self.cluster.front
+        if front is None:
+            return {"shape": "direct", "what": "the client round-robins over the zone proxies itself, with no "
+                                                "health checks: a dead proxy keeps its share of the traffic"}
+        settings = dict(front.settings)
+        return {"shape": front.shape, "what": f"the rig's HAProxy ({front.shape}), active HTTP checks of "
+                                               f"/-/healthz on every zone proxy", "settings": settings,
+                "listeners": [u for _, u, _ in front.urls()], "metrics_url": front.metrics_url,
+                "ca_bundle": front.ca_bundle, "pid": front.pid}
+
     def own_hosts(self) -> tuple[str, ...]:
         """Addresses the rig itself created (its network namespaces) that the harness may load."""
         s = self.cluster.state
@@ -195,10 +217,93 @@ class LocalBackend:
         from chaos import sampler
         from serve_apps.config import APP_NAME
 
+        from chaos.backends.local import haproxy
+
         st = self.cluster.state
         zone_of_ip = {n.ip: n.zone for n in st.nodes.values() if n.role != "head"}
-        return sampler.observe_dashboard(st.dashboard_url, zone_of_ip, APP_NAME, timeout,
-                                         exclude_ips={n.ip for n in st.nodes.values() if n.role == "head"})
+        sample = sampler.observe_dashboard(st.dashboard_url, zone_of_ip, APP_NAME, timeout,
+                                           exclude_ips={n.ip for n in st.nodes.values() if n.role == "head"})
+        front = self.cluster.front
+        if front is not None:
+            sample.front = haproxy.show_stat(front, timeout=min(timeout, 1.0))
+            if sample.front is None:
+                sample.errors["front"] = "the balancer's stats socket did not answer"
+        return sample
+
+    # ---------------------------------------------------------------- planned disruptions
+    def upgrade_variants(self) -> tuple[str, ...]:
+        return ("code",)
+
+    def upgrade_app(self, variant: str, version: str) -> dict:
+        """Apply the deployed Serve config again with ``AVAILPROOF_APP_VERSION=version`` in the
+        application's ``runtime_env``: a new code version, so Serve replaces every replica in a
+        rolling update (a ``user_config`` change would reconfigure replicas in place and replace
+        none: it is not an upgrade of what runs)."""
+        from chaos import deploy, placement as pl
+        from serve_apps.config import APP_NAME
+
+        if variant not in self.upgrade_variants():
+            raise UsageError(f"the local backend's upgrade variants are {', '.join(self.upgrade_variants())}, "
+                             f"got {variant!r}")
+        details = pl.serve_details(self.dashboard_url) or {}
+        app = (details.get("applications") or {}).get(APP_NAME) or {}
+        cfg = app.get("deployed_app_config")
+        if not cfg:
+            raise ClusterError("the Serve app is not deployed: nothing to upgrade")
+        cfg = dict(cfg)
+        env = dict((cfg.get("runtime_env") or {}).get("env_vars") or {})
+        previous = env.get("AVAILPROOF_APP_VERSION")
+        env["AVAILPROOF_APP_VERSION"] = version
+        cfg["runtime_env"] = {**(cfg.get("runtime_env") or {}), "env_vars": env}
+        http = details.get("http_options") or {}
+        doc = {"proxy_location": details.get("proxy_location") or "EveryNode",
+               "http_options": {"host": http.get("host", "0.0.0.0"), "port": http.get("port")},
+               "applications": [cfg]}
+        deploy.put_config(self.dashboard_url, doc)
+        return {"variant": variant, "version": version, "previous_version": previous,
+                "changed": "applications[0].runtime_env.env_vars.AVAILPROOF_APP_VERSION"}
+
+    def drain_node(self, node: str, deadline_s: float) -> dict:
+        """Ray's drain-node API (what autoscaler v2 and a preemption notice use), reason PREEMPTION,
+        with the deadline; Ray does not kill the node at the deadline: the caller does."""
+        import time
+
+        from ray._raylet import GcsClient
+        from ray.core.generated import autoscaler_pb2
+
+        n = self.cluster.node(node)
+        if n.role == "head":
+            raise UsageError("the head cannot be drained (drain a worker node)")
+        node_id = self._node_id(n)
+        gcs = GcsClient(address=self.cluster.state.gcs_address)
+        accepted, why = gcs.drain_node(node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+                                       f"availproof: drain of {node}", int(time.time() * 1000 + deadline_s * 1000))
+        if not accepted:
+            raise ClusterError(f"the GCS refused to drain {node}: {why}")
+        return {"method": "ray drain-node", "reason": "PREEMPTION", "node_id": node_id}
+
+    def _node_id(self, n) -> str:
+        summary = self.cluster.gcs_nodes() or []
+        for entry in sorted(summary, key=lambda e: e.get("raylet", {}).get("startTimeMs", 0) or 0, reverse=True):
+            raylet = entry.get("raylet", {})
+            if (raylet.get("nodeManagerAddress") == n.ip and raylet.get("state") == "ALIVE"
+                    and raylet.get("nodeManagerPort") in (None, n.ports["node_manager"])):
+                return raylet["nodeId"]
+        raise ClusterError(f"{n.name} is not ALIVE in the GCS: nothing to drain")
+
+    def graceful_shutdown(self) -> dict:
+        """The deployments' graceful-shutdown settings as deployed (Serve's defaults where unset)."""
+        from chaos import placement as pl
+        from serve_apps.config import APP_NAME
+
+        details = pl.serve_details(self.dashboard_url) or {}
+        app = (details.get("applications") or {}).get(APP_NAME) or {}
+        out = {}
+        for name, dep in (app.get("deployments") or {}).items():
+            c = dep.get("deployment_config") or {}
+            out[name] = {k: c.get(k) for k in ("graceful_shutdown_timeout_s", "graceful_shutdown_wait_loop_s")}
+        return {"deployments": out, "upgrade_strategy": "Serve rolling update (replicas replaced in batches of "
+                                                        "about 20% of the target, at least one)"}
 
     def app_status(self) -> str | None:
         from chaos import deploy

@@ -204,6 +204,7 @@ class LocalCluster:
     def down(self) -> None:
         """Stop every process this cluster started and remove its files. Safe to repeat."""
         with self._lock:
+            self.stop_front()
             for node in sorted(self.state.nodes.values(), key=lambda n: n.role == "head"):
                 self._kill_session(node)
             if self.state.redis and self.state.redis.pid:
@@ -583,6 +584,43 @@ class LocalCluster:
     def _remove_netns(self) -> None:
         if self.state.netns_mode:
             netns.remove(self.state.bridge, list(_domain_namespaces(self.state).values()))
+
+    # ------------------------------------------------------------------ the front door
+    @property
+    def front(self):
+        """The rig's HAProxy as recorded in the state file (:class:`~chaos.backends.local.haproxy.FrontState`), or None."""
+        from chaos.backends.local.haproxy import FrontState
+
+        return FrontState(**self.state.front) if self.state.front else None
+
+    def start_front(self, shape: str, settings, token: str | None = None):
+        """Start the front door (replacing one of another shape or settings) in front of every
+        worker's Serve proxy; its PID goes in the state file."""
+        from chaos import frontdoor
+        from chaos.backends.local import haproxy
+
+        with self._lock:
+            self.stop_front()
+            servers = [frontdoor.Server(n.name, n.zone, n.ip, n.serve_port) for n in self.state.workers()]
+            front = haproxy.start(shape, servers, settings, self.cluster_dir, token=token)
+            self.state.front = front.to_json()
+            self._save()
+            self.log(f"front door: HAProxy {shape} (pid {front.pid}) at "
+                     f"{', '.join(u for _, u, _ in front.urls())}; stats {front.metrics_url}")
+            return front
+
+    def stop_front(self) -> None:
+        """Stop the rig's HAProxy, if any (by its PID), and forget it."""
+        from chaos.backends.local import haproxy
+
+        with self._lock:
+            front = self.front
+            if front is None:
+                return
+            haproxy.stop(front)
+            self.state.front = None
+            self._save()
+            self.log(f"front door stopped (pid {front.pid})")
 
     # ------------------------------------------------------------------ persistence
     def _save(self) -> None:

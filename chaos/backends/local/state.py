@@ -64,6 +64,7 @@ class ClusterState:
     bridge: str | None = None
     links: dict[str, str] = field(default_factory=dict)  # zone (or "head") -> outer veth on the bridge
     partitioned: list[str] = field(default_factory=list)  # zones whose link is down
+    front: dict[str, Any] | None = None  # the rig's HAProxy (chaos.backends.local.haproxy.FrontState)
     version: int = VERSION
 
     @property
