@@ -20,6 +20,11 @@ from serve_apps import config as serve_config
 DEPLOY_FAILED_GRACE_S = 120.0
 
 
+class PlacementError(ClusterError):
+    """The app runs, but its replicas are not spread over the zones as asked (Serve does not move
+    replicas back, e.g. to a zone whose drained node returned)."""
+
+
 def put_config(dashboard_url: str, config: dict, timeout: float = 30.0) -> None:
     req = urllib.request.Request(f"{dashboard_url}/api/serve/applications/", method="PUT",
                                  data=json.dumps(config).encode(), headers={"Content-Type": "application/json"})
@@ -74,8 +79,18 @@ def deployments_differ(cluster, spec: serve_config.AppSpec) -> bool:
     have = (app.get("deployed_app_config") or {}).get("deployments")
     spec.http_port = cluster.state.head.serve_port
     want = serve_config.serve_config(spec)["applications"][0].get("deployments")
-    norm = lambda deps: json.dumps(sorted(deps or [], key=lambda d: d.get("name", "")), sort_keys=True)  # noqa: E731
-    return norm(have) != norm(want)
+    return _norm(have) != _norm(want)
+
+
+def _norm(deps) -> str:
+    """Deployments as comparable text: in name order, numbers as floats (Serve returns 1.0 for 1)."""
+    def num(v):
+        if isinstance(v, dict):
+            return {k: num(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [num(x) for x in v]
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+    return json.dumps(num(sorted(deps or [], key=lambda d: d.get("name", ""))), sort_keys=True)
 
 
 def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Callable[[str], None] = lambda m: None,
@@ -98,8 +113,8 @@ def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Calla
         if status == "RUNNING" and by_dep and all(len(rs) == spec.num_replicas for rs in by_dep.values()):
             for dep, z in zones.items():
                 if per_zone and any(z.get(zone, 0) != spec.replicas_per_zone for zone in spec.zones):
-                    raise ClusterError(f"{dep} replicas landed on {z}, expected {spec.replicas_per_zone} "
-                                       f"in each of {spec.zones}")
+                    raise PlacementError(f"{dep} replicas landed on {z}, expected {spec.replicas_per_zone} "
+                                         f"in each of {spec.zones}")
             waiting = [u for u in cluster.proxy_urls().values() if not proxy_ready(u)]
             if not waiting:
                 return rows

@@ -29,9 +29,11 @@ own counters taken with the control-plane samples (:mod:`chaos.sampler`):
 - ``time_to_detect_s``: the first ``down_s`` (the balancer's time to detect); null with the
   reason when no server went DOWN (e.g. a replica kill: every proxy stays healthy).
 - ``retries``, ``redispatches``: HAProxy's ``wretr`` / ``wredis`` summed over the servers,
-  from the last sample before the injection to the last sample in the window: requests the
-  balancer sent again after a failure. A retry that then succeeded is a failure the client
-  never saw.
+  from the last sample before the injection to the last sample in the window. HAProxy counts a
+  retry sent to the same server in ``wretr`` and one sent to another server (``option
+  redispatch``) in ``wredis`` only (measured on 2.6: a node kill with ``retries 2`` gave 0 / 6).
+- ``retried``: ``retries + redispatches``, the requests whose first attempt failed and that the
+  balancer sent again: failures the client never saw when the retry succeeded.
 - ``own_5xx``: responses the balancer answered itself with a 5xx (no server available, a
   server that failed mid-request: the frontends' ``hrsp_5xx`` minus the servers'), and
   ``server_5xx``: 5xx answers of the proxies passed through.
@@ -215,7 +217,7 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
     before = [s for s in with_front if s.t_ns < t0]
     window = [s for s in with_front if t0 <= s.t_ns < window_end_ns]
     out: dict[str, Any] = {"servers_down": [], "time_to_detect_s": None, "retries": None, "redispatches": None,
-                           "own_5xx": None, "server_5xx": None, "connection_errors": None, "response_errors": None}
+                           "retried": None, "own_5xx": None, "server_5xx": None, "connection_errors": None, "response_errors": None}
     if not window:
         unmeasurable["front_door"] = "the balancer's counters were not sampled in the fault's window"
         return out
@@ -225,7 +227,8 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
     else:
         a, b = ref.front, window[-1].front
         d = lambda k: b["totals"][k] - a["totals"][k]  # noqa: E731
-        out.update(retries=d("wretr"), redispatches=d("wredis"), server_5xx=d("hrsp_5xx"),
+        out.update(retries=d("wretr"), redispatches=d("wredis"), retried=d("wretr") + d("wredis"),
+                   server_5xx=d("hrsp_5xx"),
                    connection_errors=d("econ"), response_errors=d("eresp"),
                    own_5xx=b["own_5xx"] - a["own_5xx"])
     # server status transitions, from the sample before the injection through the window

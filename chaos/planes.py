@@ -6,21 +6,25 @@ the same analysis window (to the next fault's injection or the end of the run). 
 instant is when it was started; the sampling period (``resolution_s``) bounds the precision.
 
 Control plane (``control_plane``): *up* in a sample when the GCS answered its health check
-and the Serve controller answered.
+and the Serve controller answered. *Lost* when it was not up in at least ``MIN_LOSS_SAMPLES``
+(2) consecutive samples: the dashboard's GCS health check gives the GCS 0.1 s to answer
+(Ray 2.60, ``dashboard/modules/reporter/utils.py``), so on a busy machine one sample can fail with
+nothing down; a lone failed sample is a ``blip`` (counted, not an outage), as KubeRay's probes
+need several failures in a row before they act.
 
-- ``time_to_loss_s``: the first sample in the window with the control plane not up.
-- ``time_to_restored_s``: the first up sample after the last sample that was not up (a
-  relapse moves it later); ``0`` when it never went down; ``null`` when the window ends with
-  the control plane still down.
-- ``outage_s``: restored - loss; ``0`` when it never went down (``time_to_loss_s`` null).
+- ``time_to_loss_s``: the first sample of the first loss in the window.
+- ``time_to_restored_s``: the first up sample after the last loss (a relapse moves it later);
+  ``0`` when it was never lost; ``null`` when the window ends with the control plane still not up.
+- ``outage_s``: restored - loss, the span of the incident; ``0`` when it was never lost.
+- ``losses``: how many separate losses; ``blips``: lone samples not up, outside any loss.
 
 Capacity (``capacity``): the **target** is the placement the application had in the last
-sample before the injection in which the controller answered (RUNNING replicas per deployment
+sample before the injection in which the controller answered (serving replicas: RUNNING or PENDING_MIGRATION, per deployment
 and zone: the rig deploys and waits for the placement the app asks for before any fault).
 Samples in which the controller did not answer say nothing about capacity and are skipped,
 never read as zero.
 
-- ``target_replicas``, ``min_replicas`` (the fewest RUNNING replicas, all deployments, in a
+- ``target_replicas``, ``min_replicas`` (the fewest serving replicas, all deployments, in a
   known sample of the window), ``min_ratio`` = min / target.
 - ``time_to_lost_s``: the first known sample below the target in some deployment and zone.
 - ``time_to_restored_s``: the first known sample at the target everywhere after the last one
@@ -82,14 +86,38 @@ def resolution(samples: list[rec.Sample]) -> float | None:
     return round(gaps[len(gaps) // 2] / NS, 4) if gaps else None
 
 
+MIN_LOSS_SAMPLES = 2
+
+
+def debounced(points: list[tuple[int, bool]], min_run: int = MIN_LOSS_SAMPLES) -> tuple[list[tuple[int, bool]], int]:
+    """The (t, good) points with every run of fewer than ``min_run`` bad points read as good (a run that
+    ends the window counts whatever its length: it is not known to be over), and how many such blips."""
+    out, blips, i = list(points), 0, 0
+    while i < len(points):
+        if points[i][1]:
+            i += 1
+            continue
+        j = i
+        while j < len(points) and not points[j][1]:
+            j += 1
+        if j - i < min_run and j < len(points):
+            blips += j - i
+            for k in range(i, j):
+                out[k] = (points[k][0], True)
+        i = j
+    return out, blips
+
+
 def control_plane(t0: int, window: list[rec.Sample], unmeasurable: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"samples": len(window), "time_to_loss_s": None, "time_to_restored_s": None,
-                           "outage_s": None, "max_gcs_latency_s": None}
+                           "outage_s": None, "losses": None, "blips": None, "max_gcs_latency_s": None}
     if not window:
         for k in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
             unmeasurable[f"control_plane.{k}"] = "not sampled: no control-plane sample in the analysis window"
         return out
-    loss, restored = _loss_and_restore([(s.t_ns, s.control_up) for s in window])
+    points, out["blips"] = debounced([(s.t_ns, s.control_up) for s in window])
+    out["losses"] = sum(1 for (_, a), (_, b) in zip([(0, True)] + points, points) if a and not b)
+    loss, restored = _loss_and_restore(points)
     out["time_to_loss_s"] = _sec(t0, loss)
     out["time_to_restored_s"] = 0.0 if loss is None else _sec(t0, restored)
     if loss is None:

@@ -45,7 +45,7 @@ def binary() -> str:
 
 
 def ray_targets(cluster_dir: Path) -> list[dict[str, Any]]:
-    """file_sd entries for every node of the local cluster (none when there is no cluster)."""
+    """file_sd entries for every node of the local cluster and its front door (none when there is no cluster)."""
     try:
         state = load_state(Path(cluster_dir))
     except UsageError:
@@ -59,6 +59,10 @@ def ray_targets(cluster_dir: Path) -> list[dict[str, Any]]:
             out.append({"targets": [f"{n.ip}:{port}"],
                         "labels": {"node": n.name, "zone": n.zone or "", "region": n.region or "",
                                    "role": n.role, "cluster_id": state.cluster_id}})
+    if state.front:  # the rig's HAProxy: its Prometheus exporter (haproxy_* series)
+        out.append({"targets": [f"{state.front['host']}:{state.front['metrics_port']}"],
+                    "labels": {"node": "front-door", "zone": "", "region": "", "role": "front-door",
+                               "cluster_id": state.cluster_id}})
     return out
 
 

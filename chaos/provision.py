@@ -112,10 +112,16 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
                                   netns_mode=netns_mode)
     cluster.wait_healthy(timeout=180)
     spec = app_spec(options.app, cluster, settings.app, options.model_path, log=log)
-    if (deploy.app_status(cluster.state.dashboard_url) == "RUNNING" and deploy.deployed_app(cluster) == options.app
-            and not deploy.deployments_differ(cluster, spec)):
+    status, same_app = deploy.app_status(cluster.state.dashboard_url), deploy.deployed_app(cluster) == options.app
+    differ = status is not None and same_app and deploy.deployments_differ(cluster, spec)
+    if status == "RUNNING" and same_app and not differ:
         deploy.wait_running(cluster, spec, timeout=30)  # placement check only
     else:
+        if differ:
+            # a rolling update to other deployment options places new replicas wherever there is room
+            # (two in one zone when max_replicas_per_node allows it): a fresh start spreads them
+            log("the deployed app's deployments are not what this experiment asks for: deploying it afresh")
+            deploy.undeploy(cluster)
         deploy.deploy(cluster, spec, timeout=options.deploy_timeout_s, log=log)
     ensure_front(cluster, settings, log)
     return LocalBackend(cluster)
@@ -174,7 +180,13 @@ def redeploy_if_gone(backend, app: str = "stream", overrides: dict[str, Any] | N
         log("the Serve app is gone: deploying it again")
         deploy.deploy(cluster, spec, timeout=timeout_s, log=log)
         return True
-    deploy.wait_running(cluster, spec, timeout=timeout_s, log=log)
+    try:
+        deploy.wait_running(cluster, spec, timeout=timeout_s, log=log)
+    except deploy.PlacementError as e:
+        log(f"{e}: deploying the app afresh (Serve does not move replicas back to a returning zone)")
+        deploy.undeploy(cluster)
+        deploy.deploy(cluster, spec, timeout=timeout_s, log=log)
+        return True
     return False
 
 

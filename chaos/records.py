@@ -121,11 +121,11 @@ class Sample:
     gcs_latency_s: float | None
     controller_ok: bool  # the Serve controller answered (through the dashboard's Serve API)
     app_status: str | None  # the application's status, when the controller answered
-    replicas: dict[str, dict[str, int]] | None  # RUNNING replicas per deployment, per zone
+    replicas: dict[str, dict[str, int]] | None  # serving (RUNNING, PENDING_MIGRATION) replicas per deployment, per zone
     nodes_alive: dict[str, int] | None  # nodes the GCS holds ALIVE, per zone (KubeRay: Ray pods Ready)
     errors: dict[str, str] = field(default_factory=dict)  # probe -> why it gave no answer
     conditions: dict[str, str] | None = None  # KubeRay: the RayService's conditions (type -> status)
-    replica_ids: dict[str, list[str]] | None = None  # RUNNING replicas' ids per deployment (upgrades)
+    replica_ids: dict[str, list[str]] | None = None  # serving replicas' ids per deployment (upgrades)
     front: dict[str, Any] | None = None  # the balancer's servers and counters (chaos.frontdoor.parse_show_stat)
     kind: str = "sample"
 

@@ -6,7 +6,7 @@ Beside the load harness (the data plane), a thread asks the cluster, at a fixed 
   head readiness probe makes), and how long did it take;
 - is the **Serve controller** answering (``GET /api/serve/applications/``), and the
   application's status;
-- **capacity**: RUNNING replicas per deployment and zone (the controller's view) and nodes
+- **capacity**: serving replicas (RUNNING, or PENDING_MIGRATION off a draining node) per deployment and zone (the controller's view) and nodes
   ALIVE per zone (the GCS' view; on KubeRay, Ray pods Ready per zone).
 
 Each observation is a :class:`chaos.records.Sample` published on the run's events (the
@@ -52,6 +52,11 @@ def gcs_health(dashboard_url: str, timeout: float) -> tuple[bool, float | None, 
     return (status == 200 and body.strip() == b"success"), took, None if status == 200 else f"HTTP {status}"
 
 
+# replica states that serve requests: what Serve's routers get (deployment_state.get_running_replica_infos):
+# RUNNING, and PENDING_MIGRATION (on a draining node, serving until its replacement runs)
+SERVING = ("RUNNING", "PENDING_MIGRATION")
+
+
 def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | None],
                 app: str | None, ids_out: dict[str, list[str]] | None = None,
                 ) -> tuple[bool, str | None, dict[str, dict[str, int]] | None, str | None]:
@@ -59,7 +64,9 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
     ``ids_out`` receives the RUNNING replicas' ids per deployment.
 
     While a restarted controller re-attaches the live replicas (state RECOVERING) it cannot say
-    how many run: replicas are then ``None`` (unknown), never 0."""
+    how many run, and while it builds an application (a new code version: the app is listed with no
+    deployment for a few seconds, the old replicas still serving) it does not say: replicas are then
+    ``None`` (unknown), never 0. An application that is not listed at all has 0 replicas."""
     try:
         _, body = _get(f"{dashboard_url}/api/serve/applications/", timeout)
         details = json.loads(body)
@@ -76,13 +83,19 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
         for dep_name, dep in (a.get("deployments") or {}).items():
             per_zone = replicas.setdefault(dep_name, {})
             for r in dep.get("replicas") or []:
-                if r.get("state") == "RUNNING":
+                if r.get("state") in SERVING:
                     z = zone_of_ip.get(r.get("node_ip")) or "?"
                     per_zone[z] = per_zone.get(z, 0) + 1
                     if ids_out is not None:
                         ids_out.setdefault(dep_name, []).append(str(r.get("replica_id")))
                 recovering += r.get("state") == "RECOVERING"
     status = (apps.get(app) or {}).get("status") if app else None
+    listed = [a for name, a in apps.items() if app is None or name == app]
+    if any(not (a.get("deployments") or {}) for a in listed):
+        # the app is there but lists no deployment: the controller is (re)building it (an upgrade's
+        # new code version: ~3-4 s during which the old replicas keep serving), not 0 replicas
+        return True, status, None, f"the application lists no deployment (status {status}): replicas unknown " \
+                                   f"while the controller builds it"
     if recovering:  # a restarted controller re-attaching live replicas: neither lost nor confirmed
         return True, status, None, f"{recovering} replica(s) RECOVERING: capacity unknown until the controller " \
                                    f"has re-attached them"

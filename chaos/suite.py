@@ -2,7 +2,8 @@
 
 The quick set (the default, and what `availproof demo` runs) fits in about 15 minutes on a
 2-core machine with the streaming target; ``--full`` adds the experiments that need a
-cluster of their own (no GCS fault tolerance, the two-region topology) or network namespaces.
+cluster of their own (no GCS fault tolerance, the two-region topology) or network namespaces, and
+the planned disruptions (a rolling upgrade, a drain).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from chaos.errors import UsageError
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 QUICK = ("replica-kill", "engine-hang", "worker-node-kill", "head-kill-gcs-ft", "zone-loss", "redis-loss")
-FULL = QUICK + ("head-outage-second-fault", "head-kill-no-ft", "region-loss", "zone-partition")
+FULL = QUICK + ("head-outage-second-fault", "upgrade", "drain", "head-kill-no-ft", "region-loss", "zone-partition")
 
 
 def experiment_path(name: str) -> Path:

@@ -286,9 +286,11 @@ experiment(
     "draining node by starting its replacement first (deployment_state.migrate_replicas_on_draining_nodes), so no "
     "request should fail (max_failed_requests 0) as long as the replacement is RUNNING before the deadline (~20 s "
     "to start here) and the balancer stops sending to the node's proxy before it goes. The app allows two "
-    "replicas per node (max_replicas_per_node 2) so the replacement has a place in another zone. Capacity: 3 of 3 "
-    "if the replacement comes first; 2 of 3 (0.67) at worst. Control plane untouched.",
-    app={"max_replicas_per_node": 2}, recovery_window_s=40,
+    "replicas per node (max_replicas_per_node 2) so the replacement has a place in another zone. Capacity "
+    "(serving replicas: a replica on a draining node serves until its replacement runs): 3 of 3 if the "
+    "replacement comes first; 2 of 3 (0.67) at worst; restored to one per zone within 120 s of the notice "
+    "(the node is back after 50 s), if Serve moves a replica back to zone-b. Control plane untouched.",
+    app={"max_replicas_per_node": 2}, recovery_window_s=40, hypothesis_wait_s=20,
 )
 
 experiment(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything availproof needs into ./.venv (idempotent; fast when nothing changed):
-#   - Debian's redis-server, chromium, prometheus and kubernetes-client (kubectl) when missing
-#     (as root, through apt-get),
+#   - Debian's redis-server, haproxy, chromium, prometheus and kubernetes-client (kubectl) when
+#     missing (as root, through apt-get),
 #   - a Python 3.11 venv with the exact versions of requirements/lock.txt (--no-deps: the
 #     lock is the whole environment), and availproof itself in editable mode.
 set -euo pipefail
@@ -17,6 +17,10 @@ log() { echo "bootstrap: $*" >&2; }
 missing=()
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
 have redis-server || missing+=(redis-server)
+# haproxy: the rig's front door (a health-checking balancer in front of the zone proxies); the
+# shipped experiments run behind it. Debian's package may start a system service of its own: the
+# rig runs its own process, config, ports and PID file, and leaves that service alone.
+have haproxy || missing+=(haproxy)
 have chromium || missing+=(chromium)
 have prometheus || missing+=(prometheus)
 # kubectl (Debian's kubernetes-client): `kubectl kustomize` renders the KubeRay overlays for
@@ -27,8 +31,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  elif [[ " ${missing[*]} " == *" redis-server "* ]]; then
-    log "redis-server is missing and this is not root: run 'sudo apt-get install -y ${missing[*]}'"
+  elif [[ " ${missing[*]} " == *" redis-server "* || " ${missing[*]} " == *" haproxy "* ]]; then
+    log "redis-server or haproxy is missing and this is not root: run 'sudo apt-get install -y ${missing[*]}'"
     exit 2
   else
     log "optional Debian packages missing (not root): ${missing[*]}; 'sudo apt-get install -y ${missing[*]}'"

@@ -244,6 +244,21 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
     if cluster.get("backend", "local") == "local":
         out.append(f"One machine: zones are processes on {where}, not facilities; no real power, cooling or "
                    "network equipment fails.")
+    front = (summary.get("environment") or {}).get("front_door") or {}
+    shape = front.get("shape")
+    if shape == "direct":
+        out.append("Front door: none. The client sent to the Serve proxies itself, round robin, with no health "
+                   "checks: a dead proxy kept its share of the traffic. Users behind a health-checking load "
+                   "balancer see fewer failures (run with --front lb).")
+    elif shape in ("lb", "zonal-lb"):
+        st = front.get("settings") or {}
+        out.append(f"Front door: the rig's HAProxy ({shape}), checks every {st.get('check_interval_s')} s, "
+                   f"{st.get('fall')} failed to take a proxy out, retries {st.get('retries')}"
+                   f"{', TLS' if st.get('tls') else ''}. Another balancer (a cloud LB, a Kubernetes Service) "
+                   "detects and retries differently: its own figures may differ.")
+    elif front.get("kind") == "kubernetes-service":
+        out.append(f"Front door: the Kubernetes Service {front.get('service')} (endpoints follow the pods' readiness); "
+                   "no balancer of the rig's.")
     out.append("The load generator runs beside the cluster and shares its CPUs; latencies include that contention.")
     out.append("No figure is finer than its resolution (the inter-arrival time of the load).")
     out.append("One workload shape (the load section); other prompt lengths, rates or models may recover differently.")
@@ -455,6 +470,9 @@ def plane_rows(f: dict[str, Any]) -> list[list[str]]:
         return [["control plane", "all", why], ["capacity", "all", why]]
     for key in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
         rows.append(["control plane", CONTROL_PLANE_LABELS[key], plane_figure(f, "control_plane", key, True)])
+    if cp.get("losses") is not None:  # format-2 runs analysed before losses and blips were: not shown
+        rows.append(["control plane", "losses (2+ samples not up in a row) / blips (a lone one)",
+                     f"{cp['losses']} / {cp['blips']}"])
     lat = cp.get("max_gcs_latency_s")
     rows.append(["control plane", CONTROL_PLANE_LABELS["max_gcs_latency_s"],
                  fmt(lat) if lat is not None else (_plane_note(f, "control_plane.max_gcs_latency_s")
@@ -481,6 +499,50 @@ def plane_rows(f: dict[str, Any]) -> list[list[str]]:
     rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
+    return rows + replacement_rows(f) + front_door_rows(f)
+
+
+def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
+    """What the fault replaced (:func:`chaos.planes.replacement`): shown for upgrades and drains, and
+    for any fault that replaced something."""
+    rp = f.get("replacement")
+    if not isinstance(rp, dict) or (f.get("scope") not in ("upgrade", "drain") and not rp.get("replaced")):
+        return []
+    why = _plane_note(f, "replacement")
+    if why:
+        return [["replacement", "all", why]]
+    new = ", ".join(f"{x['replica'][:8]} at {fmt(x['running_s'])}" for x in rp["new"]) or "none"
+    done = rp.get("time_to_complete_s")
+    return [["replacement", "replicas serving before", str(rp["replicas_before"])],
+            ["replacement", "of them replaced by the window's end", str(rp["replaced"])],
+            ["replacement", "new replicas serving (s from injection)", new],
+            ["replacement", "complete (no old replica, as many new) s",
+             fmt(done) if done is not None else (_plane_note(f, "replacement.time_to_complete_s") or "never")]]
+
+
+def front_door_rows(f: dict[str, Any]) -> list[list[str]]:
+    """What the balancer did (:func:`chaos.frontdoor.fault_figures`); one row saying so when there was none."""
+    fd = f.get("front_door")
+    if fd is None:
+        return [["front door", "balancer", "none: the client sent to the proxies itself (front direct)"]]
+    why = _plane_note(f, "front_door")
+    if why:
+        return [["front door", "all", why]]
+    downs = "; ".join(f"{x['server']} ({x['zone'] or 'no zone'}) DOWN at {fmt(x['down_s'])}"
+                      + (f", UP at {fmt(x['up_s'])}" if x["up_s"] is not None else ", not UP in the window")
+                      for x in fd["servers_down"]) or "none"
+    detect = fd.get("time_to_detect_s")
+    rows = [["front door", "time to detect s (first server marked DOWN)",
+             fmt(detect) if detect is not None else (_plane_note(f, "front_door.time_to_detect_s") or "never")],
+            ["front door", "servers taken out of rotation", downs]]
+    for key, label in (("retried", "requests sent again after a failed attempt (hidden from the client)"),
+                       ("retries", "of them to the same server (wretr)"),
+                       ("redispatches", "of them to another server (wredis)"),
+                       ("own_5xx", "5xx answered by the balancer itself"), ("server_5xx", "5xx from the proxies"),
+                       ("connection_errors", "connection errors to the proxies")):
+        v = fd.get(key)
+        rows.append(["front door", label, str(v) if v is not None
+                     else (_plane_note(f, f"front_door.{key}") or _plane_note(f, "front_door.retries") or "n/a")])
     return rows
 
 

@@ -1,0 +1,264 @@
+"""The front door's plain-Python core (chaos.frontdoor): HAProxy's configuration for each shape, its
+``show stat`` read into a sample, and per fault what the balancer did, at the edges."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from chaos import frontdoor, planes
+from chaos import records as rec
+from chaos.frontdoor import FrontSettings, Server
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+SERVERS = [Server("worker-a", "zone-a", "127.1.2.3", 18006), Server("worker-b", "zone-b", "127.1.2.4", 18106),
+           Server("worker-c", "zone-c", "127.1.2.5", 18206)]
+SHOW_STAT = (Path(__file__).parent / "data" / "haproxy-show-stat.csv").read_text()  # a real `show stat` (2.6.12)
+
+
+def render(shape="lb", **kw):
+    s = FrontSettings(**kw)
+    listen = frontdoor.listeners(shape, SERVERS, "127.9.9.250", [20001, 20002, 20003])
+    return frontdoor.haproxy_config(shape, SERVERS, listen, s, "/tmp/x/stats.sock", "/tmp/x/pid",
+                                    ("127.9.9.250", 20009), tls_pem="/tmp/x/server.pem" if s.tls else None), listen
+
+
+def lines(cfg):
+    return [ln.strip() for ln in cfg.splitlines()]
+
+
+def test_lb_checks_every_proxy_health_endpoint_with_the_settings():
+    cfg, listen = render("lb", check_interval_s=0.5, fall=3, rise=2)
+    assert [x.name for x in listen] == ["lb"] and listen[0].zone is None
+    ls = lines(cfg)
+    assert "option httpchk GET /-/healthz" in ls and "http-check expect status 200" in ls
+    for s in SERVERS:
+        assert f"server {s.name} {s.host}:{s.port} check inter 500ms fall 3 rise 2" in ls
+    assert "retries 0" in ls and not any(x.startswith("retry-on") or "redispatch" in x for x in ls)
+    assert not any("observe layer7" in x or "ssl crt" in x or "Bearer" in x for x in ls)
+    assert "http-request use-service prometheus-exporter if { path /metrics }" in ls  # Prometheus scrapes it
+
+
+def test_retries_redispatch_passive_checks_tls_and_token_are_rendered_only_when_asked():
+    cfg, _ = render("lb", retries=2, redispatch=True, passive=True, passive_error_limit=4, tls=True,
+                    token_env="MY_TOKEN")
+    ls = lines(cfg)
+    assert "retries 2" in ls and "retry-on conn-failure empty-response 503" in ls and "option redispatch 1" in ls
+    assert any(x.endswith("observe layer7 error-limit 4 on-error mark-down") for x in ls)
+    assert "bind 127.9.9.250:20001 ssl crt /tmp/x/server.pem" in ls
+    # the token stays in HAProxy's environment: the file names the variable, never the user's
+    deny = [x for x in ls if x.startswith("http-request deny")]
+    assert deny == ['http-request deny deny_status 401 unless { req.hdr(authorization) -m str '
+                    f'"Bearer ${{{frontdoor.TOKEN_VAR}}}" }}']
+    assert "MY_TOKEN" not in cfg
+    cfg, _ = render("lb", retries=1, redispatch=False)
+    assert "option redispatch 1" not in cfg and "retries 1" in lines(cfg)
+
+
+def test_zonal_lb_has_one_listener_per_zone_preferring_its_own_proxy():
+    cfg, listen = render("zonal-lb")
+    assert [(x.name, x.zone, x.port) for x in listen] == [("lb-zone-a", "zone-a", 20001),
+                                                          ("lb-zone-b", "zone-b", 20002),
+                                                          ("lb-zone-c", "zone-c", 20003)]
+    for x in listen:
+        block = cfg.split(f"\nbackend be-{x.name}\n")[1].split("\n\n")[0]
+        assert "option allbackups" in block  # every other zone takes over, not just the first backup
+        for s in SERVERS:
+            (ln,) = [b.strip() for b in block.splitlines() if b.strip().startswith(f"server {s.name} ")]
+            assert ln.endswith(" backup") == (s.zone != x.zone), ln
+    with pytest.raises(ValueError, match="one port per zone"):
+        frontdoor.listeners("zonal-lb", SERVERS, "h", [1, 2])
+    with pytest.raises(ValueError, match="direct has no balancer"):
+        frontdoor.listeners("direct", SERVERS, "h", [1])
+
+
+@pytest.mark.parametrize("shape,kw", [("lb", {}), ("zonal-lb", {"retries": 3, "passive": True}),
+                                      ("lb", {"token_env": "T", "retries": 1})])
+def test_haproxy_itself_accepts_the_rendered_configuration(tmp_path, shape, kw):
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    if not Path(binary).exists():
+        pytest.fail("haproxy is not installed: run scripts/bootstrap.sh (it installs Debian's haproxy)")
+    cfg, _ = render(shape, **kw)
+    cfg = cfg.replace("/tmp/x/", f"{tmp_path}/")
+    (tmp_path / "h.cfg").write_text(cfg)
+    r = subprocess.run([binary, "-c", "-f", str(tmp_path / "h.cfg")], capture_output=True, text=True,
+                       env={frontdoor.TOKEN_VAR: "x"})
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_detection_bound_is_fall_checks_plus_a_timeout():
+    assert FrontSettings(check_interval_s=1.0, fall=2, check_timeout_s=1.0).detection_bound_s() == 3.0
+
+
+def test_show_stat_of_a_real_haproxy_reads_servers_zones_and_counters():
+    got = frontdoor.parse_show_stat(SHOW_STAT, {"worker-a": "zone-a", "worker-b": "zone-b"})
+    assert set(got["servers"]) == {"lb/worker-a", "lb/worker-b", "lb/worker-c"}  # no FRONTEND/BACKEND rows
+    a = got["servers"]["lb/worker-a"]
+    assert a["status"] == "UP" and a["zone"] == "zone-a" and a["stot"] == 11 and a["lastchg"] == 4
+    assert got["servers"]["lb/worker-c"]["zone"] is None  # not in the map: unknown, not guessed
+    assert got["totals"] == {"wretr": 0, "wredis": 0, "hrsp_5xx": 0, "econ": 0, "eresp": 0}
+    assert got["frontend_5xx"] == 0 and got["own_5xx"] == 0
+
+
+def test_own_5xx_are_the_frontends_minus_what_the_servers_answered():
+    text = SHOW_STAT.replace("fe-lb,FRONTEND,", "fe-lb,FRONTEND,")
+    rows = text.splitlines()
+    head = rows[0].lstrip("# ").split(",")
+    i5 = head.index("hrsp_5xx")
+
+    def set5(row, n):
+        cells = row.split(",")
+        cells[i5] = str(n)
+        return ",".join(cells)
+    rows = [set5(r, 7) if r.startswith("fe-lb,FRONTEND") else set5(r, 2) if r.startswith("be-lb,worker-a") else r
+            for r in rows]
+    got = frontdoor.parse_show_stat("\n".join(rows))
+    assert got["frontend_5xx"] == 7 and got["totals"]["hrsp_5xx"] == 2 and got["own_5xx"] == 5
+
+
+# ---------------------------------------------------------------- per fault
+def front(statuses: dict[str, str], lastchg: int = 0, wretr: int = 0, wredis: int = 0, own: int = 0, econ: int = 0):
+    servers = {f"lb/{n}": {"status": st, "zone": f"zone-{n[-1]}", "lastchg": lastchg, "wretr": 0, "wredis": 0,
+                           "hrsp_5xx": 0, "econ": 0, "eresp": 0, "chkdown": 0, "stot": 0}
+               for n, st in statuses.items()}
+    servers["lb/worker-a"].update(wretr=wretr, wredis=wredis, econ=econ)
+    return {"servers": servers, "totals": {"wretr": wretr, "wredis": wredis, "hrsp_5xx": 0, "econ": econ, "eresp": 0},
+            "frontend_5xx": own, "own_5xx": own}
+
+
+def sample(t_s: float, fr):
+    return rec.Sample(t_ns=T0 + int(t_s * NS), took_s=0.01, gcs_ok=True, gcs_latency_s=0.01, controller_ok=True,
+                      app_status="RUNNING", replicas={"D": {"zone-a": 1}}, nodes_alive={"zone-a": 1}, front=fr)
+
+
+UP3 = {"worker-a": "UP", "worker-b": "UP", "worker-c": "UP"}
+B_DOWN = {**UP3, "worker-b": "DOWN"}
+
+
+def test_detection_is_when_haproxy_marked_the_server_down_within_the_sampling_interval():
+    t0 = T0 + 10 * NS
+    ss = [sample(9.5, front(UP3, lastchg=30)),
+          sample(10.5, front({**UP3, "worker-b": "UP 1/2"}, lastchg=0)),  # one check failed: still in rotation
+          sample(13.0, front(B_DOWN, lastchg=1, wretr=4, wredis=4, own=2, econ=3)),  # DOWN for ~1 s
+          sample(25.0, front(B_DOWN, lastchg=13, wretr=4, wredis=4, own=2, econ=3)),
+          sample(31.5, front({**UP3, "worker-b": "UP"}, lastchg=2, wretr=5, wredis=5, own=2, econ=3))]
+    um: dict = {}
+    got = frontdoor.fault_figures(t0, T0 + 40 * NS, ss, um)
+    # DOWN seen at 13.0 with lastchg 1 s: it happened at 12.0 s (after the previous sample at 10.5)
+    assert got["servers_down"] == [{"server": "lb/worker-b", "zone": "zone-b", "down_s": 2.0, "up_s": 19.5}]
+    assert got["time_to_detect_s"] == 2.0
+    assert (got["retries"], got["redispatches"], got["own_5xx"], got["connection_errors"]) == (5, 5, 2, 3)
+    assert got["retried"] == 10
+    assert um == {}
+
+
+def test_a_status_change_older_than_the_previous_sample_is_clamped_to_it():
+    # the sampler fell behind: DOWN seen at 20 s, HAProxy says 15 s ago; the previous sample (at 12 s) saw UP
+    t0 = T0 + 10 * NS
+    ss = [sample(9.5, front(UP3)), sample(12.0, front(UP3)), sample(20.0, front(B_DOWN, lastchg=15))]
+    got = frontdoor.fault_figures(t0, T0 + 30 * NS, ss, {})
+    assert got["servers_down"][0]["down_s"] == 2.0 and got["servers_down"][0]["up_s"] is None
+
+
+def test_no_server_down_leaves_detection_null_with_the_reason_and_counts_still_measured():
+    ss = [sample(9.5, front(UP3)), sample(11.0, front(UP3, wretr=2, wredis=2))]
+    um: dict = {}
+    got = frontdoor.fault_figures(T0 + 10 * NS, T0 + 20 * NS, ss, um)
+    assert got["time_to_detect_s"] is None and got["servers_down"] == []
+    assert "no server went DOWN" in um["front_door.time_to_detect_s"]
+    assert got["retries"] == 2  # a replica kill: the proxies stay UP but the balancer retried
+
+
+def test_a_server_already_down_before_the_injection_is_not_this_faults_detection():
+    ss = [sample(9.5, front(B_DOWN, lastchg=50)), sample(11.0, front(B_DOWN, lastchg=52))]
+    um: dict = {}
+    got = frontdoor.fault_figures(T0 + 10 * NS, T0 + 20 * NS, ss, um)
+    assert got["time_to_detect_s"] is None and "already DOWN before" in um["front_door.time_to_detect_s"]
+
+
+def test_no_balancer_in_the_run_is_none_and_an_unsampled_window_is_unmeasurable():
+    no_front = [sample(9.0, None), sample(11.0, None)]
+    assert frontdoor.fault_figures(T0 + 10 * NS, T0 + 20 * NS, no_front, {}) is None
+    um: dict = {}
+    got = frontdoor.fault_figures(T0 + 10 * NS, T0 + 20 * NS, [sample(9.0, front(UP3))], um)
+    assert got["retries"] is None and got["time_to_detect_s"] is None and "not sampled" in um["front_door"]
+    um = {}
+    got = frontdoor.fault_figures(T0 + 10 * NS, T0 + 20 * NS, [sample(11.0, front(B_DOWN))], um)
+    assert got["retries"] is None and "before the injection" in um["front_door.retries"]
+
+
+# ---------------------------------------------------------------- replacement (upgrades)
+def ids_sample(t_s: float, ids, ok=True):
+    s = sample(t_s, None)
+    s.replica_ids = None if ids is None else {"D": sorted(ids)}
+    s.controller_ok = ok
+    return s
+
+
+def test_replacement_follows_each_old_replica_out_and_each_new_one_in():
+    t0 = T0 + 10 * NS
+    ss = [ids_sample(9.5, "abc"), ids_sample(12.0, "abcd"), ids_sample(14.0, "bcd"), ids_sample(15.0, "x", ok=False),
+          ids_sample(20.0, "cde"), ids_sample(30.0, "def"), ids_sample(31.0, "def")]
+    um: dict = {}
+    got = planes.replacement(t0, [s for s in ss if s.t_ns < t0], [s for s in ss if s.t_ns >= t0], um)
+    assert got["replicas_before"] == 3 and got["replaced"] == 3
+    assert got["new"] == [{"replica": "d", "running_s": 2.0}, {"replica": "e", "running_s": 10.0},
+                          {"replica": "f", "running_s": 20.0}]
+    assert got["gone"] == [{"replica": "a", "gone_s": 4.0}, {"replica": "b", "gone_s": 10.0},
+                           {"replica": "c", "gone_s": 20.0}]
+    assert got["time_to_complete_s"] == 20.0 and um == {}  # the sample the controller did not answer is skipped
+
+
+def test_an_upgrade_that_did_not_finish_or_fewer_replicas_is_not_complete():
+    t0 = T0 + 10 * NS
+    um: dict = {}
+    got = planes.replacement(t0, [ids_sample(9.0, "abc")], [ids_sample(11.0, "bcd"), ids_sample(12.0, "cde")], um)
+    assert got["time_to_complete_s"] is None and got["replaced"] == 2 and "2 of 3" in um["replacement.time_to_complete_s"]
+    um = {}
+    got = planes.replacement(t0, [ids_sample(9.0, "abc")], [ids_sample(11.0, "de")], um)  # all new, one short
+    assert got["time_to_complete_s"] is None and got["replaced"] == 3
+
+
+def test_replacement_without_ids_is_unmeasurable_not_zero():
+    um: dict = {}
+    got = planes.replacement(T0, [ids_sample(-1, None)], [ids_sample(1, None)], um)
+    assert got["replaced"] is None and got["time_to_complete_s"] is None and "ids" in um["replacement"]
+
+
+# ---------------------------------------------------------------- in the report
+def test_the_report_shows_the_balancers_figures_as_the_summary_has_them():
+    from chaos.reports import report
+
+    f = {"scope": "node", "unmeasurable": {}, "front_door": {
+        "servers_down": [{"server": "lb/worker-b", "zone": "zone-b", "down_s": 1.988, "up_s": None}],
+        "time_to_detect_s": 1.988, "retries": 4, "redispatches": 3, "retried": 7, "own_5xx": 5, "server_5xx": 0,
+        "connection_errors": 5, "response_errors": 1}}
+    rows = {r[1]: r[2] for r in report.front_door_rows(f)}
+    assert rows["time to detect s (first server marked DOWN)"] == report.fmt(1.988)
+    assert "lb/worker-b (zone-b) DOWN at" in rows["servers taken out of rotation"]
+    assert "not UP in the window" in rows["servers taken out of rotation"]
+    assert rows["requests sent again after a failed attempt (hidden from the client)"] == "7"
+    assert rows["of them to the same server (wretr)"] == "4"
+    assert rows["5xx answered by the balancer itself"] == "5"
+    # no balancer: said, never a row of zeros
+    (row,) = report.front_door_rows({"front_door": None, "unmeasurable": {}})
+    assert "front direct" in row[2]
+    um = {"front_door.time_to_detect_s": "no server went DOWN in the window"}
+    f2 = {"unmeasurable": um, "front_door": {**f["front_door"], "servers_down": [], "time_to_detect_s": None}}
+    rows = {r[1]: r[2] for r in report.front_door_rows(f2)}
+    assert rows["time to detect s (first server marked DOWN)"] == "unmeasurable: no server went DOWN in the window"
+
+
+def test_the_report_shows_an_upgrades_replacement():
+    from chaos.reports import report
+
+    f = {"scope": "upgrade", "unmeasurable": {}, "replacement": {
+        "replicas_before": 3, "replaced": 3, "new": [{"replica": "abcdefghij", "running_s": 11.45}],
+        "gone": [], "time_to_complete_s": 26.45}}
+    rows = {r[1]: r[2] for r in report.replacement_rows(f)}
+    assert rows["replicas serving before"] == "3" and rows["of them replaced by the window's end"] == "3"
+    assert rows["new replicas serving (s from injection)"] == f"abcdefgh at {report.fmt(11.45)}"
+    assert rows["complete (no old replica, as many new) s"] == report.fmt(26.45)
+    assert report.replacement_rows({**f, "scope": "node", "replacement": {**f["replacement"], "replaced": 0}}) == []
