@@ -17,6 +17,20 @@ def _say(msg: str) -> None:
     print(f"availproof: {msg}", file=sys.stderr, flush=True)
 
 
+FRONTS = ("direct", "lb", "zonal-lb")
+
+
+def _fronts(text: str) -> list[str]:
+    """``lb,direct`` -> ["lb", "direct"]; anything else is a usage error (argparse: one line, exit 2)."""
+    import argparse
+
+    out = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in out if t not in FRONTS]
+    if not out or bad or len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of {', '.join(FRONTS)}, each once")
+    return out
+
+
 def _cluster_dir(args) -> Path | None:
     return Path(args.cluster_dir) if getattr(args, "cluster_dir", None) else None
 
@@ -99,14 +113,15 @@ def cmd_checkpoint(args) -> int:
     return 0
 
 
-def _run_one(path: str, out: Path, args) -> dict:
+def _run_one(path: str, out: Path, args, front: str | None = None) -> dict:
     from chaos import runner
 
     extra = {"availproof_model_path": args.model_path} if getattr(args, "model_path", None) else {}
     if getattr(args, "replace_cluster", False):
         extra["availproof_replace_cluster"] = True
-    if getattr(args, "front", None):
-        extra["availproof_front"] = args.front
+    front = front or (args.front if isinstance(getattr(args, "front", None), str) else None)
+    if front:
+        extra["availproof_front"] = front
     if getattr(args, "backend", "local") == "kuberay":
         extra["availproof_backend"] = "kuberay"
         extra["availproof_kubernetes"] = {"context": args.kube_context, "namespace": args.kube_namespace,
@@ -194,15 +209,17 @@ def cmd_suite(args) -> int:
 
     out = Path(args.out) if args.out else _default_out("suite")
     names = suite.selection(args.full, args.only)
-    suite.write_order(out, names)  # the report's overview follows the run order
+    fronts = args.front or [None]  # several: each experiment once per front door, side by side
+    runs = [(name, front, name if len(fronts) == 1 else f"{name}@{front}") for name in names for front in fronts]
+    suite.write_order(out, [d for _, _, d in runs])  # the report's overview follows the run order
     results = []
     with _prometheus(args, out):
-        for name in names:
+        for name, front, dirname in runs:
             path = suite.experiment_path(name)
-            _say(f"suite: {name}")
+            _say(f"suite: {dirname}")
             try:
                 args.replace_cluster = True
-                results.append(_run_one(str(path), out / name, args))
+                results.append(_run_one(str(path), out / dirname, args, front=front))
             except AvailproofError as e:
                 results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})
                 _say(f"error: {e}")
@@ -374,10 +391,15 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--app", choices=("stream", "llm"), default="stream")
         c.add_argument("--model-path", default=None)
         c.add_argument("--out", default=None, help="run directory (default: runs/<time>-<name>)")
-        c.add_argument("--front", choices=("direct", "lb", "zonal-lb"), default=None,
-                       help="what stands between the client and the Serve proxies, over the experiment's "
-                            "front: direct (the client round-robins over the proxies), lb (the rig's HAProxy "
-                            "over every zone), zonal-lb (one HAProxy per zone, the others as backup)")
+        front_help = ("what stands between the client and the Serve proxies, over the experiment's front: direct "
+                      "(the client round-robins over the proxies), lb (the rig's HAProxy over every zone), zonal-lb "
+                      "(one HAProxy per zone, the others as backup)")
+        if c is run:
+            c.add_argument("--front", choices=FRONTS, default=None, help=front_help)
+        else:
+            c.add_argument("--front", type=_fronts, default=None, metavar="FRONT[,FRONT...]",
+                           help=front_help + "; several (e.g. lb,direct) run each experiment once per front door, "
+                                             "side by side in the table and the report (NAME@FRONT)")
     for c in (run, su):
         c.add_argument("--prometheus", action="store_true",
                        help="run a Prometheus server (Debian's) scraping the harness and every Ray node meanwhile")

@@ -13,7 +13,7 @@ import pytest
 from chaos import deploy, placement, runner, suite
 from chaos.provision import app_spec
 
-from .test_experiments import assert_healthy_after, check_result
+from .test_experiments import assert_healthy_after, assert_the_fault_did_what_its_scope_must, check_result
 
 MODEL = "availproof-tiny"
 
@@ -78,10 +78,10 @@ def test_app_api_with_one_replica_per_zone(app, shared_cluster):
         check_openai_api(url)
 
 
-# One experiment with real vLLM engines (CI time: each costs 2-4 min on 2 cores): the replica kill,
-# whose replacement is a vLLM engine starting. `availproof run experiments/head-kill-gcs-ft.json
-# --app llm` runs the head kill the same way.
-@pytest.mark.parametrize("name", ["replica-kill"])
+# Experiments with real vLLM engines (CI time: each costs 2-5 min on 2 cores): the replica kill, whose
+# replacement is a vLLM engine starting, and the rolling upgrade, which replaces every engine while the
+# others serve. `availproof run experiments/head-kill-gcs-ft.json --app llm` runs the head kill the same way.
+@pytest.mark.parametrize("name", ["replica-kill", "upgrade"])
 def test_experiment_with_real_vllm(name, shared_cluster, test_root):
     if deploy.deployed_app(shared_cluster) != "llm":
         deploy_app(shared_cluster, "llm")
@@ -90,6 +90,10 @@ def test_experiment_with_real_vllm(name, shared_cluster, test_root):
                                             cluster_dir=shared_cluster.cluster_dir)
     scope = json.loads(suite.experiment_path(name).read_text())["extensions"][0]["scope"]
     check_result(verdict, result, out, scope)
+    if scope == "upgrade":  # every replica (engines and ingress) replaced
+        assert_the_fault_did_what_its_scope_must(name, result["summary"])
+        assert {r["replica"] for r in result["summary"]["faults"][0]["replacement"]["gone"]} == \
+            set(result["summary"]["faults"][0]["detail"]["replicas_before"])
     assert result["summary"]["app"] == "llm"
     assert result["summary"]["requests"]["ok"] > 0
     assert_healthy_after(shared_cluster.cluster_dir)

@@ -262,3 +262,31 @@ def test_the_report_shows_an_upgrades_replacement():
     assert rows["new replicas serving (s from injection)"] == f"abcdefgh at {report.fmt(11.45)}"
     assert rows["complete (no old replica, as many new) s"] == report.fmt(26.45)
     assert report.replacement_rows({**f, "scope": "node", "replacement": {**f["replacement"], "replaced": 0}}) == []
+
+
+def test_the_suite_runs_each_experiment_once_per_front_door_side_by_side(monkeypatch, tmp_path):
+    import json as _json
+
+    from chaos import cli
+
+    calls = []
+
+    def fake_run(path, out, args, front=None):
+        calls.append((Path(path).stem, out.name, front))
+        return {"experiment": path, "verdict": 0 if front == "lb" else 1, "error": "x", "summary": None}
+
+    monkeypatch.setattr(cli, "_run_one", fake_run)
+    monkeypatch.setattr(cli, "_write_report", lambda out: None)
+    monkeypatch.setattr(cli, "cmd_cluster_down", lambda args: 0)
+    rc = cli.main(["suite", "--only", "worker-node-kill", "zone-loss", "--front", "lb,direct", "--out", str(tmp_path)])
+    assert calls == [("worker-node-kill", "worker-node-kill@lb", "lb"), ("worker-node-kill", "worker-node-kill@direct",
+                                                                          "direct"),
+                     ("zone-loss", "zone-loss@lb", "lb"), ("zone-loss", "zone-loss@direct", "direct")]
+    assert _json.loads((tmp_path / "suite.json").read_text())["experiments"] == [c[1] for c in calls]
+    assert rc == 1  # the worst verdict
+    calls.clear()
+    cli.main(["suite", "--only", "zone-loss", "--front", "zonal-lb", "--out", str(tmp_path / "one")])
+    assert calls == [("zone-loss", "zone-loss", "zonal-lb")]  # one front: the usual directory names
+    assert cli.main(["suite", "--front", "lb,lb"]) == 2
+    assert cli.main(["suite", "--front", "lb,nginx"]) == 2
+    assert calls == [("zone-loss", "zone-loss", "zonal-lb")]  # nothing ran
