@@ -21,8 +21,9 @@ The process itself is :mod:`chaos.backends.local.haproxy`.
 Per fault (``front_door`` in each fault of ``summary.json``), from the samples of the balancer's
 own counters taken with the control-plane samples (:mod:`chaos.sampler`):
 
-- ``servers_down``: every server that went DOWN in the fault's window: its zone, the instant
-  HAProxy marked it DOWN (``down_s``) and UP again (``up_s``; null if not in the window). The
+- ``servers_down``: every time a server went DOWN in the fault's window (a server that went
+  twice is listed twice): its zone, the instant HAProxy marked it DOWN (``down_s``) and UP again
+  (``up_s``; null if not in the window). The
   instant is the first sample that saw the new status minus HAProxy's own seconds since the
   last status change (``lastchg``), clamped to the interval since the previous sample: exact to
   HAProxy's 1 s resolution or the sampling period, whichever is finer.
@@ -233,7 +234,8 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
                    own_5xx=b["own_5xx"] - a["own_5xx"])
     # server status transitions, from the sample before the injection through the window
     seq = ([ref] if ref is not None else []) + window
-    downs: dict[str, dict[str, Any]] = {}
+    episodes: list[dict[str, Any]] = []  # one per time a server went DOWN (a server can go twice)
+    open_: dict[str, dict[str, Any]] = {}
     for prev, cur in zip([None] + seq[:-1], seq):
         for key, srv in cur.front["servers"].items():
             was = prev.front["servers"].get(key) if prev is not None else None
@@ -241,16 +243,17 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
                 continue
             now_down, was_down = is_down(srv["status"]), is_down(was["status"])
             if now_down and not was_down:
-                downs[key] = {"server": key, "zone": srv.get("zone"),
+                open_[key] = {"server": key, "zone": srv.get("zone"),
                               "down_s": sec(_instant(prev.t_ns, cur.t_ns, srv["lastchg"])), "up_s": None}
-            elif was_down and not now_down and key in downs and downs[key]["up_s"] is None:
-                downs[key]["up_s"] = sec(_instant(prev.t_ns, cur.t_ns, srv["lastchg"]))
+                episodes.append(open_[key])
+            elif was_down and not now_down and key in open_:
+                open_.pop(key)["up_s"] = sec(_instant(prev.t_ns, cur.t_ns, srv["lastchg"]))
     if ref is not None:  # down already before the injection: not this fault's detection
         for key, srv in ref.front["servers"].items():
             if is_down(srv["status"]):
                 unmeasurable.setdefault("front_door.time_to_detect_s",
                                         f"{key} was already DOWN before the injection")
-    out["servers_down"] = sorted(downs.values(), key=lambda x: x["down_s"])
+    out["servers_down"] = sorted(episodes, key=lambda x: x["down_s"])
     if out["servers_down"]:
         out["time_to_detect_s"] = out["servers_down"][0]["down_s"]
     else:

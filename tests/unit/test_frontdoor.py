@@ -154,6 +154,18 @@ def test_detection_is_when_haproxy_marked_the_server_down_within_the_sampling_in
     assert um == {}
 
 
+def test_a_server_that_goes_down_twice_is_listed_twice_and_detection_is_the_first():
+    # measured in a zone partition (2026-12-03): DOWN at 3.5 s, UP at 21.5 s, DOWN again at 32.5 s
+    t0 = T0 + 10 * NS
+    c_down = {**UP3, "worker-c": "DOWN"}
+    ss = [sample(9.5, front(UP3)), sample(13.5, front(c_down)), sample(30.5, front({**UP3, "worker-c": "DOWN 1/2"})),
+          sample(31.5, front(UP3)), sample(42.5, front(c_down)), sample(45.5, front(UP3))]
+    got = frontdoor.fault_figures(t0, T0 + 50 * NS, ss, {})
+    assert [(x["server"], x["down_s"], x["up_s"]) for x in got["servers_down"]] == [
+        ("lb/worker-c", 3.5, 21.5), ("lb/worker-c", 32.5, 35.5)]
+    assert got["time_to_detect_s"] == 3.5
+
+
 def test_a_status_change_older_than_the_previous_sample_is_clamped_to_it():
     # the sampler fell behind: DOWN seen at 20 s, HAProxy says 15 s ago; the previous sample (at 12 s) saw UP
     t0 = T0 + 10 * NS
