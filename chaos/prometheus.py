@@ -45,7 +45,7 @@ def binary() -> str:
 
 
 def ray_targets(cluster_dir: Path) -> list[dict[str, Any]]:
-    """file_sd entries for every node of the local cluster and its front door (none when there is no cluster)."""
+    """file_sd entries for every node of the local cluster (none when there is no cluster)."""
     try:
         state = load_state(Path(cluster_dir))
     except UsageError:
@@ -59,16 +59,26 @@ def ray_targets(cluster_dir: Path) -> list[dict[str, Any]]:
             out.append({"targets": [f"{n.ip}:{port}"],
                         "labels": {"node": n.name, "zone": n.zone or "", "region": n.region or "",
                                    "role": n.role, "cluster_id": state.cluster_id}})
-    if state.front:  # the rig's HAProxy: its Prometheus exporter (haproxy_* series)
-        out.append({"targets": [f"{state.front['host']}:{state.front['metrics_port']}"],
-                    "labels": {"node": "front-door", "zone": "", "region": "", "role": "front-door",
-                               "cluster_id": state.cluster_id}})
     return out
+
+
+def front_targets(cluster_dir: Path) -> list[dict[str, Any]]:
+    """file_sd entry of the cluster's front door (the rig's HAProxy exporter, haproxy_* series), if one runs."""
+    try:
+        state = load_state(Path(cluster_dir))
+    except UsageError:
+        return []
+    if state is None or not state.front:
+        return []
+    return [{"targets": [f"{state.front['host']}:{state.front['metrics_port']}"],
+             "labels": {"shape": state.front["shape"], "cluster_id": state.cluster_id}}]
 
 
 def config(workdir: Path, harness_port: int) -> dict[str, Any]:
     jobs = [{"job_name": "ray", "file_sd_configs": [{"files": [str(workdir / "ray-targets.json")],
-                                                      "refresh_interval": "2s"}]}]
+                                                      "refresh_interval": "2s"}]},
+            {"job_name": "front-door", "file_sd_configs": [{"files": [str(workdir / "front-targets.json")],
+                                                             "refresh_interval": "2s"}]}]
     if harness_port:
         jobs.insert(0, {"job_name": "availproof", "static_configs": [{"targets": [f"127.0.0.1:{harness_port}"]}]})
     return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL,
@@ -86,19 +96,20 @@ class PrometheusServer:
         self.proc: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_targets: str | None = None
+        self._last_targets: dict[str, str] = {}
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def _write_targets(self) -> None:
-        text = json.dumps(ray_targets(self.cluster_dir), indent=1)
-        if text != self._last_targets:
-            tmp = self.workdir / ".ray-targets.json"
-            tmp.write_text(text)
-            os.replace(tmp, self.workdir / "ray-targets.json")  # atomic: Prometheus never reads half a file
-            self._last_targets = text
+        for name, read in (("ray", ray_targets), ("front", front_targets)):
+            text = json.dumps(read(self.cluster_dir), indent=1)
+            if text != self._last_targets.get(name):
+                tmp = self.workdir / f".{name}-targets.json"
+                tmp.write_text(text)
+                os.replace(tmp, self.workdir / f"{name}-targets.json")  # atomic: Prometheus never reads half a file
+                self._last_targets[name] = text
 
     def _follow(self) -> None:
         while not self._stop.wait(2.0):

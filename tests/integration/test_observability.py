@@ -15,6 +15,7 @@ from chaos.backends.local.backend import LocalBackend
 from chaos.ctk import probes
 from chaos.provision import redeploy_if_gone
 from chaos.faults import Marker
+from chaos.frontdoor import FrontSettings
 from chaos.load.harness import LoadRun
 from chaos.sampler import Sampler
 from chaos.load.workload import LoadShape, Target
@@ -37,6 +38,7 @@ def _wait_for(fn, timeout=30.0):
 def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
     backend = LocalBackend(shared_cluster)
     redeploy_if_gone(backend, app="stream")
+    shared_cluster.start_front("lb", FrontSettings())  # its exporter is scraped too (the dashboard's panels)
     exporter = metrics.Exporter()
     port = exporter.serve(ports.free_port())
     events = rec.Events()
@@ -84,6 +86,8 @@ def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
                 server.url, f'sum(availproof_serve_replicas_running{{zone="{z}"}})') or 0) >= 1), z
         # Serve's own metrics reach Prometheus from the worker nodes
         assert _wait_for(lambda: (prometheus.query(server.url, "sum(ray_serve_num_http_requests_total)") or 0) > 0)
+        # the front door's exporter is a target of its own job, up
+        assert _wait_for(lambda: prometheus.query(server.url, 'up{job="front-door"}') == 1.0)
         # every dashboard query is valid and names only metrics the server holds
         names = prometheus.metric_names(server.url)
         dash = json.loads(prometheus.DASHBOARD.read_text())
@@ -91,9 +95,10 @@ def test_prometheus_scrapes_the_harness_and_ray(shared_cluster, tmp_path):
         assert len(exprs) >= 10
         for expr in exprs:
             prometheus.query(server.url, expr)  # raises on invalid PromQL
-            used = set(re.findall(r"\b((?:availproof|ray)_[a-z0-9_]+)", expr)) | set(re.findall(r"\b(up)\{", expr))
+            used = set(re.findall(r"\b((?:availproof|ray|haproxy)_[a-z0-9_]+)", expr)) | set(re.findall(r"\b(up)\{", expr))
             assert used and used <= names | ONLY_AFTER_FAILURES, (expr, used - names)
     finally:
         server.stop()
         exporter.close()
+        shared_cluster.stop_front()
     assert server.proc is None
