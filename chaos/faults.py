@@ -55,8 +55,10 @@ class Marker:
         args = (fault["fault_id"], fault["scope"], fault["target"], fault["zones"])
         self.mark(rec.HEAL_START, *args)
         yield
+        # the whole detail again: what was learnt after the inject marks (a drain's kill at its
+        # deadline, a replacement's figures) is in the summary's detail too
         self.mark(rec.HEAL_END, *args, {k: v for k, v in fault.items()
-                                         if k not in ("fault_id", "scope", "target", "zones", "pids")})
+                                         if k not in ("fault_id", "scope", "target", "zones")})
 
 
 def _sleep(seconds: float | None) -> None:
@@ -264,22 +266,24 @@ def drain_node(backend, marker: Marker, node: str | None = None, zone: str | Non
     z = backend.zone_of(node)
     on_node = lambda: {r.replica_id for r in backend.replicas(state=None) if r.node == node}  # noqa: E731
     at_notice = on_node()
+    # the injection spans the notice to the node's going: its instant is the notice, and its end mark
+    # (written when the node went) carries what happened by the deadline, whether or not a heal follows
     with marker.inject("drain", node, [z] if z else [], {"deadline_s": deadline_s,
                                                          "replicas_at_notice": sorted(at_notice)}) as f:
         f.update(backend.drain_node(node, deadline_s))
-    t0 = time.monotonic()
-    moved_at = None
-    left: set[str] = at_notice
-    while time.monotonic() - t0 < deadline_s:
+        t0 = time.monotonic()
+        moved_at = None
+        left: set[str] = at_notice
+        while time.monotonic() - t0 < deadline_s:
+            left = on_node() & at_notice
+            if not left and moved_at is None:
+                moved_at = round(time.monotonic() - t0, 3)
+            time.sleep(min(poll_s, max(0.0, deadline_s - (time.monotonic() - t0))))
         left = on_node() & at_notice
-        if not left and moved_at is None:
-            moved_at = round(time.monotonic() - t0, 3)
-        time.sleep(min(poll_s, max(0.0, deadline_s - (time.monotonic() - t0))))
-    left = on_node() & at_notice
-    f["replicas_left_at_deadline"] = sorted(left)
-    f["moved_before_deadline_s"] = moved_at if not left else None
-    f["pids"] = len(backend.kill_node(node))
-    f["killed_at_s"] = round(time.monotonic() - t0, 3)
+        f["replicas_left_at_deadline"] = sorted(left)
+        f["moved_before_deadline_s"] = moved_at if not left else None
+        f["pids"] = len(backend.kill_node(node))
+        f["killed_at_s"] = round(time.monotonic() - t0, 3)
     marker.log(f"drain deadline: {node} goes ({len(left)} of its {len(at_notice)} replicas still on it)")
     _outage(backend, marker, f, outage_s, lambda: backend.start_node(node))
     return f

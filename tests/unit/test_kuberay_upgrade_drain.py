@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos import faults, placement, records as rec
+from chaos import analysis, faults, placement, records as rec
 from chaos.backends import kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from tests.unit.kube_fake import ray_pod
@@ -381,10 +381,17 @@ def test_drain_node_end_to_end_replicas_moved_before_the_deadline(monkeypatch):
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END, rec.HEAL_START, rec.HEAL_END]
     assert {(m.scope, m.target, tuple(m.zones)) for m in seen} == {("drain", "wb-1", ("zone-b",))}
     assert seen[0].detail == {"deadline_s": 0.3, "replicas_at_notice": ["r2"]}
-    assert seen[1].detail == {"method": "eviction", "pods": ["wb-1"], "grace_period_s": 1, "k8s_node": "k-b"}
-    end = seen[3].detail
+    # the inject span runs from the notice to the node's going: its end mark carries the deadline's facts
+    end = seen[1].detail
+    assert {k: end[k] for k in ("method", "pods", "grace_period_s", "k8s_node")} == {
+        "method": "eviction", "pods": ["wb-1"], "grace_period_s": 1, "k8s_node": "k-b"}
     assert end["replicas_left_at_deadline"] == [] and 0 < end["moved_before_deadline_s"] < 0.3
-    assert end["killed_at_s"] >= 0.3 and f["pids"] == 1
+    assert end["killed_at_s"] >= 0.3 and end["pids"] == f["pids"] == 1
+    assert seen[1].t_ns - seen[0].t_ns >= 0.3e9  # the notice's instant, then the deadline
+    # and what the analysis reads back from the marks has it all (the summary's detail)
+    (fault,) = analysis.faults_from_marks(seen)
+    assert fault.detail["pids"] == 1 and fault.detail["replicas_at_notice"] == ["r2"]
+    assert fault.detail["replicas_left_at_deadline"] == [] and fault.detail["killed_at_s"] >= 0.3
     assert writes(s) == [("POST", "/api/v1/namespaces/availproof/pods/wb-1/eviction"),
                          ("DELETE", "/api/v1/namespaces/availproof/pods/wb-1?gracePeriodSeconds=0")]
 
@@ -397,6 +404,9 @@ def test_drain_node_end_to_end_replica_still_there_and_pod_gone_at_the_deadline(
     f = faults.drain_node(b, marker, node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END]
     assert f["replicas_left_at_deadline"] == ["r2"] and f["moved_before_deadline_s"] is None and f["pids"] == 1
+    # no heal in the fault (the rollback heals): the deadline's facts are in the marks all the same
+    (fault,) = analysis.faults_from_marks(seen)
+    assert fault.detail["pids"] == 1 and fault.detail["replicas_left_at_deadline"] == ["r2"]
     s2, b2, _ = cluster()
     monkeypatch.setattr(placement, "serve_details", FakeServe(drain_script(s2, gone_after=2)))
     f = faults.drain_node(b2, faults.Marker(), node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
