@@ -455,7 +455,7 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         fault = analyse_fault(f, measured, window_end, measure_start, steady, slo,
                               cut_by=nxt.fault_id if nxt else None)
         fault.update(planes.analyse_fault(f.inject_ns, window_end, run.samples, fault["unmeasurable"],
-                                          first_inject_ns=faults[0].inject_ns))
+                                          first_inject_ns=faults[0].inject_ns, scope=f.scope))
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}
     for r in results:

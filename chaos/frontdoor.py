@@ -23,22 +23,33 @@ own counters taken with the control-plane samples (:mod:`chaos.sampler`):
 
 - ``servers_down``: every time a server went DOWN in the fault's window (a server that went
   twice is listed twice): its zone, the instant HAProxy marked it DOWN (``down_s``) and UP again
-  (``up_s``; null if not in the window). The
-  instant is the first sample that saw the new status minus HAProxy's own seconds since the
-  last status change (``lastchg``), clamped to the interval since the previous sample: exact to
-  HAProxy's 1 s resolution or the sampling period, whichever is finer.
+  (``up_s``; null if not in the window). Only servers in rotation count: in ``zonal-lb`` each
+  proxy is also a backup server of the other zones' balancers, with checks of its own; those
+  backup entries are not listed (one dead proxy is one entry, its own zone's). The instant is
+  when the stats were read (``front["t_ns"]``, stamped as the socket answered) minus HAProxy's own
+  seconds since the last status change (``lastchg``, whole seconds, so up to 1 s late), clamped to
+  the previous read: exact to HAProxy's 1 s resolution or the sampling period, whichever is finer.
 - ``time_to_detect_s``: the first ``down_s`` (the balancer's time to detect); null with the
   reason when no server went DOWN (e.g. a replica kill: every proxy stays healthy).
 - ``retries``, ``redispatches``: HAProxy's ``wretr`` / ``wredis`` summed over the servers,
   from the last sample before the injection to the last sample in the window. HAProxy counts a
   retry sent to the same server in ``wretr`` and one sent to another server (``option
   redispatch``) in ``wredis`` only (measured on 2.6: a node kill with ``retries 2`` gave 0 / 6).
-- ``retried``: ``retries + redispatches``, the requests whose first attempt failed and that the
-  balancer sent again: failures the client never saw when the retry succeeded.
+- ``retried``: ``retries + redispatches``, the extra attempts the balancer made after a failed
+  one. HAProxy counts per attempt, not per request: a request retried twice counts twice, and one
+  whose every attempt failed counts too (the client saw its 5xx). So ``retried`` bounds from above
+  the failures the client never saw; ``retried`` > 0 with 0 client failures means they were hidden.
 - ``own_5xx``: responses the balancer answered itself with a 5xx (no server available, a
-  server that failed mid-request: the frontends' ``hrsp_5xx`` minus the servers'), and
-  ``server_5xx``: 5xx answers of the proxies passed through.
+  server that failed mid-request: 502, 503, 504), the change in the frontends' ``hrsp_5xx``
+  minus the change in the servers' (clamped at 0 once: a server counts a 5xx when its headers
+  arrive, a frontend when the stream closes), and ``server_5xx``: 5xx answers of the proxies
+  passed through.
 - ``connection_errors``, ``response_errors``: ``econ`` / ``eresp`` summed over the servers.
+
+Every count is a difference of two reads of HAProxy's counters. A counter that went down between
+them (HAProxy restarted) makes the counts null with the reason, never a negative number. A run
+with a balancer whose stats socket never answered has every figure null with the reason; a run
+without a balancer of the rig's has ``front_door`` null.
 """
 
 from __future__ import annotations
@@ -77,9 +88,12 @@ class FrontSettings:
         return asdict(self)
 
     def detection_bound_s(self) -> float:
-        """The longest a dead server stays in rotation: ``fall`` failed checks at ``inter`` each,
-        plus one check's timeout."""
-        return self.fall * self.check_interval_s + self.check_timeout_s
+        """The longest a dead server stays in rotation: ``fall`` failed checks. HAProxy (2.6)
+        schedules a check ``inter`` after the previous one finished, and a check that gets no
+        answer fails after ``timeout check`` (a refused connection fails at once): up to
+        ``fall x (inter + check timeout)``, 4 s with the defaults (a blackholed zone; a killed
+        one refuses and is out within ``fall x inter``)."""
+        return self.fall * (self.check_interval_s + self.check_timeout_s)
 
 
 @dataclass
@@ -190,6 +204,7 @@ def parse_show_stat(text: str, zone_of: dict[str, str | None] | None = None) -> 
             fe_5xx += _int(r.get("hrsp_5xx"))
         elif sv not in ("FRONTEND", "BACKEND") and px.startswith("be-"):
             servers[f"{px[3:]}/{sv}"] = {"status": r.get("status", ""), "zone": zone_of.get(sv),
+                                         "backup": _int(r.get("bck")) > 0,
                                          **{k: _int(r.get(k)) for k in _INT_FIELDS}}
     totals = {k: sum(s[k] for s in servers.values()) for k in ("wretr", "wredis", "hrsp_5xx", "econ", "eresp")}
     return {"servers": servers, "totals": totals, "frontend_5xx": fe_5xx,
@@ -203,9 +218,19 @@ def is_down(status: str) -> bool:
 
 
 def _instant(prev_ns: int | None, now_ns: int, lastchg_s: int) -> int:
-    """When the status seen at ``now_ns`` began: ``lastchg`` seconds before it, not before the previous sample."""
+    """When the status seen at ``now_ns`` began: ``lastchg`` seconds before it, not before the previous read."""
     at = now_ns - lastchg_s * NS
     return max(at, prev_ns) if prev_ns is not None else at
+
+
+def _read_ns(sample: Any) -> int:
+    """When the balancer's stats were read: stamped as the socket answered (``front["t_ns"]``); a
+    sample's own instant is taken before its dashboard probes and can be seconds earlier (runs
+    recorded before the stamp existed fall back to it)."""
+    return sample.front.get("t_ns") or sample.t_ns
+
+
+_COUNTS = ("wretr", "wredis", "hrsp_5xx", "econ", "eresp")
 
 
 def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable: dict[str, str]) -> dict[str, Any] | None:
@@ -213,7 +238,13 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
     ``samples`` are :class:`chaos.records.Sample` (their ``front`` field)."""
     with_front = [s for s in samples if getattr(s, "front", None)]
     if not with_front:
-        return None
+        unread = [s for s in samples if "front" in (getattr(s, "errors", None) or {})]
+        if not unread:
+            return None  # no balancer of the rig's in this run
+        unmeasurable["front_door"] = f"the balancer's stats were never read: {unread[0].errors['front']}"
+        return {"servers_down": [], "time_to_detect_s": None, "retries": None, "redispatches": None,
+                "retried": None, "own_5xx": None, "server_5xx": None, "connection_errors": None,
+                "response_errors": None}
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 3)  # noqa: E731
     before = [s for s in with_front if s.t_ns < t0]
     window = [s for s in with_front if t0 <= s.t_ns < window_end_ns]
@@ -227,37 +258,48 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
         unmeasurable["front_door.retries"] = "no sample of the balancer's counters before the injection"
     else:
         a, b = ref.front, window[-1].front
-        d = lambda k: b["totals"][k] - a["totals"][k]  # noqa: E731
-        out.update(retries=d("wretr"), redispatches=d("wredis"), retried=d("wretr") + d("wredis"),
-                   server_5xx=d("hrsp_5xx"),
-                   connection_errors=d("econ"), response_errors=d("eresp"),
-                   own_5xx=b["own_5xx"] - a["own_5xx"])
+        d = {k: b["totals"][k] - a["totals"][k] for k in _COUNTS}
+        d_fe = b["frontend_5xx"] - a["frontend_5xx"]
+        if min(*d.values(), d_fe) < 0:
+            unmeasurable["front_door.retries"] = ("the balancer's counters went down between the reads before and "
+                                                  "after the injection (HAProxy restarted): no count is measurable")
+        else:
+            out.update(retries=d["wretr"], redispatches=d["wredis"], retried=d["wretr"] + d["wredis"],
+                       server_5xx=d["hrsp_5xx"], connection_errors=d["econ"], response_errors=d["eresp"],
+                       own_5xx=max(0, d_fe - d["hrsp_5xx"]))
     # server status transitions, from the sample before the injection through the window
     seq = ([ref] if ref is not None else []) + window
     episodes: list[dict[str, Any]] = []  # one per time a server went DOWN (a server can go twice)
     open_: dict[str, dict[str, Any]] = {}
     for prev, cur in zip([None] + seq[:-1], seq):
         for key, srv in cur.front["servers"].items():
+            if srv.get("backup"):
+                continue  # a zonal balancer's backup entry: not in rotation while its own zone's proxy is up
             was = prev.front["servers"].get(key) if prev is not None else None
             if cur.t_ns < t0 or was is None:
                 continue
             now_down, was_down = is_down(srv["status"]), is_down(was["status"])
             if now_down and not was_down:
                 open_[key] = {"server": key, "zone": srv.get("zone"),
-                              "down_s": sec(_instant(prev.t_ns, cur.t_ns, srv["lastchg"])), "up_s": None}
+                              "down_s": sec(_instant(_read_ns(prev), _read_ns(cur), srv["lastchg"])), "up_s": None}
                 episodes.append(open_[key])
             elif was_down and not now_down and key in open_:
-                open_.pop(key)["up_s"] = sec(_instant(prev.t_ns, cur.t_ns, srv["lastchg"]))
-    if ref is not None:  # down already before the injection: not this fault's detection
-        for key, srv in ref.front["servers"].items():
-            if is_down(srv["status"]):
-                unmeasurable.setdefault("front_door.time_to_detect_s",
-                                        f"{key} was already DOWN before the injection")
+                open_.pop(key)["up_s"] = sec(_instant(_read_ns(prev), _read_ns(cur), srv["lastchg"]))
     out["servers_down"] = sorted(episodes, key=lambda x: x["down_s"])
     if out["servers_down"]:
         out["time_to_detect_s"] = out["servers_down"][0]["down_s"]
+        return out
+    # null: say why (a reason only where the figure is null)
+    already = ([k for k, srv in ref.front["servers"].items() if not srv.get("backup") and is_down(srv["status"])]
+               if ref is not None else [])
+    first_down = [k for k, srv in window[0].front["servers"].items() if not srv.get("backup") and is_down(srv["status"])]
+    if already:
+        why = f"{already[0]} was already DOWN before the injection: not this fault's detection"
+    elif ref is None and first_down:
+        why = (f"{first_down[0]} was DOWN at the first read after the injection, and there is no read before it: "
+               "when it went DOWN is not known")
     else:
-        unmeasurable.setdefault("front_door.time_to_detect_s",
-                                "no server went DOWN in the window: the balancer's checks never failed "
-                                "(the fault did not take a proxy out, or it was back before fall checks failed)")
+        why = ("no server went DOWN in the window: the balancer's checks never failed "
+               "(the fault did not take a proxy out, or it was back before fall checks failed)")
+    unmeasurable["front_door.time_to_detect_s"] = why
     return out

@@ -195,8 +195,11 @@ def _ids(s: rec.Sample) -> set[str]:
     return {i for ids in (s.replica_ids or {}).values() for i in ids}
 
 
+REPLACING_SCOPES = ("upgrade",)  # the scopes meant to replace every replica (time_to_complete_s)
+
+
 def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
-                unmeasurable: dict[str, str]) -> dict[str, Any]:
+                unmeasurable: dict[str, str], scope: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"replicas_before": None, "replaced": None, "new": [], "gone": [],
                            "time_to_complete_s": None}
     ref = next((s for s in reversed(before) if s.replica_ids is not None and s.controller_ok), None)
@@ -227,14 +230,19 @@ def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
     out["gone"] = [{"replica": i, "gone_s": _sec(t0, t)} for i, t in sorted(gone_at.items(), key=lambda x: x[1])]
     out["time_to_complete_s"] = _sec(t0, complete)
     if complete is None:
-        unmeasurable["replacement.time_to_complete_s"] = (
-            f"not every replica running before the injection was replaced within the window "
-            f"({out['replaced']} of {len(old)})")
+        if scope is None or scope in REPLACING_SCOPES:  # None: not told (measured as an upgrade)
+            unmeasurable["replacement.time_to_complete_s"] = (
+                f"not every replica running before the injection was replaced within the window "
+                f"({out['replaced']} of {len(old)})")
+        else:
+            unmeasurable["replacement.time_to_complete_s"] = (
+                f"not applicable: a {scope} fault does not replace every replica ({out['replaced']} of {len(old)} "
+                "replaced); only an upgrade's completion is measured")
     return out
 
 
 def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample], unmeasurable: dict[str, str],
-                  first_inject_ns: int | None = None) -> dict[str, Any]:
+                  first_inject_ns: int | None = None, scope: str | None = None) -> dict[str, Any]:
     """Both planes of one fault; adds its reasons to the fault's ``unmeasurable`` map. The capacity
     target is the placement before the run's *first* fault (``first_inject_ns``), so that a later
     fault is not measured against what an earlier one left."""
@@ -255,5 +263,5 @@ def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample], unmeas
     from chaos import frontdoor
 
     return {"control_plane": cp, "capacity": cap,
-            "replacement": replacement(t0, [s for s in samples if s.t_ns < t0], window, unmeasurable),
+            "replacement": replacement(t0, [s for s in samples if s.t_ns < t0], window, unmeasurable, scope),
             "front_door": frontdoor.fault_figures(t0, window_end_ns, samples, unmeasurable)}

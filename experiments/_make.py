@@ -33,12 +33,13 @@ LLM = {"load": {"rate": 2, "max_tokens": [8, 16], "timeout_s": 30},
 
 
 # What users deploy in front of the zone proxies (chaos/frontdoor.py): a health-checking balancer.
-# HAProxy checks /-/healthz every 1 s and takes a proxy out after 2 failed checks (1 s timeout
-# each): a dead proxy stays in rotation at most 2 x 1 + 1 = 3 s. No retries by default: the
+# HAProxy checks /-/healthz every 1 s (from the end of the previous check) and takes a proxy out
+# after 2 failed checks: a killed proxy refuses at once and is out within 2 x 1 = 2 s, a silent one
+# (a partition) within 2 x (1 + 1 s check timeout) = 4 s (FrontSettings.detection_bound_s). No retries by default: the
 # failures the client sees are then the balancer's detection delay, nothing hidden (the suite
 # measures retries as a contrast). `availproof run/suite --front direct` goes without it.
 FRONT_DOOR = {"check_interval_s": 1.0, "fall": 2, "rise": 2, "check_timeout_s": 1.0, "retries": 0}
-DETECTION_S = FRONT_DOOR["fall"] * FRONT_DOOR["check_interval_s"] + FRONT_DOOR["check_timeout_s"]
+DETECTION_S = FRONT_DOOR["fall"] * (FRONT_DOOR["check_interval_s"] + FRONT_DOOR["check_timeout_s"])
 
 
 def probe(name, func, **arguments):
@@ -133,7 +134,7 @@ experiment(
      "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90,
      "min_capacity_ratio": 0.6},
     "Behind the balancer (front lb): requests sent to zone-b's proxy fail until HAProxy marks it DOWN, within "
-    f"fall x inter + a check timeout = {DETECTION_S:g} s: 8 req/s / 3 x {DETECTION_S:g} s = ~8 requests, plus those "
+    f"fall x (inter + a check timeout) = {DETECTION_S:g} s: 8 req/s / 3 x {DETECTION_S:g} s = ~11 requests, plus those "
     "in flight on the node's replica and proxy (~1 s streams: ~3 each) and those other proxies route to the dead "
     "replica before Serve drops it: 30 leaves room for a loaded machine. The balancer's own detection instant is "
     "in the summary (front_door.time_to_detect_s). Direct (--front direct) the client keeps the dead proxy in "
@@ -201,7 +202,7 @@ experiment(
      "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90,
      "min_capacity_ratio": 0.6},
     "Behind the balancer (front lb), zone-a's proxy gets its share until HAProxy marks it DOWN (within "
-    f"{DETECTION_S:g} s: ~8 requests at 8 req/s / 3) plus what is in flight on the zone's replica and proxy: 30 "
+    f"{DETECTION_S:g} s: ~11 requests at 8 req/s / 3) plus what is in flight on the zone's replica and proxy: 30 "
     "allows for a loaded machine. Direct (--front direct) the client keeps zone-a's proxy in rotation, so its "
     "users fail for the whole outage (~53 and more: violated, the contrast). zonal-lb keeps the zones: requests "
     "through zone-b's and zone-c's balancers must not fail (max_failed_unaffected_zones 0, the availability "

@@ -246,7 +246,10 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
                    "network equipment fails.")
     front = (summary.get("environment") or {}).get("front_door") or {}
     shape = front.get("shape")
-    if shape == "direct":
+    if front.get("kind") == "kubernetes-service":  # first: its shape is lb too, but it is not the rig's HAProxy
+        out.append(f"Front door: the Kubernetes Service {front.get('service')} (endpoints follow the pods' readiness); "
+                   "no balancer of the rig's.")
+    elif shape == "direct":
         out.append("Front door: none. The client sent to the Serve proxies itself, round robin, with no health "
                    "checks: a dead proxy kept its share of the traffic. Users behind a health-checking load "
                    "balancer see fewer failures (run with --front lb).")
@@ -256,9 +259,6 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
                    f"{st.get('fall')} failed to take a proxy out, retries {st.get('retries')}"
                    f"{', TLS' if st.get('tls') else ''}. Another balancer (a cloud LB, a Kubernetes Service) "
                    "detects and retries differently: its own figures may differ.")
-    elif front.get("kind") == "kubernetes-service":
-        out.append(f"Front door: the Kubernetes Service {front.get('service')} (endpoints follow the pods' readiness); "
-                   "no balancer of the rig's.")
     out.append("The load generator runs beside the cluster and shares its CPUs; latencies include that contention.")
     out.append("No figure is finer than its resolution (the inter-arrival time of the load).")
     out.append("One workload shape (the load section); other prompt lengths, rates or models may recover differently.")
@@ -384,6 +384,11 @@ FAULT_COLUMNS = ("trial", "scope", "target", "failed", "mid-stream", "in flight 
                  "resolution s", "bounds met")
 
 
+def _front(summary: dict[str, Any]) -> dict[str, Any]:
+    """What stood in front of the proxies in a run (its environment's ``front_door``)."""
+    return (summary.get("environment") or {}).get("front_door") or {}
+
+
 def _faults(exp: dict[str, Any]):
     for i, t in enumerate(exp["trials"], 1):
         for f in t["summary"].get("faults") or []:
@@ -460,7 +465,7 @@ def _plane_note(f: dict[str, Any], key: str) -> str | None:
     return f"unmeasurable: {why}" if why else None
 
 
-def plane_rows(f: dict[str, Any]) -> list[list[str]]:
+def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[list[str]]:
     """The fault's control plane and capacity (:mod:`chaos.planes`), one row per figure, every number
     as the summary has it; a null by the rules of :func:`chaos.reports.cells.plane_figure`."""
     rows: list[list[str]] = []
@@ -499,7 +504,7 @@ def plane_rows(f: dict[str, Any]) -> list[list[str]]:
     rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
-    return rows + replacement_rows(f) + front_door_rows(f)
+    return rows + replacement_rows(f) + front_door_rows(f, front)
 
 
 def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
@@ -520,10 +525,17 @@ def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
              fmt(done) if done is not None else (_plane_note(f, "replacement.time_to_complete_s") or "never")]]
 
 
-def front_door_rows(f: dict[str, Any]) -> list[list[str]]:
-    """What the balancer did (:func:`chaos.frontdoor.fault_figures`); one row saying so when there was none."""
+def front_door_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[list[str]]:
+    """What the balancer did (:func:`chaos.frontdoor.fault_figures`); one row saying why when there are no
+    figures. ``front``: the run's environment ``front_door`` (what stood in front)."""
     fd = f.get("front_door")
+    front = front or {}
     if fd is None:
+        if front.get("kind") == "kubernetes-service":
+            return [["front door", "balancer", f"n/a: the Kubernetes Service {front.get('service')} "
+                     "(no counters of a balancer of the rig's)"]]
+        if front.get("shape") in ("lb", "zonal-lb"):
+            return [["front door", "balancer", f"{front['shape']}, but no read of its counters was recorded"]]
         return [["front door", "balancer", "none: the client sent to the proxies itself (front direct)"]]
     why = _plane_note(f, "front_door")
     if why:
@@ -535,7 +547,7 @@ def front_door_rows(f: dict[str, Any]) -> list[list[str]]:
     rows = [["front door", "time to detect s (first server marked DOWN)",
              fmt(detect) if detect is not None else (_plane_note(f, "front_door.time_to_detect_s") or "never")],
             ["front door", "servers taken out of rotation", downs]]
-    for key, label in (("retried", "requests sent again after a failed attempt (hidden from the client)"),
+    for key, label in (("retried", "extra attempts after a failed one (hidden from the client if they succeeded)"),
                        ("retries", "of them to the same server (wretr)"),
                        ("redispatches", "of them to another server (wredis)"),
                        ("own_5xx", "5xx answered by the balancer itself"), ("server_5xx", "5xx from the proxies"),
@@ -730,9 +742,9 @@ def _md_experiment(exp: dict[str, Any]) -> list[str]:
                                                   if t["summary"].get("stop_reason") else ""))
     lines += [f"- {s}" for s in _definition_lines(exp)]
     lines += ["", "### Faults", ""] + _md_table(FAULT_COLUMNS, fault_rows(exp)) + [""]
-    for i, _, f in _faults(exp):
+    for i, t, f in _faults(exp):
         lines += [f"#### {fault_title(i, f)}", ""] + _md_table(FIGURE_COLUMNS, figure_rows(f)) + [""]
-        lines += ["Control plane and capacity:", ""] + _md_table(PLANE_COLUMNS, plane_rows(f)) + [""]
+        lines += ["Control plane and capacity:", ""] + _md_table(PLANE_COLUMNS, plane_rows(f, _front(t))) + [""]
         lines += [f"- {s}" for s in fault_notes(f)] + [""]
     lines += ["### Over trials", ""] + _md_table(STAT_COLUMNS, stat_rows(exp)) + [""]
     lines += [f"- {s}" for s in stat_lines(exp)] + [""]
@@ -799,9 +811,10 @@ def html(doc: dict[str, Any], images: dict[str, bytes] | None = None) -> str:
                          + _h("; ".join(n for n in exp["notes"] if "re-derived" in n)) + ".</p>")
         parts.append(_ul(_definition_lines(exp)))
         parts.append("<h3>Faults</h3>" + _html_table(FAULT_COLUMNS, fault_rows(exp), "faults"))
-        for i, _, f in _faults(exp):
+        for i, t, f in _faults(exp):
             parts.append(f"<h4>{_h(fault_title(i, f))}</h4>" + _html_table(FIGURE_COLUMNS, figure_rows(f), "figures")
-                         + "<h5>Control plane and capacity</h5>" + _html_table(PLANE_COLUMNS, plane_rows(f), "planes")
+                         + "<h5>Control plane and capacity</h5>"
+                         + _html_table(PLANE_COLUMNS, plane_rows(f, _front(t)), "planes")
                          + _ul(fault_notes(f)))
         if exp["name"] in images:
             b64 = base64.b64encode(images[exp["name"]]).decode()

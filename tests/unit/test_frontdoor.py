@@ -88,8 +88,11 @@ def test_haproxy_itself_accepts_the_rendered_configuration(tmp_path, shape, kw):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_detection_bound_is_fall_checks_plus_a_timeout():
-    assert FrontSettings(check_interval_s=1.0, fall=2, check_timeout_s=1.0).detection_bound_s() == 3.0
+def test_detection_bound_is_fall_checks_each_an_interval_plus_a_timeout():
+    # HAProxy 2.6 schedules the next check inter after the previous one ended; a silent server's check
+    # fails only at its timeout
+    assert FrontSettings(check_interval_s=1.0, fall=2, check_timeout_s=1.0).detection_bound_s() == 4.0
+    assert FrontSettings(check_interval_s=2.0, fall=3, check_timeout_s=0.5).detection_bound_s() == 7.5
 
 
 def test_show_stat_of_a_real_haproxy_reads_servers_zones_and_counters():
@@ -201,6 +204,122 @@ def test_no_balancer_in_the_run_is_none_and_an_unsampled_window_is_unmeasurable(
     assert got["retries"] is None and "before the injection" in um["front_door.retries"]
 
 
+def zonal_front(statuses: dict[str, str], lastchg: int = 0):
+    """zonal-lb: each zone's backend has its own proxy as primary and the others as backup entries."""
+    servers = {}
+    for own in statuses:
+        for n, st in statuses.items():
+            servers[f"lb-zone-{own[-1]}/{n}"] = {"status": st, "zone": f"zone-{n[-1]}", "backup": n != own,
+                                                 "lastchg": lastchg if n != own else lastchg + 1, "wretr": 0,
+                                                 "wredis": 0, "hrsp_5xx": 0, "econ": 0, "eresp": 0, "chkdown": 0,
+                                                 "stot": 0}
+    return {"servers": servers, "totals": {k: 0 for k in ("wretr", "wredis", "hrsp_5xx", "econ", "eresp")},
+            "frontend_5xx": 0, "own_5xx": 0}
+
+
+def test_zonal_lb_lists_a_dead_proxy_once_from_its_own_zones_balancer_not_its_backup_entries():
+    # the backup entries of the other zones' balancers have checks of their own (here they saw it first):
+    # they carry no traffic while their own zone's proxy is up, so they are neither episodes nor detection
+    t0 = T0 + 10 * NS
+    ss = [sample(9.5, zonal_front(UP3)), sample(13.0, zonal_front(B_DOWN, lastchg=1))]
+    got = frontdoor.fault_figures(t0, T0 + 30 * NS, ss, {})
+    assert got["servers_down"] == [{"server": "lb-zone-b/worker-b", "zone": "zone-b", "down_s": 1.0, "up_s": None}]
+    assert got["time_to_detect_s"] == 1.0  # the primary's lastchg (2 s ago), not the backups' (1 s)
+
+
+def test_parse_reads_the_backup_column():
+    text = SHOW_STAT.splitlines()
+    head = text[0].lstrip("# ").split(",")
+    ib = head.index("bck")
+    rows = []
+    for r in text:
+        cells = r.split(",")
+        if r.startswith("be-lb,worker-c"):
+            cells[ib] = "1"
+        rows.append(",".join(cells))
+    got = frontdoor.parse_show_stat("\n".join(rows))
+    assert got["servers"]["lb/worker-c"]["backup"] is True and got["servers"]["lb/worker-a"]["backup"] is False
+
+
+def test_the_instant_counts_back_from_when_the_stats_were_read_not_from_the_samples_start():
+    # the sample's instant is taken before its dashboard probes (2 s here); HAProxy's lastchg counts from
+    # the read. Counting from the sample's start would put the DOWN before the injection (negative).
+    t0 = T0 + 10 * NS
+    before = front(UP3)
+    before["t_ns"] = T0 + int(9.9 * NS)
+    after = front(B_DOWN, lastchg=1)
+    after["t_ns"] = T0 + int(12.3 * NS)
+    ss = [sample(9.8, before), sample(10.3, after)]
+    got = frontdoor.fault_figures(t0, T0 + 30 * NS, ss, {})
+    assert got["time_to_detect_s"] == 1.3  # 12.3 - 1, not 10.3 - 1 = -0.7 clamped to -0.1
+
+
+def test_a_value_is_never_given_with_a_reason():
+    # worker-b DOWN before the injection, worker-c goes DOWN in the window: detection is worker-c's, no reason
+    t0 = T0 + 10 * NS
+    c_and_b = {**B_DOWN, "worker-c": "DOWN"}
+    ss = [sample(9.5, front(B_DOWN, lastchg=50)), sample(13.0, front(c_and_b, lastchg=1))]
+    um: dict = {}
+    got = frontdoor.fault_figures(t0, T0 + 30 * NS, ss, um)
+    assert got["time_to_detect_s"] == 2.0 and [x["server"] for x in got["servers_down"]] == ["lb/worker-c"]
+    assert um == {}
+
+
+def test_down_at_the_first_read_with_none_before_says_so():
+    um: dict = {}
+    got = frontdoor.fault_figures(T0 + 10 * NS, T0 + 20 * NS, [sample(11.0, front(B_DOWN, lastchg=1))], um)
+    assert got["time_to_detect_s"] is None
+    assert "DOWN at the first read after the injection" in um["front_door.time_to_detect_s"]
+
+
+def test_counters_that_went_down_are_unmeasurable_never_negative():
+    # HAProxy restarted between the reads: its counters start again from 0
+    t0 = T0 + 10 * NS
+    um: dict = {}
+    ss = [sample(9.5, front(UP3, wretr=50, wredis=40, own=9)), sample(11.0, front(UP3, wretr=1, own=0))]
+    got = frontdoor.fault_figures(t0, T0 + 20 * NS, ss, um)
+    assert all(got[k] is None for k in ("retries", "redispatches", "retried", "own_5xx", "server_5xx",
+                                        "connection_errors", "response_errors")), got
+    assert "counters went down" in um["front_door.retries"]
+
+
+def test_own_5xx_is_the_change_at_the_frontends_minus_the_change_at_the_servers_clamped_once():
+    t0 = T0 + 10 * NS
+    a, b = front(UP3), front(UP3)
+    a.update(frontend_5xx=3, totals={**a["totals"], "hrsp_5xx": 3})  # 3 server 5xx before
+    b.update(frontend_5xx=10, totals={**b["totals"], "hrsp_5xx": 5})  # +7 at the frontends, +2 from servers
+    got = frontdoor.fault_figures(t0, T0 + 20 * NS, [sample(9.5, a), sample(11.0, b)], {})
+    assert (got["own_5xx"], got["server_5xx"]) == (5, 2)
+    b.update(frontend_5xx=4)  # a server's 5xx counted, its stream not closed yet at the frontend: 1 - 2 -> 0
+    got = frontdoor.fault_figures(t0, T0 + 20 * NS, [sample(9.5, a), sample(11.0, b)], {})
+    assert got["own_5xx"] == 0 and got["server_5xx"] == 2
+
+
+def test_a_balancer_whose_stats_were_never_read_is_every_figure_null_with_the_reason():
+    ss = [sample(9.0, None), sample(11.0, None)]
+    for s_ in ss:
+        s_.errors = {"front": "the balancer's stats socket did not answer"}
+    um: dict = {}
+    got = frontdoor.fault_figures(T0 + 10 * NS, T0 + 20 * NS, ss, um)
+    assert got is not None and all(v in (None, []) for v in got.values())
+    assert "never read" in um["front_door"] and "did not answer" in um["front_door"]
+
+
+def test_the_report_says_which_front_door_had_no_figures():
+    from chaos.reports import report
+
+    f = {"front_door": None, "unmeasurable": {}}
+    (row,) = report.front_door_rows(f, {"kind": "kubernetes-service", "shape": "lb", "service": "svc"})
+    assert "Kubernetes Service svc" in row[2] and "direct" not in row[2]
+    (row,) = report.front_door_rows(f, {"shape": "lb", "settings": {}})
+    assert "no read of its counters" in row[2]
+    (row,) = report.front_door_rows(f, {"shape": "direct"})
+    assert "front direct" in row[2]
+    notes = report.not_covered({"environment": {"front_door": {"kind": "kubernetes-service", "shape": "lb",
+                                                               "service": "svc"}}})
+    assert any("Kubernetes Service svc" in n for n in notes) and not any("HAProxy" in n for n in notes)
+
+
 # ---------------------------------------------------------------- replacement (upgrades)
 def ids_sample(t_s: float, ids, ok=True):
     s = sample(t_s, None)
@@ -233,6 +352,17 @@ def test_an_upgrade_that_did_not_finish_or_fewer_replicas_is_not_complete():
     assert got["time_to_complete_s"] is None and got["replaced"] == 3
 
 
+def test_completion_of_a_fault_that_is_not_an_upgrade_is_not_applicable_not_a_failed_upgrade():
+    t0 = T0 + 10 * NS
+    um: dict = {}
+    got = planes.replacement(t0, [ids_sample(9.0, "abc")], [ids_sample(11.0, "bcd")], um, scope="replica")
+    assert got["replaced"] == 1 and got["time_to_complete_s"] is None
+    assert um["replacement.time_to_complete_s"].startswith("not applicable: a replica fault")
+    um = {}
+    planes.replacement(t0, [ids_sample(9.0, "abc")], [ids_sample(11.0, "bcd")], um, scope="upgrade")
+    assert um["replacement.time_to_complete_s"].startswith("not every replica")
+
+
 def test_replacement_without_ids_is_unmeasurable_not_zero():
     um: dict = {}
     got = planes.replacement(T0, [ids_sample(-1, None)], [ids_sample(1, None)], um)
@@ -251,7 +381,7 @@ def test_the_report_shows_the_balancers_figures_as_the_summary_has_them():
     assert rows["time to detect s (first server marked DOWN)"] == report.fmt(1.988)
     assert "lb/worker-b (zone-b) DOWN at" in rows["servers taken out of rotation"]
     assert "not UP in the window" in rows["servers taken out of rotation"]
-    assert rows["requests sent again after a failed attempt (hidden from the client)"] == "7"
+    assert rows["extra attempts after a failed one (hidden from the client if they succeeded)"] == "7"
     assert rows["of them to the same server (wretr)"] == "4"
     assert rows["5xx answered by the balancer itself"] == "5"
     # no balancer: said, never a row of zeros

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any
 
-from chaos import frontdoor
+from chaos import frontdoor, records as rec
 from chaos.backends.local import ports as ports_mod, procs
 from chaos.errors import SetupError, UsageError
 
@@ -167,6 +167,7 @@ def show_stat(st: FrontState, timeout: float = 1.0) -> dict[str, Any] | None:
     """One sample of the balancer's servers and counters (:func:`chaos.frontdoor.parse_show_stat`),
     or None when it does not answer."""
     text = _ask(st.stats_socket, "show stat", timeout)
+    read_ns = rec.now_ns()  # lastchg counts back from this instant, not from the sample's start
     if not text or "pxname" not in text:
         return None
-    return frontdoor.parse_show_stat(text, st.servers)
+    return {**frontdoor.parse_show_stat(text, st.servers), "t_ns": read_ns}
