@@ -50,3 +50,80 @@ def test_upgrade_refuses_an_unknown_variant_and_an_app_that_is_not_there(monkeyp
     with pytest.raises(ClusterError, match="not deployed"):
         b.upgrade_app("code", "v2")
     assert sent == []
+
+
+# ---------------------------------------------------------------- drain (Ray's drain-node API)
+class Node:
+    def __init__(self, name, role, ip, nm_port):
+        self.name, self.role, self.ip, self.ports = name, role, ip, {"node_manager": nm_port}
+
+
+class DrainCluster:
+    class state:
+        dashboard_url = "http://127.9.9.2:8265"
+        gcs_address = "127.9.9.2:6379"
+
+    nodes = {"head": Node("head", "head", "127.9.9.2", 7000), "worker-b": Node("worker-b", "worker", "127.9.9.4", 7002)}
+
+    def __init__(self, gcs_nodes):
+        self._gcs = gcs_nodes
+
+    def node(self, name):
+        return self.nodes[name]
+
+    def gcs_nodes(self):
+        return self._gcs
+
+
+def raylet(node_id, ip, port, state="ALIVE", start=0):
+    return {"raylet": {"nodeId": node_id, "nodeManagerAddress": ip, "nodeManagerPort": port, "state": state,
+                       "startTimeMs": start}}
+
+
+class FakeGcs:
+    calls: list = []
+    answer = (True, "")
+
+    def __init__(self, address):
+        self.address = address
+
+    def drain_node(self, node_id, reason, message, deadline_ms):
+        FakeGcs.calls.append((self.address, node_id, reason, message, deadline_ms))
+        return FakeGcs.answer
+
+
+def test_drain_tells_the_gcs_of_the_nodes_alive_raylet_with_reason_preemption_and_the_deadline(monkeypatch):
+    import time
+
+    import ray._raylet
+    from ray.core.generated import autoscaler_pb2
+
+    monkeypatch.setattr(ray._raylet, "GcsClient", FakeGcs)
+    FakeGcs.calls, FakeGcs.answer = [], (True, "")
+    gcs = [raylet("old-dead", "127.9.9.4", 7002, state="DEAD", start=5),  # the node's previous life
+           raylet("other-port", "127.9.9.4", 7999, start=9),  # another raylet on the same address
+           raylet("b-now", "127.9.9.4", 7002, start=7), raylet("head-id", "127.9.9.2", 7000)]
+    b = LocalBackend(DrainCluster(gcs))
+    before = time.time() * 1000
+    got = b.drain_node("worker-b", 30)
+    assert got == {"method": "ray drain-node", "reason": "PREEMPTION", "node_id": "b-now"}
+    ((address, node_id, reason, message, deadline_ms),) = FakeGcs.calls
+    assert address == DrainCluster.state.gcs_address and node_id == "b-now"
+    assert reason == autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION")
+    assert "worker-b" in message and before + 29_000 <= deadline_ms <= time.time() * 1000 + 30_000
+
+
+def test_drain_refuses_the_head_a_node_not_alive_and_says_when_the_gcs_refuses(monkeypatch):
+    import ray._raylet
+
+    monkeypatch.setattr(ray._raylet, "GcsClient", FakeGcs)
+    FakeGcs.calls = []
+    with pytest.raises(UsageError, match="head cannot be drained"):
+        LocalBackend(DrainCluster([])).drain_node("head", 30)
+    with pytest.raises(ClusterError, match="not ALIVE in the GCS"):
+        LocalBackend(DrainCluster([raylet("x", "127.9.9.4", 7002, state="DEAD")])).drain_node("worker-b", 30)
+    assert FakeGcs.calls == []  # nothing was asked of the GCS
+    FakeGcs.answer = (False, "the node is idle-terminating")
+    with pytest.raises(ClusterError, match="GCS refused to drain worker-b: the node is idle-terminating"):
+        LocalBackend(DrainCluster([raylet("b", "127.9.9.4", 7002)])).drain_node("worker-b", 30)
+    FakeGcs.answer = (True, "")
