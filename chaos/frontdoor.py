@@ -181,7 +181,8 @@ def haproxy_config(shape: str, servers: list[Server], listen: list[Listener], se
 
 
 # ---------------------------------------------------------------- the balancer's counters
-_INT_FIELDS = ("wretr", "wredis", "hrsp_5xx", "econ", "eresp", "chkdown", "lastchg", "stot")
+_COUNTS = ("wretr", "wredis", "hrsp_5xx", "econ", "eresp")  # the counters summed over the servers
+_INT_FIELDS = _COUNTS + ("chkdown", "lastchg", "stot")
 
 
 def _int(v: str) -> int:
@@ -206,7 +207,7 @@ def parse_show_stat(text: str, zone_of: dict[str, str | None] | None = None) -> 
             servers[f"{px[3:]}/{sv}"] = {"status": r.get("status", ""), "zone": zone_of.get(sv),
                                          "backup": _int(r.get("bck")) > 0,
                                          **{k: _int(r.get(k)) for k in _INT_FIELDS}}
-    totals = {k: sum(s[k] for s in servers.values()) for k in ("wretr", "wredis", "hrsp_5xx", "econ", "eresp")}
+    totals = {k: sum(s[k] for s in servers.values()) for k in _COUNTS}
     return {"servers": servers, "totals": totals, "frontend_5xx": fe_5xx,
             "own_5xx": max(0, fe_5xx - totals["hrsp_5xx"])}
 
@@ -230,7 +231,10 @@ def _read_ns(sample: Any) -> int:
     return sample.front.get("t_ns") or sample.t_ns
 
 
-_COUNTS = ("wretr", "wredis", "hrsp_5xx", "econ", "eresp")
+def _no_figures() -> dict[str, Any]:
+    """Every figure null (the reasons go to ``unmeasurable``)."""
+    return {"servers_down": [], "time_to_detect_s": None, "retries": None, "redispatches": None, "retried": None,
+            "own_5xx": None, "server_5xx": None, "connection_errors": None, "response_errors": None}
 
 
 def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable: dict[str, str]) -> dict[str, Any] | None:
@@ -242,14 +246,11 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
         if not unread:
             return None  # no balancer of the rig's in this run
         unmeasurable["front_door"] = f"the balancer's stats were never read: {unread[0].errors['front']}"
-        return {"servers_down": [], "time_to_detect_s": None, "retries": None, "redispatches": None,
-                "retried": None, "own_5xx": None, "server_5xx": None, "connection_errors": None,
-                "response_errors": None}
+        return _no_figures()
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 3)  # noqa: E731
     before = [s for s in with_front if s.t_ns < t0]
     window = [s for s in with_front if t0 <= s.t_ns < window_end_ns]
-    out: dict[str, Any] = {"servers_down": [], "time_to_detect_s": None, "retries": None, "redispatches": None,
-                           "retried": None, "own_5xx": None, "server_5xx": None, "connection_errors": None, "response_errors": None}
+    out = _no_figures()
     if not window:
         unmeasurable["front_door"] = "the balancer's counters were not sampled in the fault's window"
         return out

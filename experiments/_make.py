@@ -14,6 +14,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 
 from chaos.experiment import problems  # noqa: E402
+from chaos.frontdoor import FrontSettings  # noqa: E402
 
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
@@ -39,7 +40,7 @@ LLM = {"load": {"rate": 2, "max_tokens": [8, 16], "timeout_s": 30},
 # failures the client sees are then the balancer's detection delay, nothing hidden (the suite
 # measures retries as a contrast). `availproof run/suite --front direct` goes without it.
 FRONT_DOOR = {"check_interval_s": 1.0, "fall": 2, "rise": 2, "check_timeout_s": 1.0, "retries": 0}
-DETECTION_S = FRONT_DOOR["fall"] * (FRONT_DOOR["check_interval_s"] + FRONT_DOOR["check_timeout_s"])
+DETECTION_S = FrontSettings.from_dict(FRONT_DOOR).detection_bound_s()
 
 
 def probe(name, func, **arguments):

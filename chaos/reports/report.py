@@ -244,7 +244,7 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
     if cluster.get("backend", "local") == "local":
         out.append(f"One machine: zones are processes on {where}, not facilities; no real power, cooling or "
                    "network equipment fails.")
-    front = (summary.get("environment") or {}).get("front_door") or {}
+    front = _front(summary)
     shape = front.get("shape")
     if front.get("kind") == "kubernetes-service":  # first: its shape is lb too, but it is not the rig's HAProxy
         out.append(f"Front door: the Kubernetes Service {front.get('service')} (endpoints follow the pods' readiness); "

@@ -114,7 +114,7 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert f["front_door"] is None and "front_door" not in f["unmeasurable"]  # no balancer, no figures
     if f["scope"] in ("node", "zone", "region", "partition", "drain") and front in ("lb", "zonal-lb"):
         # the balancer took the lost domain's proxies out: its own detection instant is in the summary,
-        # within fall x inter + a check timeout (+ a sampling period and a slow check on a loaded machine)
+        # within fall x (inter + a check timeout) (+ a sampling period and a slow check on a loaded machine)
         fd, settings = f["front_door"], summary["environment"]["front_door"]["settings"]
         bound = FrontSettings.from_dict(settings).detection_bound_s()  # fall x (inter + check timeout)
         assert fd["time_to_detect_s"] is not None and 0 <= fd["time_to_detect_s"] < bound + 2.0, fd
