@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine  # noqa: E402
-from chaos.analysis import percentile  # noqa: E402
+from chaos.stats import percentile  # noqa: E402
 
 TOKENS = 16
 TOKEN_DELAY_S = 0.002

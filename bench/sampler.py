@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine  # noqa: E402
-from chaos import analysis, deploy, records as rec, topology  # noqa: E402
+from chaos import deploy, records as rec, stats, topology  # noqa: E402
 from chaos.backends.local import LocalCluster  # noqa: E402
 from chaos.backends.local.backend import LocalBackend  # noqa: E402
 from chaos.backends.local.cluster import HEAD  # noqa: E402
@@ -61,10 +61,10 @@ def phase(backend: LocalBackend, cluster: LocalCluster, seconds: float, rate: fl
     ttft = [r.ttft_s for r in done if r.ok and r.ttft_s is not None]
     return {"sampler": f"{period} s" if period else "off", "requests": len(done),
             "failed": sum(1 for r in done if not r.ok),
-            "ttft_p50_ms": 1000 * (analysis.percentile(ttft, 0.5) or 0),
-            "ttft_p99_ms": 1000 * (analysis.percentile(ttft, 0.99) or 0),
+            "ttft_p50_ms": 1000 * (stats.percentile(ttft, 0.5) or 0),
+            "ttft_p99_ms": 1000 * (stats.percentile(ttft, 0.99) or 0),
             "rig_cpu_per_s": (time.process_time() - p0) / wall, "head_cpu_per_s": (cpu_s(head) - h0) / wall,
-            "samples": len(samples), "sample_took_p99_ms": 1000 * (analysis.percentile([s.took_s for s in samples], 0.99) or 0)}
+            "samples": len(samples), "sample_took_p99_ms": 1000 * (stats.percentile([s.took_s for s in samples], 0.99) or 0)}
 
 
 def main() -> None:

@@ -13,9 +13,10 @@ Every figure is computed twice per fault, for two populations of requests:
   zone is one of the fault's ``zones``): what the users of the lost domain saw. It is the
   service itself, and the summary says why (``affected.basis`` / ``affected.why``), when
   (a) the fault is one whose effect Serve's routing spreads over every proxy (``replica``,
-  ``engine``: a request sent to zone-a's proxy may be served in zone-c), (b) the fault has
-  no failure domain (``head``, ``redis``: no zones), or (c) no measured request carries a
-  zone (one load-balancer URL, KubeRay's serve Service).
+  ``engine``, ``upgrade``: a request sent to zone-a's proxy may be served in zone-c; the scope's
+  ``every_target_affected`` in :mod:`chaos.scopes`), (b) the fault has no failure domain
+  (``head``, ``redis``: no zones), or (c) no measured request carries a zone (one
+  load-balancer URL, KubeRay's serve Service).
 
 A population's requests in a fault's **analysis window** are those sent from the injection
 to the window's end (the next fault's injection, or the end of the run), plus those sent
@@ -94,17 +95,15 @@ Service-wide figures of a fault
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos import planes, records as rec
+from chaos import planes, records as rec, scopes
+from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 NS = 1_000_000_000
 FORMAT_VERSION = 2  # of summary.json; 1 was the single-population summary before 2026-12
 POPULATIONS = ("affected", "service")
-# faults whose effect Serve's routing spreads over every proxy: every target is affected
-ROUTED_SCOPES = frozenset({"replica", "engine", "upgrade"})
 INSUFFICIENT = "insufficient evidence"
 
 
@@ -160,15 +159,6 @@ class Definitions:
         d = d or {}
         return cls(SteadyState.from_dict(d.get("steady_state")), SLO.from_dict(d.get("slo")),
                    d.get("population", "affected"))
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in [0, 1]); None for no values."""
-    if not values:
-        return None
-    s = sorted(values)
-    rank = max(1, min(len(s), math.ceil(q * len(s) - 1e-9)))
-    return s[rank - 1]
 
 
 @dataclass
@@ -328,7 +318,7 @@ def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord],
 
 def affected_basis(fault: Fault, measured: list[rec.RequestRecord]) -> tuple[set[str] | None, str]:
     """The zones whose targets make up the affected population (None: every target), and why."""
-    if fault.scope in ROUTED_SCOPES:
+    if scopes.get(fault.scope).every_target_affected:
         return None, (f"a {fault.scope} fault affects every target: Serve routes a request from any proxy "
                       f"to any replica")
     if not fault.zones:
@@ -369,7 +359,7 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
     if not fault.zones:
         unaffected = None
         unmeasurable["failed.unaffected_zones"] = f"the {fault.scope} fault has no zone: no zone is unaffected by it"
-    elif fault.scope in ROUTED_SCOPES:
+    elif scopes.get(fault.scope).every_target_affected:
         unaffected = None
         unmeasurable["failed.unaffected_zones"] = (f"a {fault.scope} fault affects every target (Serve routes from "
                                                    f"any proxy to any replica): no zone is unaffected by it")

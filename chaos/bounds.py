@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from chaos import analysis
+from chaos import scopes
 from chaos.errors import UsageError
 
 MET, VIOLATED, NOT_APPLICABLE, UNMEASURABLE = "met", "violated", "not_applicable", "unmeasurable"
@@ -78,7 +78,7 @@ def _not_applicable(name: str, f: dict, p: dict) -> str | None:
         return f"window cut by fault {f['window_cut_by']}; recovery and capacity are checked on the last fault"
     if name == "max_time_to_first_success_s" and not p["failed_total"]:
         return "no request failed: there was nothing to recover from"
-    if name == "max_failed_unaffected_zones" and (not f.get("zones") or f["scope"] in analysis.ROUTED_SCOPES):
+    if name == "max_failed_unaffected_zones" and (not f.get("zones") or scopes.get(f["scope"]).every_target_affected):
         return (f.get("unmeasurable") or {}).get("failed.unaffected_zones") or \
             f"the {f['scope']} fault has no zone: no zone is unaffected by it"
     if name == "max_failed_unaffected_zones" and (f.get("affected") or {}).get("basis") == "service":

@@ -84,7 +84,11 @@ def print_status(cluster, replicas: bool = True, out=sys.stdout) -> None:
     if replicas:
         from chaos import placement
 
-        rows = placement.replicas(cluster)
+        try:
+            rows = placement.replicas(cluster)
+        except placement.PlacementUnknown:
+            print("  replicas: unknown (the dashboard did not answer)", file=out)
+            rows = []
         if rows:
             print(f"  {'APP':<10} {'DEPLOYMENT':<22} {'REPLICA':<12} {'STATE':<10} {'NODE':<10} {'ZONE':<8} REGION", file=out)
             for r in rows:
@@ -113,24 +117,40 @@ def cmd_checkpoint(args) -> int:
     return 0
 
 
-def _run_one(path: str, out: Path, args, front: str | None = None) -> dict:
-    from chaos import runner
+def _options(args, out: Path, front: str | None = None):
+    """The run's options (:class:`chaos.options.Options`) from the flags."""
+    from chaos.options import Options
 
-    extra = {"availproof_model_path": args.model_path} if getattr(args, "model_path", None) else {}
-    if getattr(args, "replace_cluster", False):
-        extra["availproof_replace_cluster"] = True
-    front = front or (args.front if isinstance(getattr(args, "front", None), str) else None)
-    if front:
-        extra["availproof_front"] = front
+    kw = {}
+    if _cluster_dir(args):
+        kw["cluster_dir"] = _cluster_dir(args)
     if getattr(args, "backend", "local") == "kuberay":
-        extra["availproof_backend"] = "kuberay"
-        extra["availproof_kubernetes"] = {"context": args.kube_context, "namespace": args.kube_namespace,
-                                          "ray_cluster": args.ray_cluster, "serve_url": args.serve_url,
-                                          "dashboard_url": args.dashboard_url, "max_pods": args.max_pods,
-                                          "partition_method": args.partition_method}
-    verdict, result = runner.run_experiment(path, out, app=args.app, cluster_dir=_cluster_dir(args),
-                                            extra_config=extra)
-    result["verdict"] = verdict
+        kw["kubernetes"] = {"context": args.kube_context, "namespace": args.kube_namespace,
+                            "ray_cluster": args.ray_cluster, "serve_url": args.serve_url,
+                            "dashboard_url": args.dashboard_url, "max_pods": args.max_pods,
+                            "partition_method": args.partition_method}
+    return Options(app=args.app, out_dir=out, backend=getattr(args, "backend", "local"),
+                   model_path=getattr(args, "model_path", None) or "",
+                   replace_cluster=bool(getattr(args, "replace_cluster", False)),
+                   front=front or (args.front if isinstance(getattr(args, "front", None), str) else None), **kw)
+
+
+def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False) -> dict:
+    """One experiment run. A set-up error is its result (ERROR, exit 2), so that the runs before it
+    keep their JUnit and report; on the ``first`` run of a command nothing is kept yet: it is raised
+    (one line, exit 2)."""
+    from chaos import runner, verdict
+
+    try:
+        code, result = runner.run_experiment(path, out, options=_options(args, out, front))
+    except AvailproofError as e:
+        if first:
+            raise
+        _say(f"error: {e}")
+        v = verdict.decide(None, setup_error=str(e))
+        return {"experiment": str(path), "verdict": v["exit_code"], "verdict_detail": v, "error": str(e),
+                "summary": None}
+    result["verdict"] = code
     return result
 
 
@@ -183,7 +203,7 @@ def _write_report(out: Path) -> None:
 
 
 def cmd_run(args) -> int:
-    from chaos import runner
+    from chaos import runner, verdict
     from chaos.experiment import load
 
     load(args.experiment)  # one-line error on a bad file, before anything starts
@@ -193,12 +213,12 @@ def cmd_run(args) -> int:
         for trial in range(1, args.trials + 1):
             trial_out = out if args.trials == 1 else out / f"trial-{trial}"
             _say(f"{args.experiment}: trial {trial}/{args.trials} -> {trial_out}")
-            results.append(_run_one(args.experiment, trial_out, args))
+            results.append(_run_one(args.experiment, trial_out, args, first=trial == 1))
     (out / "junit.xml").write_text(runner.junit_xml(results))
     _write_report(out)
     worst = max(r["verdict"] for r in results)
     for r in results:
-        word = {0: "PASS", 1: "BOUND VIOLATED", 2: "ERROR"}[r["verdict"]]
+        word = verdict.of_result(r)["word"]
         _say(f"{word}: {r['experiment']}" + (f" ({r['error']})" if r.get("error") else ""))
     return worst
 
@@ -217,12 +237,8 @@ def cmd_suite(args) -> int:
         for name, front, dirname in runs:
             path = suite.experiment_path(name)
             _say(f"suite: {dirname}")
-            try:
-                args.replace_cluster = True
-                results.append(_run_one(str(path), out / dirname, args, front=front))
-            except AvailproofError as e:
-                results.append({"experiment": str(path), "verdict": 2, "error": str(e), "summary": None})
-                _say(f"error: {e}")
+            args.replace_cluster = True
+            results.append(_run_one(str(path), out / dirname, args, front=front))
     (out / "junit.xml").write_text(runner.junit_xml(results))
     table = cells.table(results)
     (out / "suite.md").write_text(table)

@@ -101,12 +101,15 @@ def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Calla
     failed_since = None
     while time.monotonic() < deadline:
         status = app_status(cluster.state.dashboard_url, since=since)
-        rows = [r for r in placement.replicas(cluster, serve_config.APP_NAME) if r.state == "RUNNING"]
+        try:
+            rows = [r for r in placement.replicas(cluster, serve_config.APP_NAME) if r.state == "RUNNING"]
+        except placement.PlacementUnknown:
+            rows = None  # not read: not known to be running, asked again below
         by_dep: dict[str, list[placement.Replica]] = {}
-        for r in rows:
+        for r in rows or []:
             by_dep.setdefault(r.deployment, []).append(r)
         zones = {d: placement.zones_of(rs) for d, rs in sorted(by_dep.items())}
-        now = f"app {status}, running replicas per zone {zones}"
+        now = f"app {status}, running replicas per zone {zones if rows is not None else 'unknown'}"
         if now != last:
             log(now)
             last = now

@@ -13,7 +13,8 @@ The extension says what the rig needs around the Chaos Toolkit method::
       "routing": "round_robin",
       "load": {...},                      # chaos.load.workload.LoadShape fields
       "baseline_s": 10,                   # measured load before the first injection
-      "recovery_window_s": 40,            # load kept on after the method, before analysis
+      "recovery_window_s": 40,            # load kept on after the method, before analysis (at most)
+      "recovery_settle_s": 10,            # ...ending once every plane has been back this long (0: never early)
       "steady_state": {...},              # chaos.analysis.SteadyState fields
       "slo": {...},                       # chaos.analysis.SLO fields
       "bounds": {...},                    # chaos.bounds names -> limits
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import schemas
+from chaos import schemas, secret_env
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError, read_input
 from chaos.load.workload import LoadShape
@@ -43,9 +44,6 @@ EXTENSION = "availproof"
 _PROPS = schemas.schema(schemas.EXTENSION)["properties"]
 TARGET_SETS = tuple(_PROPS["targets"]["enum"])
 NETWORKS = tuple(_PROPS["network"]["enum"])
-# the kubernetes section's keys: add a field in the schema (chaos/schemas/experiment-extension.schema.json)
-KUBE_FIELDS = frozenset(_PROPS["kubernetes"]["properties"])
-LLM_KEYS = tuple(_PROPS["llm"]["properties"])  # what the llm block merges over
 
 
 @dataclass
@@ -60,6 +58,7 @@ class Settings:
     load: LoadShape = field(default_factory=LoadShape)
     baseline_s: float = 10.0
     recovery_window_s: float = 40.0
+    recovery_settle_s: float = 10.0  # the window ends once every plane has been back this long (chaos.settle)
     steady_state: SteadyState = field(default_factory=SteadyState)
     slo: SLO = field(default_factory=SLO)
     bounds: dict[str, Any] = field(default_factory=dict)
@@ -122,10 +121,16 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     With ``app="llm"`` the extension's ``llm`` block (load, steady_state, slo) is merged over
     the defaults: a CPU vLLM replica serves far fewer tokens per second than the stream target.
     The block is validated as written (``...llm.load.rate``) and the merged result again.
+
+    The variables its tokens are read from (``auth_token_env``, ``front_door.token_env``) are
+    declared secrets for the rest of the process (:mod:`chaos.secret_env`): no process the rig
+    starts for the experiment (a Ray node, Redis, HAProxy) inherits them.
     """
     ext = _extension(experiment, source)
     _raise_first(ext, source, _prefix())
-    return _settings(ext, source, app)
+    s = _settings(ext, source, app)
+    secret_env.declare(s.auth_token_env, s.front_door.get("token_env"))
+    return s
 
 
 def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
@@ -152,6 +157,7 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         load=load_shape,
         baseline_s=float(ext.get("baseline_s", 10.0)),
         recovery_window_s=float(ext.get("recovery_window_s", 40.0)),
+        recovery_settle_s=float(ext.get("recovery_settle_s", 10.0)),
         steady_state=SteadyState(**ext.get("steady_state", {})),
         slo=SLO(**ext.get("slo", {})),
         bounds=dict(ext["bounds"]),

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 
 from chaos import records as rec
 from chaos.errors import UsageError
+from chaos.placement import PlacementUnknown
 
 
 class Marker:
@@ -27,6 +28,15 @@ class Marker:
         self.events = events
         self.log = log
         self.marks: list[rec.FaultMark] = []
+        # every fault whose injection was attempted (its call started), in order, with what it did:
+        # the run heals exactly these (chaos.run.heal_injected); a fault's call that raised half-way
+        # may have acted on part of its target, so it is healed too
+        self.attempted: dict[str, dict[str, Any]] = {}
+        self.healed: set[str] = set()
+
+    def unhealed(self) -> list[dict[str, Any]]:
+        """The faults attempted and not yet healed, in the order they were injected."""
+        return [f for fid, f in self.attempted.items() if fid not in self.healed]
 
     def mark(self, event: str, fault_id: str, scope: str, target: str, zones: list[str],
              detail: dict | None = None, t_ns: int | None = None) -> rec.FaultMark:
@@ -44,6 +54,7 @@ class Marker:
         are written only once the call returned, so a failed injection records nothing."""
         fault_id = f"{scope}-{uuid.uuid4().hex[:8]}"
         out: dict[str, Any] = {"fault_id": fault_id, "scope": scope, "target": target, "zones": zones}
+        self.attempted[fault_id] = out
         t_start = rec.now_ns()
         yield out
         self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail, t_ns=t_start)
@@ -55,6 +66,7 @@ class Marker:
         args = (fault["fault_id"], fault["scope"], fault["target"], fault["zones"])
         self.mark(rec.HEAL_START, *args)
         yield
+        self.healed.add(fault["fault_id"])
         # the whole detail again: what was learnt after the inject marks (a drain's kill at its
         # deadline, a replacement's figures) is in the summary's detail too
         self.mark(rec.HEAL_END, *args, {k: v for k, v in fault.items()
@@ -240,7 +252,11 @@ def upgrade_app(backend, marker: Marker, variant: str = "code", timeout_s: float
     with marker.heal(f):
         now: set[str] = before
         while time.monotonic() < deadline:
-            now = _replica_ids(backend)
+            try:
+                now = _replica_ids(backend)
+            except PlacementUnknown:  # a read that got no answer says nothing about the upgrade
+                time.sleep(poll_s)
+                continue
             if not (now & before) and len(now) >= len(before) and backend.app_status() == "RUNNING":
                 break
             time.sleep(poll_s)
@@ -260,12 +276,26 @@ def drain_node(backend, marker: Marker, node: str | None = None, zone: str | Non
     The detail records whether the node's replicas had moved before it left: ``replicas_at_notice``
     (on the node when the notice was given), ``replicas_left_at_deadline`` (still on it when it went)
     and ``moved_before_deadline_s`` (when the last one left, from the notice; None if they did not).
+    A placement read that got no answer (:class:`~chaos.placement.PlacementUnknown`) is skipped, never
+    taken as an empty node: it neither moves nor leaves a replica, the figures stand on the reads
+    that answered (the last one before the deadline's, if that one did not), and
+    ``placement_reads_failed`` counts the skipped ones. Unknown at the notice, there is no drain:
+    nothing would tell whether its replicas moved.
     """
+    from chaos.placement import PlacementUnknown
+
     if node is None:
         node = backend.nodes_in(zone=zone)[0]
     z = backend.zone_of(node)
-    on_node = lambda: {r.replica_id for r in backend.replicas(state=None) if r.node == node}  # noqa: E731
-    at_notice = on_node()
+
+    def on_node() -> set[str] | None:
+        """The replicas on the node now (any state); None when placement could not be read."""
+        try:
+            return {r.replica_id for r in backend.replicas(state=None) if r.node == node}
+        except PlacementUnknown:
+            return None
+
+    at_notice = {r.replica_id for r in backend.replicas(state=None) if r.node == node}  # unknown: raises
     # the injection spans the notice to the node's going: its instant is the notice, and its end mark
     # (written when the node went) carries what happened by the deadline, whether or not a heal follows
     with marker.inject("drain", node, [z] if z else [], {"deadline_s": deadline_s,
@@ -274,14 +304,24 @@ def drain_node(backend, marker: Marker, node: str | None = None, zone: str | Non
         t0 = time.monotonic()
         moved_at = None
         left: set[str] = at_notice
+        failed = 0
         while time.monotonic() - t0 < deadline_s:
-            left = on_node() & at_notice
-            if not left and moved_at is None:
-                moved_at = round(time.monotonic() - t0, 3)
+            now = on_node()
+            if now is None:
+                failed += 1
+            else:
+                left = now & at_notice
+                if not left and moved_at is None:
+                    moved_at = round(time.monotonic() - t0, 3)
             time.sleep(min(poll_s, max(0.0, deadline_s - (time.monotonic() - t0))))
-        left = on_node() & at_notice
+        now = on_node()
+        if now is None:
+            failed += 1
+        else:
+            left = now & at_notice
         f["replicas_left_at_deadline"] = sorted(left)
         f["moved_before_deadline_s"] = moved_at if not left else None
+        f["placement_reads_failed"] = failed
         f["pids"] = len(backend.kill_node(node))
         f["killed_at_s"] = round(time.monotonic() - t0, 3)
     marker.log(f"drain deadline: {node} goes ({len(left)} of its {len(at_notice)} replicas still on it)")
@@ -289,6 +329,20 @@ def drain_node(backend, marker: Marker, node: str | None = None, zone: str | Non
     return f
 
 
-def heal_all(backend, marker: Marker | None = None, timeout: float = 180.0) -> dict:
-    """Every experiment's rollback: resume, heal, restart whatever is down; wait for health."""
-    return backend.heal_all(timeout=timeout)
+def heal(backend, marker: Marker, timeout: float = 240.0) -> dict:
+    """Every experiment's rollback: heal exactly the faults this run injected and has not healed
+    (``marker.unhealed()``, last first), through the backend (:meth:`Backend.heal`: what those
+    faults broke, nothing else), and wait for health. Nothing injected: the cluster is not touched."""
+    faults = marker.unhealed()
+    if not faults:
+        return {"healed": [], "note": "nothing was injected: nothing to heal"}
+    pending = list(reversed(faults))
+    for f in pending:
+        marker.mark(rec.HEAL_START, f["fault_id"], f["scope"], f["target"], f["zones"])
+    done = backend.heal(pending, timeout=timeout)
+    for f in pending:
+        marker.mark(rec.HEAL_END, f["fault_id"], f["scope"], f["target"], f["zones"],
+                    {k: v for k, v in f.items() if k not in ("fault_id", "scope", "target", "zones")})
+        marker.healed.add(f["fault_id"])
+    done["healed"] = [f["fault_id"] for f in pending]
+    return done

@@ -133,7 +133,9 @@ def haproxy_config(shape: str, servers: list[Server], listen: list[Listener], se
                    stats_socket: str, pidfile: str, metrics: tuple[str, int], tls_pem: str | None = None) -> str:
     """HAProxy's configuration for ``shape``: one frontend and backend per listener, active HTTP
     checks on the Serve proxy's ``/-/healthz``, optional passive checks, retries and redispatch, a
-    stats socket (``show stat``) and a Prometheus endpoint (``/metrics``) on ``metrics``."""
+    stats socket (``show stat``) and a Prometheus endpoint (``/metrics``) on ``metrics``. With a
+    bearer token (``token_env``) each frontend refuses a request without it (401) and removes the
+    ``Authorization`` header from the ones it lets through: the token is not forwarded to Serve."""
     s = settings
     ms = lambda sec: f"{int(round(sec * 1000))}ms"  # noqa: E731
     by_name = {x.name: x for x in servers}
@@ -167,6 +169,8 @@ def haproxy_config(shape: str, servers: list[Server], listen: list[Listener], se
             # the token stays in the balancer's environment: the config file names the variable only
             lines.append(f'    http-request deny deny_status 401 unless {{ req.hdr(authorization) -m str '
                          f'"Bearer ${{{TOKEN_VAR}}}" }}')
+            # checked, it is the balancer's alone: the proxies (and the code behind them) never see it
+            lines.append("    http-request del-header Authorization")
         lines += [f"    default_backend be-{lst.name}", "", f"backend be-{lst.name}", "    balance roundrobin",
                   "    option httpchk GET /-/healthz", "    http-check expect status 200"]
         if lst.backup:

@@ -1,7 +1,9 @@
 """Where each Serve replica actually runs: read from the dashboard REST API, mapped to domains.
 
 Reading placement through the dashboard needs no Ray driver and keeps working across head
-restarts (it simply answers nothing while the head is down).
+restarts (it simply answers nothing while the head is down). A read that got no answer is not
+a read that found no replicas: :func:`replicas` raises :class:`PlacementUnknown` for it, so a
+caller that polls (a drain watching its node empty) skips it instead of taking it as empty.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import json
 import urllib.request
 from dataclasses import dataclass
+
+from chaos.errors import ClusterError
 
 
 # deployments that hold the model (or stand in for it), as opposed to an OpenAI ingress
@@ -28,6 +32,10 @@ class Replica:
     node: str | None
     zone: str | None
     region: str | None
+
+
+class PlacementUnknown(ClusterError):
+    """The dashboard did not answer: where the replicas are (and whether there are any) is not known."""
 
 
 def serve_details(dashboard_url: str, timeout: float = 5.0) -> dict | None:
@@ -56,10 +64,14 @@ def replicas_from_details(details: dict | None, nodes_by_ip: dict[str, tuple[str
 
 
 def replicas(cluster, app: str | None = None) -> list[Replica]:
-    """Replicas of a local cluster (all apps, or one)."""
+    """Replicas of a local cluster (all apps, or one); :class:`PlacementUnknown` when the
+    dashboard does not answer."""
     by_ip = {n.ip: (n.name, n.zone, n.region) for n in cluster.state.nodes.values()}
-    rows = replicas_from_details(serve_details(cluster.state.dashboard_url), by_ip)
-    return [r for r in rows if app is None or r.app == app]
+    details = serve_details(cluster.state.dashboard_url)
+    if details is None:
+        raise PlacementUnknown(f"the dashboard at {cluster.state.dashboard_url} did not answer: "
+                               "where the Serve replicas are is not known")
+    return [r for r in replicas_from_details(details, by_ip) if app is None or r.app == app]
 
 
 def zones_of(rows: list[Replica], state: str = "RUNNING") -> dict[str, int]:
@@ -74,8 +86,6 @@ def zones_of(rows: list[Replica], state: str = "RUNNING") -> dict[str, int]:
 def pick(rows: list[Replica], zone: str | None = None, replica_id: str | None = None,
          deployment: str | None = None) -> Replica:
     """A RUNNING replica; by default of the deployment that serves the model (not the ingress)."""
-    from chaos.errors import ClusterError
-
     rows = [r for r in rows if r.state == "RUNNING"]
     if deployment:
         rows = [r for r in rows if r.deployment.startswith(deployment)]

@@ -55,7 +55,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec
+from chaos import records as rec, scopes
+from chaos.stats import percentile
 
 NS = 1_000_000_000
 # the samples must cover the window: no gap longer than this many periods (and MIN_GAP_S)
@@ -82,8 +83,9 @@ def _loss_and_restore(points: list[tuple[int, bool]]) -> tuple[int | None, int |
 
 
 def resolution(samples: list[rec.Sample]) -> float | None:
-    gaps = sorted(b.t_ns - a.t_ns for a, b in zip(samples, samples[1:]))
-    return round(gaps[len(gaps) // 2] / NS, 4) if gaps else None
+    """The median gap between consecutive samples, in seconds (None for fewer than two)."""
+    gaps = [b.t_ns - a.t_ns for a, b in zip(samples, samples[1:])]
+    return round(percentile(gaps, 0.5) / NS, 4) if gaps else None
 
 
 MIN_LOSS_SAMPLES = 2
@@ -195,9 +197,6 @@ def _ids(s: rec.Sample) -> set[str]:
     return {i for ids in (s.replica_ids or {}).values() for i in ids}
 
 
-REPLACING_SCOPES = ("upgrade",)  # the scopes meant to replace every replica (time_to_complete_s)
-
-
 def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
                 unmeasurable: dict[str, str], scope: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"replicas_before": None, "replaced": None, "new": [], "gone": [],
@@ -230,7 +229,8 @@ def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
     out["gone"] = [{"replica": i, "gone_s": _sec(t0, t)} for i, t in sorted(gone_at.items(), key=lambda x: x[1])]
     out["time_to_complete_s"] = _sec(t0, complete)
     if complete is None:
-        if scope is None or scope in REPLACING_SCOPES:  # None: not told (measured as an upgrade)
+        # None: not told (measured as an upgrade); else only a scope meant to replace every replica
+        if scope is None or scopes.get(scope).replaces_every_replica:
             unmeasurable["replacement.time_to_complete_s"] = (
                 f"not every replica running before the injection was replaced within the window "
                 f"({out['replaced']} of {len(old)})")

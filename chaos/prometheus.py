@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from chaos import secret_env
 from chaos.backends.local.ports import free_port
 from chaos.backends.local.state import load as load_state
 from chaos.errors import SetupError, UsageError
@@ -127,7 +128,7 @@ class PrometheusServer:
             [binary(), f"--config.file={self.workdir / 'prometheus.yml'}",
              f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
              "--storage.tsdb.retention.time=7d", "--log.level=warn"],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True, env=secret_env.child_env())
         logf.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

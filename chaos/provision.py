@@ -18,13 +18,13 @@ from chaos import deploy
 from chaos.backends.local import LocalCluster
 from chaos.backends.local.backend import LocalBackend
 from chaos.errors import SetupError, UsageError
+from chaos.options import backend_kind
 from serve_apps.config import AppSpec, LLMOptions
 
 if TYPE_CHECKING:
     from chaos.experiment import Settings
-    from chaos.run import Options
+    from chaos.options import Options
 
-BACKENDS = ("local", "kuberay")
 KUBE_FLAGS = {"context": "--kube-context", "namespace": "--kube-namespace", "serve_url": "--serve-url",
               "dashboard_url": "--dashboard-url"}
 
@@ -66,11 +66,6 @@ def ensure_system(settings: Settings, options: Options, log: Callable[[str], Non
 
 def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], None] = _quiet):
     """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
-    if not settings.gcs_fault_tolerance:
-        raise SetupError("this experiment needs a cluster without GCS fault tolerance: the KubeRay manifests "
-                         "always set gcsFaultToleranceOptions (run it on the local backend)")
-    if settings.targets != "workers":
-        raise SetupError("on KubeRay the load goes to the serve Service (targets: workers), not to the head")
     backend = kuberay_backend(kube_settings(options.kubernetes, settings.kubernetes))
     log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
         f"blast radius {backend.max_pods} pod(s)")
@@ -157,7 +152,8 @@ def ensure_front(cluster: LocalCluster, settings: Settings, log: Callable[[str],
     want = frontdoor.FrontSettings.from_dict(settings.front_door)
     token = front_token(settings)
     if (have is not None and haproxy.alive(have) and have.shape == settings.front
-            and have.settings == want.to_dict() and not want.token_env):
+            and have.settings == want.to_dict() and not want.token_env
+            and have.cert_valid_for_s() > haproxy.CERT_RENEW_WITHIN_S):  # renewed a day before it expires
         return
     cluster.start_front(settings.front, want, token=token)
 
@@ -190,11 +186,25 @@ def redeploy_if_gone(backend, app: str = "stream", overrides: dict[str, Any] | N
     return False
 
 
-def backend_kind(kind: str | None) -> str:
-    kind = kind or "local"
-    if kind not in BACKENDS:
-        raise UsageError(f"backend must be local or kuberay, got {kind!r}")
-    return kind
+def backend_class(kind: str | None):
+    """The backend class of ``kind`` (local | kuberay), without connecting to anything."""
+    if backend_kind(kind) == "kuberay":
+        from chaos.backends.kuberay import KubeRayBackend
+
+        return KubeRayBackend
+    return LocalBackend
+
+
+def check_capabilities(kind: str | None, settings: Settings) -> None:
+    """Refuse, with one line and before anything starts, an experiment that asks the backend for
+    what it cannot do (:func:`chaos.backends.base.required`, the backend's ``capabilities``)."""
+    from chaos.backends import base
+
+    cls = backend_class(kind)
+    missing = sorted(base.required(settings) - base.capabilities_of(cls))
+    if missing:
+        raise UsageError(f"the {cls.name} backend cannot run this experiment: "
+                         + "; ".join(base.CAPABILITY_TEXT.get(m, m) for m in missing))
 
 
 def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:

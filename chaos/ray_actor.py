@@ -7,6 +7,8 @@ child process (never in the rig's own process, which stays free of any Ray conne
   before the kill itself and not before the driver's start-up (several seconds);
 - on KubeRay, :data:`ONE_SHOT` runs inside the head container (``kubectl exec``), where
   ``ray.init(address="auto")`` finds the cluster.
+
+The local driver starts without the variables that hold secrets (:mod:`chaos.secret_env`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from chaos import secret_env
 from chaos.errors import ClusterError
 
 _TWO_PHASE = r"""
@@ -38,7 +41,7 @@ class ActorKiller:
             raise ClusterError("the replica has no actor name: cannot kill it through Ray")
         self.proc = subprocess.Popen([sys.executable, "-c", _TWO_PHASE, gcs_address, actor_name],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
+                                     text=True, start_new_session=True, env=secret_env.child_env())
         self.timeout = timeout
         line = self._line()
         if line != "ready":

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from chaos import scopes
+
 # Failure classes: one per distinguishable way a request can fail.
 CONNECT_REFUSED = "connect_refused"
 CONNECT_TIMEOUT = "connect_timeout"
@@ -50,7 +52,15 @@ FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTT
 # Fault mark events and scopes.
 INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"
 MARK_EVENTS = (INJECT_START, INJECT_END, HEAL_START, HEAL_END)
-SCOPES = ("replica", "engine", "node", "head", "zone", "region", "partition", "redis", "upgrade", "drain")
+
+
+def __getattr__(name: str) -> Any:
+    """``SCOPES``: the registered scopes' names (:mod:`chaos.scopes`), read at each use, so that a
+    scope registered at run time is one of them."""
+    if name == "SCOPES":
+        return scopes.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 WARMUP, MEASURE = "warmup", "measure"
 FORMAT_VERSION = 2
@@ -97,7 +107,7 @@ class FaultMark:
 
     event: str  # inject_start | inject_end | heal_start | heal_end
     fault_id: str  # ties the four events of one fault together
-    scope: str  # replica | engine | node | head | zone | region | partition | redis
+    scope: str  # a registered scope's name (chaos/scopes.py): replica, engine, node, zone, ...
     target: str  # what was hit (node name, zone, replica id, ...)
     t_ns: int
     zones: list[str] = field(default_factory=list)  # failure domains the fault affects

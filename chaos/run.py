@@ -31,11 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos import analysis, bounds, environment, metrics, provision, records as rec, summary as summary_mod
+from chaos import analysis, bounds, environment, faults, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
-from chaos.backends.local import default_cluster_dir
+from chaos import verdict as verdict_mod
 from chaos.faults import Marker
-from chaos.errors import UsageError
+from chaos.options import Options
+from chaos.backends import base
+from chaos.backends.base import Backend
+from chaos.errors import SetupError, UsageError
 from chaos.load._transport import LeanTransport
 from chaos.load.harness import LoadRun
 from chaos.sampler import Sampler
@@ -44,38 +47,6 @@ from chaos.load.workload import Target
 
 def log(msg: str) -> None:
     print(f"availproof: {msg}", flush=True)
-
-
-@dataclass
-class Options:
-    """How to run an experiment, beside what its file says: the CLI's flags, or Chaos Toolkit's
-    ``configuration`` (:meth:`from_configuration`, keys ``availproof_*``)."""
-
-    app: str = "stream"  # stream | llm
-    out_dir: Path | None = None  # default: runs/<time>-<title>
-    cluster_dir: Path = field(default_factory=default_cluster_dir)
-    backend: str = "local"  # local | kuberay
-    kubernetes: dict[str, Any] = field(default_factory=dict)  # flags over the experiment's kubernetes section
-    model_path: str = ""  # the llm app's checkpoint (default: the tiny one, built offline)
-    model: str | None = None  # the model name the load asks for (default: the load shape's)
-    deploy_timeout_s: float = 600.0
-    replace_cluster: bool = False  # a running local cluster of another kind is replaced, not refused
-    front: str | None = None  # direct | lb | zonal-lb over the experiment's ``front`` (--front)
-
-    @classmethod
-    def from_configuration(cls, configuration: dict[str, Any] | None) -> Options:
-        c = configuration or {}
-        return cls(app=c.get("availproof_app", "stream"),
-                   out_dir=Path(c["availproof_out"]) if c.get("availproof_out") else None,
-                   cluster_dir=Path(c["availproof_cluster_dir"]) if c.get("availproof_cluster_dir")
-                   else default_cluster_dir(),
-                   backend=provision.backend_kind(c.get("availproof_backend", "local")),
-                   kubernetes=dict(c.get("availproof_kubernetes") or {}),
-                   model_path=c.get("availproof_model_path") or "",
-                   model=c.get("availproof_model"),
-                   deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
-                   replace_cluster=bool(c.get("availproof_replace_cluster", False)),
-                   front=c.get("availproof_front") or None)
 
 
 class Stopped(Exception):
@@ -90,7 +61,7 @@ class Run:
     settings: exp_mod.Settings
     options: Options
     out_dir: Path
-    backend: Any
+    backend: Backend
     events: rec.Events
     writer: rec.RecordWriter
     marker: Marker
@@ -101,6 +72,11 @@ class Run:
     started_mono: float = field(default_factory=time.monotonic)
     stop_reason: str | None = None
     exporter: Any = None
+    # who drives the Chaos Toolkit call: "availproof" (the runner opened the run around it) or
+    # "chaostoolkit" (plain `chaos run`: the control opened it)
+    driver: str = "chaostoolkit"
+    verdict: dict[str, Any] | None = None  # chaos.verdict, decided once after the experiment
+    recovery_window: dict[str, Any] | None = None  # how long the recovery window was (keep_load_for_recovery)
     # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
     # True when it did (else the stop stays pending for take_stop()).
     on_stop: Callable[[str], bool] | None = None
@@ -133,6 +109,11 @@ class Run:
                     "the stop ends the method at its next step")
             return True
 
+    def measuring(self) -> bool:
+        """The load is on and records are taken: the only time a fault may be injected."""
+        return (not self._finishing and self.load is not None and self.load.running
+                and self.stop_reason is None)
+
     def take_stop(self) -> str | None:
         """The stop reason if a stop is pending (nobody interrupted the method for it yet); then no longer pending."""
         with self.lock:
@@ -164,12 +145,21 @@ def default_out_dir(title: str) -> Path:
 def open_run(experiment: dict[str, Any], options: Options) -> Run:
     """Make sure the system is up and the app deployed (idempotent), open the records file and
     the metrics exporter; the run becomes :func:`current`."""
+    if current() is not None:
+        raise UsageError("a run is already open in this process")
     title = experiment.get("title", "experiment")
     settings = exp_mod.settings(experiment, source=title, app=options.app)
     if options.front:
         settings.front = options.front
-    provision.front_token(settings)  # a missing token is a usage error before anything starts
+    # what the experiment asks of the backend, and the secrets it needs: refused before anything starts
+    provision.check_capabilities(options.backend, settings)
+    provision.front_token(settings)
+    client_headers(settings)
     backend = provision.ensure_system(settings, options, log=log)
+    missing = base.missing_members(backend)
+    if missing:
+        raise SetupError(f"backend {type(backend).__name__} lacks {', '.join(missing)} of the interface "
+                         "(chaos.backends.base.Backend)")
     out = options.out_dir or default_out_dir(title)
     out.mkdir(parents=True, exist_ok=True)
     events = rec.Events()
@@ -262,11 +252,47 @@ def client_headers(s: exp_mod.Settings) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def keep_load_for_recovery(run: Run) -> None:
-    """After the method: the load stays on for the recovery window. Raises :class:`Stopped` when a
-    stop condition trips meanwhile (one that already interrupted the method does not end it)."""
-    log(f"method done; keeping the load on for the {run.settings.recovery_window_s:.0f} s recovery window")
-    wait(run, run.settings.recovery_window_s)
+def keep_load_for_recovery(run: Run, poll_s: float = 2.0) -> None:
+    """After the method: the load stays on for the recovery window, or until every plane has been
+    back for the settle time (:mod:`chaos.settle`; ``recovery_settle_s``, 0: the whole window).
+    Raises :class:`Stopped` when a stop condition trips meanwhile. The window as it was is recorded
+    in the summary (``recovery_window``)."""
+    s = run.settings
+    planned, settle = s.recovery_window_s, s.recovery_settle_s
+    log(f"method done; keeping the load on for the {planned:.0f} s recovery window"
+        + (f" (or until every plane has been back for {settle:.0f} s)" if settle else ""))
+    start = time.monotonic()
+    end = start + planned
+    run.recovery_window = {"planned_s": planned, "settle_s": settle, "length_s": None, "ended_early": False,
+                           "recovered_at_s": None}
+    while time.monotonic() < end:
+        wait(run, min(poll_s, end - time.monotonic()))
+        if run.load is None or not run.load.running:
+            break
+        at = _settled(run) if settle else None
+        if at is not None:
+            run.recovery_window.update(ended_early=True, recovered_at_s=round(at, 3))
+            log(f"every plane back {at:.1f} s after the last injection and steady for {settle:.0f} s: "
+                f"the recovery window ends after {time.monotonic() - start:.0f} s of {planned:.0f}")
+            break
+    run.recovery_window["length_s"] = round(time.monotonic() - start, 3)
+
+
+def _settled(run: Run) -> float | None:
+    """:func:`chaos.settle.settled` on the records taken so far (None when they cannot be read)."""
+    from chaos import settle
+
+    try:
+        records = rec.read(run.records_path)
+        summary = analysis.analyse(records, run.settings.steady_state, run.settings.slo, run.settings.population)
+    except Exception as e:  # noqa: BLE001 - a read that fails only keeps the window open
+        log(f"recovery window: the records could not be analysed yet ({type(e).__name__}: {e})")
+        return None
+    faults = summary["faults"]
+    if not faults:
+        return None
+    end_s = (analysis.run_end_ns(records) - faults[-1]["inject_ns"]) / 1e9
+    return settle.settled(summary, end_s, run.settings.recovery_settle_s, run.settings.steady_state.window_s)
 
 
 def wait(run: Run, seconds: float) -> None:
@@ -310,6 +336,7 @@ def finish(run: Run) -> dict[str, Any]:
     summary["scope"] = s.scope
     summary["app"] = run.app
     summary["cluster"] = run.backend.describe()
+    summary["recovery_window"] = run.recovery_window
     # app and cluster are in the summary already; the report adds them to the environment
     summary["environment"] = {**environment.capture(run.backend.topology_doc()),
                               "load": records.header.get("load"), "routing": records.header.get("routing"),
@@ -325,6 +352,8 @@ def _quietly(read: Callable[[], Any]) -> Any:
     """What a backend says about itself for the environment record; why not, when it cannot."""
     try:
         return read()
+    except (AssertionError, AttributeError, TypeError):
+        raise  # a defect (a backend without the interface, a wrong call), not the cluster's answer
     except Exception as e:  # noqa: BLE001 - the environment never costs the run its summary
         return {"unknown": f"{type(e).__name__}: {e}"[:200]}
 
@@ -362,12 +391,54 @@ def close(run: Run) -> None:
             _set_current(None)
 
 
-def redeploy_if_gone(backend, options: Options) -> bool:
-    """The end of every rollback: the app deployed again if the cluster lost it (with the
-    current run's app overrides); True when it was."""
-    run = current()
-    return provision.redeploy_if_gone(backend, app=options.app, overrides=run.settings.app if run else {},
-                                      model_path=options.model_path, timeout_s=options.deploy_timeout_s, log=log)
+def heal_injected(run: Run, timeout_s: float = 240.0) -> dict[str, Any]:
+    """Every experiment's rollback, and the run's own when Chaos Toolkit played none (plain ``chaos
+    run`` interrupted by a stop condition): heal exactly the faults this run injected and has not
+    healed (:func:`chaos.faults.heal`), then redeploy the app if the cluster lost it. Nothing
+    injected: nothing is touched."""
+    done = faults.heal(run.backend, run.marker, timeout=timeout_s)
+    if done["healed"]:
+        o = run.options
+        done["redeployed"] = provision.redeploy_if_gone(run.backend, app=o.app, overrides=run.settings.app,
+                                                        model_path=o.model_path, timeout_s=o.deploy_timeout_s,
+                                                        log=log)
+    return done
+
+
+def heal_quietly(run: Run) -> None:
+    """Heal what the run injected and nothing healed yet (a stop condition ended the method, or Chaos
+    Toolkit played no rollback); a heal that fails is said, not raised: the records and the verdict
+    are still owed."""
+    if not run.marker.unhealed():
+        return
+    log("faults of this run still in effect: healing them")
+    try:
+        heal_injected(run)
+    except Exception as e:  # noqa: BLE001
+        log(f"could not heal the run's faults ({type(e).__name__}: {e}); `availproof recover` restores the cluster")
+
+
+def conclude(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:
+    """After the experiment: the one verdict (:mod:`chaos.verdict`) from the summary and the final
+    journal, written into ``summary.json``."""
+    run.verdict = verdict_mod.decide(run.summary, journal)
+    if run.summary is not None:
+        run.summary["verdict"] = run.verdict
+        write_json(run.out_dir / "summary.json", run.summary)
+    log(f"verdict: {run.verdict['word']}" + (f" ({'; '.join(run.verdict['reasons'])})" if run.verdict["reasons"] else ""))
+    return run.verdict
+
+
+def end(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:
+    """The end of every run, however the experiment ended: what is still injected healed, the
+    summary derived (if the method did not get to it), the verdict decided, the run closed."""
+    try:
+        heal_quietly(run)
+        if run.summary is None:
+            finish(run)
+        return conclude(run, journal)
+    finally:
+        close(run)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -1,8 +1,11 @@
 """Statistics over trials: bootstrap confidence intervals and Wilson intervals. Plain Python.
 
+- **percentiles** (every median, p95, p99 of the rig: per request, per run, over trials, in the
+  bench) are :func:`percentile`'s, nearest rank: always one of the values seen, never a value
+  between two of them that nobody observed.
 - **bootstrap CI** of a statistic (median, p95) of per-trial values: the percentile bootstrap,
   ``resamples`` draws with replacement from a seeded generator, the interval between the
-  ``(1-c)/2`` and ``(1+c)/2`` quantiles of the resampled statistic. With few trials it is
+  ``(1-c)/2`` and ``(1+c)/2`` percentiles of the resampled statistic. With few trials it is
   optimistic (it cannot be wider than the spread of the values seen), so :func:`trials`
   flags small samples instead of pretending.
 - **Wilson score interval** of a proportion (failed requests out of requests): well behaved at
@@ -24,22 +27,24 @@ MIN_TRIALS_MEDIAN = 5  # the median's bootstrap interval needs a handful of dist
 MIN_TRIALS_P95 = 20  # a p95 from fewer than 20 trials is just the maximum
 
 
-def quantile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolation quantile (q in [0, 1]), as numpy's default; None for no values."""
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank percentile (q in [0, 1]): the smallest value with at least ``q`` of the
+    values at or below it, i.e. the ``ceil(q * n)``-th smallest (the first for q = 0); None for no
+    values. The rig's one convention: the median of an even count is the lower middle value, a
+    p95 of 20 values the 19th (numpy's default would interpolate 19.05)."""
     if not values:
         return None
     s = sorted(values)
-    pos = q * (len(s) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    rank = max(1, min(len(s), math.ceil(q * len(s) - 1e-9)))  # 1e-9: 0.07 * 100 is 7.000000000000001
+    return s[rank - 1]
 
 
 def median(values: Sequence[float]) -> float | None:
-    return quantile(values, 0.5)
+    return percentile(values, 0.5)
 
 
 def p95(values: Sequence[float]) -> float | None:
-    return quantile(values, 0.95)
+    return percentile(values, 0.95)
 
 
 def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], float | None],
@@ -51,7 +56,7 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], floa
     n = len(values)
     draws = sorted(stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
     alpha = (1 - confidence) / 2
-    return quantile(draws, alpha), quantile(draws, 1 - alpha)
+    return percentile(draws, alpha), percentile(draws, 1 - alpha)
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:

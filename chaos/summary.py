@@ -18,11 +18,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, bounds, records as rec
+from chaos import analysis, bounds, records as rec, verdict
 from chaos.errors import UsageError
 
 # what a run adds around the derived figures, kept as they were when a run is analysed again
-CONTEXT_KEYS = ("experiment", "scope", "app", "cluster", "environment")
+CONTEXT_KEYS = ("experiment", "scope", "app", "cluster", "environment", "recovery_window")
 
 
 def header_block(title: str, scope: str, definitions: analysis.Definitions, bounds_spec: dict[str, Any],
@@ -83,16 +83,19 @@ def reanalyse(run_dir: str | Path, experiment: str | Path | None = None) -> tupl
     if "experiment" not in summary and recorded.get("title"):
         summary["experiment"], summary["scope"] = recorded["title"], recorded.get("scope")
     summary["derived_from"] = {"records": str(path), "definitions": origin}
+    # the verdict decided again, from the new figures and the journal the run left (chaos.verdict)
+    summary["verdict"] = verdict.decide(summary, _json_file(run_dir / "journal.json"))
     return summary, origin
 
 
-def _old_summary(run_dir: Path) -> dict[str, Any]:
-    p = run_dir / "summary.json"
-    if not p.is_file():
-        return {}
+def _json_file(p: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text()) if p.is_file() else None
     except (ValueError, OSError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _old_summary(run_dir: Path) -> dict[str, Any]:
+    return _json_file(run_dir / "summary.json") or {}
 

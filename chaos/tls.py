@@ -3,7 +3,8 @@
 :func:`make_certificate` writes a throw-away CA and a server certificate signed by it for the
 balancer's address (``cryptography``, offline): ``server.pem`` (certificate + key, the form
 HAProxy's ``crt`` takes) and ``ca.pem`` (the bundle the client trusts). Keys never leave the
-run's front-door directory, which ``cluster down`` removes.
+run's front-door directory, which ``cluster down`` removes. Both are valid for ``days`` (2): a
+front door kept longer must be replaced (:func:`not_valid_after` tells when it expires).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import datetime as dt
 import ipaddress
 import os
 from pathlib import Path
+
+SERVER_PEM = "server.pem"
+CA_PEM = "ca.pem"
 
 
 def make_certificate(directory: Path, host: str, days: int = 2) -> tuple[str, str]:
@@ -45,12 +49,24 @@ def make_certificate(directory: Path, host: str, days: int = 2) -> tuple[str, st
             .add_extension(x509.SubjectAlternativeName([san]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(ca_key, hashes.SHA256()))
-    pem = directory / "server.pem"
+    pem = directory / SERVER_PEM
     fd = os.open(pem, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
         f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                   serialization.NoEncryption()))
-    ca_path = directory / "ca.pem"
+    ca_path = directory / CA_PEM
     ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     return str(pem), str(ca_path)
+
+
+def not_valid_after(pem: Path) -> float | None:
+    """When the certificate in ``pem`` (the first one, e.g. of ``server.pem``) expires, in epoch
+    seconds; None when the file is missing or holds no readable certificate."""
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(Path(pem).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return cert.not_valid_after_utc.timestamp()

@@ -22,8 +22,6 @@ import yaml
 from chaos import schemas
 from chaos.errors import UsageError, read_input
 
-RESERVED_LABELS = ("zone", "region", "node")  # set from the topology itself (the schema refuses them)
-
 SHIPPED = ("default", "two-regions")
 
 

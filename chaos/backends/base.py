@@ -12,12 +12,55 @@ pod names (or ``pod/pid``) on KubeRay. Faults record them, or their number, in t
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from chaos.experiment import Settings
+
+# What a backend can do beyond the faults' methods (its ``capabilities``, checked when a run opens:
+# chaos.provision.check_capabilities). A scope is "scope:<name>".
+FRONT_DOOR = "front_door"  # the rig's own balancer in front of the Serve proxies (front lb, zonal-lb)
+NO_GCS_FT = "cluster_without_gcs_ft"  # a cluster without GCS fault tolerance (the contrast case)
+LOAD_TO_HEAD = "load_to_head"  # the load sent to the head's proxy (targets head or all)
+CAPABILITY_TEXT = {
+    FRONT_DOOR: "no front door of the rig's (front lb / zonal-lb): on KubeRay the client's front door is the "
+                "serve Service; run with --front direct",
+    NO_GCS_FT: "no cluster without GCS fault tolerance (the KubeRay manifests always set "
+               "gcsFaultToleranceOptions): run it on the local backend",
+    LOAD_TO_HEAD: "the load goes to the serve Service (targets: workers), not to the head",
+}
+
+
+def scope_capability(scope: str) -> str:
+    return f"scope:{scope}"
+
+
+def capabilities_of(backend) -> set[str]:
+    """What a backend (class or instance) can do: its declared ``capabilities``, and every registered
+    scope whose backend methods (:attr:`chaos.scopes.Scope.backend_methods`) it has."""
+    from chaos import scopes
+
+    return set(backend.capabilities) | {scope_capability(s.name) for s in scopes.all_scopes()
+                                         if not s.missing_on(backend)}
+
+
+def required(settings: Settings) -> set[str]:
+    """What an experiment asks of the backend: its scope, and the front door, cluster kind and
+    load targets it names."""
+    need = {scope_capability(settings.scope)}
+    if settings.front != "direct":
+        need.add(FRONT_DOOR)
+    if not settings.gcs_fault_tolerance:
+        need.add(NO_GCS_FT)
+    if settings.targets != "workers":
+        need.add(LOAD_TO_HEAD)
+    return need
 
 
 @runtime_checkable
 class Backend(Protocol):
     name: str  # "local" or "kuberay"
+    capabilities: frozenset[str]  # what it can do (above); a run asking for more is refused before it starts
 
     @property
     def dashboard_url(self) -> str: ...
@@ -66,6 +109,19 @@ class Backend(Protocol):
     # health
     def healthy(self) -> bool: ...
     def wait_healthy(self, timeout: float) -> None: ...
-    def heal_all(self, timeout: float) -> dict: ...  # every experiment's rollback
+    def heal(self, faults: list[dict], timeout: float) -> dict: ...  # heal what these faults broke, nothing else
+    def heal_all(self, timeout: float) -> dict: ...  # `availproof recover`: whatever is broken
     def app_status(self) -> str | None: ...  # the Serve app's status, None when there is none
     def observe(self, timeout: float) -> Any: ...  # one chaos.records.Sample of the control plane and capacity
+
+
+def members() -> list[str]:
+    """Every member of the :class:`Backend` interface (methods, properties, attributes)."""
+    names = {n for n in vars(Backend) if not n.startswith("_")} | set(Backend.__annotations__)
+    return sorted(names)
+
+
+def missing_members(backend: Any) -> list[str]:
+    """The members of the interface ``backend`` lacks: a run refuses such a backend when it opens
+    (no method of it is found missing half-way through a fault, or swallowed at the end)."""
+    return [n for n in members() if not hasattr(backend, n)]

@@ -238,6 +238,10 @@ class KubeRayBackend:
     """
 
     name = "kuberay"
+    # only the scopes whose methods it has (chaos.backends.base.capabilities_of): no front door of the
+    # rig's (the serve Service is the client's), no cluster without GCS fault tolerance (the manifests
+    # always set it), no load to the head
+    capabilities: frozenset[str] = frozenset()
 
     def __init__(self, namespace: str, context: str, cluster: str, max_pods: int = 3, serve_url: str | None = None,
                  dashboard_url: str | None = None, partition_method: str = "networkpolicy",
@@ -539,7 +543,10 @@ class KubeRayBackend:
             ip = (p.get("status") or {}).get("pod_ip")
             if ip:
                 by_ip[ip] = (_name(p), zones.get(n), regions.get(n))
-        rows = placement.replicas_from_details(placement.serve_details(self.dashboard_url), by_ip)
+        details = placement.serve_details(self.dashboard_url)
+        if details is None:
+            raise placement.PlacementUnknown(f"the dashboard of {self.cluster} did not answer: placement unknown")
+        rows = placement.replicas_from_details(details, by_ip)
         return [r for r in rows if state is None or r.state == state]
 
     def pick_replica(self, zone: str | None = None, replica_id: str | None = None, deployment: str | None = None):
@@ -756,6 +763,21 @@ class KubeRayBackend:
 
     def wait_healthy(self, timeout: float = 300.0) -> None:
         self._wait(self.healthy, timeout, f"every Ray pod of {self.cluster} to be ready")
+
+    def heal(self, faults: list[dict], timeout: float = 300.0) -> dict:
+        """Heal what ``faults`` (this run's) broke, and nothing else: their engines resumed, their
+        zones' partitions healed, the nodes cordoned for their zone or region losses uncordoned; pods
+        deleted by the other faults are KubeRay's (or the kubelet's) to bring back: wait for health."""
+        done: dict[str, list] = {"resumed": [], "healed": [], "uncordoned": []}
+        done["resumed"] = self.resume_engine([p for f in faults if f["scope"] == "engine" for p in f.get("pids") or []])
+        for zone in sorted({f["target"] for f in faults if f["scope"] == "partition"}):
+            self.heal_zone(zone)
+            done["healed"].append(zone)
+        lost = sorted({z for f in faults if f["scope"] in ("zone", "region") for z in f["zones"]})
+        if lost:
+            done["uncordoned"] = self.restore_zones(lost)
+        self.wait_healthy(timeout=timeout)
+        return done
 
     def heal_all(self, timeout: float = 300.0) -> dict:
         """Every experiment's rollback: resume stopped engines, heal partitions, uncordon what we cordoned."""

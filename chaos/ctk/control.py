@@ -1,14 +1,21 @@
 """The Chaos Toolkit control that turns an experiment into a measurement: each hook is a step of
-:mod:`chaos.run`, the core.
+the run's lifecycle (:mod:`chaos.run`, the core). ``availproof run`` and ``suite`` open the run
+themselves around the Chaos Toolkit call (:mod:`chaos.runner`); under plain ``chaos run`` this
+control opens it. Either way:
 
-- before the experiment: :func:`chaos.run.open_run` (system up, app deployed, records open);
+- before the experiment: :func:`chaos.run.open_run` (system up, app deployed, records open), unless
+  the runner already did; a set-up that fails is recorded and raises ``InterruptExecution``, so
+  nothing is injected (the actions refuse outside a measuring run too, and the rollback has
+  nothing to heal); plain ``chaos run`` then exits 2 with the error's one line;
 - before the method: :func:`chaos.run.start_load` (load on, warm-up and baseline waited out);
 - after the method: :func:`chaos.run.keep_load_for_recovery`, then :func:`chaos.run.finish`
   (analysis, bounds, ``summary.json``);
-- after the experiment: the summary into the journal, :func:`chaos.run.close`.
+- after the experiment (after the rollbacks, the journal final): :func:`chaos.run.end` heals what
+  is still injected (Chaos Toolkit's default strategy plays no rollback for an interrupted run),
+  decides the one verdict (:mod:`chaos.verdict`) and closes the run.
 
 Stop conditions interrupt the experiment the ways Chaos Toolkit supports, and it then plays
-the rollbacks (strategy ``always``) and ends the journal ``interrupted``:
+the rollbacks (under ``availproof run``: strategy ``always``) and ends the journal ``interrupted``:
 
 - while a method activity runs (a fault can block for its whole outage):
   ``chaoslib.exit.exit_gracefully()``, Chaos Toolkit's immediate graceful exit (its own
@@ -25,6 +32,9 @@ from chaoslib.exceptions import InterruptExecution
 from chaoslib.exit import exit_gracefully
 
 from chaos import run as core
+from chaos import verdict
+from chaos.errors import AvailproofError
+from chaos.options import Options
 
 
 class _Method:
@@ -51,8 +61,21 @@ def _interrupted(reason: str) -> InterruptExecution:
     return InterruptExecution(f"stop condition: {reason}")
 
 
+# a set-up that failed under plain `chaos run` (no run to record it on): said again at the end
+_setup_error: str | None = None
+
+
 def before_experiment_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
-    core.open_run(context, core.Options.from_configuration(configuration))
+    global _setup_error
+    _setup_error = None
+    if core.current() is not None:
+        return  # the runner opened the run around the Chaos Toolkit call
+    try:
+        core.open_run(context, Options.from_configuration(configuration))
+    except Exception as e:  # noqa: BLE001 - any set-up failure: nothing may be injected
+        _setup_error = str(e) if isinstance(e, AvailproofError) else f"{type(e).__name__}: {e}"
+        core.log(f"error: {_setup_error}")
+        raise InterruptExecution(f"availproof: set-up failed, nothing injected: {_setup_error}") from None
 
 
 def before_method_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
@@ -102,22 +125,30 @@ def after_method_control(context: dict, configuration: dict | None = None, **kwa
         _method.running = _method.in_activity = False
     if run.load is None:
         return
-    try:
-        core.keep_load_for_recovery(run)
-    except core.Stopped as e:
-        raise _interrupted(str(e)) from None
+    if run.stop_reason is None:
+        try:
+            core.keep_load_for_recovery(run)
+        except core.Stopped as e:
+            raise _interrupted(str(e)) from None
+    else:
+        # a stop condition ended the method: no recovery window; what it injected is healed now, the
+        # load still on, so the heal is in the records and the summary (the rollbacks find it healed)
+        core.heal_quietly(run)
     core.finish(run)
 
 
 def after_experiment_control(context: dict, state: dict | None = None, configuration: dict | None = None,
                              **kwargs) -> None:
+    journal = state if isinstance(state, dict) else None
     run = core.current()
     if run is None:
+        if _setup_error is not None:
+            v = verdict.decide(None, journal, setup_error=_setup_error)
+            if journal is not None:
+                journal["availproof"] = {"summary": None, "verdict": v, "error": _setup_error}
+            # plain `chaos run` (the runner raises its set-up errors itself): exit 2, as availproof does
+            raise SystemExit(v["exit_code"])
         return
-    try:
-        if run.summary is None:  # the method never ran to its end (interrupted, aborted)
-            core.finish(run)
-        if isinstance(state, dict):
-            state["availproof"] = {"out_dir": str(run.out_dir), "summary": run.summary}
-    finally:
-        core.close(run)
+    v = core.end(run, journal)
+    if journal is not None:
+        journal["availproof"] = {"out_dir": str(run.out_dir), "summary": run.summary, "verdict": v}

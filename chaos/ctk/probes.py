@@ -29,7 +29,10 @@ def every_zone_serving(min_per_zone: int = 1, wait_s: float = 0.0, configuration
     b = backend_for(configuration)
     deadline = time.monotonic() + wait_s
     while True:
-        rows = b.replicas(state=None)
+        try:
+            rows = b.replicas(state=None)
+        except placement.PlacementUnknown:
+            rows = []  # no answer yet: not serving as far as anyone can tell; asked again
         deployments = {r.deployment for r in rows}
         running = [r for r in rows if r.state == "RUNNING"]
         if deployments and all(

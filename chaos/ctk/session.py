@@ -1,30 +1,36 @@
-"""What the Chaos Toolkit actions and probes share: the backend and the marker of the run in
-progress (:func:`chaos.run.current`), or, with no run (an activity run on its own, a rollback
-after the run closed), ones attached from the experiment's ``configuration``."""
+"""What the Chaos Toolkit actions and probes share: the run in progress (:func:`chaos.run.current`).
+
+- An action injects only into a run that is open and measuring (:func:`measuring_run`): outside
+  one (``chaos run`` of an experiment without the availproof control, a run whose set-up failed,
+  or one already finishing) it refuses and interrupts the experiment, touching nothing.
+- A probe reads the run's backend, or, with no run, one attached from the experiment's
+  ``configuration`` (reading changes nothing).
+"""
 
 from __future__ import annotations
 
+from chaoslib.exceptions import InterruptExecution
+
 from chaos import provision
 from chaos import run as core
-from chaos.faults import Marker
+from chaos.options import Options
 
 
-def options(configuration: dict | None) -> core.Options:
-    return core.Options.from_configuration(configuration)
+def measuring_run() -> core.Run:
+    """The run whose load is on: the only one a fault may be injected into; else refuse."""
+    run = core.current()
+    if run is None:
+        raise InterruptExecution("availproof: no run is open (its set-up failed, or the experiment has no "
+                                 "availproof control): refusing to inject a fault that nothing would measure")
+    if not run.measuring():
+        raise InterruptExecution("availproof: the run is not measuring (its load is not on, or it is finishing): "
+                                 "refusing to inject a fault that nothing would measure")
+    return run
 
 
 def backend_for(configuration: dict | None):
-    """The backend of the current run, or one attached from the configuration."""
+    """A probe's backend: the current run's, or one attached from the configuration."""
     run = core.current()
     if run is not None:
         return run.backend
-    return provision.attach(options(configuration), log=core.log)
-
-
-def marker_for() -> Marker:
-    run = core.current()
-    return run.marker if run is not None else Marker(log=core.log)
-
-
-def redeploy_if_gone(backend, configuration: dict | None) -> bool:
-    return core.redeploy_if_gone(backend, options(configuration))
+    return provision.attach(Options.from_configuration(configuration), log=core.log)

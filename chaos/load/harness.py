@@ -27,7 +27,7 @@ import httpx
 from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
-from chaos.analysis import percentile
+from chaos.stats import percentile
 from chaos.load.sse import DONE, MalformedStream, SSEParser, parse_openai_event
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
 
@@ -83,7 +83,6 @@ class LoadRun:
         self.started_ns: int | None = None
         self.t0: float | None = None  # monotonic at start
         self.counts = {"sent": 0, "ok": 0, "failed": 0}
-        self.schedule_errors_s: list[float] = []
         self.error: BaseException | None = None
 
     # ---------------------------------------------------------------- public
@@ -230,8 +229,6 @@ class LoadRun:
         sent_mono = time.monotonic()
         sent_ns = time.time_ns()
         offset = sent_mono - self.t0
-        if planned_ns is not None:
-            self.schedule_errors_s.append((sent_ns - planned_ns) / 1e9)
         r = rec.RequestRecord(
             id=req.id, target=req.target.name, url=req.target.url, zone=req.target.zone, route=path,
             phase=self._phase(offset), planned_ns=planned_ns if planned_ns is not None else sent_ns,
@@ -331,12 +328,3 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         return uvloop.new_event_loop()
     except ImportError:
         return asyncio.new_event_loop()
-
-
-def schedule_error_summary(errors_s: list[float]) -> dict[str, float | None]:
-    return {
-        "n": len(errors_s),
-        "p50_ms": None if not errors_s else round(percentile(errors_s, 0.5) * 1e3, 4),
-        "p99_ms": None if not errors_s else round(percentile(errors_s, 0.99) * 1e3, 4),
-        "max_ms": None if not errors_s else round(max(errors_s) * 1e3, 4),
-    }

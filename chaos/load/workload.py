@@ -83,10 +83,6 @@ class LoadShape:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def inter_arrival_s(self) -> float:
-        return 1.0 / self.rate
-
 
 @dataclass(frozen=True)
 class Target:

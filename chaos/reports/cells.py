@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import bounds
+from chaos import bounds, scopes
+from chaos import verdict as verdict_mod
 
 
 def fmt(v: Any) -> str:
@@ -52,13 +53,12 @@ def unaffected_zones(fault: dict[str, Any], reasons: bool = False) -> str:
     """Failures in the zones the fault did not touch. Null: "n/a" when the notion does not apply
     (a zone-less fault, or one that affects every target), "unmeasurable" when the targets carry
     no zone; with ``reasons``, the summary's reason follows."""
-    from chaos.analysis import ROUTED_SCOPES
-
     v = (fault.get("failed") or {}).get("unaffected_zones")
     if v is not None:
         return str(v)
     why = (fault.get("unmeasurable") or {}).get("failed.unaffected_zones")
-    word = "n/a" if (not fault.get("zones") or fault.get("scope") in ROUTED_SCOPES) else "unmeasurable"
+    spread = scopes.get(fault.get("scope")).every_target_affected  # Serve routes to it from every zone
+    word = "n/a" if (not fault.get("zones") or spread) else "unmeasurable"
     if not reasons or not why:
         return word
     return f"n/a ({why})" if word == "n/a" else f"unmeasurable: {why}"
@@ -67,15 +67,6 @@ def unaffected_zones(fault: dict[str, Any], reasons: bool = False) -> str:
 def _fault_met(summary: dict[str, Any], fault: dict[str, Any]) -> str:
     b = summary.get("bounds") or {}
     return bounds.fault_met(b.get("results"), fault["fault_id"]) or ("yes" if b.get("all_met") else "no")
-
-
-def verdict_word(verdict: int, summary: dict[str, Any] | None) -> str:
-    """PASS / VIOLATED / UNMEASURED (a bound could not be measured, none violated) / ERROR."""
-    if verdict == 1:
-        results = ((summary or {}).get("bounds") or {}).get("results") or []
-        if not bounds.violated(results) and bounds.unmeasured(results):
-            return "UNMEASURED"
-    return {0: "PASS", 1: "VIOLATED", 2: "ERROR"}[verdict]
 
 
 def plane_figure(fault: dict[str, Any], plane: str, key: str, reasons: bool = False) -> str:
@@ -106,7 +97,7 @@ def table(results: list[dict[str, Any]]) -> str:
         name = Path(r["experiment"]).stem
         s = r.get("summary") or {}
         faults = s.get("faults") or []
-        verdict = verdict_word(r["verdict"], s)
+        verdict = verdict_mod.of_result(r)["word"]
         if not faults:
             blanks = " | ".join(["-"] * (len(TABLE_COLUMNS) - 3))
             rows.append(f"| {name} | {blanks} | no | {verdict}: {(r.get('error') or '')[:80]} |")

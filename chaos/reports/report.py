@@ -42,11 +42,11 @@ from __future__ import annotations
 import base64
 import html as _html
 import json
-import statistics
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, bounds, records as rec, stats, suite
+from chaos import analysis, bounds, records as rec, scopes, stats, suite
+from chaos import verdict as verdict_mod
 from chaos.errors import UsageError
 from chaos.reports.cells import fmt, figure, plane_figure, unaffected_zones
 
@@ -269,23 +269,9 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------- rows (shared by md and html)
 def _verdict(summary: dict[str, Any]) -> tuple[str, list[str]]:
-    """PASS / VIOLATED / UNMEASURED / no bounds, and what keeps the run from passing."""
-    b = summary.get("bounds") or {}
-    results = b.get("results") or []
-    why = bounds.describe_failures(results)
-    if summary.get("stop_reason"):
-        why.append(f"stopped: {summary['stop_reason']}")
-    if not b.get("stated") and not results:
-        word = "no bounds"
-    elif bounds.violated(results):
-        word = "VIOLATED"
-    elif bounds.unmeasured(results):
-        word = "UNMEASURED"
-    elif b.get("all_met") is False:
-        word = "VIOLATED"
-    else:
-        word = "PASS"
-    return word, why
+    """The run's one verdict (:mod:`chaos.verdict`, as its summary records it) and what keeps it from passing."""
+    v = verdict_mod.of(summary)
+    return v["word"], list(v["reasons"])
 
 
 def experiment_verdict(exp: dict[str, Any]) -> tuple[str, list[str]]:
@@ -297,7 +283,7 @@ def experiment_verdict(exp: dict[str, Any]) -> tuple[str, list[str]]:
     elif all(w == words[0] for w in words):
         word = f"{words[0]} (all {len(words)} trials)"
     else:
-        worst = next(w for w in ("VIOLATED", "UNMEASURED", "PASS", "no bounds") if w in words)
+        worst = next(w for w in ("ERROR", "VIOLATED", "UNMEASURED", "PASS") if w in words)
         word = f"{worst} ({words.count(worst)} of {len(words)} trials)"
     return ("PARTIAL " if exp["partial"] else "") + word, why
 
@@ -339,7 +325,7 @@ def _plane_over_trials(incidents: list[dict[str, Any]], plane: str, key: str) ->
             unmeasurable += 1
         else:
             missing += 1
-    return _over_trials({"median": statistics.median(values) if values else None, "missing": missing,
+    return _over_trials({"median": stats.median(values) if values else None, "missing": missing,
                          "unmeasurable": unmeasurable})
 
 
@@ -508,10 +494,11 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
 
 
 def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
-    """What the fault replaced (:func:`chaos.planes.replacement`): shown for upgrades and drains, and
-    for any fault that replaced something."""
+    """What the fault replaced (:func:`chaos.planes.replacement`): shown for the scopes whose point is
+    replacing replicas (upgrades and drains: ``replacing`` in :mod:`chaos.scopes`), and for any fault
+    that replaced something."""
     rp = f.get("replacement")
-    if not isinstance(rp, dict) or (f.get("scope") not in ("upgrade", "drain") and not rp.get("replaced")):
+    if not isinstance(rp, dict) or (not scopes.get(f.get("scope")).replacing and not rp.get("replaced")):
         return []
     why = _plane_note(f, "replacement")
     if why:
@@ -556,6 +543,13 @@ def front_door_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> l
         rows.append(["front door", label, str(v) if v is not None
                      else (_plane_note(f, f"front_door.{key}") or _plane_note(f, "front_door.retries") or "n/a")])
     return rows
+
+
+def scope_text(scope: str | None) -> str:
+    """A scope as the headings name it, with its label (:mod:`chaos.scopes`): ``zone: zone loss``; a
+    scope the registry does not know (an older run's, a plug-in's not loaded) by its name alone."""
+    label = scopes.label(scope)
+    return f"{scope}: {label}" if label and label != scope else str(scope)
 
 
 def fault_title(trial: int, f: dict[str, Any]) -> str:
@@ -727,7 +721,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def _md_experiment(exp: dict[str, Any]) -> list[str]:
-    lines = [f"## {exp['title']} ({exp['name']}, scope {exp['scope']})", ""]
+    lines = [f"## {exp['title']} ({exp['name']}, scope {scope_text(exp['scope'])})", ""]
     if exp["partial"]:
         why = [n for n in exp["notes"] if "did not finish" in n] or ["the run did not finish; the figures cover "
                                                                      "only the records taken"]
@@ -802,7 +796,7 @@ def html(doc: dict[str, Any], images: dict[str, bytes] | None = None) -> str:
              + _html_table(OVERVIEW_COLUMNS, overview_rows(doc), "overview") + "</section>"]
     for exp in doc["experiments"]:
         parts.append(f"<section id='{_h(exp['name'])}'><h2>{_h(exp['title'])} "
-                     f"<small>({_h(exp['name'])}, scope {_h(exp['scope'])})</small></h2>")
+                     f"<small>({_h(exp['name'])}, scope {_h(scope_text(exp['scope']))})</small></h2>")
         if exp["partial"]:
             parts.append("<p class='partial'>PARTIAL RUN: the run did not finish; figures recomputed from the "
                          "records taken.</p>")

@@ -38,7 +38,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from chaos import records as rec
+from chaos import records as rec, stats
 from chaos.analysis import latency
 from chaos.placement import MODEL_DEPLOYMENTS
 
@@ -109,7 +109,7 @@ def plane_lanes(samples: list[rec.Sample]) -> list[dict[str, Any]]:
     """
     samples = sorted(samples, key=lambda s: s.t_ns)
     gaps = sorted(b.t_ns - a.t_ns for a, b in zip(samples, samples[1:]))
-    period = gaps[len(gaps) // 2] if gaps else NS // 2
+    period = stats.percentile(gaps, 0.5) if gaps else NS // 2
     segments: list[list[Any]] = []
     for i, s in enumerate(samples):
         state = cp_state(s)

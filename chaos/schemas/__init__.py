@@ -8,12 +8,17 @@ cannot say (names unique across a topology, ``warmup_s < duration_s``) is checke
 that reads the file, after the schema. Editors can use the files directly (``$schema`` /
 ``yaml.schemas`` settings).
 
+The extension's ``scope`` enum is the one list a schema shares with the code: the file lists the
+built-in scopes (a unit test holds them equal to :mod:`chaos.scopes`), and :func:`schema` puts the
+registry's names in its place when it loads the file, so a scope registered at run time validates.
+
 Every problem is one line: ``PATH: message``, the path in the document's own terms
 (``extensions[availproof].steady_state.window_s``, ``regions[0].zones[1].nodes[0].cpus``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -24,6 +29,8 @@ from typing import Any, Iterable
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
+
+from chaos import scopes
 
 EXTENSION = "experiment-extension"
 TOPOLOGY = "topology"
@@ -41,8 +48,24 @@ def path(name: str) -> Path:
 
 
 @lru_cache(maxsize=None)
-def schema(name: str) -> dict[str, Any]:
+def _shipped(name: str) -> dict[str, Any]:
     return json.loads(path(name).read_text())
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The schema as shipped, the extension's ``scope`` enum being the registered scopes' names."""
+    return _with_scopes(name, scopes.names())
+
+
+@lru_cache(maxsize=None)
+def _with_scopes(name: str, scope_names: tuple[str, ...]) -> dict[str, Any]:
+    """One dict per (schema, registered names): the same object while the names stay the same."""
+    s = _shipped(name)
+    if name != EXTENSION:
+        return s
+    s = copy.deepcopy(s)
+    s["properties"]["scope"]["enum"] = list(scope_names)
+    return s
 
 
 def _is_integer(checker, instance) -> bool:
@@ -61,9 +84,13 @@ Validator = validators.extend(
 )
 
 
-@lru_cache(maxsize=None)
 def _validator(name: str) -> Draft202012Validator:
-    return Validator(schema(name))
+    return _validator_for(name, scopes.names())
+
+
+@lru_cache(maxsize=None)
+def _validator_for(name: str, scope_names: tuple[str, ...]) -> Draft202012Validator:
+    return Validator(_with_scopes(name, scope_names))
 
 
 def errors(instance: Any, name: str, prefix: str = "") -> list[str]:

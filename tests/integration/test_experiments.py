@@ -20,6 +20,7 @@ from chaos.backends.local import LocalCluster, procs
 from chaos.backends.local.backend import LocalBackend
 from chaos import placement
 from chaos.frontdoor import FrontSettings
+from chaos.options import Options
 
 NS = 1_000_000_000
 
@@ -208,9 +209,8 @@ def test_worker_node_kill_direct_is_the_contrast(shared_cluster, test_root):
     """The same node kill with the client sending to the proxies itself (--front direct): zone-b's share
     fails for the whole outage, as before the front door existed; no balancer figures."""
     out = test_root / "runs" / "worker-node-kill-direct"
-    verdict, result = runner.run_experiment(suite.experiment_path("worker-node-kill"), out, app="stream",
-                                            cluster_dir=shared_cluster.cluster_dir,
-                                            extra_config={"availproof_front": "direct"})
+    verdict, result = runner.run_experiment(suite.experiment_path("worker-node-kill"), out, options=Options(
+        cluster_dir=shared_cluster.cluster_dir, front="direct"))
     check_result(verdict, result, out, "node")
     summary = result["summary"]
     assert summary["environment"]["front_door"]["shape"] == "direct"

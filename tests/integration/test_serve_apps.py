@@ -78,10 +78,11 @@ def test_app_api_with_one_replica_per_zone(app, shared_cluster):
         check_openai_api(url)
 
 
-# Experiments with real vLLM engines (CI time: each costs 2-5 min on 2 cores): the replica kill, whose
-# replacement is a vLLM engine starting, and the rolling upgrade, which replaces every engine while the
-# others serve. `availproof run experiments/head-kill-gcs-ft.json --app llm` runs the head kill the same way.
-@pytest.mark.parametrize("name", ["replica-kill", "upgrade"])
+# Experiments with real vLLM engines (CI time: 2-7 min each on 2 cores), kept to what the stream target
+# cannot prove: the replica kill, whose replacement is a vLLM engine starting (and whose in-flight streams
+# are real engine streams). The rolling upgrade with vLLM (5-7 min: every engine replaced in turn) runs
+# by hand, as every other scope does: `availproof run experiments/upgrade.json --app llm` (README, Findings).
+@pytest.mark.parametrize("name", ["replica-kill"])
 def test_experiment_with_real_vllm(name, shared_cluster, test_root):
     if deploy.deployed_app(shared_cluster) != "llm":
         deploy_app(shared_cluster, "llm")

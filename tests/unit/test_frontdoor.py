@@ -88,6 +88,30 @@ def test_haproxy_itself_accepts_the_rendered_configuration(tmp_path, shape, kw):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("shape", ["lb", "zonal-lb"])
+def test_each_frontend_removes_the_token_once_checked_and_haproxy_accepts_it_with_tls(tmp_path, shape):
+    """The proxies (and the code behind them) never see the front door's token."""
+    cfg, listen = render(shape, token_env="MY_TOKEN")
+    for x in listen:
+        block = lines(cfg.split(f"\nfrontend fe-{x.name}\n")[1].split("\n\n")[0])
+        deny = [i for i, ln in enumerate(block) if ln.startswith("http-request deny")]
+        assert deny and block[deny[0] + 1] == "http-request del-header Authorization", block
+    assert "del-header" not in render(shape)[0]  # no token checked: the header is not the balancer's
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    if not Path(binary).exists():
+        pytest.skip("haproxy is not installed: the rendered configuration is not validated")
+    from chaos import tls
+
+    pem, _ = tls.make_certificate(tmp_path, "127.9.9.250")
+    s = FrontSettings(tls=True, token_env="MY_TOKEN", retries=1)
+    cfg = frontdoor.haproxy_config(shape, SERVERS, listen, s, str(tmp_path / "stats.sock"), str(tmp_path / "pid"),
+                                   ("127.9.9.250", 20009), tls_pem=pem)
+    (tmp_path / "h.cfg").write_text(cfg)
+    r = subprocess.run([binary, "-c", "-f", str(tmp_path / "h.cfg")], capture_output=True, text=True,
+                       env={frontdoor.TOKEN_VAR: "x"})
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_detection_bound_is_fall_checks_each_an_interval_plus_a_timeout():
     # HAProxy 2.6 schedules the next check inter after the previous one ended; a silent server's check
     # fails only at its timeout

@@ -133,7 +133,8 @@ def test_region_loss_is_one_fault_over_every_zone_of_the_region_and_the_rollback
               ray_pod("wa-3", "k-a1", "10.0.1.3"), ray_pod("wa-4", "k-a2", "10.0.1.4"),
               ray_pod("wb-2", "k-b", "10.0.2.2", group="workers-zone-b")):
         s.pods[p["metadata"]["name"]] = p
-    done = faults.heal_all(b, timeout=5)
+    done = faults.heal(b, marker, timeout=5)  # the rollback: what this run injected
+    assert done["healed"] == [f["fault_id"]] and marker.unhealed() == []
     assert sorted(done["uncordoned"]) == ["k-a1", "k-a2", "k-b", "k-cp"]
     assert not any(o["spec"].get("unschedulable") for o in s.nodes.values())
 
@@ -292,8 +293,10 @@ def test_node_filter_partition_applies_the_rules_on_every_zone_node_and_removes_
     assert "ip saddr @zone4 ip daddr @zone4 accept" in rules  # inside the zone still flows
     assert "ip saddr @zone4 drop" in rules and "ip daddr @zone4 drop" in rules
     assert b.partitioned_zones() == ["zone-a"] and events(marker) == ["inject_start", "inject_end"]
-    done = faults.heal_all(b, timeout=5)
-    assert done["healed"] == ["zone-a"] and filters.tables == {}
+    done = faults.heal(b, marker, timeout=5)  # the rollback: what this run injected
+    assert done["healed"] == [f["fault_id"] for f in marker.attempted.values()]
+    assert events(marker) == ["inject_start", "inject_end", "heal_start", "heal_end"]
+    assert filters.tables == {}
     assert not any(kp.FAULT_LABEL in p["metadata"]["labels"] for p in s.pods.values())
     assert b.partitioned_zones() == []
 

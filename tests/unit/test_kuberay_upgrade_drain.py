@@ -200,8 +200,9 @@ def test_drain_evicts_the_worker_pod_with_the_deadline_as_its_grace_period():
     assert s.calls[-1][2]["deleteOptions"] == {"gracePeriodSeconds": 1}
 
 
-def test_a_disruption_budget_refusal_raises_one_line_and_records_no_injection():
+def test_a_disruption_budget_refusal_raises_one_line_and_records_no_injection(monkeypatch):
     s, b, _ = cluster()
+    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: {"applications": {}})  # it answers
     s.pdbs["zone-c"] = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "zone-c"},
                         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"ray.io/group": "workers-zone-c"}}}}
     marker = faults.Marker()
@@ -413,3 +414,14 @@ def test_drain_node_end_to_end_replica_still_there_and_pod_gone_at_the_deadline(
     # the pod left before its deadline: its replica is no longer on it, and nothing is left to kill
     assert f["pids"] == 0 and f["replicas_left_at_deadline"] == []
     assert writes(s2) == [("POST", "/api/v1/namespaces/availproof/pods/wb-1/eviction")]
+
+
+def test_a_dashboard_that_does_not_answer_is_placement_unknown_not_no_replica(monkeypatch):
+    s, b, _ = cluster()
+    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: None)
+    with pytest.raises(placement.PlacementUnknown):
+        b.replicas(state=None)
+    marker = faults.Marker()
+    with pytest.raises(placement.PlacementUnknown):  # no drain whose replicas' moves nobody could see
+        faults.drain_node(b, marker, node="wb-1", deadline_s=5)
+    assert marker.marks == [] and writes(s) == []

@@ -676,8 +676,8 @@ def test_overview_plane_columns_over_trials(tmp_path):
                samples=_planes((10.5, 12.0), (10.5, 12.0), (10.0, 13.0), None))
     _write_run(base / "trial-3", outage_s=0.0, down=(), fault_zones=(), scope="head")  # not sampled
     row = report.build(base)["overview"][0]
-    assert row["control_plane_outage"] == "median 2.50, 1 unmeasurable"  # 3.5 and 1.5
-    assert row["capacity_restored"] == "median 4.50, 1 unmeasurable"  # 6.0 and 3.0
+    assert row["control_plane_outage"] == "median 1.50, 1 unmeasurable"  # 3.5 and 1.5: nearest rank, the lower
+    assert row["capacity_restored"] == "median 3.00, 1 unmeasurable"  # 6.0 and 3.0
 
 
 def test_suite_writes_its_order_for_the_report(tmp_path):

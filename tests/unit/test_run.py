@@ -13,6 +13,7 @@ import pytest
 
 from chaos import experiment as exp_mod
 from chaos import provision, records as rec, run as core, runner
+from tests.unit.fake_backend import FakeBackend
 from chaos.faults import Marker
 
 # ---------------------------------------------------------------- the decision, on a fake clock
@@ -225,10 +226,10 @@ def test_no_stop_once_the_run_finishes(tmp_path):
 
 def slow_fault(started: str, seconds: float = 30.0) -> dict:
     """The method's action: a fault mark, then an outage that blocks (as a node kill's does)."""
-    from chaos.ctk.session import marker_for
+    from chaos.ctk.session import measuring_run
 
     Path(started).write_text(str(time.time()))
-    with marker_for().inject("replica", "fake-replica", ["zone-a"]) as f:
+    with measuring_run().marker.inject("replica", "fake-replica", ["zone-a"]) as f:
         pass
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -241,15 +242,18 @@ def note_rollback(path: str) -> bool:
     return True
 
 
-class RefusingBackend:
+class RefusingBackend(FakeBackend):
     """A backend whose one Serve proxy is a closed loopback port: every request fails at once."""
-
-    name = "fake"
 
     def __init__(self):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]  # closed again: connections are refused
+        self.healed: list[list[str]] = []  # the fault ids of each heal call
+
+    def heal(self, faults: list[dict], timeout: float) -> dict:
+        self.healed.append([f["fault_id"] for f in faults])
+        return {}
 
     def targets(self):
         return [("worker-a", f"http://127.0.0.1:{self.port}", "zone-a", "region-1")]
@@ -262,6 +266,12 @@ class RefusingBackend:
 
     def describe(self):
         return {"backend": "fake"}
+
+    def front_door(self):
+        return {"shape": "direct", "what": "the client sends to the one proxy itself"}
+
+    def graceful_shutdown(self):
+        return {}
 
     def topology_doc(self):
         return {}
@@ -301,9 +311,17 @@ def _experiment(tmp_path: Path, baseline_s: float, method_s: float, recovery_win
 
 @pytest.fixture
 def fake_system(monkeypatch):
+    """``provision.ensure_system`` gives a :class:`RefusingBackend` (the last one made: ``backends[-1]``)."""
     monkeypatch.setenv("AVAILPROOF_METRICS_PORT", "0")
-    monkeypatch.setattr(provision, "ensure_system", lambda settings, options, log=None: RefusingBackend())
-    yield
+    monkeypatch.setattr(provision, "redeploy_if_gone", lambda *a, **k: False)
+    backends: list[RefusingBackend] = []
+
+    def ensure(settings, options, log=None):
+        backends.append(RefusingBackend())
+        return backends[-1]
+
+    monkeypatch.setattr(provision, "ensure_system", ensure)
+    yield backends
     assert core.current() is None  # the control closed the run
 
 

@@ -417,7 +417,7 @@ KINDS = {
     "front_door.passive_error_limit": "integer", "front_door.retries": "integer",
     "front_door.redispatch": "boolean", "front_door.tls": "boolean", "front_door.token_env": "string|null",
     "front_door.timeout_s": "number", "ca_bundle": "string|null", "auth_token_env": "string|null", "population": "enum", "sample_period_s": "number",
-    "baseline_s": "number", "recovery_window_s": "number", "bounds_source": "string", "allow_hosts": "list",
+    "baseline_s": "number", "recovery_window_s": "number", "recovery_settle_s": "number", "bounds_source": "string", "allow_hosts": "list",
     "max_wall_s": "number", "stop_when.max_failed_ratio": "number", "stop_when.for_s": "number",
     "kubernetes.context": "string", "kubernetes.namespace": "string", "kubernetes.ray_cluster": "string",
     "kubernetes.serve_url": "string", "kubernetes.dashboard_url": "string", "kubernetes.max_pods": "integer",

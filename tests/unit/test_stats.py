@@ -26,11 +26,28 @@ def test_wilson_edges():
     assert hi == 1.0 and lo == pytest.approx(0.7225, abs=1e-4)
 
 
-def test_quantile_is_linear_interpolation():
-    assert stats.quantile([1, 2, 3, 4], 0.5) == 2.5
-    assert stats.quantile([10.0], 0.95) == 10.0
-    assert stats.p95(list(range(1, 21))) == pytest.approx(19.05)
-    assert stats.quantile([], 0.5) is None
+def test_percentile_is_nearest_rank_always_a_value_seen():
+    assert stats.percentile([], 0.5) is None
+    assert stats.median([1, 2, 3, 4]) == 2  # the lower middle value, not 2.5 (interpolation)
+    assert stats.p95(list(range(1, 21))) == 19  # the 19th of 20, not 19.05
+    assert stats.percentile([3, 1, 2], 0.5) == 2 and stats.percentile([10.0], 0.95) == 10.0
+    assert stats.percentile(list(range(1, 101)), 0.95) == 95
+    assert stats.percentile(list(range(1, 101)), 0.07) == 7  # 0.07 * 100 is 7.000000000000001 in floats
+    assert stats.percentile([5, 9], 0.0) == 5 and stats.percentile([5, 9], 1.0) == 9
+
+
+def test_every_figure_takes_its_percentiles_from_the_one_function():
+    """Per-request ITL p95 (harness), run figures (analysis), the sampling resolution (planes) and the
+    statistics over trials agree: the median gap of 4 samples 1, 2, 3 and 4 s apart is 2 s everywhere."""
+    from chaos import analysis, planes, records as rec
+    from chaos.load import harness
+
+    assert analysis.percentile is stats.percentile and harness.percentile is stats.percentile
+    t = [0, 1, 3, 6, 10]
+    smp = [rec.Sample(t_ns=x * 1_000_000_000, took_s=0.0, gcs_ok=True, gcs_latency_s=None, controller_ok=True,
+                      app_status="RUNNING", replicas=None, nodes_alive=None) for x in t]
+    assert planes.resolution(smp) == stats.median([1, 2, 3, 4]) == 2.0
+    assert stats.describe([1.0, 2.0, 3.0, 4.0], missing=0)["median"] == 2.0
 
 
 def test_bootstrap_of_constant_values_is_a_point_and_seeded():
@@ -66,7 +83,7 @@ def test_trials_aggregate_known_values_and_flag_small_n():
     trials = [_summary(0.1 * i, 0.2 * i, 1.0 * i, i, 100) for i in range(1, 6)]
     agg = stats.trials(trials)
     steady = agg["figures"]["time_to_steady_state_s"]
-    assert steady["n"] == 5 and steady["median"] == 3.0 and steady["p95"] == pytest.approx(4.8)
+    assert steady["n"] == 5 and steady["median"] == 3.0 and steady["p95"] == 5.0  # nearest rank: the 5th of 5
     lo, hi = steady["median_ci95"]
     assert 1.0 <= lo <= 3.0 <= hi <= 5.0
     assert steady["p95_ci95"] is None  # 5 trials cannot support an interval on a p95

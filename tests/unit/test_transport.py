@@ -257,6 +257,8 @@ def test_open_loop_sends_every_request_no_earlier_than_its_instant():
     assert all(r.ok for r in got), [r.detail for r in got if not r.ok][:3]
     # never sent before the planned instant (the timer may fire 20 us early by design)
     assert all(r.sent_ns >= r.planned_ns - 50_000 for r in got)
+    # every request is published, none kept: nothing the run holds grows with the requests it sent
+    assert not [k for k, v in vars(run).items() if isinstance(v, (list, dict, set)) and len(v) >= len(got)]
 
 
 def _self_signed(tmp_path):

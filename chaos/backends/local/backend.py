@@ -9,7 +9,8 @@ from __future__ import annotations
 import signal
 from typing import Callable
 
-from chaos import placement
+from chaos import placement, scopes
+from chaos.backends import base
 from chaos.backends.local import procs
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, UsageError
@@ -17,6 +18,9 @@ from chaos.errors import ClusterError, UsageError
 
 class LocalBackend:
     name = "local"
+    # beyond the scopes whose methods it has (chaos.backends.base.capabilities_of): the rig's own
+    # front door, clusters without GCS fault tolerance, load to the head
+    capabilities = frozenset({base.FRONT_DOOR, base.NO_GCS_FT, base.LOAD_TO_HEAD})
 
     def __init__(self, cluster: LocalCluster):
         self.cluster = cluster
@@ -123,6 +127,8 @@ class LocalBackend:
 
     # ---------------------------------------------------------------- replicas
     def replicas(self, state: str | None = "RUNNING") -> list[placement.Replica]:
+        """Serve's replicas in ``state`` (None: all); :class:`~chaos.placement.PlacementUnknown` when
+        the dashboard does not answer (unknown, not none)."""
         return [r for r in placement.replicas(self.cluster) if state is None or r.state == state]
 
     def pick_replica(self, zone: str | None = None, replica_id: str | None = None,
@@ -178,21 +184,48 @@ class LocalBackend:
                 out += [p for p in procs.session_members(n.sid) if procs.state(p) in ("T", "t")]
         return out
 
+    def heal(self, faults: list[dict], timeout: float = 180.0) -> dict:
+        """Heal what ``faults`` (this run's, from :meth:`chaos.faults.Marker.unhealed`) broke, and
+        nothing else: their engines resumed, their zones' partitions healed, Redis and the head
+        restarted if a head or Redis fault left them down, their nodes (node, drain; every node of
+        a lost zone or region) restarted where down; then wait for health. A head fault's consequence
+        is the whole cluster's (without GCS fault tolerance no worker is known to the new GCS), so
+        after one every worker is checked."""
+        kinds = {f["scope"] for f in faults}
+        control = any(scopes.get(k).control_plane for k in kinds)
+        nodes = {f["target"] for f in faults if f["scope"] in ("node", "drain")}
+        nodes |= {n for f in faults if f["scope"] in ("zone", "region") for z in f["zones"] for n in self.nodes_in(zone=z)}
+        done: dict[str, list] = {"resumed": self.resume_engine([p for f in faults if f["scope"] == "engine"
+                                                                for p in f.get("pids") or []])}
+        partitioned = {f["target"] for f in faults if f["scope"] == "partition"}
+        return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in partitioned],
+                             redis="redis" in kinds, head=control, nodes=sorted(nodes),
+                             check=None if control else set(nodes), timeout=timeout)
+
     def heal_all(self, timeout: float = 180.0) -> dict:
-        """Undo whatever is broken: resume stopped processes, heal partitions, restart what is down."""
-        done: dict[str, list] = {"resumed": [], "healed": [], "started": []}
-        done["resumed"] = procs.signal_pids(self.stopped_processes(), signal.SIGCONT)
-        for zone in self.cluster.partitioned_zones():
+        """Undo whatever is broken (``availproof recover`` after a killed run): resume stopped
+        processes, heal partitions, restart what is down."""
+        done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT)}
+        return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
+                             nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)
+
+    def _restore(self, done: dict[str, list], partitions: list[str], redis: bool, head: bool, nodes: list[str],
+                 check: set[str] | None, timeout: float) -> dict:
+        """Heal ``partitions``; restart Redis, the head and ``nodes`` where down (as asked); restart
+        the workers of ``check`` (None: every worker) that the GCS still holds DEAD or ABSENT; wait
+        for health."""
+        done.update(healed=[], started=[])
+        for zone in partitions:
             self.cluster.heal_zone(zone)
             done["healed"].append(zone)
         r = self.cluster.state.redis
-        if r is not None and not procs.alive(r.pid):
+        if redis and r is not None and not self.cluster.redis_alive():
             self.cluster.start_redis()
             done["started"].append("redis")
-        if not self.cluster.core_alive(HEAD):
+        if head and not self.cluster.core_alive(HEAD):
             self.cluster.restart_head()
             done["started"].append(HEAD)
-        down = [n.name for n in self.cluster.state.workers() if not self.cluster.core_alive(n.name)]
+        down = [n for n in nodes if not self.cluster.core_alive(n)]
         if down:
             self.cluster.start_nodes(down)
             done["started"] += down
@@ -203,7 +236,7 @@ class LocalBackend:
             self.cluster.wait_healthy(timeout=20)
         except ClusterError:
             stuck = [s.name for s in self.cluster.status()
-                     if s.role == "worker" and s.gcs_state in ("DEAD", "ABSENT")]
+                     if s.role == "worker" and s.gcs_state in ("DEAD", "ABSENT") and (check is None or s.name in check)]
             for name in stuck:
                 self.cluster.kill_node(name)
             if stuck:

@@ -9,7 +9,14 @@ head restart.
 
 This class is the only place that starts or signals cluster processes. Faults use its
 methods (kill/restart a node, the head, Redis; partition/heal a zone), which act only on
-the sessions and PIDs recorded in the state file.
+the sessions and PIDs recorded in the state file, and on a recorded PID only while it is still
+the process recorded (Redis: ``redis-server`` with the cluster's address, leading its session;
+HAProxy: :func:`chaos.backends.local.haproxy.is_ours`): once a process exited, its PID can be
+any other.
+
+Every process it starts gets the rig's environment without the variables that hold secrets
+(the bearer tokens: :mod:`chaos.secret_env`); the names are kept in the state file, so a later
+handle (``availproof recover``) drops them too.
 """
 
 from __future__ import annotations
@@ -26,9 +33,9 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
-from chaos import topology as topo
+from chaos import secret_env, topology as topo
 from chaos.backends.local import netns, ports, procs, redis
 from chaos.backends.local import state as st
 from chaos.backends.local.state import ClusterState, NodeState, RedisState
@@ -208,7 +215,7 @@ class LocalCluster:
             for node in sorted(self.state.nodes.values(), key=lambda n: n.role == "head"):
                 self._kill_session(node)
             if self.state.redis and self.state.redis.pid:
-                procs.stop_pid(self.state.redis.pid, timeout=5)
+                procs.stop_pid(self.state.redis.pid, timeout=5, same=lambda pid: self._is_redis(pid))
                 self.state.redis.pid = None
             self._remove_netns()
             shutil.rmtree(self.state.temp_root, ignore_errors=True)
@@ -296,7 +303,7 @@ class LocalCluster:
         r = self.state.redis
         if r is None:
             return {"state": "none (GCS fault tolerance off)"}
-        if not procs.alive(r.pid):
+        if not self.redis_alive():
             return {"state": "DOWN", "address": f"{r.host}:{r.port}"}
         info = redis.info(r.host, r.port)
         return {
@@ -416,7 +423,7 @@ class LocalCluster:
             "--disable-usage-stats",
             "--log-style=record",
         ]
-        env = dict(os.environ)
+        env = self._child_env()
         env.update({
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_gcs_rpc_server_reconnect_timeout_s": str(WORKER_RECONNECT_TIMEOUT_S),
@@ -504,9 +511,10 @@ class LocalCluster:
             r = self.state.redis
             if r is None:
                 raise UsageError("this cluster runs without GCS fault tolerance: it has no Redis")
-            if procs.alive(r.pid):
+            if self.redis_alive():
                 return False
-            r.pid = redis.start(r.host, r.port, Path(r.dir), prefix=netns.exec_prefix(self.state.head.netns))
+            r.pid = redis.start(r.host, r.port, Path(r.dir), prefix=netns.exec_prefix(self.state.head.netns),
+                                env=self._child_env())
             self._save()
             self.log(f"redis up on {r.host}:{r.port} (pid {r.pid})")
             head = self.state.head
@@ -523,10 +531,27 @@ class LocalCluster:
             self.restart_head()
             return True
 
+    def redis_alive(self) -> bool:
+        """Redis runs: the recorded PID is alive and still this cluster's redis-server."""
+        r = self.state.redis
+        return bool(r and r.pid and procs.alive(r.pid) and self._is_redis(r.pid))
+
+    def _is_redis(self, pid: int) -> bool:
+        """``pid`` is this cluster's Redis: ``redis-server`` whose title names the cluster's address
+        (Redis rewrites its title to ``redis-server HOST:PORT``), leading the session it was started in."""
+        r = self.state.redis
+        return (r is not None and procs.comm(pid) == "redis-server" and f"{r.host}:{r.port}" in procs.cmdline(pid)
+                and procs.session_of(pid) == pid)
+
     def kill_redis(self) -> list[int]:
         with self._lock:
             r = self.state.redis
             if r is None or not r.pid:
+                return []
+            if not self.redis_alive():
+                self.log(f"redis (pid {r.pid}) is not running: nothing to kill")
+                r.pid = None
+                self._save()
                 return []
             sent = procs.signal_pids([r.pid], signal.SIGKILL)
             self._redis_killed_at = time.monotonic()
@@ -602,7 +627,8 @@ class LocalCluster:
         with self._lock:
             self.stop_front()
             servers = [frontdoor.Server(n.name, n.zone, n.ip, n.serve_port) for n in self.state.workers()]
-            front = haproxy.start(shape, servers, settings, self.cluster_dir, token=token)
+            front = haproxy.start(shape, servers, settings, self.cluster_dir, token=token,
+                                  env=self._child_env([settings.token_env]))
             self.state.front = front.to_json()
             self._save()
             self.log(f"front door: HAProxy {shape} (pid {front.pid}) at "
@@ -610,17 +636,27 @@ class LocalCluster:
             return front
 
     def stop_front(self) -> None:
-        """Stop the rig's HAProxy, if any (by its PID), and forget it."""
+        """Stop the rig's HAProxy, if any (by its PID, while it is still this front door's
+        HAProxy), and forget it."""
         from chaos.backends.local import haproxy
 
         with self._lock:
             front = self.front
             if front is None:
                 return
-            haproxy.stop(front)
+            haproxy.stop(front, log=self.log)
             self.state.front = None
             self._save()
             self.log(f"front door stopped (pid {front.pid})")
+
+    # ------------------------------------------------------------------ environment
+    def _child_env(self, extra: Iterable[str | None] = ()) -> dict[str, str]:
+        """The environment for a process of this cluster: the rig's, without any secret variable
+        (:mod:`chaos.secret_env`: declared, listed, ``extra``, or named in the state file before).
+        The names go in the state (saved with the start that follows)."""
+        drop = secret_env.names(self.state.secret_env + [n for n in extra if n])
+        self.state.secret_env = sorted(drop)
+        return secret_env.child_env(drop)
 
     # ------------------------------------------------------------------ persistence
     def _save(self) -> None:

@@ -3,18 +3,24 @@
 Started from the cluster's state (one backend server per worker node's Serve proxy), on a
 loopback address of its own and free ports, with its own configuration file, PID file and stats
 socket in the cluster directory; its PID goes in the state file, so ``cluster down`` and
-``recover`` remove it. A system HAProxy that Debian's package may have started is never
-touched. In ``--netns`` mode it runs in the root namespace and reaches the zones over their
-links: a partitioned zone is cut off from the balancer as well.
+``recover`` remove it. That PID is signalled only while it is still this front door's HAProxy
+(:func:`is_ours`: ``haproxy -f`` this front door's configuration file, leading its own session):
+once HAProxy exited, its PID can be any other process, which is then left alone and the front
+door taken as gone. A system HAProxy that Debian's package may have started is never touched.
+In ``--netns`` mode it runs in the root namespace and reaches the zones over their links: a
+partitioned zone is cut off from the balancer as well.
 
 The balancer's expected bearer token (``token_env``) is passed in its environment, never
-written to its configuration file; the certificate for TLS is made for the run
-(:mod:`chaos.tls`), with its CA bundle beside it for the client.
+written to its configuration file, under a name of the rig's (:data:`chaos.frontdoor.TOKEN_VAR`):
+its environment is otherwise the cluster's, without any secret variable (:mod:`chaos.secret_env`).
+The certificate for TLS is made for the run (:mod:`chaos.tls`), with its CA bundle beside it for
+the client; :meth:`FrontState.cert_valid_for_s` tells how long it has left, so a front door kept
+across runs can be replaced before it expires.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import random
 import shutil
 import socket
@@ -22,11 +28,17 @@ import subprocess
 import time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from chaos import frontdoor, records as rec
+from chaos import frontdoor, records as rec, secret_env
 from chaos.backends.local import ports as ports_mod, procs
 from chaos.errors import SetupError, UsageError
+
+
+CONFIG_FILE = "haproxy.cfg"
+# a front door kept across runs (chaos.provision.ensure_front) whose certificate expires within this
+# is replaced, not reused: a run must not see its TLS handshakes start failing half-way
+CERT_RENEW_WITHIN_S = 24 * 3600.0
 
 
 def haproxy_binary() -> str:
@@ -56,6 +68,23 @@ class FrontState:
         return str(Path(self.dir) / "stats.sock")
 
     @property
+    def config_path(self) -> str:
+        return str(Path(self.dir) / CONFIG_FILE)
+
+    def cert_valid_for_s(self, now: float | None = None) -> float:
+        """Seconds the TLS certificate stays valid from ``now`` (epoch seconds; default: now):
+        negative once expired, 0 when it cannot be read (nothing vouches for it), infinite
+        without TLS (nothing expires)."""
+        if not self.settings.get("tls"):
+            return math.inf
+        from chaos import tls
+
+        not_after = tls.not_valid_after(Path(self.dir) / tls.SERVER_PEM)
+        if not_after is None:
+            return 0.0
+        return not_after - (time.time() if now is None else now)
+
+    @property
     def scheme(self) -> str:
         return "https" if self.settings.get("tls") else "http"
 
@@ -82,10 +111,12 @@ def _free_ports(host: str, n: int) -> list[int]:
 
 
 def start(shape: str, servers: list[frontdoor.Server], settings: frontdoor.FrontSettings, cluster_dir: Path,
-          host: str | None = None, token: str | None = None) -> FrontState:
+          host: str | None = None, token: str | None = None, env: dict[str, str] | None = None) -> FrontState:
     """Write the configuration, start HAProxy in a session of its own, wait until it answers.
     ``token``: the bearer token the balancer requires (``settings.token_env`` names where the
-    client reads it); passed in HAProxy's environment only."""
+    client reads it); passed in HAProxy's environment only, as ``TOKEN_VAR``. ``env``: the rest
+    of its environment (the cluster's), else this process's without secrets; either way without
+    any secret variable, ``settings.token_env`` included."""
     if settings.token_env and not token:
         raise UsageError(f"the front door requires a bearer token but ${settings.token_env} is not set")
     binary = haproxy_binary()
@@ -108,16 +139,15 @@ def start(shape: str, servers: list[frontdoor.Server], settings: frontdoor.Front
                     servers={s.name: s.zone for s in servers})
     cfg = frontdoor.haproxy_config(shape, servers, listen, settings, st.stats_socket, str(d / "haproxy.pid"),
                                    (host, ports[n]), tls_pem=pem)
-    (d / "haproxy.cfg").write_text(cfg)
-    env = {k: v for k, v in os.environ.items() if k != frontdoor.TOKEN_VAR}
+    Path(st.config_path).write_text(cfg)
+    env = secret_env.child_env([settings.token_env], base=env)
     if token:
         env[frontdoor.TOKEN_VAR] = token
-    check = subprocess.run([binary, "-c", "-q", "-f", str(d / "haproxy.cfg")], env=env, capture_output=True,
-                           text=True)
+    check = subprocess.run([binary, "-c", "-q", "-f", st.config_path], env=env, capture_output=True, text=True)
     if check.returncode != 0:
         raise SetupError(f"haproxy refused its configuration: {(check.stderr or check.stdout).strip()[:300]}")
     log = open(d / "haproxy.log", "ab")
-    proc = subprocess.Popen([binary, "-db", "-f", str(d / "haproxy.cfg")], stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen([binary, "-db", "-f", st.config_path], stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     log.close()
     st.pid = proc.pid
@@ -133,17 +163,33 @@ def start(shape: str, servers: list[frontdoor.Server], settings: frontdoor.Front
     raise SetupError("haproxy did not answer on its stats socket within 10 s")
 
 
-def stop(st: FrontState | None) -> None:
-    """Stop the rig's HAProxy by its PID (never any other) and remove its files."""
+def is_ours(st: FrontState, pid: int) -> bool:
+    """``pid`` is this front door's HAProxy: ``haproxy`` run with this front door's configuration
+    file (``-f DIR/haproxy.cfg``: no other front door, and no system HAProxy, has that file), in
+    the session it was started in (its own)."""
+    args = procs.argv(pid)
+    return (bool(args) and Path(args[0]).name == "haproxy" and ("-f", st.config_path) in zip(args, args[1:])
+            and procs.session_of(pid) == pid)
+
+
+def stop(st: FrontState | None, log: Callable[[str], None] = lambda msg: None) -> None:
+    """Stop the rig's HAProxy by its PID, only while that PID is still this front door's HAProxy
+    (:func:`is_ours`, checked before each signal), and remove its files. A PID that now names
+    another process is not signalled: the front door is gone, and ``log`` says so."""
     if st is None:
         return
     if st.pid and procs.alive(st.pid):
-        procs.stop_pid(st.pid, timeout=5)
+        if is_ours(st, st.pid):
+            procs.stop_pid(st.pid, timeout=5, same=lambda pid: is_ours(st, pid))
+        else:
+            log(f"front door: pid {st.pid} is no longer its HAProxy ({procs.cmdline(st.pid)[:80] or '?'}): "
+                "not signalled, taken as gone")
     shutil.rmtree(st.dir, ignore_errors=True)
 
 
 def alive(st: FrontState | None) -> bool:
-    return bool(st and st.pid and procs.alive(st.pid))
+    """The front door's HAProxy runs: its PID is alive and still this front door's HAProxy."""
+    return bool(st and st.pid and procs.alive(st.pid) and is_ours(st, st.pid))
 
 
 def _ask(sock_path: str, command: str, timeout: float) -> str | None:

@@ -3,7 +3,9 @@
 `ray start` is launched as a session leader; the raylet, the GCS, the dashboard agents and
 every worker it forks inherit that session id (actor workers get process groups of their
 own, but not sessions). Killing a node therefore means killing its session, and nothing
-outside it: the backend never signals a process it did not start.
+outside it: the backend never signals a process it did not start. A single process recorded by
+its PID (Redis, HAProxy) is stopped with :func:`stop_pid` and a check that the PID still names
+it (``same``): once it exited, the kernel may give its PID to any other process.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
@@ -52,10 +55,18 @@ def session_members(sid: int) -> list[int]:
 
 
 def cmdline(pid: int) -> str:
+    return " ".join(argv(pid))
+
+
+def argv(pid: int) -> list[str]:
+    """The process's arguments as it holds them now (a program may rewrite them: Redis puts its
+    address there); [] when it is gone or a zombie."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return ""
+        return []
+    raw = raw.rstrip(b"\0")  # a rewritten title is padded with NULs
+    return [a.decode(errors="replace") for a in raw.split(b"\0")] if raw else []
 
 
 def reap() -> None:
@@ -106,12 +117,16 @@ def wait_gone(pids: list[int], timeout: float) -> bool:
     return False
 
 
-def stop_pid(pid: int, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after ``timeout``."""
-    if not alive(pid):
+def stop_pid(pid: int, timeout: float = 10.0, same: Callable[[int], bool] | None = None) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``.
+
+    ``same`` tells whether ``pid`` is still the process meant, checked before each signal: a PID
+    read from a file names whatever process holds it now, and once the one meant exited (even
+    between the two signals) that can be any other. Not the same: it is left alone."""
+    if not alive(pid) or (same is not None and not same(pid)):
         return
     signal_pids([pid], signal.SIGTERM)
-    if not wait_gone([pid], timeout):
+    if not wait_gone([pid], timeout) and (same is None or same(pid)):
         signal_pids([pid], signal.SIGKILL)
         wait_gone([pid], 5)
 

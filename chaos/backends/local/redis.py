@@ -19,11 +19,13 @@ def redis_binary() -> str:
     return path
 
 
-def start(host: str, port: int, data_dir: Path, prefix: list[str] | None = None) -> int:
+def start(host: str, port: int, data_dir: Path, prefix: list[str] | None = None,
+          env: dict[str, str] | None = None) -> int:
     """Start redis-server in a session of its own; return its PID once it answers PING.
 
     ``prefix`` runs it through another program first (``ip netns exec NS``, which execs it: the
-    PID stays redis-server's)."""
+    PID stays redis-server's). ``env``: its environment (the cluster's, without secrets), else
+    this process's."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir / "redis.log", "ab")
     proc = subprocess.Popen(
@@ -42,6 +44,7 @@ def start(host: str, port: int, data_dir: Path, prefix: list[str] | None = None)
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        env=env,
     )
     log.close()
     deadline = time.monotonic() + 20

@@ -1,0 +1,61 @@
+"""How to run an experiment, beside what its file says: one object, made by the CLI from its flags
+or by the Chaos Toolkit control from the experiment's ``configuration`` (keys ``availproof_*``),
+and passed as it is to :func:`chaos.run.open_run` and :mod:`chaos.provision`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.backends.local.cluster import default_cluster_dir
+from chaos.errors import UsageError
+
+BACKENDS = ("local", "kuberay")
+FRONTS = ("direct", "lb", "zonal-lb")
+
+
+def backend_kind(kind: str | None) -> str:
+    kind = kind or "local"
+    if kind not in BACKENDS:
+        raise UsageError(f"backend must be local or kuberay, got {kind!r}")
+    return kind
+
+
+@dataclass
+class Options:
+    app: str = "stream"  # stream | llm
+    out_dir: Path | None = None  # default: runs/<time>-<title>
+    cluster_dir: Path = field(default_factory=default_cluster_dir)
+    backend: str = "local"  # local | kuberay
+    kubernetes: dict[str, Any] = field(default_factory=dict)  # flags over the experiment's kubernetes section
+    model_path: str = ""  # the llm app's checkpoint (default: the tiny one, built offline)
+    model: str | None = None  # the model name the load asks for (default: the load shape's)
+    deploy_timeout_s: float = 600.0
+    replace_cluster: bool = False  # a running local cluster of another kind is replaced, not refused
+    front: str | None = None  # direct | lb | zonal-lb over the experiment's ``front`` (--front)
+
+    def __post_init__(self) -> None:
+        self.backend = backend_kind(self.backend)
+        if self.app not in ("stream", "llm"):
+            raise UsageError(f"app must be stream or llm, got {self.app!r}")
+        if self.front is not None and self.front not in FRONTS:
+            raise UsageError(f"front must be one of {', '.join(FRONTS)}, got {self.front!r}")
+        self.cluster_dir = Path(self.cluster_dir)
+        self.out_dir = Path(self.out_dir) if self.out_dir else None
+
+    @classmethod
+    def from_configuration(cls, configuration: dict[str, Any] | None) -> Options:
+        """Under plain ``chaos run``: the experiment's ``configuration`` (strings from the environment)."""
+        c = configuration or {}
+        return cls(app=c.get("availproof_app") or "stream",
+                   out_dir=Path(c["availproof_out"]) if c.get("availproof_out") else None,
+                   cluster_dir=Path(c["availproof_cluster_dir"]) if c.get("availproof_cluster_dir")
+                   else default_cluster_dir(),
+                   backend=c.get("availproof_backend") or "local",
+                   kubernetes=dict(c.get("availproof_kubernetes") or {}),
+                   model_path=c.get("availproof_model_path") or "",
+                   model=c.get("availproof_model"),
+                   deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
+                   replace_cluster=bool(c.get("availproof_replace_cluster", False)),
+                   front=c.get("availproof_front") or None)

@@ -1,0 +1,139 @@
+"""The failure scopes: one entry per scope, the one place that says what each scope is.
+
+The analysis, the planes, the bounds, the reports and the schemas ask this registry what a scope
+is instead of keeping their own lists of names: a new scope is one :func:`register` call, a fault
+function in :mod:`chaos.faults` (its marks carry the scope's name), the backend methods the fault
+calls, a Chaos Toolkit action and an experiment (README, "Adding a scope"). A scope a recorded run
+names that the registry does not know (an older run, a plug-in's scope not loaded) reads as one
+with every property false (:func:`get`): analysed like ``head``, shown by its name.
+
+Two properties are easily confused, and the code branches on both:
+
+- ``routed``: the fault takes down a failure domain (a node, a zone, a region) whose users reach
+  Serve through their own proxies, in that domain: its affected population is that domain's users,
+  and the other zones' users are the unaffected ones.
+- ``every_target_affected``: the fault hits a replica (or every replica) that Serve's proxies route
+  to from every zone: a request sent to zone-a's proxy may be served in zone-c, so every target's
+  users are affected whatever zone the fault names, and no zone is unaffected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one failure scope is, as the code that analyses and reports a fault of it needs to know."""
+
+    name: str  # what the marks, the experiments and the summaries call it
+    label: str  # a few words for reports ("zone loss")
+    fault: str | None = None  # its function in chaos.faults (None: injected by a module of its own)
+    backend_methods: tuple[str, ...] = ()  # the Backend methods its fault injects and heals with
+    zoned: bool = False  # its marks name zones: those it takes down, or the zone of the node or replica it hits
+    routed: bool = False  # takes down a domain whose users have their own proxies in it (affected: its users)
+    every_target_affected: bool = False  # Serve routes from any proxy to what it hits: no zone is unaffected
+    control_plane: bool = False  # takes down the GCS or the Serve controller (the head, the GCS's Redis)
+    replacing: bool = False  # replacing replicas is what it does (a planned disruption): its replacement shown
+    replaces_every_replica: bool = False  # meant to replace every replica: its completion is measured
+
+    def missing_on(self, backend: Any) -> list[str]:
+        """The backend methods this scope's fault needs that ``backend`` lacks: a backend that lacks
+        any cannot inject the scope."""
+        return [m for m in self.backend_methods if not callable(getattr(backend, m, None))]
+
+
+FLAGS = tuple(f.name for f in fields(Scope) if f.type == "bool")  # the yes/no properties
+_REGISTRY: dict[str, Scope] = {}
+
+
+def _problems(scope: Scope) -> list[str]:
+    """What makes an entry contradict itself (the analysis would read it two ways)."""
+    out = []
+    if not _NAME.match(scope.name):
+        out.append(f"name must be lower-case letters, digits, '-' or '_', got {scope.name!r}")
+    if not scope.label:
+        out.append("label must not be empty")
+    if scope.routed and scope.every_target_affected:
+        out.append("routed (its domain's users are affected) and every_target_affected (every target's users "
+                   "are) exclude each other")
+    if scope.routed and not scope.zoned:
+        out.append("routed needs zoned: the affected domain is the zones its marks name")
+    if scope.replaces_every_replica and not scope.replacing:
+        out.append("replaces_every_replica needs replacing")
+    if isinstance(scope.backend_methods, str) or not all(isinstance(m, str) for m in scope.backend_methods):
+        out.append("backend_methods must be a tuple of method names")
+    return out
+
+
+def register(scope: Scope, replace: bool = False) -> Scope:
+    """Add ``scope`` to the registry (``replace``: over one of the same name); returns it.
+    Refuses a name already taken and an entry that contradicts itself."""
+    problems = _problems(scope)
+    if scope.name in _REGISTRY and not replace:
+        problems.append(f"scope {scope.name!r} is already registered")
+    if problems:
+        raise ValueError(f"scope {scope.name!r}: " + "; ".join(problems))
+    _REGISTRY[scope.name] = scope
+    return scope
+
+
+def unregister(name: str) -> None:
+    """Remove a scope (a test's, a plug-in's); unknown names are ignored."""
+    _REGISTRY.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    """Every registered scope's name, in registration order (the schema's enum, ``records.SCOPES``)."""
+    return tuple(_REGISTRY)
+
+
+def all_scopes() -> tuple[Scope, ...]:
+    return tuple(_REGISTRY.values())
+
+
+def get(name: str | None) -> Scope:
+    """The registered scope, else one with every property false and its name as its label."""
+    known = _REGISTRY.get(name) if isinstance(name, str) else None
+    return known or Scope(name=str(name), label=str(name))
+
+
+def known(name: str | None) -> bool:
+    return isinstance(name, str) and name in _REGISTRY
+
+
+def label(name: str | None) -> str | None:
+    """The registered scope's label, None for a scope the registry does not know."""
+    return _REGISTRY[name].label if known(name) else None
+
+
+def where(flag: str) -> frozenset[str]:
+    """The names of the registered scopes whose property ``flag`` is true, e.g. ``where("routed")``."""
+    if flag not in FLAGS:
+        raise ValueError(f"no yes/no scope property {flag!r} (known: {', '.join(FLAGS)})")
+    return frozenset(s.name for s in _REGISTRY.values() if getattr(s, flag))
+
+
+# The built-in scopes, in the order the schema's enum lists them.
+for _scope in (
+    Scope("replica", "replica kill", "kill_replica", ("replica_killer",), zoned=True, every_target_affected=True),
+    Scope("engine", "engine hang", "hang_engine", ("pause_engine", "resume_engine"), zoned=True,
+          every_target_affected=True),
+    Scope("node", "node loss", "kill_node", ("kill_node", "start_node"), zoned=True, routed=True),
+    Scope("head", "head loss", "kill_head", ("kill_head", "restart_head"), control_plane=True),
+    Scope("zone", "zone loss", "kill_zone", ("kill_zones", "restore_zones"), zoned=True, routed=True),
+    Scope("region", "region loss", "kill_region", ("kill_zones", "restore_zones"), zoned=True, routed=True),
+    Scope("partition", "zone partition", "partition_zone", ("partition_zone", "heal_zone"), zoned=True,
+          routed=True),
+    Scope("redis", "GCS Redis loss", "kill_redis", ("kill_redis", "start_redis"), control_plane=True),
+    Scope("upgrade", "rolling upgrade", "upgrade_app", ("upgrade_app",), every_target_affected=True,
+          replacing=True, replaces_every_replica=True),
+    Scope("drain", "node drain", "drain_node", ("drain_node", "kill_node", "start_node"), zoned=True, routed=True,
+          replacing=True),
+):
+    register(_scope)
+del _scope

@@ -1,0 +1,54 @@
+"""When the recovery window may end before its planned length: every plane back and steady for the
+settle time (a definition; it decides only how long the load stays on, never a figure).
+
+The run (:func:`chaos.run.keep_load_for_recovery`) analyses the records taken so far every couple of
+seconds and ends the recovery window once, for the last fault (the incident's, whose window runs
+to the end of the run):
+
+- the affected population and the service are at steady state (``time_to_steady_state_s`` reached:
+  the last stretch of judged windows is in bound),
+- the control plane is restored (``time_to_restored_s``; 0 when it was never lost),
+- capacity is restored, per zone (``time_to_restored_s``; 0 when it was never lost),
+
+and the latest of these instants lies at least ``settle_s`` + one steady-state window (``window_s``,
+the last stretch a window can be judged in) before the end of the records. A figure that is
+unmeasurable, or not reached, keeps the window open to its planned length.
+
+What an early end costs: a relapse after the window ended is not seen (the figures describe the
+window that was measured: its length is in the summary, ``recovery_window``). A relapse inside it
+is, the analysis being the same as for a full window: the window ends only while the last judged
+window is in bound, so a relapse one second after the settle time keeps it open and is reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NS = 1_000_000_000
+
+
+def recovered_at_s(fault: dict[str, Any]) -> float | None:
+    """The instant (s after the fault's injection) every plane was back, from one fault of a summary
+    (:func:`chaos.analysis.analyse`); None while any is not back or cannot be measured."""
+    instants = []
+    for population in ("affected", "service"):
+        instants.append((fault.get(population) or {}).get("time_to_steady_state_s"))
+    for plane in ("control_plane", "capacity"):
+        p = fault.get(plane)
+        instants.append(p.get("time_to_restored_s") if isinstance(p, dict) else None)
+    if any(x is None for x in instants):
+        return None
+    return max(instants)
+
+
+def settled(summary: dict[str, Any], records_end_s: float, settle_s: float, window_s: float) -> float | None:
+    """The recovery instant (s after the last injection) when every plane has been back for
+    ``settle_s`` (+ ``window_s``) by ``records_end_s`` (the end of the records, s after the last
+    injection); else None."""
+    faults = summary.get("faults") or []
+    if not faults or settle_s <= 0:
+        return None
+    at = recovered_at_s(faults[-1])
+    if at is None or records_end_s - at < settle_s + window_s:
+        return None
+    return at

@@ -1,0 +1,173 @@
+"""The run owns its lifecycle (chaos.run, chaos.ctk.control, chaos.runner): no fault without a
+measuring run, a set-up that fails injects nothing (under `availproof run` and plain `chaos run`),
+the rollback heals exactly what the run injected, and what no rollback healed the run heals itself."""
+
+import json
+from pathlib import Path
+
+import pytest
+from chaoslib.exceptions import InterruptExecution
+
+from chaos import faults, provision, run as core, runner
+from chaos.backends import base
+from chaos.errors import UsageError
+from chaos.experiment import settings as make_settings
+from chaos.options import Options
+
+from .test_run import _experiment, fake_system  # noqa: F401 - the fixture
+
+
+def _with_token_env(path: Path, name: str = "AP_UNSET_TOKEN_VAR") -> Path:
+    doc = json.loads(path.read_text())
+    doc["extensions"][0]["front"] = "lb"
+    doc["extensions"][0]["front_door"] = {"token_env": name}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _ctk(path: Path, strategy: str | None = None) -> dict:
+    """Plain `chaos run`: Chaos Toolkit's own API with the experiment's control, its configuration from
+    the environment (no availproof runner around it)."""
+    from chaoslib.experiment import run_experiment as ctk_run
+
+    from chaos import experiment as exp_mod
+
+    settings = {"runtime": {"rollbacks": {"strategy": strategy}}} if strategy else {}
+    return ctk_run(exp_mod.load(path), settings=settings)
+
+
+def test_a_set_up_error_under_availproof_run_raises_before_chaos_toolkit_and_injects_nothing(tmp_path, fake_system,
+                                                                                             monkeypatch):
+    monkeypatch.delenv("AP_UNSET_TOKEN_VAR", raising=False)
+    path = _with_token_env(_experiment(tmp_path, baseline_s=0.2, method_s=0.1))
+    with pytest.raises(UsageError, match=r"\$AP_UNSET_TOKEN_VAR"):
+        runner.run_experiment(path, tmp_path / "out")
+    assert not (tmp_path / "started").exists()  # the method's action never ran
+    assert not (tmp_path / "rolled-back").exists() and not (tmp_path / "out" / "journal.json").exists()
+    assert fake_system == []  # nothing was provisioned either: the token is checked first
+
+
+def test_a_set_up_error_under_plain_chaos_run_interrupts_and_exits_2_with_nothing_injected(tmp_path, fake_system,
+                                                                                           monkeypatch, capsys):
+    monkeypatch.delenv("AP_UNSET_TOKEN_VAR", raising=False)
+    path = _with_token_env(_experiment(tmp_path, baseline_s=0.2, method_s=0.1))
+    with pytest.raises(SystemExit) as e:
+        _ctk(path)  # Chaos Toolkit's default rollback strategy
+    assert e.value.code == 2
+    assert not (tmp_path / "started").exists() and not (tmp_path / "rolled-back").exists()
+    assert fake_system == []
+    assert "set $AP_UNSET_TOKEN_VAR" in capsys.readouterr().out  # the one line, said by the control
+
+
+def test_an_action_outside_a_measuring_run_refuses_and_touches_nothing():
+    from chaos.ctk import actions
+
+    assert core.current() is None
+    with pytest.raises(InterruptExecution, match="no run is open"):
+        actions.kill_node(zone="zone-b")  # no backend is attached: nothing could be touched
+    assert actions.heal_all() == {"healed": [], "note": "no run is open: nothing was injected, nothing to heal"}
+
+
+class HealRecorder:
+    def __init__(self):
+        self.calls: list[list[dict]] = []
+
+    def heal(self, faults_: list[dict], timeout: float) -> dict:
+        self.calls.append(list(faults_))
+        return {}
+
+
+def test_the_rollback_heals_exactly_the_faults_injected_and_not_healed_last_first():
+    b, m = HealRecorder(), faults.Marker()
+    assert faults.heal(b, m)["healed"] == [] and b.calls == []  # nothing injected: the cluster is not touched
+    with m.inject("node", "worker-b", ["zone-b"]) as first:
+        pass
+    with m.inject("engine", "r1", ["zone-a"]) as second:
+        second["pids"] = [7]
+    with m.heal(second):  # healed by the fault itself (its duration_s)
+        pass
+    with m.inject("partition", "zone-c", ["zone-c"]) as third:
+        pass
+    done = faults.heal(b, m)
+    assert [f["fault_id"] for f in b.calls[0]] == [third["fault_id"], first["fault_id"]]
+    assert done["healed"] == [third["fault_id"], first["fault_id"]] and m.unhealed() == []
+    assert faults.heal(b, m)["healed"] == [] and len(b.calls) == 1  # healed once
+
+
+def test_a_fault_whose_call_raised_half_way_is_healed_too():
+    b, m = HealRecorder(), faults.Marker()
+    with pytest.raises(RuntimeError):
+        with m.inject("zone", "zone-a", ["zone-a"]):
+            raise RuntimeError("the second node's kill failed")
+    assert [x.event for x in m.marks] == []  # no injection recorded...
+    faults.heal(b, m)
+    assert [f["target"] for f in b.calls[0]] == ["zone-a"]  # ...but what it may have done is undone
+
+
+def test_plain_chaos_run_stopped_by_a_stop_condition_heals_what_no_rollback_healed(tmp_path, fake_system):
+    """Chaos Toolkit's default strategy plays no rollback for an interrupted run: the run's end heals
+    the fault it injected all the same (the rollback here is a note that heals nothing)."""
+    path = _experiment(tmp_path, baseline_s=0.5, method_s=60)
+    journal = _ctk(path)  # default strategy
+    assert journal["status"] == "interrupted" and journal["rollbacks"] == []
+    assert not (tmp_path / "rolled-back").exists()  # no rollback played...
+    backend = fake_system[-1]
+    assert len(backend.healed) == 1 and backend.healed[0][0].startswith("replica-")  # ...the run healed its fault
+    assert journal["availproof"]["verdict"]["word"] == "VIOLATED"  # the stop condition
+    summary = json.loads(Path(journal["availproof"]["out_dir"], "summary.json").read_text())
+    assert summary["verdict"] == journal["availproof"]["verdict"]
+
+
+def test_a_run_is_never_opened_twice(tmp_path, fake_system, monkeypatch):
+    path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
+    from chaos import experiment as exp_mod
+
+    run = core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "a"))
+    try:
+        with pytest.raises(UsageError, match="already open"):
+            core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "b"))
+    finally:
+        core.close(run)
+
+
+# ---------------------------------------------------------------- capabilities
+def _settings(**ext) -> object:
+    doc = {"title": "t", "extensions": [{"name": "availproof", "scope": "node", "bounds": {"max_failed_requests": 5}, **ext}]}
+    return make_settings(doc, source="t")
+
+
+def test_an_experiment_asking_for_what_the_backend_cannot_do_is_refused_in_one_line():
+    provision.check_capabilities("local", _settings(front="lb"))  # the local backend has it all
+    with pytest.raises(UsageError) as e:
+        provision.check_capabilities("kuberay", _settings(front="lb"))
+    assert "--front direct" in str(e.value) and "\n" not in str(e.value)
+    provision.check_capabilities("kuberay", _settings(front="direct"))
+    with pytest.raises(UsageError, match="GCS fault tolerance"):
+        provision.check_capabilities("kuberay", _settings(front="direct", gcs_fault_tolerance=False))
+
+
+def test_a_scope_no_backend_declares_is_refused():
+    s = _settings(front="direct")
+    s.scope = "disk-full"
+    assert base.scope_capability("disk-full") in base.required(s)
+    with pytest.raises(UsageError, match="scope:disk-full"):
+        provision.check_capabilities("local", s)
+
+
+def test_a_backend_without_the_whole_interface_is_refused_when_the_run_opens(tmp_path, monkeypatch):
+    from chaos import experiment as exp_mod
+    from chaos.errors import SetupError
+
+    class Partial:  # 6 of the interface's members
+        name, capabilities = "partial", frozenset()
+
+        def targets(self): ...
+        def head_target(self): ...
+        def own_hosts(self): ...
+        def observe(self, timeout): ...
+
+    monkeypatch.setattr(provision, "ensure_system", lambda settings, options, log=None: Partial())
+    path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
+    with pytest.raises(SetupError, match="lacks .*heal.*kill_node"):
+        core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "out"))
+    assert core.current() is None

@@ -1,0 +1,93 @@
+"""One verdict (chaos.verdict), decided once: every branch, and the report, the suite table, JUnit and
+the exit code all saying the same."""
+
+import copy
+
+import pytest
+
+from chaos import runner, verdict
+from chaos.reports import cells, report
+
+
+def _summary(results=(), stop=None, effect=None, stated=True):
+    fault = {"fault_id": "node-1", "scope": "node", "target": "worker-b", "zones": ["zone-b"],
+             "affected": {"basis": "fault_domain", "zones": ["zone-b"], "requests": 10, "failed_total": 1},
+             "service": {"failed_total": 1}}
+    if effect is not None:
+        fault["effect"] = effect
+    rs = list(results)
+    return {"faults": [fault], "stop_reason": stop,
+            "bounds": {"stated": {"max_failed_requests": 5} if stated else {}, "results": rs,
+                       "all_met": not any(r["met"] is False or r.get("status") == "unmeasurable" for r in rs)}}
+
+
+MET = {"bound": "max_failed_requests", "fault_id": "node-1", "value": 1, "limit": 5, "met": True, "status": "met",
+       "population": "affected"}
+BAD = {**MET, "value": 9, "met": False, "status": "violated"}
+UNM = {**MET, "value": None, "met": None, "status": "unmeasurable", "reason": "no request in the window"}
+DONE = {"status": "completed", "deviated": False, "run": []}
+FAILED_ACTIVITY = {"status": "completed", "deviated": False,
+                   "run": [{"status": "failed", "activity": {"name": "restart"}, "exception": ["boom"]}]}
+
+CASES = [  # (name, summary, journal, setup error, word)
+    ("set-up failed", None, None, "set $TOKEN", verdict.ERROR),
+    ("nothing injected", {"faults": []}, DONE, None, verdict.ERROR),
+    ("fault not in effect", _summary([MET], effect={"verified": False}), DONE, None, verdict.ERROR),
+    ("interrupted", _summary([MET]), {**DONE, "status": "interrupted"}, None, verdict.ERROR),
+    ("stop condition", _summary([MET], stop="failure ratio 1.00"), {**DONE, "status": "interrupted"}, None,
+     verdict.VIOLATED),
+    ("method activity failed", _summary([MET]), FAILED_ACTIVITY, None, verdict.ERROR),
+    ("bound violated", _summary([MET, BAD]), DONE, None, verdict.VIOLATED),
+    ("bound unmeasured", _summary([MET, UNM]), DONE, None, verdict.UNMEASURED),
+    ("hypothesis deviated", _summary([MET]), {**DONE, "deviated": True}, None, verdict.VIOLATED),
+    ("no bounds", _summary([], stated=False), DONE, None, verdict.PASS),
+    ("pass", _summary([MET]), DONE, None, verdict.PASS),
+]
+
+
+@pytest.mark.parametrize("name,summary,journal,setup,word", CASES, ids=[c[0] for c in CASES])
+def test_every_branch_and_every_reader_agree(name, summary, journal, setup, word):
+    v = verdict.decide(copy.deepcopy(summary), journal, setup_error=setup)
+    assert v["word"] == word and v["exit_code"] == verdict.EXIT[word]
+    assert word == verdict.PASS or v["reasons"]  # anything but a pass says why
+    recorded = None if summary is None else {**copy.deepcopy(summary), "verdict": v}
+    result = {"experiment": f"experiments/{name.replace(' ', '-')}.json", "verdict": v["exit_code"],
+              "verdict_detail": v, "summary": recorded, "error": "; ".join(v["reasons"]) or None}
+    # the exit code of `availproof run`
+    assert result["verdict"] == {"PASS": runner.PASS, "VIOLATED": runner.VIOLATED, "UNMEASURED": runner.VIOLATED,
+                                 "ERROR": runner.ERROR}[word]
+    # the report (from the summary alone: it never reads the journal)
+    if recorded is not None:
+        assert report._verdict(recorded)[0] == word
+        assert verdict.of(recorded) == v
+    # the suite table: the verdict column of every row
+    rows = [line for line in cells.table([result]).splitlines()[2:]]
+    assert rows and all(line.rstrip(" |").endswith(word) or f"| {word}:" in line for line in rows), rows
+    # JUnit
+    xml = runner.junit_xml([result])
+    if word == verdict.PASS:
+        assert "<failure" not in xml and "<error" not in xml
+    elif word == verdict.ERROR:
+        assert "<error" in xml and 'errors="1"' in xml
+    else:
+        assert f'<failure type="{word}"' in xml and 'failures="1"' in xml
+
+
+def test_a_summary_without_a_recorded_verdict_is_decided_from_its_own_facts():
+    s = _summary([MET, BAD])
+    assert "verdict" not in s and verdict.of(s)["word"] == verdict.VIOLATED
+
+
+def test_analyse_decides_the_verdict_again_from_the_new_summary_and_the_journal(tmp_path):
+    """`availproof analyse` re-derives the verdict: an interrupted journal keeps it an ERROR."""
+    import json
+
+    from chaos import summary as summary_mod
+    from .test_summary import zone_loss_run  # a run directory of synthetic records
+
+    run_dir = zone_loss_run(tmp_path / "run", {})
+    again, _ = summary_mod.reanalyse(run_dir)
+    assert again["verdict"] == verdict.decide(again, None)
+    (run_dir / "journal.json").write_text(json.dumps({"status": "interrupted", "run": []}))
+    again, _ = summary_mod.reanalyse(run_dir)
+    assert again["verdict"]["word"] == verdict.ERROR
