@@ -407,6 +407,9 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         },
         "resolution_s": round(percentile(gaps, 0.5) / NS, 4) if gaps else None,
         "unmeasurable": unmeasurable,
+        # the fault's proof, as it looked at the system after acting (chaos.faults.prove); null for
+        # runs recorded before faults proved themselves
+        "effect": fault.detail.get("effect"),
         "detail": fault.detail,
     }
 

@@ -117,6 +117,12 @@ def cmd_checkpoint(args) -> int:
     return 0
 
 
+def _kube_flags(args) -> dict:
+    return {"context": args.kube_context, "namespace": args.kube_namespace, "ray_cluster": args.ray_cluster,
+            "serve_url": args.serve_url, "dashboard_url": args.dashboard_url, "max_pods": args.max_pods,
+            "partition_method": args.partition_method}
+
+
 def _options(args, out: Path, front: str | None = None):
     """The run's options (:class:`chaos.options.Options`) from the flags."""
     from chaos.options import Options
@@ -125,10 +131,7 @@ def _options(args, out: Path, front: str | None = None):
     if _cluster_dir(args):
         kw["cluster_dir"] = _cluster_dir(args)
     if getattr(args, "backend", "local") == "kuberay":
-        kw["kubernetes"] = {"context": args.kube_context, "namespace": args.kube_namespace,
-                            "ray_cluster": args.ray_cluster, "serve_url": args.serve_url,
-                            "dashboard_url": args.dashboard_url, "max_pods": args.max_pods,
-                            "partition_method": args.partition_method}
+        kw["kubernetes"] = _kube_flags(args)
     return Options(app=args.app, out_dir=out, backend=getattr(args, "backend", "local"),
                    model_path=getattr(args, "model_path", None) or "",
                    replace_cluster=bool(getattr(args, "replace_cluster", False)),
@@ -250,7 +253,15 @@ def cmd_suite(args) -> int:
 
 
 def cmd_recover(args) -> int:
-    """Restore a cluster a killed run left broken: resume, heal, restart, redeploy."""
+    """Restore a cluster a killed run left broken: resume, heal, restart, redeploy (KubeRay: remove every
+    object of the rig left on the cluster, whatever run left it)."""
+    if getattr(args, "backend", "local") == "kuberay":
+        from chaos import provision
+
+        backend = provision.kuberay_backend(provision.kube_settings(_kube_flags(args)))
+        done = backend.heal_all(timeout=300)
+        _say(f"recovered: {done}")
+        return 0
     from chaos.backends.local import LocalCluster
     from chaos.backends.local.backend import LocalBackend
     from chaos.provision import redeploy_if_gone
@@ -419,16 +430,23 @@ def build_parser() -> argparse.ArgumentParser:
     for c in (run, su):
         c.add_argument("--prometheus", action="store_true",
                        help="run a Prometheus server (Debian's) scraping the harness and every Ray node meanwhile")
+    for c in (run, su, rec_):
         k = c.add_argument_group("KubeRay backend (flags override the experiment's kubernetes section)")
         k.add_argument("--backend", choices=("local", "kuberay"), default="local")
         k.add_argument("--kube-context", default=None, help="the one kube context to act in")
         k.add_argument("--kube-namespace", default=None, help="the one namespace to act in")
         k.add_argument("--ray-cluster", default=None, help="RayService or RayCluster name (default: availproof)")
-        k.add_argument("--serve-url", default=None, help="the serve Service, port-forwarded to loopback")
-        k.add_argument("--dashboard-url", default=None, help="the head's dashboard, port-forwarded to loopback")
+        k.add_argument("--serve-url", default=None,
+                       help="the serve Service as reachable from here (a NodePort or load balancer that follows the "
+                            "active cluster; not a kubectl port-forward, which dies with its pod): see kuberay/README.md")
+        k.add_argument("--dashboard-url", default=None,
+                       help="the head's dashboard as reachable from here (a NodePort or load balancer; not a "
+                            "kubectl port-forward, which dies with the head pod)")
         k.add_argument("--max-pods", type=int, default=None, help="blast-radius limit: pods one fault may hit")
         k.add_argument("--partition-method", choices=("networkpolicy", "node-filter"), default=None,
-                       help="how a zone partition cuts a zone off (default networkpolicy; see kuberay/README.md)")
+                       help="how a zone partition cuts a zone off (default node-filter: a helper pod with hostNetwork "
+                            "and NET_ADMIN, checked with a dry-run create first; networkpolicy where admission refuses "
+                            "it, its effect checked; see kuberay/README.md)")
     for c in (up, status, down, dep, run, su, demo, rec_):
         c.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
     return p

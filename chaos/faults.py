@@ -2,11 +2,13 @@
 
 A fault's inject marks are written only when the backend call returned: a backend that fails
 to inject (a refused selection, a command that exited non-zero in a pod) raises, and the run
-records no injection.
+records no injection. No fault without proof: before its inject end mark, each fault looks at the
+system until it sees itself in effect (:func:`prove`; the evidence is the fault's ``effect``); one
+not seen in effect within its bound makes the run's verdict ERROR.
 
 Each fault emits its marks (inject start/end, heal start/end) on the run's timeline through a
 :class:`Marker`, and has a way back: either it heals itself after ``outage_s``, or
-:func:`heal_all` (every experiment's rollback) restores the cluster.
+:func:`heal` (every experiment's rollback) heals what the run injected.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ class Marker:
         # may have acted on part of its target, so it is healed too
         self.attempted: dict[str, dict[str, Any]] = {}
         self.healed: set[str] = set()
+        self.started: dict[str, float] = {}  # fault id -> monotonic instant of its injection
+
+    def since_inject(self, fault: dict) -> float:
+        """Seconds since ``fault``'s injection instant."""
+        return time.monotonic() - self.started[fault["fault_id"]]
 
     def unhealed(self) -> list[dict[str, Any]]:
         """The faults attempted and not yet healed, in the order they were injected."""
@@ -56,6 +63,7 @@ class Marker:
         out: dict[str, Any] = {"fault_id": fault_id, "scope": scope, "target": target, "zones": zones}
         self.attempted[fault_id] = out
         t_start = rec.now_ns()
+        self.started[fault_id] = time.monotonic()
         yield out
         self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail, t_ns=t_start)
         self.mark(rec.INJECT_END, fault_id, scope, target, zones, {k: v for k, v in out.items()
@@ -71,6 +79,44 @@ class Marker:
         # deadline, a replacement's figures) is in the summary's detail too
         self.mark(rec.HEAL_END, *args, {k: v for k, v in fault.items()
                                          if k not in ("fault_id", "scope", "target", "zones")})
+
+
+# How long after its injection each scope's effect must be seen on the system (s): a SIGKILL's
+# process is gone at once, the GCS marks a lost node DEAD within its health checks (period 1 s x 3
+# here, a few more on a loaded machine), a link set down cuts at once. Upgrade and drain prove
+# themselves at their own end (the new replicas serving; the node gone at its deadline).
+EFFECT_BOUND_S = {"replica": 10.0, "engine": 10.0, "node": 30.0, "zone": 30.0, "region": 30.0, "head": 15.0,
+                  "redis": 15.0, "partition": 10.0, "drain": 30.0}
+
+
+def prove(backend, marker: Marker, fault: dict, bound_s: float | None = None, poll_s: float = 0.25) -> dict:
+    """No fault without proof: look at the system (``backend.effect_checks``) until every check says
+    the fault is in effect, or ``bound_s`` (default :data:`EFFECT_BOUND_S`) has passed since the
+    injection. The evidence is the fault's ``effect``: ``{"verified", "time_to_effect_s", "bound_s",
+    "checks": [{"check", "ok", "seen", "t_s"}]}`` (``t_s``: when that check was first seen ok, else
+    of its last look). A fault not seen in effect is not an error here: it is recorded, and the
+    run's verdict is ERROR ("fault not in effect", :mod:`chaos.verdict`)."""
+    bound = EFFECT_BOUND_S.get(fault["scope"], 30.0) if bound_s is None else bound_s
+    first_ok: dict[str, float] = {}
+    while True:
+        t = round(marker.since_inject(fault), 3)
+        try:
+            checks = backend.effect_checks(fault)
+        except Exception as e:  # noqa: BLE001 - a look that fails proves nothing; looked at again
+            checks = [{"check": "the effect checks", "ok": False, "seen": f"{type(e).__name__}: {e}"[:200]}]
+        for c in checks:
+            if c["ok"]:
+                first_ok.setdefault(c["check"], t)
+            c["t_s"] = first_ok.get(c["check"], t)
+        verified = bool(checks) and all(c["ok"] for c in checks)
+        if verified or marker.since_inject(fault) >= bound:
+            break
+        time.sleep(poll_s)
+    fault["effect"] = {"verified": verified, "time_to_effect_s": t if verified else None, "bound_s": bound,
+                       "checks": checks}
+    marker.log(f"effect of {fault['scope']} {fault['target']}: " + (f"in effect after {t:.2f} s" if verified else
+               "NOT IN EFFECT: " + "; ".join(f"{c['check']}: {c['seen']}" for c in checks if not c["ok"])))
+    return fault["effect"]
 
 
 def _sleep(seconds: float | None) -> None:
@@ -98,6 +144,7 @@ def kill_replica(backend, marker: Marker, zone: str | None = None, method: str =
     with marker.inject("replica", r.replica_id, [r.zone] if r.zone else [],
                        {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}) as f:
         f["pids"] = do_kill()
+        prove(backend, marker, f)
     return f
 
 
@@ -110,17 +157,19 @@ def hang_engine(backend, marker: Marker, zone: str | None = None, duration_s: fl
     r = backend.pick_replica(zone=zone)
     with marker.inject("engine", r.replica_id, [r.zone] if r.zone else [], {"node": r.node}) as f:
         f["pids"] = backend.pause_engine(r)
+        prove(backend, marker, f)
     if duration_s:
-        _sleep(duration_s)
+        _sleep(max(0.0, duration_s - marker.since_inject(f)))
         with marker.heal(f):
             backend.resume_engine(f["pids"])
     return f
 
 
 def _outage(backend, marker: Marker, fault: dict, outage_s: float | None, restore: Callable[[], None]) -> None:
+    """Restore ``outage_s`` after the injection instant (its proof's time included), else leave it to the rollback."""
     if outage_s is None:
         return
-    _sleep(outage_s)
+    _sleep(max(0.0, outage_s - marker.since_inject(fault)))
     with marker.heal(fault):
         restore()
 
@@ -134,6 +183,7 @@ def kill_node(backend, marker: Marker, node: str | None = None, zone: str | None
     z = backend.zone_of(node)
     with marker.inject("node", node, [z] if z else []) as f:
         f["pids"] = len(backend.kill_node(node))
+        prove(backend, marker, f)
     _outage(backend, marker, f, outage_s, lambda: backend.start_node(node))
     return f
 
@@ -148,7 +198,9 @@ def kill_head(backend, marker: Marker, outage_s: float | None = 5.0, method: str
     if method not in ("node", "gcs"):
         raise UsageError(f"head kill method must be node or gcs, got {method!r}")
     with marker.inject("head", "head", [], {"method": method}) as f:
+        f["method"] = method  # what the proof looks for: the head's processes, or gcs_server alone
         f["pids"] = len(backend.kill_head(method=method))
+        prove(backend, marker, f)
     _outage(backend, marker, f, outage_s, backend.restart_head)
     return f
 
@@ -163,6 +215,7 @@ def kill_zone(backend, marker: Marker, zone: str, outage_s: float | None = None)
     nodes = backend.nodes_in(zone=zone)
     with marker.inject("zone", zone, [zone], {"nodes": nodes}) as f:
         f["pids"] = len(backend.kill_zones([zone]))
+        prove(backend, marker, f)
     _outage(backend, marker, f, outage_s, lambda: backend.restore_zones([zone]))
     return f
 
@@ -175,6 +228,7 @@ def kill_region(backend, marker: Marker, region: str, outage_s: float | None = N
     nodes = backend.nodes_in(region=region)
     with marker.inject("region", region, zones, {"nodes": nodes}) as f:
         f["pids"] = len(backend.kill_zones(zones))
+        prove(backend, marker, f)
     _outage(backend, marker, f, outage_s, lambda: backend.restore_zones(zones))
     return f
 
@@ -189,6 +243,7 @@ def kill_redis(backend, marker: Marker, outage_s: float | None = 5.0) -> dict:
     """
     with marker.inject("redis", "redis", []) as f:
         f["pids"] = backend.kill_redis()
+        prove(backend, marker, f)
 
     def restore():
         f["gcs_exited"] = bool(backend.start_redis())
@@ -202,7 +257,9 @@ def partition_zone(backend, marker: Marker, zone: str, duration_s: float | None 
     network namespaces down. KubeRay: a NetworkPolicy or a node-level packet filter
     (``kubernetes.partition_method``)."""
     with marker.inject("partition", zone, [zone]) as f:
-        backend.partition_zone(zone)
+        # the cut's helpers (KubeRay) end by themselves a while after the partition should have
+        backend.partition_zone(zone, deadline_s=duration_s + 300 if duration_s else None)
+        prove(backend, marker, f)
     _outage(backend, marker, f, duration_s, lambda: backend.heal_zone(zone))
     return f
 
@@ -262,6 +319,13 @@ def upgrade_app(backend, marker: Marker, variant: str = "code", timeout_s: float
             time.sleep(poll_s)
         f["replicas_after"] = sorted(now)
         f["complete"] = not (now & before) and len(now) >= len(before)
+        # the upgrade's proof is its completion: every replica of before gone, as many new ones RUNNING
+        t = round(marker.since_inject(f), 3)
+        f["effect"] = {"verified": f["complete"], "time_to_effect_s": t if f["complete"] else None,
+                       "bound_s": timeout_s, "checks": [{
+                           "check": "every replica RUNNING before the upgrade replaced by a new RUNNING one",
+                           "ok": f["complete"], "t_s": t,
+                           "seen": f"{len(now & before)} of {len(before)} old replicas left, {len(now)} RUNNING"}]}
     return f
 
 
@@ -324,22 +388,24 @@ def drain_node(backend, marker: Marker, node: str | None = None, zone: str | Non
         f["placement_reads_failed"] = failed
         f["pids"] = len(backend.kill_node(node))
         f["killed_at_s"] = round(time.monotonic() - t0, 3)
+        prove(backend, marker, f, bound_s=deadline_s + EFFECT_BOUND_S["drain"])  # the node gone at its deadline
     marker.log(f"drain deadline: {node} goes ({len(left)} of its {len(at_notice)} replicas still on it)")
     _outage(backend, marker, f, outage_s, lambda: backend.start_node(node))
     return f
 
 
 def heal(backend, marker: Marker, timeout: float = 240.0) -> dict:
-    """Every experiment's rollback: heal exactly the faults this run injected and has not healed
-    (``marker.unhealed()``, last first), through the backend (:meth:`Backend.heal`: what those
-    faults broke, nothing else), and wait for health. Nothing injected: the cluster is not touched."""
-    faults = marker.unhealed()
-    if not faults:
+    """Every experiment's rollback: heal what the faults this run injected broke, and nothing else,
+    through the backend (:meth:`Backend.heal`, last fault first, idempotent): the faults not healed
+    yet, and the consequences of those that healed themselves (a head restarted without GCS fault
+    tolerance leaves its workers unknown to the new GCS); then wait for health. Heal marks are
+    written for the faults not healed yet. Nothing injected: the cluster is not touched."""
+    if not marker.attempted:
         return {"healed": [], "note": "nothing was injected: nothing to heal"}
-    pending = list(reversed(faults))
+    pending = list(reversed(marker.unhealed()))
     for f in pending:
         marker.mark(rec.HEAL_START, f["fault_id"], f["scope"], f["target"], f["zones"])
-    done = backend.heal(pending, timeout=timeout)
+    done = backend.heal(list(reversed(marker.attempted.values())), timeout=timeout)
     for f in pending:
         marker.mark(rec.HEAL_END, f["fault_id"], f["scope"], f["target"], f["zones"],
                     {k: v for k, v in f.items() if k not in ("fault_id", "scope", "target", "zones")})

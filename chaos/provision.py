@@ -223,7 +223,7 @@ def kuberay_backend(k: dict):
 
     b = KubeRayBackend(k["namespace"], k["context"], k.get("ray_cluster", "availproof"),
                        max_pods=int(k.get("max_pods", 1)), serve_url=k["serve_url"], dashboard_url=k["dashboard_url"],
-                       partition_method=k.get("partition_method", "networkpolicy"))
+                       partition_method=k.get("partition_method") or "node-filter")
     b.resolve_cluster()
     return b
 

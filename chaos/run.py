@@ -26,6 +26,7 @@ import json
 import re
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,9 +75,11 @@ class Run:
     exporter: Any = None
     # who drives the Chaos Toolkit call: "availproof" (the runner opened the run around it) or
     # "chaostoolkit" (plain `chaos run`: the control opened it)
+    run_id: str = ""  # the backend acts under it (KubeRay: cordons and helpers carry it)
     driver: str = "chaostoolkit"
     verdict: dict[str, Any] | None = None  # chaos.verdict, decided once after the experiment
     recovery_window: dict[str, Any] | None = None  # how long the recovery window was (keep_load_for_recovery)
+    rolled_back: bool = False  # heal_injected ran (the rollback, or the run's own)
     # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
     # True when it did (else the stop stays pending for take_stop()).
     on_stop: Callable[[str], bool] | None = None
@@ -160,11 +163,13 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     if missing:
         raise SetupError(f"backend {type(backend).__name__} lacks {', '.join(missing)} of the interface "
                          "(chaos.backends.base.Backend)")
+    run_id = uuid.uuid4().hex[:12]
+    backend.prepare(run_id, settings.scope)  # leftovers of a crashed run refused; the run's id owned
     out = options.out_dir or default_out_dir(title)
     out.mkdir(parents=True, exist_ok=True)
     events = rec.Events()
     writer = rec.RecordWriter(out / "records.ndjson").attach(events)
-    run = Run(experiment_title=experiment.get("title", ""), settings=settings, options=options, out_dir=out,
+    run = Run(experiment_title=experiment.get("title", ""), settings=settings, options=options, out_dir=out, run_id=run_id,
               backend=backend, events=events, writer=writer, marker=Marker(events, log=log))
     _set_current(run)
     log(f"records -> {run.records_path}")
@@ -361,6 +366,12 @@ def _quietly(read: Callable[[], Any]) -> Any:
 def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_reason: str | None) -> None:
     """One line per fault, then the verdict on the bounds."""
     for f in summary["faults"]:
+        e = f.get("effect") or {}
+        log(f"{f['scope']:<9} {f['target']:<12} effect   " + (
+            f"verified, in effect {e['time_to_effect_s']} s after the injection ("
+            + "; ".join(c["check"] for c in e["checks"]) + ")" if e.get("verified") else
+            "NOT VERIFIED: " + "; ".join(f"{c['check']}: {c['seen']}" for c in e.get("checks", []) if not c["ok"])
+            if e else "not checked (no proof recorded)"))
         for name in ("affected", "service"):
             p = f[name]
             log(f"{f['scope']:<9} {f['target']:<12} {name:<8} failed {p['failed_total']:>4}/{p['requests']:<5} "
@@ -394,10 +405,13 @@ def close(run: Run) -> None:
 def heal_injected(run: Run, timeout_s: float = 240.0) -> dict[str, Any]:
     """Every experiment's rollback, and the run's own when Chaos Toolkit played none (plain ``chaos
     run`` interrupted by a stop condition): heal exactly the faults this run injected and has not
-    healed (:func:`chaos.faults.heal`), then redeploy the app if the cluster lost it. Nothing
-    injected: nothing is touched."""
+    healed (:func:`chaos.faults.heal`; those that healed themselves: wait for health), then, as
+    after any fault, redeploy the app if the cluster lost it (a head restarted without GCS fault
+    tolerance) or lost its placement (Serve does not move replicas back). Nothing injected:
+    nothing is touched."""
+    run.rolled_back = True
     done = faults.heal(run.backend, run.marker, timeout=timeout_s)
-    if done["healed"]:
+    if run.marker.attempted:  # a fault healed by itself may still have cost the app (no GCS FT) or its placement
         o = run.options
         done["redeployed"] = provision.redeploy_if_gone(run.backend, app=o.app, overrides=run.settings.app,
                                                         model_path=o.model_path, timeout_s=o.deploy_timeout_s,
@@ -409,9 +423,9 @@ def heal_quietly(run: Run) -> None:
     """Heal what the run injected and nothing healed yet (a stop condition ended the method, or Chaos
     Toolkit played no rollback); a heal that fails is said, not raised: the records and the verdict
     are still owed."""
-    if not run.marker.unhealed():
+    if not run.marker.attempted or run.rolled_back:
         return
-    log("faults of this run still in effect: healing them")
+    log("no rollback healed this run's faults: healing them")
     try:
         heal_injected(run)
     except Exception as e:  # noqa: BLE001

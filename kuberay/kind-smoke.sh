@@ -50,6 +50,10 @@ RAY_NODES=${RAY_NODES%,}
 [ -n "$RAY_NODES" ] || { echo "kind-smoke: no node labelled topology.kubernetes.io/zone" >&2; exit 1; }
 kind load docker-image availproof:dev "$HELPER_IMAGE" --name "$CLUSTER" --nodes "$RAY_NODES"
 
+# The Redis password is not committed (kuberay/base/redis.yaml): one is generated for this cluster.
+kubectl --context "$CONTEXT" create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl --context "$CONTEXT" apply -f -
+kubectl --context "$CONTEXT" -n "$NAMESPACE" create secret generic redis-password \
+  --from-literal=password="$(python3 -c 'import secrets; print(secrets.token_hex(24))')"
 kubectl --context "$CONTEXT" apply -k kuberay/overlays/stream-kind
 echo "waiting for the RayService to be ready"
 for _ in $(seq 1 90); do

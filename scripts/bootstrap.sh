@@ -13,7 +13,7 @@ STAMP="$VENV/.availproof-installed"
 log() { echo "bootstrap: $*" >&2; }
 
 # Debian packages: redis-server (GCS fault tolerance; required), chromium (renders the HTML
-# report in its test), prometheus (scrapes the harness and Ray during the demo).
+# report in its test), prometheus (scrapes the harness and Ray during the demo), nftables.
 missing=()
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
 have redis-server || missing+=(redis-server)
@@ -26,6 +26,8 @@ have prometheus || missing+=(prometheus)
 # kubectl (Debian's kubernetes-client): `kubectl kustomize` renders the KubeRay overlays for
 # their offline validation in the unit tests.
 have kubectl || missing+=(kubernetes-client)
+# nftables (nft): the KubeRay node-filter partition's ruleset is checked with `nft -c` in the unit tests.
+have nft || missing+=(nftables)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     log "installing Debian packages: ${missing[*]}"

@@ -6,6 +6,12 @@ returns the websocket client; once it closes, the error channel (3) holds a ``me
 in ``details.causes[reason=ExitCode].message`` (what ``WSClient.returncode`` reads). A command
 that did not run, exited non-zero, or did not finish raises :class:`ExecError`, so no fault is
 ever recorded as injected when its command failed.
+
+``stream()`` (kubernetes client 37, ``kubernetes/stream/stream.py`` ``_websocket_request``) swaps
+the ``call_api`` of the ApiClient behind the API method it is given for a websocket call until
+the exec is set up: every other request sent through that ApiClient meanwhile (the sampler's
+reads, from another thread) would go to the websocket instead. Exec therefore goes through an
+ApiClient of its own (:func:`own_core`), never the one the backend's reads share.
 """
 
 from __future__ import annotations
@@ -38,9 +44,22 @@ def exit_status(status_doc: str | None) -> tuple[int | None, str]:
     return None, message
 
 
+def own_core(core):
+    """A ``CoreV1Api`` over a new ApiClient with ``core``'s configuration and REST layer (its connection
+    pool, thread-safe), so that ``stream()`` can patch that ApiClient's ``call_api`` without touching
+    the one ``core``'s other callers share."""
+    from kubernetes import client
+
+    shared = core.api_client
+    api = client.ApiClient(shared.configuration)
+    api.rest_client = shared.rest_client
+    return client.CoreV1Api(api)
+
+
 def run(core, namespace: str, pod: str, script: str, container: str | None = None, timeout: float = 60.0,
-        stream_fn=None) -> str:
-    """Run ``sh -c script`` in ``pod`` and return its stdout; raise :class:`ExecError` unless it exited 0."""
+        stream_fn=None, ok_codes: tuple[int, ...] = (0,)) -> str:
+    """Run ``sh -c script`` in ``pod`` and return its stdout; raise :class:`ExecError` unless it exited
+    with one of ``ok_codes`` (0 alone by default). ``core`` must be an exec-only client (:func:`own_core`)."""
     if stream_fn is None:
         from kubernetes.stream import stream as stream_fn
     kwargs = {"command": ["sh", "-c", script], "stderr": True, "stdin": False, "stdout": True, "tty": False,
@@ -60,7 +79,7 @@ def run(core, namespace: str, pod: str, script: str, container: str | None = Non
         code, message = exit_status(resp.read_channel(ERROR_CHANNEL))
     finally:
         resp.close()
-    if code != 0:
+    if code not in ok_codes:
         detail = err.strip().splitlines()[-1] if err.strip() else message
         raise ExecError(f"exec in {where} {'exited ' + str(code) if code is not None else 'failed'}: "
                         f"{script} ({detail})")

@@ -8,11 +8,32 @@ anything is deleted. Selection is plain functions over pod and node dicts (what 
 ``kubernetes`` client's ``to_dict()`` gives), tested without a cluster; the class is a thin
 adapter that calls the API with them.
 
+A kill is a crash: deleting a pod is not one. Even with ``gracePeriodSeconds=0`` (the object
+leaves the API at once) the kubelet still stops the containers through their grace: SIGTERM,
+then SIGKILL after the grace period (Kubernetes ``pkg/kubelet/pod_workers.go``
+``calculateEffectiveGracePeriod``: at least 1 s, or the pod's terminationGracePeriodSeconds on
+older kubelets; ``pkg/kubelet/kuberuntime/kuberuntime_container.go`` ``killContainer``: at least
+``minimumGracePeriodInSeconds`` = 2 s), and a SIGTERM is what ``ray start --block`` (and Redis)
+shut down cleanly on. So every kill of a node, zone, region, head (method ``node``), Redis or
+replica pod first SIGKILLs the processes inside each pod through exec (:data:`CRASH_SCRIPT`: ``kill
+-9 -1``, every process of the container's PID namespace but its PID 1 and the caller; KubeRay v1.7
+runs the Ray container as ``/bin/bash -c -- "ulimit ...; ray start ... --block"``
+(``ray-operator/controllers/ray/common/pod.go`` BuildPod, ``utils.GetContainerCommand``), so PID
+1 is that bash, or ``ray start`` itself where bash execs its last command: either way raylet,
+GCS, dashboard and workers die by SIGKILL, and ``ray start --block`` exits 1 as soon as it sees a
+subprocess die unexpectedly, without a graceful shutdown (``ray/scripts/scripts.py`` ``start``)),
+checks the exit status, and only then deletes the pod (grace 0) for KubeRay or the Deployment to
+replace. What the kubelet's SIGTERM reaches afterwards is only what is left of the dead container.
+
 Zone and region loss (KubeRay v1.7): a drain skips pods with emptyDir volumes, and every Ray
-pod has one (``/dev/shm``); so the domain's nodes are cordoned (and annotated, so the heal
-uncordons only those) and its Ray pods force-deleted. KubeRay recreates them at once, but
-their groups are pinned to the zone's nodes, so they stay Pending until the heal uncordons.
+pod has one (``/dev/shm``); so the nodes of the domain that host this RayCluster's pods (and any
+node of it labelled ``availproof.io/zone-loss-node=true``) are cordoned, annotated with the run id
+(so the heal uncordons only its own), counted against ``max_nodes`` (default: ``max_pods``), and
+its Ray pods crashed and force-deleted. KubeRay recreates them once they are gone, but their
+groups are pinned to the zone, so they stay Pending on the cordoned nodes until the heal.
 Partitions: :mod:`chaos.backends.kube_partition`. Commands in pods: :mod:`chaos.backends.kube_exec`.
+Leftovers of a run that crashed (helper pods, NetworkPolicies, labelled pods, cordoned nodes)
+are found by label and annotation: :meth:`KubeRayBackend.leftovers`, :meth:`KubeRayBackend.remove_leftovers`.
 
 Upgrades and drains (the disruptions users cause themselves): see :meth:`KubeRayBackend.upgrade_app`,
 :meth:`KubeRayBackend.drain_node` and kuberay/README.md.
@@ -22,18 +43,35 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ipaddress
 import json
 import math
 import re
+import secrets
 import shlex
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from chaos.backends import kube_exec, kube_partition as kp
-from chaos.errors import ClusterError, UsageError
+from chaos.errors import ClusterError, SetupError, UsageError
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
-CORDON_MARK = "availproof.io/cordoned"
+CORDON_MARK = "availproof.io/cordoned"  # annotation on a node a zone loss cordoned; its value: the run id
+ZONE_LOSS_LABEL = "availproof.io/zone-loss-node"  # "true" on a node a zone loss may cordon though no Ray pod of ours is on it
+# The crash of a pod's processes from inside its main container: SIGKILL to every process of the
+# container's PID namespace but its PID 1 (the kernel protects a namespace's init from signals sent
+# inside it) and the caller. Exit 0: sent; 137: the exec'd shell itself was SIGKILLed, as the kernel
+# does to what is left in a PID namespace once its init exits (bash exits when `ray start` dies),
+# i.e. the container went down under it; 1: nothing to signal.
+CRASH_SCRIPT = "kill -9 -1"
+CRASH_OK = (0, 137)
+# Redis: its image's command execs redis-server, so it is PID 1 unless the pod shares its process
+# namespace (kuberay/base/redis.yaml sets shareProcessNamespace: true; PID 1 is then the pause process)
+REDIS_CRASH_SCRIPT = ('c=$(cat /proc/1/comm 2>/dev/null); if [ "$c" = redis-server ]; then echo "redis-server is '
+                      'PID 1 of its container, which no signal sent inside the container reaches: set '
+                      'shareProcessNamespace: true on the Redis pod" >&2; exit 3; fi; kill -9 -1')
+GCS_EXIT_WINDOW_S = 30.0  # how long after a Redis kill the head's GCS is watched for its exit (Ray 2.60: seconds)
 # KubeRay v1.7 names a RayService's cluster <service>-<5 chars of k8s.io/apimachinery's rand.String>
 RAND_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 RAYSERVICE = ("ray.io", "v1", "rayservices")  # group, version, plural
@@ -119,6 +157,36 @@ def limit(selected: list[dict], max_pods: int, what: str) -> list[dict]:
 
 def zone_nodes(nodes: list[dict], zones: list[str]) -> list[str]:
     return sorted(_name(n) for n in nodes if _labels(n).get(ZONE_LABEL) in set(zones))
+
+
+def zone_loss_nodes(nodes: list[dict], pods: list[dict], zones: list[str]) -> tuple[list[str], list[str]]:
+    """The nodes a loss of ``zones`` takes out: those of the zones that host one of ``pods`` (this
+    RayCluster's), plus those of the zones labelled :data:`ZONE_LOSS_LABEL` ``=true`` (spare nodes a
+    replacement could land on). Returned as (to cordon, already unschedulable: someone else's cordon,
+    left alone). No other node of the zones, of any other workload, is touched."""
+    wanted, hosting = set(zones), {_node_of(p) for p in pods}
+    cordon, skip = [], []
+    for n in nodes:
+        lab = _labels(n)
+        if lab.get(ZONE_LABEL) not in wanted or (_name(n) not in hosting and lab.get(ZONE_LOSS_LABEL) != "true"):
+            continue
+        (skip if (n.get("spec") or {}).get("unschedulable") else cordon).append(_name(n))
+    return sorted(cordon), sorted(skip)
+
+
+def check(what: str, ok: bool, seen: str) -> dict:
+    """One effect check: what was looked at, whether it shows the fault in effect, what was seen."""
+    return {"check": what, "ok": bool(ok), "seen": seen}
+
+
+def proc_states_script(pids: list[int]) -> str:
+    """Prints "PID STATE" per process (the state letter of /proc/PID/stat, "gone" when there is none)."""
+    return ("for p in " + " ".join(str(int(x)) for x in pids) + "; do "
+            "s=$(sed -n 's/^.*) \\([A-Za-z]\\).*/\\1/p' /proc/$p/stat 2>/dev/null); echo \"$p ${s:-gone}\"; done")
+
+
+def _pod_ips(pods: list[dict]) -> list[str]:
+    return sorted({(p.get("status") or {}).get("pod_ip") for p in pods} - {None})
 
 
 def cluster_name(service: str, names: list[str]) -> list[str]:
@@ -230,11 +298,14 @@ class KubeRayBackend:
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the
-    nodes of the domain it is told to break (cordon, recorded with an annotation so the heal
-    uncordons only those). ``max_pods`` is the experiment's blast-radius limit;
-    ``partition_method`` one of :data:`chaos.backends.kube_partition.METHODS`. Processes inside
-    pods are signalled through the exec API with their exit status checked (``stream_fn`` is the
-    ``kubernetes.stream.stream`` seam).
+    nodes of the domain it is told to break that host this RayCluster's pods (cordon, annotated
+    with ``run_id`` so the heal uncordons only this run's). ``max_pods`` is the experiment's
+    blast-radius limit in pods, ``max_nodes`` (default ``max_pods``) in nodes a zone or region loss
+    may cordon; ``partition_method`` one of :data:`chaos.backends.kube_partition.METHODS`
+    (``node-filter`` by default). Processes inside pods are signalled through the exec API with
+    their exit status checked (``stream_fn`` is the ``kubernetes.stream.stream`` seam), over an
+    ApiClient of exec's own (``exec_core``). ``run_id`` (settable; default a random token made here)
+    marks everything this backend creates or cordons.
     """
 
     name = "kuberay"
@@ -244,8 +315,10 @@ class KubeRayBackend:
     capabilities: frozenset[str] = frozenset()
 
     def __init__(self, namespace: str, context: str, cluster: str, max_pods: int = 3, serve_url: str | None = None,
-                 dashboard_url: str | None = None, partition_method: str = "networkpolicy",
-                 helper_image: str = kp.HELPER_IMAGE, core=None, networking=None, custom=None, stream_fn=None):
+                 dashboard_url: str | None = None, partition_method: str = kp.DEFAULT_METHOD,
+                 helper_image: str = kp.HELPER_IMAGE, core=None, networking=None, custom=None, stream_fn=None,
+                 max_nodes: int | None = None, exec_core=None, run_id: str | None = None,
+                 helper_deadline_s: float = kp.DEFAULT_DEADLINE_S, gcs_exit_window_s: float = GCS_EXIT_WINDOW_S):
         if not namespace or not context:
             raise UsageError("the Kubernetes backend needs an explicit namespace and kube context")
         if partition_method not in kp.METHODS:
@@ -262,11 +335,24 @@ class KubeRayBackend:
             core = core or client.CoreV1Api(api)
             networking = networking or client.NetworkingV1Api(api)
             custom = custom or client.CustomObjectsApi(api)
+            if exec_core is None:  # exec's own ApiClient: stream() patches the one it is given (kube_exec)
+                exec_core = client.CoreV1Api(config.new_client_from_config(context=context))
         self.core, self.net, self.custom = core, networking, custom
+        self.exec_core = exec_core if exec_core is not None else kube_exec.own_core(core)
         self.stream_fn = stream_fn
+        self.max_nodes = max_pods if max_nodes is None else max_nodes
+        self.run_id = run_id or secrets.token_hex(4)
+        self.helper_deadline_s, self.gcs_exit_window_s = helper_deadline_s, gcs_exit_window_s
         self.paused: list[str] = []  # "pod/pid" of engines we stopped
-        self.head_before_redis_kill: tuple[str, int] | None = None  # (pod name, container restarts)
+        self.head_before_redis_kill: tuple[str, int, str | None] | None = None  # (pod name, restarts, uid)
+        self.redis_killed_at: float | None = None  # monotonic instant of the last Redis kill
         self.drained: set[str] = set()  # worker pods evicted by drain_node, gone (or going) at their deadline
+        # what the effect checks compare with: pods this backend crashed (name -> uid, restarts at the
+        # kill), the head as it was at the last head kill, the nodes of each zone loss, each zone's cut
+        self.killed: dict[str, dict] = {}
+        self.head_at_kill: dict | None = None
+        self.lost_nodes: dict[tuple[str, ...], list[str]] = {}
+        self.cuts: dict[str, dict] = {}
 
     # ------------------------------------------------------------- reads
     def _pods(self, label_selector: str | None = None) -> list[dict]:
@@ -360,7 +446,8 @@ class KubeRayBackend:
 
     def describe(self) -> dict:
         return {"backend": "kuberay", "context": self.context, "namespace": self.namespace, "cluster": self.cluster,
-                "gcs_fault_tolerance": True, "network": "kubernetes", "partition_method": self.partition_method}
+                "gcs_fault_tolerance": True, "network": "kubernetes", "partition_method": self.partition_method,
+                "run_id": self.run_id, "max_pods": self.max_pods, "max_nodes": self.max_nodes}
 
     def topology_doc(self) -> dict:
         nodes = self._nodes()
@@ -374,13 +461,23 @@ class KubeRayBackend:
             for r, zs in sorted(tree.items())]}
 
     # ------------------------------------------------------------- exec
-    def exec(self, pod: str, script: str, container: str | None = None) -> str:
-        """Run ``script`` in ``pod`` (its Ray container, the first, unless named); stdout, or ExecError."""
+    def exec(self, pod: str, script: str, container: str | None = None, ok_codes: tuple[int, ...] = (0,),
+             core=None) -> str:
+        """Run ``script`` in ``pod`` (its Ray container, the first, unless named); stdout, or ExecError
+        unless it exited with one of ``ok_codes``. Through exec's own ApiClient (:attr:`exec_core`, or
+        ``core``: execs run in parallel each need their own, stream() patching the one it is given)."""
         if container is None:
             found = [p for p in self._pods() if _name(p) == pod]
             containers = ((found[0].get("spec") or {}).get("containers") or []) if found else []
             container = containers[0].get("name") if containers else None
-        return kube_exec.run(self.core, self.namespace, pod, script, container=container, stream_fn=self.stream_fn)
+        return kube_exec.run(core or self.exec_core, self.namespace, pod, script, container=container,
+                             stream_fn=self.stream_fn, ok_codes=ok_codes)
+
+    def _exec_in(self, pod: dict, script: str, ok_codes: tuple[int, ...] = (0,), core=None) -> str:
+        """:meth:`exec` in the first container of a pod already read (no second read of the pod)."""
+        containers = (pod.get("spec") or {}).get("containers") or []
+        return self.exec(_name(pod), script, container=containers[0].get("name") if containers else None,
+                         ok_codes=ok_codes, core=core)
 
     # ------------------------------------------------------------- nodes, head, domains
     def _delete(self, pods: list[dict]) -> list[str]:
@@ -392,11 +489,43 @@ class KubeRayBackend:
                     raise
         return [_name(p) for p in pods]
 
+    def _crash(self, pods: list[dict], what: str, script: str = CRASH_SCRIPT) -> None:
+        """SIGKILL every process of each pod's main container from inside it (``script``, exit status
+        checked: :data:`CRASH_OK`), all the pods at once (one exec each, in parallel); raise
+        :class:`~chaos.backends.kube_exec.ExecError` naming every pod whose kill failed, after trying
+        them all. What each pod was (uid, container restarts) is kept for :meth:`effect_checks`."""
+        for p in pods:
+            self.killed[_name(p)] = {"uid": (p.get("metadata") or {}).get("uid"), "restarts": restarts(p)}
+
+        def one(p: dict) -> str | None:
+            try:  # an ApiClient per exec: they run at once
+                self._exec_in(p, script, ok_codes=CRASH_OK,
+                              core=kube_exec.own_core(self.exec_core) if len(pods) > 1 else None)
+            except kube_exec.ExecError as e:
+                return str(e)
+            return None
+
+        if len(pods) == 1:
+            failed = [one(pods[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(16, len(pods))) as pool:
+                failed = list(pool.map(one, pods))
+        errors = [e for e in failed if e]
+        if errors:
+            raise kube_exec.ExecError(f"{what}: the SIGKILL of {len(errors)} of {len(pods)} pod(s) failed, "
+                                      f"none of them deleted: {'; '.join(errors)}"[:900])
+
+    def _kill_pods(self, pods: list[dict], what: str, script: str = CRASH_SCRIPT) -> list[str]:
+        """A crash, then the pod's removal: :meth:`_crash`, then a delete with grace 0 (KubeRay or the
+        Deployment replaces the pod; the kubelet's SIGTERM finds only what is left of the dead container)."""
+        self._crash(pods, what, script)
+        return self._delete(pods)
+
     def kill_node(self, node: str) -> list[str]:
         if node in self.drained:
             return self._end_drain(node)
-        pods = [p for p in self._ray(node_type="worker") if _name(p) == node]
-        return self._delete(limit(pods, 1, f"worker pod {node}"))
+        pods = limit([p for p in self._ray(node_type="worker") if _name(p) == node], 1, f"worker pod {node}")
+        return self._kill_pods(pods, f"kill of worker pod {node}")
 
     def _end_drain(self, node: str) -> list[str]:
         """The deadline of a drain (:func:`chaos.faults.drain_node` kills the node then): the evicted
@@ -411,12 +540,14 @@ class KubeRayBackend:
         """Nothing to do: KubeRay recreates a deleted worker pod; :meth:`wait_healthy` waits for it."""
 
     def kill_head(self, method: str = "node") -> list[str]:
-        head = _name(self._head())
+        head = self._head()
+        self.head_at_kill = {"name": _name(head), "uid": (head.get("metadata") or {}).get("uid"),
+                             "restarts": restarts(head)}
         if method == "gcs":
             # -x: the process name exactly, so pgrep never matches the shell running it
-            out = self.exec(head, "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids")
-            return [f"{head}/{pid}" for pid in out.split()]
-        return self._delete([self._head()])
+            out = self._exec_in(head, "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids")
+            return [f"{_name(head)}/{pid}" for pid in out.split()]
+        return self._kill_pods([head], f"kill of head pod {_name(head)}")
 
     def restart_head(self) -> None:
         """KubeRay (a deleted pod) or the kubelet (an exited container) restarts the head: wait for it."""
@@ -426,44 +557,196 @@ class KubeRayBackend:
         return any(pod_ready(p) for p in self._ray(node_type="head"))
 
     def kill_zones(self, zones: list[str]) -> list[str]:
-        """Zone (or region) loss: one blast-radius check for every Ray pod of ``zones``, then cordon
-        their nodes (annotated) and force-delete the pods; they stay out until :meth:`restore_zones`."""
+        """Zone (or region) loss: one blast-radius check for every Ray pod of ``zones`` (``max_pods``) and
+        for every node it would cordon (``max_nodes``: the zones' nodes that host those pods, or carry
+        :data:`ZONE_LOSS_LABEL`), then cordon those nodes (annotated with the run id; one someone else
+        cordoned is left alone), SIGKILL the pods' processes and force-delete the pods; they stay out
+        until :meth:`restore_zones`."""
         nodes = self._nodes()
         what = f"loss of {', '.join(zones)}"
         pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
-        for n in zone_nodes(nodes, zones):
-            if ((next(x for x in nodes if _name(x) == n).get("spec") or {}).get("unschedulable")):
-                continue  # cordoned by someone else: theirs to uncordon, not ours
-            self.core.patch_node(n, {"metadata": {"annotations": {CORDON_MARK: "true"}},
-                                     "spec": {"unschedulable": True}})
-        return self._delete(pods)
+        cordon, theirs = zone_loss_nodes(nodes, pods, zones)
+        if len(cordon) > self.max_nodes:
+            raise UsageError(f"{what}: it would cordon {len(cordon)} nodes, more than the limit of {self.max_nodes} "
+                             f"(max_nodes): refusing to act ({', '.join(cordon[:5])}...)")
+        self.lost_nodes[tuple(sorted(zones))] = sorted(set(cordon) | set(theirs))
+        by_name = {_name(n): n for n in nodes}
+        for n in cordon:
+            self._cordon(by_name[n])
+        return self._kill_pods(pods, what)
+
+    def _patch_node(self, node: dict, body: dict) -> None:
+        """A patch of a node read before, with its resourceVersion as precondition: a node changed
+        meanwhile (someone cordoned or uncordoned it) fails it (409) instead of being overwritten."""
+        rv = (node.get("metadata") or {}).get("resource_version")
+        if rv:
+            body = {**body, "metadata": {**(body.get("metadata") or {}), "resourceVersion": rv}}
+        try:
+            self.core.patch_node(_name(node), body)
+        except Exception as e:  # noqa: BLE001 - ApiException: one line
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            raise ClusterError(f"node {_name(node)}: the patch failed (HTTP {status}: {_api_message(e)})") from None
+
+    def _cordon(self, node: dict) -> None:
+        self._patch_node(node, {"metadata": {"annotations": {CORDON_MARK: self.run_id}}, "spec": {"unschedulable": True}})
+
+    def _uncordon(self, node: dict) -> None:
+        """Drop the mark; uncordon unless someone did already (a schedulable node stays as it is)."""
+        body: dict = {"metadata": {"annotations": {CORDON_MARK: None}}}
+        if (node.get("spec") or {}).get("unschedulable"):
+            body["spec"] = {"unschedulable": False}
+        self._patch_node(node, body)
 
     def restore_zones(self, zones: list[str] | None = None) -> list[str]:
-        """Uncordon the nodes this backend cordoned (of ``zones``, or all); KubeRay's Pending pods then schedule."""
+        """Uncordon the nodes this run cordoned (annotated with its run id; of ``zones``, or all):
+        KubeRay's Pending pods then schedule. Another run's cordon, or a node cordoned by someone
+        else (no annotation of ours), is left alone."""
         done = []
         for n in self._nodes():
             ann = (n.get("metadata") or {}).get("annotations") or {}
-            if ann.get(CORDON_MARK) != "true" or (zones is not None and _labels(n).get(ZONE_LABEL) not in zones):
+            if ann.get(CORDON_MARK) != self.run_id or (zones is not None and _labels(n).get(ZONE_LABEL) not in zones):
                 continue
-            self.core.patch_node(_name(n), {"metadata": {"annotations": {CORDON_MARK: None}},
-                                            "spec": {"unschedulable": False}})
+            self._uncordon(n)
             done.append(_name(n))
         return done
 
     # ------------------------------------------------------------- partition
-    def partition_zone(self, zone: str) -> None:
-        pods = limit(self._ray(zone=zone, node_type="worker"), self.max_pods, f"partition of {zone}")
+    def _cut_pods(self, zone: str) -> list[dict]:
+        return limit(self._ray(zone=zone, node_type="worker"), self.max_pods, f"partition of {zone}")
+
+    def prepare(self, run_id: str, scope: str) -> None:
+        """Before any fault: act under the run's id (cordons and helpers carry it), refuse to start
+        while any object of the rig is left on the cluster (a crashed run's: `availproof recover
+        --backend kuberay` removes them), and for a partition ask admission first (a dry-run create
+        of every zone's helper or policy), so nothing is half-applied."""
+        self.run_id = run_id
+        left = self.leftovers()
+        if left:
+            shown = ", ".join(f"{x['kind']} {x['name']} (run {x.get('run_id')})" for x in left[:5])
+            raise SetupError(f"the cluster still has {len(left)} object(s) of an earlier run of the rig: {shown}"
+                             f"{' ...' if len(left) > 5 else ''}; run `availproof recover --backend kuberay` first")
+        if scope == "partition":
+            for zone in self.zones():
+                self.preflight_partition(zone)
+
+    def preflight_partition(self, zone: str) -> dict:
+        """Before any run that partitions ``zone``: a server-side dry-run create (``dryRun=All``: through
+        admission, nothing stored) of every object the partition would create: the node-filter helper
+        pod for each node of the zone's Ray pods (``hostNetwork`` + ``NET_ADMIN``: Pod Security
+        ``baseline`` or a policy engine refuses it), or the NetworkPolicy. A refusal raises one line;
+        else what would be created."""
+        pods = self._cut_pods(zone)
+        what = f"partition of {zone} ({self.partition_method})"
         if self.partition_method == "networkpolicy":
-            groups = sorted({_labels(p).get("ray.io/group") for p in pods})
-            self.net.create_namespaced_network_policy(self.namespace, kp.partition_policy(zone, self.cluster, groups))
-            return
-        ips = sorted({(p.get("status") or {}).get("pod_ip") for p in pods} - {None})
+            objects = [("NetworkPolicy", kp.policy_name(zone),
+                        lambda: self.net.create_namespaced_network_policy(
+                            self.namespace, kp.partition_policy(zone, self.cluster, self.run_id), dry_run="All"))]
+        else:
+            objects = [("Pod", kp.helper_name(node),
+                        lambda node=node: self.core.create_namespaced_pod(
+                            self.namespace, kp.helper_pod(node, zone, self.helper_image, self.run_id,
+                                                          self.helper_deadline_s), dry_run="All"))
+                       for node in sorted({_node_of(p) for p in pods})]
+        for kind, name, create in objects:
+            try:
+                create()
+            except Exception as e:  # noqa: BLE001 - ApiException: one line
+                status = getattr(e, "status", None)
+                if status is None:
+                    raise
+                hint = (" (the helper needs hostNetwork and NET_ADMIN: a namespace whose Pod Security admits "
+                        "them, privileged; or --partition-method networkpolicy, whose effect is checked)"
+                        if kind == "Pod" else "")
+                raise ClusterError(f"{what}: admission refuses the {kind} {name} in namespace {self.namespace} "
+                                   f"(HTTP {status}: {_api_message(e)}){hint}") from None
+        return {"method": self.partition_method, "would_create": [f"{k}/{n}" for k, n, _ in objects],
+                "pods": [_name(p) for p in pods]}
+
+    def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
+        """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kube_partition`), with a TCP
+        connection across the cut opened just before it (the effect's proof). ``deadline_s``: how long
+        the helper pods and the probe live at most (default ``helper_deadline_s``)."""
+        pods = self._cut_pods(zone)
+        ips = _pod_ips(pods)
         if len(ips) != len(pods):
             raise ClusterError(f"partition of {zone}: {len(pods) - len(ips)} of its Ray pods have no IP yet")
+        life = float(deadline_s or self.helper_deadline_s)
+        probe = self._open_probe(zone, pods, life)
+        self.cuts[zone] = {"method": self.partition_method, "ips": ips, "probe": probe}
+        try:
+            if self.partition_method == "networkpolicy":
+                self._isolate(zone, pods)
+            else:
+                self._filter(zone, pods, ips, life)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the cause is raised
+                self._close_probe(zone)
+            raise
+
+    def _open_probe(self, zone: str, pods: list[dict], life: float) -> dict:
+        """A TCP connection from a Ray pod inside the zone to one outside (the head unless it is in the
+        cut), both ends pod IPs, opened and echoing before the cut (:mod:`chaos.backends.kube_partition`)."""
+        inside = pods[0]
+        cut = set(_pod_ips(pods))
+        others = sorted((p for p in self._ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
+                        key=lambda p: (_labels(p).get("ray.io/node-type") != "head", _name(p)))
+        if not others:
+            raise ClusterError(f"partition of {zone}: no Ray pod of {self.cluster} outside the zone to hold the far "
+                               f"end of the connection that proves the cut")
+        outside = others[0]
+        host = outside["status"]["pod_ip"]
+        pid = kp.probe_id(self.run_id, zone)
+        out = self._exec_in(outside, kp.probe_server_script(pid, life, ipaddress.ip_address(host).version))
+        try:
+            port = int(out.split()[0])
+            state = self._exec_in(inside, kp.probe_client_script(pid, host, port, life)).split()
+            if not state or state[0] != "open":
+                raise ClusterError(f"partition of {zone}: the connection {_name(inside)} -> {host}:{port} that "
+                                   f"proves the cut could not be opened ({' '.join(state) or 'no answer'})")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._exec_in(outside, kp.probe_stop_script(pid))
+            raise
+        return {"id": pid, "inside": _name(inside), "outside": _name(outside), "host": host, "port": port}
+
+    def _close_probe(self, zone: str) -> None:
+        probe = (self.cuts.get(zone) or {}).get("probe")
+        if not probe:
+            return
+        self.cuts[zone]["probe"] = None
+        for pod in (probe["inside"], probe["outside"]):
+            with contextlib.suppress(kube_exec.ExecError):  # a pod gone took the probe's process with it
+                self.exec(pod, kp.probe_stop_script(probe["id"]))
+
+    def _isolate(self, zone: str, pods: list[dict]) -> None:
+        """The networkpolicy variant: label exactly the zone's pods, then the policy selecting them."""
+        labelled = []
+        try:
+            for p in pods:
+                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {"labels": {kp.MEMBER_LABEL: zone}}})
+                labelled.append(p)
+            self.net.create_namespaced_network_policy(self.namespace, kp.partition_policy(zone, self.cluster, self.run_id))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._unlabel(labelled)
+            raise
+
+    def _unlabel(self, pods: list[dict]) -> None:
+        for p in pods:
+            try:
+                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {"labels": {kp.MEMBER_LABEL: None}}})
+            except Exception as e:  # noqa: BLE001 - ApiException; a pod gone needs no label removed
+                if not _not_found(e):
+                    raise
+
+    def _filter(self, zone: str, pods: list[dict], ips: list[str], life: float) -> None:
         created = []
         try:
             for node in sorted({_node_of(p) for p in pods}):
-                self.core.create_namespaced_pod(self.namespace, kp.helper_pod(node, zone, self.helper_image))
+                self.core.create_namespaced_pod(self.namespace, kp.helper_pod(node, zone, self.helper_image,
+                                                                              self.run_id, life))
                 created.append(kp.helper_name(node))
             for helper in created:
                 self._wait(lambda h=helper: self._running(h), 120, f"partition helper {helper} to run")
@@ -490,44 +773,134 @@ class KubeRayBackend:
         if errors:
             raise ClusterError(f"partition heal: {'; '.join(errors)} (helper pods deleted; their exit removes the rules)")
 
-    def _helpers(self, zone: str | None = None) -> list[dict]:
-        sel = ",".join(f"{k}={v}" for k, v in {**kp.HELPER_LABEL, **({kp.ZONE_KEY: zone} if zone else {})}.items())
-        return self._pods(label_selector=sel)
+    def _helpers(self, zone: str | None = None, run_id: str | None = None) -> list[dict]:
+        want = {**kp.HELPER_LABEL, **({kp.ZONE_KEY: zone} if zone else {}), **({kp.RUN_KEY: run_id} if run_id else {})}
+        return self._pods(label_selector=",".join(f"{k}={v}" for k, v in want.items()))
 
     def heal_zone(self, zone: str) -> None:
-        """Undo a partition of ``zone`` by either method (whichever is in place)."""
+        """Undo this run's partition of ``zone`` by either method (whichever is in place): the
+        NetworkPolicy (when it is this run's) and the pods' labels, or the helpers' tables and the
+        helpers; then the probe connection."""
         try:
-            self.net.delete_namespaced_network_policy(kp.policy_name(zone), self.namespace)
+            pol = self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace).to_dict()
         except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
             if not _not_found(e):
                 raise
-        self._remove_helpers([_name(p) for p in self._helpers(zone)])
+            pol = None
+        if pol is not None and _labels(pol).get(kp.RUN_KEY) in (self.run_id, None):
+            try:
+                self.net.delete_namespaced_network_policy(kp.policy_name(zone), self.namespace)
+            except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
+                if not _not_found(e):
+                    raise
+        self._unlabel(self._pods(label_selector=f"{kp.MEMBER_LABEL}={zone}"))
+        self._remove_helpers([_name(p) for p in self._helpers(zone, self.run_id)])
+        self._close_probe(zone)
 
     def partitioned_zones(self) -> list[str]:
+        """Zones partitioned now, by any run (a NetworkPolicy or helper pods of the rig's)."""
         selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
         pols = self.net.list_namespaced_network_policy(self.namespace, label_selector=selector)
         zones = {_name(p.to_dict()).removeprefix("availproof-partition-") for p in pols.items}
         zones |= {_labels(p).get(kp.ZONE_KEY) for p in self._helpers()} - {None}
         return sorted(zones)
 
+    # ------------------------------------------------------------- leftovers
+    def leftovers(self) -> list[dict]:
+        """Every object of the rig's still in place, whatever run left it (found by label and annotation):
+        partition helper pods, partition NetworkPolicies, Ray pods labelled for a partition, nodes
+        cordoned for a zone loss. Each: {"kind", "name", "namespace", "run_id", "zone", "what"}."""
+        out = []
+        for p in self._helpers():
+            lab = _labels(p)
+            out.append({"kind": "Pod", "name": _name(p), "namespace": self.namespace, "run_id": lab.get(kp.RUN_KEY),
+                        "zone": lab.get(kp.ZONE_KEY), "what": f"partition helper of {lab.get(kp.ZONE_KEY)} on node {_node_of(p)} "
+                                f"({(p.get('status') or {}).get('phase')})"})
+        selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
+        for pol in self.net.list_namespaced_network_policy(self.namespace, label_selector=selector).items:
+            pol = pol.to_dict()
+            lab = _labels(pol)
+            out.append({"kind": "NetworkPolicy", "name": _name(pol), "namespace": self.namespace,
+                        "run_id": lab.get(kp.RUN_KEY), "zone": lab.get(kp.ZONE_KEY), "what": f"partition of {lab.get(kp.ZONE_KEY)}"})
+        for p in self._pods(label_selector=kp.MEMBER_LABEL):
+            out.append({"kind": "Pod", "name": _name(p), "namespace": self.namespace, "run_id": None,
+                        "zone": _labels(p).get(kp.MEMBER_LABEL), "what": f"Ray pod labelled {kp.MEMBER_LABEL}={_labels(p).get(kp.MEMBER_LABEL)} for a partition"})
+        for n in self._nodes():
+            ann = (n.get("metadata") or {}).get("annotations") or {}
+            if CORDON_MARK in ann:
+                out.append({"kind": "Node", "name": _name(n), "namespace": None, "run_id": ann[CORDON_MARK],
+                            "zone": _labels(n).get(ZONE_LABEL), "what": f"cordoned for a zone loss (unschedulable: "
+                                    f"{bool((n.get('spec') or {}).get('unschedulable'))})"})
+        return out
+
+    def remove_leftovers(self) -> dict:
+        """Remove every leftover :meth:`leftovers` finds, whatever its run: helpers (their table deleted
+        first, checked), NetworkPolicies, the pods' partition labels, and the cordons (a node someone
+        uncordoned meanwhile only loses the annotation). ``availproof recover --backend kuberay``."""
+        found = self.leftovers()
+        errors = []
+        helpers = [x["name"] for x in found if x["kind"] == "Pod" and x["what"].startswith("partition helper")]
+        try:
+            self._remove_helpers(helpers)
+        except ClusterError as e:
+            errors.append(str(e))
+        for x in found:
+            if x["kind"] == "NetworkPolicy":
+                try:
+                    self.net.delete_namespaced_network_policy(x["name"], self.namespace)
+                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+                    if not _not_found(e):
+                        raise
+        self._unlabel([{"metadata": {"name": x["name"]}} for x in found
+                       if x["kind"] == "Pod" and x["what"].startswith("Ray pod labelled")])
+        nodes = {_name(n): n for n in self._nodes()}
+        for x in found:
+            if x["kind"] == "Node" and x["name"] in nodes:
+                self._uncordon(nodes[x["name"]])
+        if errors:
+            raise ClusterError("; ".join(errors))
+        return {"removed": found}
+
     # ------------------------------------------------------------- redis
     def _redis_pods(self) -> list[dict]:
         return [p for p in self._pods() if _labels(p).get("app") == "redis"]
 
     def kill_redis(self) -> list[str]:
+        """SIGKILL redis-server inside its pod (:data:`REDIS_CRASH_SCRIPT`: refused when it runs as its
+        container's PID 1), then delete the pod (grace 0) for the Deployment to replace."""
         head = self._head()
-        self.head_before_redis_kill = (_name(head), restarts(head))
-        return self._delete(limit(self._redis_pods(), 1, "redis pod"))
+        self.head_before_redis_kill = (_name(head), restarts(head), (head.get("metadata") or {}).get("uid"))
+        pods = limit(self._redis_pods(), 1, "redis pod")
+        self.redis_killed_at = time.monotonic()
+        return self._kill_pods(pods, "kill of Redis", REDIS_CRASH_SCRIPT)
 
-    def start_redis(self) -> bool:
-        """Redis is a Deployment: wait for its new pod; True when the head's GCS exited meanwhile
-        (the head container restarted, or the head pod was replaced)."""
+    def _head_restarted(self) -> bool:
+        """Whether the head's GCS went down since the Redis kill: the head container restarted, or the
+        head pod was replaced (or is going)."""
+        if self.head_before_redis_kill is None:
+            return False
+        name, count, uid = self.head_before_redis_kill
+        heads = select(self._pods(), [], cluster=self.cluster, node_type="head", terminating=True)
+        same = [p for p in heads if _name(p) == name and (p.get("metadata") or {}).get("uid") == uid
+                and not (p.get("metadata") or {}).get("deletion_timestamp")]
+        return not same or restarts(same[0]) > count
+
+    def start_redis(self, poll_s: float = 1.0) -> bool:
+        """Redis is a Deployment: wait for its new pod; then watch the head for its GCS's exit (Ray
+        2.60's GCS exits a few seconds after losing Redis; the kubelet restarts the head container),
+        polling every ``poll_s`` until it is seen or ``gcs_exit_window_s`` after the kill has passed;
+        then wait for the head to be ready. True when the GCS exited (the head container restarted, or
+        the head pod was replaced)."""
         self._wait(lambda: any(pod_ready(p) for p in self._redis_pods()), 300, "the Redis pod to be ready")
-        time.sleep(10)  # the GCS exits a few seconds after losing Redis (Ray 2.60)
+        since = self.redis_killed_at if self.redis_killed_at is not None else time.monotonic()
+        exited = self._head_restarted()
+        polls = max(1, math.ceil(self.gcs_exit_window_s / poll_s))
+        while not exited and polls > 0 and time.monotonic() - since < self.gcs_exit_window_s:
+            time.sleep(poll_s)
+            polls -= 1
+            exited = self._head_restarted()
         self.restart_head()
-        head = self._head()
-        name, count = self.head_before_redis_kill or (_name(head), restarts(head))
-        return _name(head) != name or restarts(head) > count
+        return exited or self._head_restarted()
 
     # ------------------------------------------------------------- replicas
     def replicas(self, state: str | None = "RUNNING") -> list:
@@ -570,7 +943,7 @@ class KubeRayBackend:
         if method == "pod":
             pods = limit([p for p in self._ray(node_type="worker") if _name(p) == r.node], 1,
                          f"pod of replica {r.replica_id}")
-            return lambda: self._delete(pods)
+            return lambda: self._kill_pods(pods, f"kill of the pod of replica {r.replica_id}")
         raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
 
     def pause_engine(self, r) -> list[str]:
@@ -585,11 +958,13 @@ class KubeRayBackend:
         return pids
 
     def resume_engine(self, pids: list[str]) -> list[str]:
+        """SIGCONT each stopped process that is still there: Serve may have replaced a stopped replica
+        (its health check failed) in a live pod, and a process gone is nothing left stopped."""
         done = []
         for item in pids:
             pod, pid = item.rsplit("/", 1)
             try:
-                self.exec(pod, f"kill -CONT {int(pid)}")
+                self.exec(pod, f"if kill -0 {int(pid)} 2>/dev/null; then kill -CONT {int(pid)}; else echo gone; fi")
             except kube_exec.ExecError:
                 if any(_name(p) == pod for p in self._ray()):
                     raise
@@ -692,7 +1067,10 @@ class KubeRayBackend:
         SIGTERM to its containers and SIGKILL when the grace period ends. Ray 2.60's ``ray start
         --block`` handles that SIGTERM as a drain notice: it marks its node draining (reason
         PREEMPTION) for up to RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S (default 30 s) before tearing
-        the node down (ray/_private/node.py). KubeRay replaces the pod meanwhile.
+        the node down (ray/_private/node.py). KubeRay v1.7 does not replace the pod meanwhile: its
+        reconcilePods counts the group's pods terminating ones included (raycluster_controller.go:
+        the list is by labels, ``diff`` = desired - listed), so the replacement is created once the
+        evicted pod is gone.
 
         At the deadline :func:`chaos.faults.drain_node` calls :meth:`kill_node`: for a pod drained
         here it force-deletes what is left of it and accepts that it is gone already."""
@@ -780,15 +1158,241 @@ class KubeRayBackend:
         return done
 
     def heal_all(self, timeout: float = 300.0) -> dict:
-        """Every experiment's rollback: resume stopped engines, heal partitions, uncordon what we cordoned."""
-        done: dict[str, list] = {"resumed": [], "healed": [], "uncordoned": []}
-        done["resumed"] = self.resume_engine(list(self.paused))
-        for zone in self.partitioned_zones():
-            self.heal_zone(zone)
-            done["healed"].append(zone)
-        done["uncordoned"] = self.restore_zones()
+        """``availproof recover``: resume the engines this backend stopped, then remove every leftover
+        of the rig's, whatever run left it (:meth:`remove_leftovers`: partitions, labels, cordons)."""
+        done: dict[str, list] = {"resumed": self.resume_engine(list(self.paused))}
+        for zone in list(self.cuts):
+            self._close_probe(zone)
+        removed = self.remove_leftovers()["removed"]
+        done["healed"] = sorted({x["zone"] for x in removed if x["kind"] != "Node" and x["zone"]})
+        done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
+        done["removed"] = removed
         self.wait_healthy(timeout=timeout)
         return done
+
+    # ------------------------------------------------------------- proof
+    def effect_checks(self, fault: dict) -> list[dict]:
+        """One look at whether ``fault`` (as :mod:`chaos.faults` builds it: ``scope``, ``target``,
+        ``zones``, and what the backend's call returned) is in effect: a list of
+        ``{"check", "ok", "seen"}``. One or two API reads (and an exec where only the inside of a pod
+        tells), so that :func:`chaos.faults.prove` can call it until every check is ok:
+
+        - replica: its process gone from its pod (``/proc/PID``; a zombie counts as gone), or, killed
+          with its pod, that pod gone, replaced or restarted;
+        - node, redis: each pod the kill named gone, replaced (a new uid) or its container restarted;
+        - zone, region: no Ready Ray pod of this cluster left in the zones, and the nodes the loss took
+          out all unschedulable;
+        - head: the head pod gone, replaced or restarted, or else its GCS not answering;
+        - engine: each stopped process in state T (``/proc/PID/stat``);
+        - partition: the connection opened across the cut before it carries no more bytes and a new
+          one is refused or times out (from the Ray pod inside the zone), and per method the cut in
+          place (node-filter: the table, with every zone address, in each helper's node;
+          networkpolicy: the policy and the labels on the zone's pods);
+        - upgrade: ``serve_config``: every application's deployed config carries the new version and
+          is RUNNING; ``cluster``: the RayService's active cluster is a new one, nothing pending;
+        - drain: the evicted pod terminating or gone.
+        """
+        scope = fault.get("scope")
+        look = {"replica": self._effect_replica, "node": self._effect_pods, "redis": self._effect_pods,
+                "zone": self._effect_zones, "region": self._effect_zones, "head": self._effect_head,
+                "engine": self._effect_engine, "partition": self._effect_partition, "upgrade": self._effect_upgrade,
+                "drain": self._effect_drain}.get(scope)
+        if look is None:
+            return [check(f"an effect check for scope {scope}", False, "the KubeRay backend has none")]
+        return look(fault)
+
+    def _pod_ended(self, name: str, pods: list[dict]) -> tuple[bool, str]:
+        """Whether the pod the rig crashed is gone, replaced (new uid) or restarted; and what was seen."""
+        was = self.killed.get(name) or {}
+        now = [p for p in pods if _name(p) == name]
+        if not now:
+            return True, "gone"
+        p = now[0]
+        uid = (p.get("metadata") or {}).get("uid")
+        if was.get("uid") and uid != was["uid"]:
+            return True, "replaced (a new pod of that name)"
+        if "restarts" in was and restarts(p) > was["restarts"]:
+            return True, f"its container restarted ({was['restarts']} -> {restarts(p)})"
+        going = " (terminating)" if (p.get("metadata") or {}).get("deletion_timestamp") else ""
+        return False, f"still there{going}, {'ready' if pod_ready(p) else 'not ready'}, {restarts(p)} restart(s)"
+
+    def _effect_pods(self, fault: dict) -> list[dict]:
+        names = fault.get("pids") if isinstance(fault.get("pids"), list) else [fault["target"]]
+        pods = self._pods()
+        out = []
+        for name in names or [fault["target"]]:
+            ok, seen = self._pod_ended(str(name), pods)
+            out.append(check(f"pod {name} crashed: gone, replaced or restarted", ok, seen))
+        return out
+
+    def _proc_states(self, pod: str, pids: list[int]) -> dict[int, str] | None:
+        """State letter of each process in ``pod`` ("gone" for none); None when the pod is gone."""
+        try:
+            out = self.exec(pod, proc_states_script(pids))
+        except kube_exec.ExecError:
+            if any(_name(p) == pod for p in self._pods()):
+                raise
+            return None
+        states = {}
+        for line in out.splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0].isdigit():
+                states[int(words[0])] = words[1]
+        return states
+
+    def _by_pod(self, items: list) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for item in items:
+            pod, _, pid = str(item).rpartition("/")
+            out.setdefault(pod, []).append(int(pid))
+        return out
+
+    def _effect_replica(self, fault: dict) -> list[dict]:
+        items = list(fault.get("pids") or [])
+        if not items:
+            return [check("the replica's process gone", False, "the kill named no process")]
+        if not any("/" in str(i) for i in items):  # method pod: the pod itself was crashed
+            return self._effect_pods(fault)
+        out = []
+        for pod, pids in self._by_pod(items).items():
+            states = self._proc_states(pod, pids)
+            if states is None:
+                out.append(check(f"the replica's process {', '.join(map(str, pids))} gone from pod {pod}", True,
+                                 "the pod is gone"))
+                continue
+            left = {p: s for p, s in states.items() if s not in ("gone", "Z", "X")}
+            out.append(check(f"the replica's process {', '.join(map(str, pids))} gone from pod {pod}", not left,
+                             ", ".join(f"{p} {s}" for p, s in sorted(states.items())) or "no answer"))
+        return out
+
+    def _effect_engine(self, fault: dict) -> list[dict]:
+        items = list(fault.get("pids") or [])
+        if not items:
+            return [check("the engine's processes stopped (state T)", False, "the pause named no process")]
+        out = []
+        for pod, pids in self._by_pod(items).items():
+            states = self._proc_states(pod, pids)
+            what = f"engine process(es) {', '.join(map(str, pids))} in pod {pod} stopped (state T)"
+            if states is None:
+                out.append(check(what, False, "the pod is gone"))
+                continue
+            out.append(check(what, all(states.get(p) in ("T", "t") for p in pids),
+                             ", ".join(f"{p} {states.get(p, '?')}" for p in pids)))
+        return out
+
+    def _effect_zones(self, fault: dict) -> list[dict]:
+        zones = list(fault.get("zones") or [])
+        nodes = self._nodes()
+        pods = select(self._pods(), nodes, cluster=self.cluster, zones=zones)
+        ready = [_name(p) for p in pods if pod_ready(p)]
+        lost = self.lost_nodes.get(tuple(sorted(zones)))
+        if lost is None:  # not known here (another backend object): the nodes this run cordoned there
+            lost = [_name(n) for n in nodes if _labels(n).get(ZONE_LABEL) in set(zones)
+                    and ((n.get("metadata") or {}).get("annotations") or {}).get(CORDON_MARK) == self.run_id]
+        by_name = {_name(n): n for n in nodes}
+        open_ = [n for n in lost if not ((by_name.get(n) or {}).get("spec") or {}).get("unschedulable")]
+        where = ", ".join(zones)
+        return [check(f"no Ready Ray pod of {self.cluster} left in {where}", not ready,
+                      "none" if not ready else f"{len(ready)} Ready: {', '.join(ready[:5])}"),
+                check(f"the nodes the loss of {where} took out unschedulable", bool(lost) and not open_,
+                      "no node was taken out" if not lost else
+                      (f"{len(lost)} unschedulable" if not open_ else f"schedulable: {', '.join(open_)}"))]
+
+    def _effect_head(self, fault: dict) -> list[dict]:
+        from chaos import sampler
+
+        was = self.head_at_kill or {}
+        what = "the head pod gone, replaced or restarted, or its GCS not answering"
+        heads = select(self._pods(), [], cluster=self.cluster, node_type="head", terminating=True)
+        same = [p for p in heads if _name(p) == was.get("name")]
+        if not same:
+            return [check(what, True, f"head pod {was.get('name')} gone")]
+        p = same[0]
+        if was.get("uid") and (p.get("metadata") or {}).get("uid") != was["uid"]:
+            return [check(what, True, f"head pod {was.get('name')} replaced")]
+        if restarts(p) > int(was.get("restarts") or 0):
+            return [check(what, True, f"its container restarted ({was.get('restarts')} -> {restarts(p)})")]
+        answered, _, why = sampler.gcs_health(self.dashboard_url, 1.0)
+        return [check(what, not answered, "the pod unchanged; the GCS answers" if answered else
+                      f"the GCS does not answer ({why or 'unhealthy'})")]
+
+    def _effect_partition(self, fault: dict) -> list[dict]:
+        zone = fault["target"]
+        cut = self.cuts.get(zone)
+        if not cut:
+            return [check(f"the cut of {zone} in place", False, "this backend made no cut of it")]
+        out = []
+        probe = cut.get("probe")
+        if not probe:
+            out.append(check(f"a connection across the cut of {zone}, opened before it", False, "none is open"))
+        else:
+            where = f"{probe['inside']} -> {probe['outside']} ({probe['host']}:{probe['port']})"
+            try:
+                line = (self.exec(probe["inside"], kp.probe_check_script(probe["id"], probe["host"], probe["port"]))
+                        .strip().splitlines() or [""])[-1]
+            except kube_exec.ExecError as e:
+                out.append(check(f"the connection {where} opened before the cut carries no more bytes", False,
+                                 f"not looked at: {e}"[:200]))
+            else:
+                (est, est_seen), (new, new_seen) = kp.probe_verdict(line)
+                out.append(check(f"the connection {where} opened before the cut carries no more bytes", est, est_seen))
+                out.append(check(f"a new connection {where} is refused or times out", new, new_seen))
+        if cut["method"] == "node-filter":
+            helpers = self._helpers(zone, self.run_id)
+            if not helpers:
+                out.append(check(f"the nft table of the cut of {zone} on its nodes", False, "no helper pod"))
+            for h in helpers:
+                try:
+                    listing = self.exec(_name(h), kp.CHECK_SCRIPT, container="nft")
+                except kube_exec.ExecError as e:
+                    ok, seen = False, f"not looked at: {e}"[:200]
+                else:
+                    ok, seen = kp.table_holds(listing, cut["ips"])
+                out.append(check(f"the nft table on node {_node_of(h)} (helper {_name(h)})", ok, seen))
+        else:
+            try:
+                self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace)
+                present = True
+            except Exception as e:  # noqa: BLE001 - ApiException
+                if not _not_found(e):
+                    raise
+                present = False
+            out.append(check(f"NetworkPolicy {kp.policy_name(zone)} in place", present,
+                             "present" if present else "absent"))
+        return out
+
+    def _effect_upgrade(self, fault: dict) -> list[dict]:
+        from chaos import placement
+
+        variant, version = fault.get("target"), str(fault.get("version"))
+        if variant == "cluster":
+            rs = self._get_rayservice()
+            status = rs.get("status") or {}
+            active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
+            pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+            ok = bool(active) and active != fault.get("cluster_before") and not pending
+            return [check(f"RayService {self.service}: a new RayCluster active, none pending", ok,
+                          f"active {active}, pending {pending or 'none'} (before: {fault.get('cluster_before')})")]
+        details = placement.serve_details(self.dashboard_url, timeout=2.0)
+        if details is None:
+            return [check(f"every application deployed with {VERSION_ENV}={version} and RUNNING", False,
+                          "the dashboard did not answer")]
+        apps = (details.get("applications") or {})
+        seen = {name: (((a.get("deployed_app_config") or {}).get("runtime_env") or {}).get("env_vars") or {})
+                .get(VERSION_ENV) for name, a in apps.items()}
+        status = {name: a.get("status") for name, a in apps.items()}
+        ok = bool(apps) and all(v == version for v in seen.values()) and all(s == "RUNNING" for s in status.values())
+        return [check(f"every application deployed with {VERSION_ENV}={version} and RUNNING", ok,
+                      ", ".join(f"{n}: {seen[n]} {status[n]}" for n in sorted(apps)) or "no application")]
+
+    def _effect_drain(self, fault: dict) -> list[dict]:
+        name = fault["target"]
+        now = [p for p in self._pods() if _name(p) == name]
+        if not now:
+            return [check(f"pod {name} evicted: terminating or gone", True, "gone")]
+        going = (now[0].get("metadata") or {}).get("deletion_timestamp")
+        return [check(f"pod {name} evicted: terminating or gone", bool(going),
+                      "terminating" if going else "still there, not terminating")]
 
     def observe(self, timeout: float):
         """One sample of the control plane and capacity: GCS, controller and replicas through the
@@ -802,7 +1406,9 @@ class KubeRayBackend:
         try:
             nodes = self._nodes()
             zones = node_zones(nodes)
-            pods = self._ray()
+            # a terminating pod (evicted by a drain) still hosts its replicas until it is gone: its
+            # zone is known, but it is no capacity any more
+            pods = select(self._pods(), nodes, cluster=self.cluster, terminating=True)
         except Exception as e:  # noqa: BLE001 - the API server not answering is a sample saying so
             zones, pods, k8s_error = {}, [], f"{type(e).__name__}: {e}"[:160]
         else:
@@ -817,7 +1423,8 @@ class KubeRayBackend:
             if ip:
                 zone_of_ip[ip] = z
             if z:
-                ready[z] = ready.get(z, 0) + (1 if pod_ready(p) else 0)
+                going = bool((p.get("metadata") or {}).get("deletion_timestamp"))
+                ready[z] = ready.get(z, 0) + (1 if pod_ready(p) and not going else 0)
         smp = sampler.observe_dashboard(self.dashboard_url, zone_of_ip, APP_NAME, timeout, nodes=False)
         errors = dict(smp.errors)
         if k8s_error:

@@ -95,3 +95,69 @@ def test_a_failed_create_leaves_nothing_behind():
     assert not netns.exists(names["za"][0])
     assert netns.link_up(bridge) is None
 
+
+
+KEEPALIVE = """
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(16); print("ready", flush=True)
+def serve(c):
+    while c.recv(4096):
+        c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 0\\r\\n\\r\\n")
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+
+class NetnsCut:
+    """The partition fault's backend side on two namespaces: the cut (the zone's link down, as the
+    local cluster does it; or nothing, the mutation) and its proof (chaos.backends.local.effect.CutProbe)."""
+
+    def __init__(self, link: str, host: str, port: int, applied: bool = True):
+        self.link, self.host, self.port, self.applied = link, host, port, applied
+        self.probe = None
+
+    def partition_zone(self, zone):
+        from chaos.backends.local import effect
+
+        self.probe = effect.CutProbe(self.host, self.port).open()  # before the cut
+        if self.applied:
+            netns.set_link(self.link, up=False)
+
+    def heal_zone(self, zone):
+        netns.set_link(self.link, up=True)
+        self.probe.close()
+
+    def effect_checks(self, fault):
+        return self.probe.checks()
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["cut", "mutation-cut-not-applied"])
+def test_a_partition_proves_itself_on_an_established_connection_and_a_cut_not_applied_is_not_in_effect(
+        two_zones, applied):
+    from chaos import faults, verdict
+
+    prefix, _, (za, zb) = two_zones
+    host = f"{prefix}.3"
+    server = subprocess.Popen(netns.exec_prefix(za.namespace) + [sys.executable, "-c", KEEPALIVE, host, "7171"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        backend, marker = NetnsCut(za.link, host, 7171, applied=applied), faults.Marker()
+        f = faults.partition_zone(backend, marker, "za", duration_s=0.5)
+        e = f["effect"]
+        if applied:
+            assert e["verified"] is True and e["time_to_effect_s"] < 5.0, e
+            assert [c["ok"] for c in e["checks"]] == [True, True]
+            assert "no answer within" in e["checks"][0]["seen"] and "not accepted" in e["checks"][1]["seen"]
+        else:  # the mutation: nothing was cut, the connection still answers: not in effect, the run is an ERROR
+            assert e["verified"] is False and e["time_to_effect_s"] is None, e
+            assert e["checks"][0]["seen"].startswith("answered") and e["checks"][1]["seen"] == "accepted"
+            summary = {"faults": [{"scope": "partition", "target": "za", "effect": e}], "bounds": {"results": []}}
+            v = verdict.decide(summary, {"status": "completed", "run": []})
+            assert v["word"] == verdict.ERROR and v["reasons"] == ["fault not in effect: partition za"]
+        assert [m.event for m in marker.marks] == ["inject_start", "inject_end", "heal_start", "heal_end"]
+        assert marker.marks[1].detail["effect"] == e  # in the records: the summary re-derives it
+    finally:
+        server.kill()
+        server.wait()

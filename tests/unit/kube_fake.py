@@ -6,32 +6,72 @@ and deserializes the answers into ``V1PodList`` / ``V1NodeList`` / ... (so the b
 exactly the ``to_dict()`` shapes it sees on a cluster), and a 404 comes back as the client's
 own ``ApiException``. Objects are stored as the API server would send them (camelCase JSON).
 
+What the tests need of the cluster around the API server, each piece naming the upstream code it
+models (file and version):
+
+- pod termination as the kubelet does it (:class:`Kubelet`): a delete or an eviction with a grace
+  period leaves the pod listed, terminating (``deletionTimestamp``, ``deletionGracePeriodSeconds``),
+  and its containers' processes get SIGTERM; a delete with ``gracePeriodSeconds=0`` removes the
+  object at once (DeleteOptions: "zero means delete immediately") but the kubelet still stops the
+  containers through SIGTERM first (Kubernetes ``pkg/kubelet/pod_workers.go``
+  ``calculateEffectiveGracePeriod``: never less than 1 s; ``pkg/kubelet/kuberuntime/
+  kuberuntime_container.go`` ``killContainer``: ``minimumGracePeriodInSeconds`` = 2, then the
+  runtime's StopContainer: the stop signal, SIGKILL at the end of the grace). Every process's end is
+  recorded with what ended it (:attr:`Kubelet.fates`), so a test sees a kill that reached a pod only
+  gracefully;
+- the processes in the containers: a KubeRay v1.7 Ray container runs ``/bin/bash -c -- "ulimit ...;
+  ray start ... --block"`` (``ray-operator/controllers/ray/common/pod.go`` BuildPod), so PID 1 is
+  bash; ``kill -9 -1`` from inside reaches every process but PID 1 and the caller (Linux
+  ``kill(2)``; the kernel protects a PID namespace's init from signals sent inside it); bash exits
+  when ``ray start`` dies, and the kernel then SIGKILLs what is left in the namespace (the exec'd
+  shell too: exit 137). The container stays exited until :meth:`Kubelet.sync` (the PLEG's next
+  relist) restarts it (restartPolicy Always: restartCount + 1);
+- admission of pods (Pod Security, ``k8s.io/pod-security-admission`` ``admission/admission.go``:
+  "violates PodSecurity %q: %s"; baseline's ``check_hostNamespaces.go`` and
+  ``check_capabilities_baseline.go``), server-side dry-run (``dryRun=All``: admitted, not stored);
+- a network between pod IPs for the partition probe (:meth:`Kubelet.blocked`): an nftables table on
+  a node drops forwarded packets between the zone's addresses and the rest, established flows too;
+  a NetworkPolicy blocks new connections, and established ones only where the plugin enforces
+  policy per packet (``cni_cuts_established``; Kubernetes leaves it to the implementation,
+  kubernetes/website ``network-policies.md`` "Pod lifecycle"; off by default, as kindnet, Calico
+  and Antrea accept established conntrack flows first).
+
 Exec goes through :class:`FakeStream`, called like ``kubernetes.stream.stream`` with
-``_preload_content=False``: it returns a websocket-client stand-in whose error channel holds
-the ``metav1.Status`` the kubelet sends (Success, or NonZeroExitCode with the exit code).
+``_preload_content=False``, through the client's real ``_websocket_request`` (kubernetes client 37
+``kubernetes/stream/stream.py``, which swaps the ApiClient's ``call_api`` for the websocket call
+while it lasts): only the websocket itself is faked. It returns a websocket-client stand-in whose
+error channel holds the ``metav1.Status`` the kubelet sends (Success, or NonZeroExitCode with the
+exit code).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import importlib
+import itertools
 import json
 import re
+import shlex
 from urllib.parse import parse_qs, urlparse
 
 from kubernetes import client
 from kubernetes.client import rest
+from kubernetes.client.exceptions import ApiException
 
 
 class _HTTP:
     def __init__(self, status, body):
-        self.status, self.reason = status, {200: "OK", 201: "Created", 404: "Not Found", 409: "Conflict",
-                                            415: "Unsupported Media Type", 429: "Too Many Requests"}.get(status, "Error")
+        self.status, self.reason = status, {200: "OK", 201: "Created", 403: "Forbidden", 404: "Not Found",
+                                            409: "Conflict", 415: "Unsupported Media Type",
+                                            429: "Too Many Requests"}.get(status, "Error")
         self.data = json.dumps(body).encode()
         self.headers = {"content-type": "application/json"}
 
 
 def _status(code: int, message: str, details: dict | None = None) -> dict:
-    reason = {404: "NotFound", 409: "Conflict", 415: "UnsupportedMediaType", 429: "TooManyRequests"}.get(code, "Invalid")
+    reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 415: "UnsupportedMediaType",
+              429: "TooManyRequests"}.get(code, "Invalid")
     out = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
            "reason": reason, "code": code}
     if details:
@@ -54,17 +94,59 @@ def merge_patch(dst: dict, src: dict) -> None:
 
 
 def _matches(obj: dict, selector: str | None) -> bool:
+    """A label selector of ``key=value`` and ``key`` (exists) terms."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in (kv.split("=", 1) for kv in (selector or "").split(",") if kv))
+    for term in (selector or "").split(","):
+        if not term:
+            continue
+        if "=" in term:
+            k, v = term.split("=", 1)
+            if labels.get(k) != v:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _labels_match(labels: dict, match: dict) -> bool:
+    return all(labels.get(k) == v for k, v in match.items())
+
+
+# Pod Security "baseline" (k8s.io/pod-security-admission policy/check_capabilities_baseline.go): the
+# capabilities a container may add
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+
+def pod_security_violations(spec: dict) -> list[str]:
+    """What Pod Security ``baseline`` forbids in a pod spec, worded as its checks word it."""
+    out = []
+    if spec.get("hostNetwork") or spec.get("hostPID") or spec.get("hostIPC"):
+        on = [f"{k}=true" for k in ("hostNetwork", "hostPID", "hostIPC") if spec.get(k)]
+        out.append(f"host namespaces ({', '.join(on)})")
+    for c in spec.get("containers") or []:
+        added = ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+        bad = sorted(set(added) - BASELINE_CAPABILITIES)
+        if bad:
+            out.append(f'non-default capabilities (container "{c["name"]}" must not include '
+                       f'{", ".join(json.dumps(b) for b in bad)} in securityContext.capabilities.add)')
+    return out
 
 
 class FakeServer:
     """Pods, NetworkPolicies (namespaced), nodes, RayClusters and RayServices; every call logged.
-    Pod evictions honour PodDisruptionBudgets (``pdbs``, policy/v1 JSON); custom objects take JSON
-    merge patches, with a ``metadata.resourceVersion`` in the patch checked as a precondition."""
+    Pod evictions honour PodDisruptionBudgets (``pdbs``, policy/v1 JSON); patches (merge, and
+    strategic for core objects, modelled as merge) check a ``metadata.resourceVersion`` in the body
+    as a precondition (409 when the object changed) and bump it; pods are admitted by Pod Security
+    at ``pod_security`` (``privileged``: anything; ``baseline``: no host namespaces, no added
+    capabilities beyond baseline's); ``dryRun=All`` admits without storing; deletes and evictions
+    go through the :class:`Kubelet`."""
 
     def __init__(self, namespace: str = "availproof"):
         self.ns = namespace
+        self.pod_security = "privileged"  # the namespace's pod-security.kubernetes.io/enforce level
+        self.kubelet = Kubelet(self)
+        self._serial = itertools.count(1)
         self.pods: dict[str, dict] = {}
         self.nodes: dict[str, dict] = {}
         self.netpols: dict[str, dict] = {}
@@ -151,9 +233,24 @@ class FakeServer:
                     "causes": [{"reason": "DisruptionBudget", "message": f"The disruption budget "
                                 f"{pdb['metadata']['name']} needs {need} healthy pods and has {healthy} currently"}]})
         grace = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
-        pod["metadata"]["deletionTimestamp"] = "2026-12-03T10:00:30Z"
-        pod["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace
+        self.delete_pod(name, grace)
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def delete_pod(self, name: str, grace: int | None) -> dict:
+        """A pod's delete as the API server and the kubelet carry it out. Grace 0: the object goes at
+        once; otherwise (None: the pod's terminationGracePeriodSeconds, 30 by default) it stays listed,
+        terminating, until :meth:`Kubelet.finish`. Either way the kubelet then stops the containers:
+        SIGTERM first (:meth:`Kubelet.terminate`)."""
+        pod = self.pods[name]
+        if grace is None:
+            grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30)
+        if grace == 0:
+            self.pods.pop(name)
+        elif not pod["metadata"].get("deletionTimestamp"):
+            pod["metadata"]["deletionTimestamp"] = "2026-12-03T10:00:30Z"
+            pod["metadata"]["deletionGracePeriodSeconds"] = grace
+        self.kubelet.terminate(pod)
+        return pod
 
     def crud(self, method, name, store, kind, query, body):
         if name is None and method == "GET":
@@ -161,23 +258,44 @@ class FakeServer:
             return 200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": {}, "items": items}
         if name is None and method == "POST":
             name = body["metadata"]["name"]
+            if kind == "Pod" and self.pod_security != "privileged":
+                bad = pod_security_violations(body.get("spec") or {})
+                if bad:
+                    return 403, _status(403, f'pods "{name}" is forbidden: violates PodSecurity '
+                                             f'"{self.pod_security}:latest": {", ".join(bad)}')
             if name in store:
                 return 409, _status(409, f'{kind.lower()}s "{name}" already exists')
-            store[name] = self.created(kind, copy.deepcopy(body))
+            obj = self.created(kind, copy.deepcopy(body))
+            if query.get("dryRun") == "All":  # admitted and validated, not stored
+                return 201, obj
+            store[name] = obj
             return 201, store[name]
         if name not in store:
             return 404, _status(404, f'{kind.lower()}s "{name}" not found')
         if method == "GET":
             return 200, store[name]
         if method == "DELETE":
+            if kind == "Pod":
+                grace = query.get("gracePeriodSeconds")
+                return 200, self.delete_pod(name, None if grace is None else int(grace))
             return 200, store.pop(name)
-        if method == "PATCH":  # merge patch: a null deletes the key
+        if method == "PATCH":  # merge patch: a null deletes the key; a resourceVersion is a precondition
+            meta = store[name].setdefault("metadata", {})
+            want = (body.get("metadata") or {}).get("resourceVersion")
+            if want is not None and want != meta.get("resourceVersion"):
+                return 409, _status(409, f'Operation cannot be fulfilled on {kind.lower()}s "{name}": the object '
+                                         f'has been modified; please apply your changes to the latest version and '
+                                         f'try again')
             merge_patch(store[name], body)
+            meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
             return 200, store[name]
         raise AssertionError(f"{method} {kind}/{name}")
 
     def created(self, kind: str, obj: dict) -> dict:
-        """What the cluster makes of a created object: a pod is scheduled where asked and runs."""
+        """What the cluster makes of a created object: a uid and a resourceVersion; a pod is
+        scheduled where asked and runs."""
+        n = next(self._serial)
+        obj.setdefault("metadata", {}).update({"uid": f"uid-{obj['metadata']['name']}-{n}", "resourceVersion": "1"})
         if kind == "Pod":
             obj["status"] = {"phase": "Running" if obj["spec"].get("nodeName") else "Pending"}
         return obj
@@ -190,11 +308,13 @@ class FakeServer:
 
 
 # ------------------------------------------------------------------ objects, in API JSON
-def node(name: str, zone: str, region: str | None = None, unschedulable: bool = False) -> dict:
-    labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}
+def node(name: str, zone: str, region: str | None = None, unschedulable: bool = False,
+         labels: dict | None = None) -> dict:
+    labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, **(labels or {})}
     if region:
         labels["topology.kubernetes.io/region"] = region
-    out = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}}
+    out = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels, "resourceVersion": "1",
+                                                            "uid": f"uid-{name}"}, "spec": {}}
     if unschedulable:
         out["spec"]["unschedulable"] = True
     return out
@@ -204,14 +324,259 @@ def ray_pod(name: str, node_name: str | None, ip: str | None, node_type: str = "
             cluster: str = "availproof-x7k2p", restarts: int = 0, ready: bool = True) -> dict:
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"ray.io/cluster": cluster, "ray.io/node-type": node_type,
-                                              "ray.io/group": group, "ray.io/is-ray-node": "yes"}},
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
+                     "labels": {"ray.io/cluster": cluster, "ray.io/node-type": node_type,
+                                "ray.io/group": group, "ray.io/is-ray-node": "yes"}},
         "spec": {"nodeName": node_name, "containers": [{"name": f"ray-{node_type}", "image": "availproof:dev"}]},
         "status": {"phase": "Running" if node_name else "Pending", "podIP": ip,
                    "conditions": [{"type": "Ready", "status": "True" if ready and node_name else "False"}],
                    "containerStatuses": [{"name": f"ray-{node_type}", "restartCount": restarts, "ready": ready,
                                           "image": "availproof:dev", "imageID": "", "containerID": ""}]},
     }
+
+
+def redis_pod(name: str, node_name: str = "k-cp", share_process_namespace: bool = True) -> dict:
+    """The rig's Redis pod (kuberay/base/redis.yaml): its command execs redis-server, and the pod shares
+    its process namespace, so PID 1 is the pause process."""
+    spec = {"nodeName": node_name, "containers": [{"name": "redis", "image": "redis:7.0.15"}]}
+    if share_process_namespace:
+        spec["shareProcessNamespace"] = True
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"app": "redis"}},
+            "spec": spec,
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [{"name": "redis", "restartCount": 0, "ready": True,
+                                              "image": "redis:7.0.15", "imageID": "", "containerID": ""}]}}
+
+
+# ------------------------------------------------------------------ the kubelet and the processes
+class Kubelet:
+    """The containers' processes of every pod, what ends them, and the network between pod IPs.
+
+    Processes are made on first sight of a pod (by uid): a Ray pod runs bash (PID 1), ``ray start``,
+    raylet, the head's gcs_server or a worker's Serve replica (41) and its engine (57, a child of
+    41); Redis runs redis-server (PID 1 unless the pod shares its process namespace: pause); a
+    partition helper runs sh (its TERM trap removes the node's nft table) and sleep. ``fates`` records,
+    per pod name, every process's end: (comm, "SIGKILL" | "SIGTERM" | "exit")."""
+
+    def __init__(self, server: FakeServer):
+        self.s = server
+        self.procs: dict[str, dict[int, dict]] = {}  # pod uid -> pid -> {"comm", "state", "ppid"}
+        self.fates: dict[str, list[tuple[str, str]]] = {}
+        self.tables: dict[str, set[str]] = {}  # node -> the zone addresses of the nft table loaded there
+        self.probes: dict[str, dict] = {}  # probe id -> {"server": pod, "port"} / {"client": pod}
+        self.cni_cuts_established = False
+        self.ports = itertools.count(40001)
+
+    # -- processes
+    @staticmethod
+    def _uid(pod: dict) -> str:
+        return (pod.get("metadata") or {}).get("uid") or (pod.get("metadata") or {}).get("name")
+
+    def processes(self, pod: dict) -> dict[int, dict]:
+        uid = self._uid(pod)
+        if uid not in self.procs:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            spec = pod.get("spec") or {}
+            if labels.get("ray.io/is-ray-node") == "yes":
+                table = {1: "bash", 8: "ray", 12: "raylet"}
+                table.update({11: "gcs_server", 20: "ray::ServeContr"} if labels.get("ray.io/node-type") == "head"
+                             else {41: "ray::ServeRepli", 57: "VLLM::EngineCor"})
+            elif labels.get("app") == "redis":
+                table = {1: "pause", 7: "redis-server"} if spec.get("shareProcessNamespace") else {1: "redis-server"}
+            elif labels.get("availproof.io/fault") == "partition-helper":
+                table = {1: "sh", 7: "sleep"}
+            else:
+                table = {1: "sh"}
+            self.procs[uid] = {pid: {"comm": comm, "state": "S", "ppid": 41 if pid == 57 else 1}
+                               for pid, comm in table.items()}
+        return self.procs[uid]
+
+    def alive(self, pod: dict) -> dict[int, dict]:
+        return {pid: p for pid, p in self.processes(pod).items() if p["state"] != "dead"}
+
+    def _end(self, pod: dict, pid: int, how: str) -> None:
+        proc = self.processes(pod)[pid]
+        if proc["state"] != "dead":
+            proc["state"] = "dead"
+            self.fates.setdefault(pod["metadata"]["name"], []).append((proc["comm"], how))
+
+    def graceful(self, name: str) -> list[str]:
+        """The processes of pod ``name`` that ended by SIGTERM (reached only gracefully)."""
+        return [comm for comm, how in self.fates.get(name, []) if how == "SIGTERM"]
+
+    def terminate(self, pod: dict) -> None:
+        """The kubelet stopping a deleted pod's containers (pkg/kubelet/kuberuntime/kuberuntime_container.go
+        killContainer -> the runtime's StopContainer): SIGTERM to what still runs, which Ray and Redis
+        take as a clean shutdown; a helper's TERM trap deletes its node's table."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get("availproof.io/fault") == "partition-helper" and self.alive(pod):
+            self.tables.pop((pod.get("spec") or {}).get("nodeName"), None)
+        for pid in sorted(self.alive(pod)):
+            self._end(pod, pid, "SIGTERM")
+
+    def finish(self, name: str) -> None:
+        """The kubelet done with a terminating pod: the object goes."""
+        self.s.pods.pop(name, None)
+
+    def sync(self, name: str) -> None:
+        """The kubelet's next look at pod ``name`` (the PLEG relist): an exited container is restarted
+        (restartPolicy Always: restartCount + 1, new processes)."""
+        pod = self.s.pods[name]
+        if self.alive(pod):
+            return
+        self.procs.pop(self._uid(pod))
+        for c in (pod.get("status") or {}).get("containerStatuses") or []:
+            c["restartCount"] = int(c.get("restartCount") or 0) + 1
+
+    def _container_exits(self, pod: dict) -> None:
+        """PID 1 exits (bash, when `ray start` died; `ray start --block` itself exits 1 once a subprocess
+        died unexpectedly, ray/scripts/scripts.py): the kernel SIGKILLs what is left in the namespace."""
+        for pid in sorted(self.alive(pod)):
+            self._end(pod, pid, "exit" if pid == 1 else "SIGKILL")
+
+    # -- the network between pod IPs
+    def _pod_by_ip(self, ip: str) -> dict | None:
+        return next((p for p in self.s.pods.values() if (p.get("status") or {}).get("podIP") == ip), None)
+
+    def blocked(self, src: dict, dst: dict, established: bool) -> bool:
+        """Whether packets from ``src`` to ``dst`` are dropped: by an nft table of a partition on either
+        pod's node (the forward hook: established flows too), or by a NetworkPolicy isolating either pod
+        (new connections; established ones only where ``cni_cuts_established``)."""
+        a, b = (src.get("status") or {}).get("podIP"), (dst.get("status") or {}).get("podIP")
+        for p in (src, dst):
+            table = self.tables.get((p.get("spec") or {}).get("nodeName"))
+            if table and ((a in table) != (b in table)):
+                return True
+        if established and not self.cni_cuts_established:
+            return False
+        for pol in self.s.netpols.values():
+            spec = pol.get("spec") or {}
+            match = (spec.get("podSelector") or {}).get("matchLabels") or {}
+            types = spec.get("policyTypes") or []
+            if ("Egress" in types and not spec.get("egress") and _labels_match(src["metadata"].get("labels") or {}, match)) or \
+               ("Ingress" in types and not spec.get("ingress") and _labels_match(dst["metadata"].get("labels") or {}, match)):
+                return True
+        return False
+
+    # -- exec
+    def exec(self, name: str, container: str | None, script: str) -> tuple[str, str, int]:
+        """What a command the backend runs gets in pod ``name``: (stdout, stderr, exit code); a pod that
+        is not there is the API server's 404, a container that exited the kubelet's error."""
+        pod = self.s.pods.get(name)
+        if pod is None:
+            raise ApiException(status=404, reason=f'pods "{name}" not found')
+        live = self.alive(pod)
+        if not live:
+            raise ApiException(status=400, reason=f"container not found ({container}): the container exited")
+        if script.startswith(": availproof-probe "):
+            return self._probe(pod, script)
+        if container == "nft":
+            return self._nft(pod, script)
+        if script == "kill -9 -1" or script.endswith("; kill -9 -1"):
+            if "redis-server" in script and live.get(1, {}).get("comm") == "redis-server":
+                return "", "redis-server is PID 1 of its container, which no signal sent inside the container reaches", 3
+            victims = [pid for pid in sorted(live) if pid != 1]
+            if not victims:
+                return "", "sh: 1: kill: No such process\n", 1
+            for pid in victims:
+                self._end(pod, pid, "SIGKILL")
+            if live.get(1, {}).get("comm") in ("bash", "ray", "sh"):
+                self._container_exits(pod)
+                return "", "", 137  # the exec'd shell went with the namespace
+            return "", "", 0
+        m = re.fullmatch(r"kill -9 (\d+)", script)
+        if m:
+            pid = int(m.group(1))
+            if pid not in live:
+                return "", f"sh: 1: kill: ({pid}) - No such process\n", 1
+            self._end(pod, pid, "SIGKILL")
+            return "", "", 0
+        if script == "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids":
+            gcs = [pid for pid, p in live.items() if p["comm"] == "gcs_server"]
+            if not gcs:
+                return "", "", 1
+            for pid in gcs:
+                self._end(pod, pid, "SIGKILL")
+            self._container_exits(pod)  # ray start --block: "Some Ray subprocesses exited unexpectedly", exit 1
+            return " ".join(map(str, gcs)) + "\n", "", 0
+        m = re.match(r"p=\$\(pgrep -P (\d+) -f EngineCore\); \[ -n \"\$p\" \] \|\| p=(\d+); kill -STOP \$p && echo \$p$",
+                     script)
+        if m:
+            parent = int(m.group(1))
+            kids = [pid for pid, p in live.items() if p["ppid"] == parent and "EngineCor" in p["comm"]] or \
+                [pid for pid in live if pid == parent]
+            if not kids:
+                return "", f"sh: 1: kill: ({parent}) - No such process\n", 1
+            for pid in kids:
+                live[pid]["state"] = "T"
+            return " ".join(map(str, kids)) + "\n", "", 0
+        m = re.fullmatch(r"if kill -0 (\d+) 2>/dev/null; then kill -CONT \1; else echo gone; fi", script)
+        if m:
+            pid = int(m.group(1))
+            if pid not in live:
+                return "gone\n", "", 0
+            live[pid]["state"] = "S"
+            return "", "", 0
+        m = re.fullmatch(r"kill -CONT (\d+)", script)
+        if m:
+            pid = int(m.group(1))
+            if pid not in live:
+                return "", f"sh: 1: kill: ({pid}) - No such process\n", 1
+            live[pid]["state"] = "S"
+            return "", "", 0
+        m = re.match(r"for p in ([\d ]+); do s=\$\(sed", script)
+        if m:
+            return "".join(f"{pid} {live[int(pid)]['state'] if int(pid) in live else 'gone'}\n"
+                           for pid in m.group(1).split()), "", 0
+        raise AssertionError(f"the fake kubelet does not know this command: {script[:200]}")
+
+    def _nft(self, pod: dict, script: str) -> tuple[str, str, int]:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        from chaos.backends import kube_partition as kp
+
+        if script == kp.REMOVE_SCRIPT:
+            self.tables.pop(node_name, None)
+            return "", "", 0
+        if script == getattr(kp, "CHECK_SCRIPT", None):
+            if node_name not in self.tables:
+                return "absent\n", "", 0
+            elements = ", ".join(sorted(self.tables[node_name]))
+            return (f"table inet {kp.TABLE} {{\n\tset zone4 {{\n\t\ttype ipv4_addr\n\t\telements = {{ {elements} }}\n"
+                    f"\t}}\n}}\n"), "", 0
+        words = shlex.split(script)
+        assert words[:2] == ["printf", "%s"] and words[3:] == ["|", "nft", "-f", "-"], script
+        ips = set()
+        for elements in re.findall(r"elements = \{ ([^}]*) \}", words[2]):
+            ips |= {e.strip() for e in elements.split(",")}
+        self.tables[node_name] = ips
+        return "", "", 0
+
+    def _probe(self, pod: dict, script: str) -> tuple[str, str, int]:
+        """The partition probe's scripts (chaos/backends/kube_partition.py), over :meth:`blocked`."""
+        kind, pid = script.split(";", 1)[0].split()[2:4]
+        words = shlex.split(script.split(";", 1)[1]) if kind in ("client", "check") else []
+        if kind == "server":
+            self.probes[pid] = {"server": pod["metadata"]["name"], "port": next(self.ports)}
+            return f"{self.probes[pid]['port']} 4242", "", 0
+        if kind == "stop":
+            self.probes.pop(pid, None)
+            return "", "", 0
+        probe = self.probes.get(pid) or {}
+        host, port = words[words.index("-c") + 2], int(words[words.index("-c") + 3])
+        server = self._pod_by_ip(host)
+        if server is None or probe.get("server") != server["metadata"]["name"] or probe.get("port") != port:
+            return "refused 0 0.000", "", 0 if kind == "client" else 1
+        if kind == "client":
+            if self.blocked(pod, server, established=False):
+                return "refused 0 0.000", "", 0
+            probe["client"] = pod["metadata"]["name"]
+            return "open 4343 100.000", "", 0
+        if probe.get("client") != pod["metadata"]["name"]:
+            return "missing dead 100.000 accepted\n", "", 0
+        stale = self.blocked(pod, server, established=True) or self.blocked(server, pod, established=True)
+        new = "timeout" if self.blocked(pod, server, established=False) else "accepted"
+        return f"open alive {2.5 if stale else 0.2:.3f} {new}\n", "", 0
 
 
 # ------------------------------------------------------------------ exec
@@ -253,18 +618,36 @@ class FakeWSClient:
 
 
 class FakeStream:
-    """``kubernetes.stream.stream`` for exec: ``handler(pod, container, script)`` returns
-    (stdout, stderr, exit code); every call logged as (pod, container, script)."""
+    """``kubernetes.stream.stream`` for exec: the client's own ``_websocket_request`` (which swaps the
+    ApiClient's ``call_api`` while the call lasts) with only the websocket faked. The command is read
+    back from the exec URL the generated client built; ``handler(pod, container, script)`` returns
+    (stdout, stderr, exit code) or raises the ApiException of a failed handshake; every call logged as
+    (pod, container, script). ``during`` holds callables run while the websocket call is under way
+    (what another thread, such as the sampler, does meanwhile)."""
 
     def __init__(self, handler=None):
         self.handler = handler or (lambda pod, container, script: ("", "", 0))
         self.calls: list[tuple[str, str | None, str]] = []
+        self.during: list = []
+        module = importlib.import_module("kubernetes.stream.stream")
+        self._stream = functools.partial(module._websocket_request, self._websocket_call, None)
 
     def __call__(self, api_method, name, namespace, **kw):
         assert api_method.__name__ == "connect_get_namespaced_pod_exec", api_method
-        assert kw.pop("_preload_content") is False, "the exit status needs the websocket client"
-        assert kw["command"][:2] == ["sh", "-c"] and kw["stdout"] and kw["stderr"] and not kw["stdin"]
-        script = kw["command"][2]
-        self.calls.append((name, kw.get("container"), script))
-        out, err, code = self.handler(name, kw.get("container"), script)
-        return FakeWSClient(out, err, SUCCESS if code == 0 else failure(code, kw["command"]))
+        assert kw.get("_preload_content") is False, "the exit status needs the websocket client"
+        return self._stream(api_method, name, namespace, **kw)
+
+    def _websocket_call(self, configuration, method, url, **kw):
+        u = urlparse(url)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec", u.path)
+        assert method == "GET" and m, (method, url)
+        q = parse_qs(u.query)
+        command = q["command"]
+        assert command[:2] == ["sh", "-c"] and q["stdout"] == ["true"] and q["stderr"] == ["true"], q
+        assert q["stdin"] == ["false"] and q["tty"] == ["false"] and kw.get("_preload_content") is False
+        for hook in self.during:
+            hook()
+        container = (q.get("container") or [None])[0]
+        self.calls.append((m.group(2), container, command[2]))
+        out, err, code = self.handler(m.group(2), container, command[2])
+        return FakeWSClient(out, err, SUCCESS if code == 0 else failure(code, command))

@@ -10,7 +10,7 @@ from chaos import faults
 from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
-from tests.unit.kube_fake import FakeServer, FakeStream, node, ray_pod
+from tests.unit.kube_fake import FakeServer, FakeStream, node, ray_pod, redis_pod
 
 CLUSTER = "availproof-x7k2p"  # KubeRay v1.7: <RayService name>-<5 random chars>
 
@@ -19,10 +19,15 @@ CLUSTER = "availproof-x7k2p"  # KubeRay v1.7: <RayService name>-<5 random chars>
 def no_waiting(monkeypatch):
     monkeypatch.setattr(kb.time, "sleep", lambda s: None)
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    # one look at each fault's effect (tests/unit/test_kuberay_faults_in_effect.py tests what it sees)
+    monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(
+        ("replica", "engine", "node", "zone", "region", "head", "redis", "partition", "drain", "upgrade"), 0.0),
+        raising=False)
 
 
-def cluster(max_pods=3, partition_method="networkpolicy", handler=None):
-    """kind-like: a control-plane-zone node (head, Redis), zone-a on two nodes, zone-b, zone-c in another region."""
+def cluster(max_pods=3, partition_method="node-filter", handler=None, max_nodes=None):
+    """kind-like: a control-plane-zone node (head, Redis), zone-a on two nodes, zone-b, zone-c in another region.
+    Commands in pods go to the fake kubelet (its processes, nft tables and network) unless ``handler``."""
     s = FakeServer()
     for n in (node("k-cp", "control", "region-1"), node("k-a1", "zone-a", "region-1"),
               node("k-a2", "zone-a", "region-1"), node("k-b", "zone-b", "region-1"), node("k-c", "zone-c", "region-2")):
@@ -33,9 +38,7 @@ def cluster(max_pods=3, partition_method="networkpolicy", handler=None):
               ray_pod("wc-1", "k-c", "10.0.3.1", group="workers-zone-c"),
               ray_pod("stranger", "k-a1", "10.0.9.9", cluster="someone-else")):
         s.pods[p["metadata"]["name"]] = p
-    s.pods["redis-1"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "redis-1", "labels": {"app": "redis"}},
-                         "spec": {"nodeName": "k-cp", "containers": [{"name": "redis", "image": "redis"}]},
-                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    s.pods["redis-1"] = redis_pod("redis-1")
     s.custom[("rayservices", "availproof")] = {"apiVersion": "ray.io/v1", "kind": "RayService",
                                                "metadata": {"name": "availproof"},
                                                "status": {"activeServiceStatus": {"rayClusterName": CLUSTER}}}
@@ -44,11 +47,12 @@ def cluster(max_pods=3, partition_method="networkpolicy", handler=None):
                                               {"groupName": f"workers-{z}", "replicas": n,
                                                "template": {"spec": {"nodeSelector": {kb.ZONE_LABEL: z}}}}
                                               for z, n in (("zone-a", 2), ("zone-b", 1), ("zone-c", 1))]}}
-    stream = FakeStream(handler)
+    stream = FakeStream(handler or s.kubelet.exec)
     core, net, custom = s.apis()
     b = kb.KubeRayBackend("availproof", "kind-availproof", "availproof", max_pods=max_pods, serve_url="http://s",
                           dashboard_url="http://d", partition_method=partition_method, core=core, networking=net,
-                          custom=custom, stream_fn=stream)
+                          custom=custom, stream_fn=stream, **({"max_nodes": max_nodes} if max_nodes else {}))
+    b.run_id = "run1"  # settable: the run's id (default a random token)
     b.resolve_cluster()
     return s, b, stream
 
@@ -94,7 +98,9 @@ def test_zone_loss_cordons_then_deletes_with_one_blast_radius_check_and_heals_on
                      ("DELETE", "/api/v1/namespaces/availproof/pods/wa-1?gracePeriodSeconds=0"),
                      ("DELETE", "/api/v1/namespaces/availproof/pods/wa-2?gracePeriodSeconds=0")]
     cordon = next(body for m, p, body in s.calls if p == "/api/v1/nodes/k-a1" and m == "PATCH")
-    assert cordon == {"metadata": {"annotations": {kb.CORDON_MARK: "true"}}, "spec": {"unschedulable": True}}
+    # the run id as the mark, the node's resourceVersion as the precondition
+    assert cordon == {"metadata": {"annotations": {kb.CORDON_MARK: "run1"}, "resourceVersion": "1"},
+                      "spec": {"unschedulable": True}}
     assert "stranger" in s.pods and "wb-1" in s.pods
     # healed after the outage: our two nodes uncordoned and unmarked; the foreign cordon stays
     assert w[4:] == [("PATCH", "/api/v1/nodes/k-a1"), ("PATCH", "/api/v1/nodes/k-a2")]
@@ -207,23 +213,30 @@ def replica(pid=41, node="wa-1"):
 
 
 def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
-    def handler(pod, c, script):
-        return ("57 58\n" if "kill -STOP" in script else "", "", 0)
+    s, b, stream = cluster()
+    kubelet = s.kubelet
 
-    s, b, stream = cluster(handler=handler)
+    def handler(pod, c, script):  # ray.kill through a driver in the head: not the fake kubelet's to run
+        return ("", "", 0) if script.startswith("python -c") else kubelet.exec(pod, c, script)
+
+    stream.handler = handler
     marker = faults.Marker()
     assert faults.kill_replica(b, marker, replica=replica())["pids"] == ["wa-1/41"]
-    assert stream.calls[-1] == ("wa-1", "ray-worker", "kill -9 41")
+    assert stream.calls[0] == ("wa-1", "ray-worker", "kill -9 41")
+    assert kubelet.fates["wa-1"] == [("ray::ServeRepli", "SIGKILL")]
     faults.kill_replica(b, marker, replica=replica(), method="actor")
-    pod, container, script = stream.calls[-1]
+    pod, container, script = next(c for c in stream.calls if c[2].startswith("python -c"))
     assert (pod, container) == ("head", "ray-head") and shlex.split(script)[-1] == "SERVE_REPLICA::a#S#r1"
     faults.kill_replica(b, marker, replica=replica(), method="pod")
+    assert ("wa-1", "ray-worker", kb.CRASH_SCRIPT) in stream.calls  # the crash, then the delete
     assert writes(s)[-1] == ("DELETE", "/api/v1/namespaces/availproof/pods/wa-1?gracePeriodSeconds=0")
+    assert kubelet.graceful("wa-1") == []
     b.pick_replica = lambda **kw: replica(node="wb-1")
+    n = len(stream.calls)
     f = faults.hang_engine(b, marker, duration_s=5)
-    assert f["pids"] == ["wb-1/57", "wb-1/58"] and "pgrep -P 41 -f EngineCore" in stream.calls[-3][2]
-    assert stream.calls[-2:] == [("wb-1", "ray-worker", "kill -CONT 57"), ("wb-1", "ray-worker", "kill -CONT 58")]
-    assert b.paused == []
+    assert f["pids"] == ["wb-1/57"] and "pgrep -P 41 -f EngineCore" in stream.calls[n][2]
+    assert stream.calls[-1] == ("wb-1", "ray-worker", "if kill -0 57 2>/dev/null; then kill -CONT 57; else echo gone; fi")
+    assert b.paused == [] and kubelet.processes(s.pods["wb-1"])[57]["state"] == "S"
 
 
 def test_replicas_map_to_pods_and_zones_by_pod_ip(monkeypatch):
@@ -242,44 +255,29 @@ def test_replicas_map_to_pods_and_zones_by_pod_ip(monkeypatch):
 
 
 # ------------------------------------------------------------------ partitions
-def test_networkpolicy_partition_and_heal():
-    s, b, _ = cluster()
+def test_networkpolicy_partition_isolates_exactly_the_zones_pods_and_heals():
+    s, b, _ = cluster(partition_method="networkpolicy")
+    s.kubelet.cni_cuts_established = True  # a plugin that enforces policy per packet
+    s.pods["wa-9"] = ray_pod("wa-9", "k-b", "10.0.2.9")  # group workers-zone-a, but on a zone-b node
     marker = faults.Marker()
     faults.partition_zone(b, marker, "zone-a", duration_s=20)
     pol = next(body for m, p, body in s.calls if m == "POST")
-    assert pol == kp.partition_policy("zone-a", CLUSTER, ["workers-zone-a"])
+    assert pol == kp.partition_policy("zone-a", CLUSTER, "run1")
+    assert pol["spec"]["podSelector"]["matchLabels"] == {"ray.io/cluster": CLUSTER, kp.MEMBER_LABEL: "zone-a"}
     assert pol["spec"]["ingress"] == [] and pol["spec"]["egress"] == [] and pol["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    assert writes(s)[-1] == ("DELETE", "/apis/networking.k8s.io/v1/namespaces/availproof/networkpolicies/"
-                                       "availproof-partition-zone-a")
-    assert s.netpols == {} and events(marker)[-1] == "heal_end"
-
-
-class NodeFilters:
-    """The nftables state of each node, as the helper pods' commands change it."""
-
-    def __init__(self, fail_apply=False):
-        self.tables: dict[str, str] = {}
-        self.fail_apply = fail_apply
-        self.server = None
-
-    def __call__(self, pod, container, script):
-        assert container == "nft"
-        node_name = self.server.pods[pod]["spec"]["nodeName"]
-        if script == kp.REMOVE_SCRIPT:
-            self.tables.pop(node_name, None)
-            return "", "", 0
-        words = shlex.split(script)
-        assert words[:2] == ["printf", "%s"] and words[3:] == ["|", "nft", "-f", "-"], script
-        if self.fail_apply:
-            return "", "Error: Could not process rule: Operation not permitted\n", 1
-        self.tables[node_name] = words[2]
-        return "", "", 0
+    # the zone's pods were labelled (not wa-9 of the same group in zone-b); the heal removed the labels again
+    labelled = [p for m, p, body in s.calls if m == "PATCH" and body == {"metadata": {"labels": {kp.MEMBER_LABEL: "zone-a"}}}]
+    assert labelled == ["/api/v1/namespaces/availproof/pods/wa-1", "/api/v1/namespaces/availproof/pods/wa-2"]
+    assert writes(s)[-3:] == [
+        ("DELETE", "/apis/networking.k8s.io/v1/namespaces/availproof/networkpolicies/availproof-partition-zone-a"),
+        ("PATCH", "/api/v1/namespaces/availproof/pods/wa-1"), ("PATCH", "/api/v1/namespaces/availproof/pods/wa-2")]
+    assert not any(kp.MEMBER_LABEL in p["metadata"]["labels"] for p in s.pods.values())
+    assert s.netpols == {} and events(marker)[-1] == "heal_end" and s.kubelet.probes == {}
 
 
 def test_node_filter_partition_applies_the_rules_on_every_zone_node_and_removes_them():
-    filters = NodeFilters()
-    s, b, stream = cluster(partition_method="node-filter", handler=filters)
-    filters.server = s
+    s, b, stream = cluster()  # node-filter: the default
+    assert b.partition_method == "node-filter" == kp.DEFAULT_METHOD
     marker = faults.Marker()
     faults.partition_zone(b, marker, "zone-a")  # healed by the rollback
     helpers = {n: p for n, p in s.pods.items() if p["metadata"]["labels"].get(kp.FAULT_LABEL) == "partition-helper"}
@@ -287,8 +285,12 @@ def test_node_filter_partition_applies_the_rules_on_every_zone_node_and_removes_
     for p in helpers.values():
         assert p["spec"]["hostNetwork"] is True and p["spec"]["tolerations"] == [{"operator": "Exists"}]
         assert p["spec"]["containers"][0]["securityContext"] == {"capabilities": {"add": ["NET_ADMIN"]}}
-    assert sorted(filters.tables) == ["k-a1", "k-a2"]
-    rules = filters.tables["k-a1"]
+        assert p["spec"]["activeDeadlineSeconds"] == kp.DEFAULT_DEADLINE_S
+        assert p["metadata"]["labels"][kp.RUN_KEY] == "run1"
+    assert {n: sorted(t) for n, t in s.kubelet.tables.items()} == {"k-a1": ["10.0.1.1", "10.0.1.2"],
+                                                                   "k-a2": ["10.0.1.1", "10.0.1.2"]}
+    applied = next(sc for pod, c, sc in stream.calls if c == "nft")
+    rules = shlex.split(applied)[2]
     assert "elements = { 10.0.1.1, 10.0.1.2 }" in rules and "hook forward" in rules
     assert "ip saddr @zone4 ip daddr @zone4 accept" in rules  # inside the zone still flows
     assert "ip saddr @zone4 drop" in rules and "ip daddr @zone4 drop" in rules
@@ -296,19 +298,24 @@ def test_node_filter_partition_applies_the_rules_on_every_zone_node_and_removes_
     done = faults.heal(b, marker, timeout=5)  # the rollback: what this run injected
     assert done["healed"] == [f["fault_id"] for f in marker.attempted.values()]
     assert events(marker) == ["inject_start", "inject_end", "heal_start", "heal_end"]
-    assert filters.tables == {}
+    assert s.kubelet.tables == {} and s.kubelet.probes == {}
     assert not any(kp.FAULT_LABEL in p["metadata"]["labels"] for p in s.pods.values())
     assert b.partitioned_zones() == []
 
 
 def test_node_filter_partition_that_fails_to_apply_leaves_no_helper_and_records_nothing():
-    filters = NodeFilters(fail_apply=True)
-    s, b, _ = cluster(partition_method="node-filter", handler=filters)
-    filters.server = s
+    s, b, stream = cluster()
+
+    def handler(pod, c, script):
+        if c == "nft" and script.startswith("printf"):
+            return "", "Error: Could not process rule: Operation not permitted\n", 1
+        return s.kubelet.exec(pod, c, script)
+
+    stream.handler = handler
     marker = faults.Marker()
     with pytest.raises(kube_exec.ExecError, match="Operation not permitted"):
         faults.partition_zone(b, marker, "zone-a")
-    assert marker.marks == [] and filters.tables == {}
+    assert marker.marks == [] and s.kubelet.tables == {} and s.kubelet.probes == {}
     assert not any(kp.FAULT_LABEL in p["metadata"]["labels"] for p in s.pods.values())
 
 
@@ -337,12 +344,6 @@ def test_node_kill_deletes_one_worker_pod_and_refuses_the_head_and_strangers():
     for name in ("head", "stranger"):
         with pytest.raises(UsageError, match="matches no pod"):
             b.kill_node(name)
-
-
-def redis_pod(name):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "redis"}},
-            "spec": {"nodeName": "k-cp", "containers": [{"name": "redis", "image": "redis"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def test_redis_restart_reports_whether_the_head_restarted():

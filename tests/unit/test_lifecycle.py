@@ -89,9 +89,13 @@ def test_the_rollback_heals_exactly_the_faults_injected_and_not_healed_last_firs
     with m.inject("partition", "zone-c", ["zone-c"]) as third:
         pass
     done = faults.heal(b, m)
-    assert [f["fault_id"] for f in b.calls[0]] == [third["fault_id"], first["fault_id"]]
+    # the backend is given every fault of the run, last first (a fault that healed itself may have left
+    # consequences: its heal is idempotent); the heal marks are for those not healed yet
+    assert [f["fault_id"] for f in b.calls[0]] == [third["fault_id"], second["fault_id"], first["fault_id"]]
     assert done["healed"] == [third["fault_id"], first["fault_id"]] and m.unhealed() == []
-    assert faults.heal(b, m)["healed"] == [] and len(b.calls) == 1  # healed once
+    heal_marks = [(x.event, x.fault_id) for x in m.marks if x.event.startswith("heal")]
+    assert heal_marks.count(("heal_start", second["fault_id"])) == 1  # its own heal only
+    assert faults.heal(b, m)["healed"] == []  # nothing left to mark healed
 
 
 def test_a_fault_whose_call_raised_half_way_is_healed_too():

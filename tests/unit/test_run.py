@@ -270,6 +270,9 @@ class RefusingBackend(FakeBackend):
     def front_door(self):
         return {"shape": "direct", "what": "the client sends to the one proxy itself"}
 
+    def prepare(self, run_id, scope):
+        self.run_id = run_id
+
     def graceful_shutdown(self):
         return {}
 

@@ -23,7 +23,8 @@ BUILTIN = ("replica", "engine", "node", "head", "zone", "region", "partition", "
 # the protocol's queries: what a fault may read besides the methods that break and restore
 QUERIES = {"zones", "regions", "zones_in_region", "nodes_in", "zone_of", "targets", "head_target", "own_hosts",
            "describe", "topology_doc", "head_alive", "upgrade_variants", "graceful_shutdown", "front_door",
-           "front_targets", "replicas", "pick_replica", "healthy", "wait_healthy", "app_status", "observe"}
+           "front_targets", "replicas", "pick_replica", "healthy", "wait_healthy", "app_status", "observe",
+           "effect_checks"}  # effect_checks: every fault's proof (chaos.faults.prove)
 
 
 # ---------------------------------------------------------------- the built-in scopes

@@ -11,9 +11,9 @@ from typing import Callable
 
 from chaos import placement, scopes
 from chaos.backends import base
-from chaos.backends.local import procs
+from chaos.backends.local import effect, procs
 from chaos.backends.local.cluster import HEAD, LocalCluster
-from chaos.errors import ClusterError, UsageError
+from chaos.errors import ClusterError, SetupError, UsageError
 
 
 class LocalBackend:
@@ -24,6 +24,7 @@ class LocalBackend:
 
     def __init__(self, cluster: LocalCluster):
         self.cluster = cluster
+        self._cut_probes: dict[str, effect.CutProbe] = {}  # zone -> the connection opened before its cut
 
     # ---------------------------------------------------------------- domains
     def zones(self) -> list[str]:
@@ -119,11 +120,53 @@ class LocalBackend:
     def head_alive(self) -> bool:
         return self.cluster.core_alive(HEAD)
 
-    def partition_zone(self, zone: str) -> None:
+    def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
+        """Cut ``zone`` off, with a connection across the cut opened just before it (the effect's proof).
+        (``deadline_s``: the cut outliving a crashed run is undone by `availproof recover`, not by a clock.)"""
+        node = self.cluster.nodes(zone=zone)[0]
+        probe = effect.CutProbe(node.ip, node.serve_port).open()
+        self._cut_probes[zone] = probe
         self.cluster.partition_zone(zone)
 
     def heal_zone(self, zone: str) -> None:
         self.cluster.heal_zone(zone)
+        probe = self._cut_probes.pop(zone, None)
+        if probe is not None:
+            probe.close()
+
+    def prepare(self, run_id: str, scope: str) -> None:
+        """Before any fault: a run that crashed may have left a partition or stopped processes; refuse
+        to start on such a cluster (one line) rather than measure a fault on top of another."""
+        left = [f"partition of {z}" for z in self.cluster.partitioned_zones()]
+        left += [f"stopped process {p}" for p in self.stopped_processes()]
+        if left:
+            raise SetupError(f"the cluster still has a fault of an earlier run in place ({', '.join(left)}): "
+                             "run `availproof recover` first")
+
+    # ---------------------------------------------------------------- proof
+    def effect_checks(self, fault: dict) -> list[dict]:
+        """One look at whether ``fault`` (as :mod:`chaos.faults` builds it) is in effect
+        (:mod:`chaos.backends.local.effect`)."""
+        scope, target, c = fault["scope"], fault["target"], self.cluster
+        if scope == "replica":
+            return [effect.pids_gone(list(fault.get("pids") or []), "the replica's worker process")]
+        if scope == "engine":
+            return [effect.pids_stopped(list(fault.get("pids") or []))]
+        if scope in ("node", "drain"):
+            return effect.nodes_down(c, [target])
+        if scope in ("zone", "region"):
+            return effect.nodes_down(c, [n for z in fault["zones"] for n in self.nodes_in(zone=z)])
+        if scope == "head":
+            return effect.head_down(c, HEAD, gcs_only=fault.get("method") == "gcs")
+        if scope == "redis":
+            return effect.redis_down(c)
+        if scope == "partition":
+            probe = self._cut_probes.get(target)
+            if probe is None:
+                return [effect.check(f"a connection across the cut of {target}", False,
+                                     "none was opened before the cut")]
+            return probe.checks()
+        return [effect.check(f"an effect check for scope {scope}", False, "the local backend has none")]
 
     # ---------------------------------------------------------------- replicas
     def replicas(self, state: str | None = "RUNNING") -> list[placement.Replica]:

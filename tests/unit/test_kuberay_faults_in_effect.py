@@ -1,0 +1,392 @@
+"""Issue 23, the KubeRay part: a kill is a crash, zone loss cordons only what it must, the partition
+is proven, a crashed run's leftovers are found, and each fault's effect is looked at
+(:meth:`KubeRayBackend.effect_checks`). Over the real kubernetes client, the in-memory API server and
+its kubelet (tests/unit/kube_fake.py: pod termination as the kubelet does it, the processes in the
+containers, Pod Security admission, the network between pod IPs)."""
+
+import json
+
+import pytest
+
+from chaos import faults, placement, sampler
+from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
+from chaos.errors import ClusterError, UsageError
+from tests.unit.kube_fake import node, ray_pod, redis_pod
+from tests.unit.test_kuberay_backend import CLUSTER, cluster, replica, writes
+
+SCOPES = ("replica", "engine", "node", "zone", "region", "head", "redis", "partition", "drain", "upgrade")
+# the processes a crash must reach with SIGKILL (what the fake kubelet runs in Ray and Redis containers)
+VICTIMS = {"ray", "raylet", "gcs_server", "ray::ServeRepli", "ray::ServeContr", "VLLM::EngineCor", "redis-server"}
+
+
+@pytest.fixture(autouse=True)
+def no_waiting(monkeypatch):
+    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
+    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    # one look at a fault's effect is enough here (what each look sees is tested below)
+    monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(SCOPES, 0.0), raising=False)
+    monkeypatch.setattr(sampler, "gcs_health", lambda url, timeout: (True, 0.01, None))
+
+
+def crashed(s, name):
+    """Every victim process of pod ``name`` ended by SIGKILL, none reached only by the kubelet's SIGTERM."""
+    fates = s.kubelet.fates.get(name, [])
+    graceful = [c for c, how in fates if how == "SIGTERM" and c in VICTIMS]
+    killed = [c for c, how in fates if how == "SIGKILL" and c in VICTIMS]
+    return bool(killed) and not graceful
+
+
+# ------------------------------------------------------------------ the fake kubelet itself
+def test_the_fake_kubelet_terminates_as_the_kubelet_does():
+    s, b, _ = cluster()
+    # grace 0: the object leaves the API at once, but the containers still get SIGTERM first
+    b.core.delete_namespaced_pod("wb-1", "availproof", grace_period_seconds=0)
+    assert "wb-1" not in s.pods
+    assert s.kubelet.graceful("wb-1") == ["bash", "ray", "raylet", "ray::ServeRepli", "VLLM::EngineCor"]
+    # a graceful delete: still listed, terminating, until the kubelet is done
+    b.core.delete_namespaced_pod("wc-1", "availproof")
+    listed = [p for p in b._pods() if p["metadata"]["name"] == "wc-1"]
+    assert listed and listed[0]["metadata"]["deletion_timestamp"] and s.pods["wc-1"]["metadata"]["deletionGracePeriodSeconds"] == 30
+    s.kubelet.finish("wc-1")
+    assert "wc-1" not in s.pods
+
+
+# ------------------------------------------------------------------ 1. a kill is a crash
+KILLS = {
+    "node": (lambda b, m: faults.kill_node(b, m, node="wb-1"), ["wb-1"]),
+    "zone": (lambda b, m: faults.kill_zone(b, m, "zone-a"), ["wa-1", "wa-2"]),
+    "region": (lambda b, m: faults.kill_region(b, m, "region-2"), ["wc-1"]),
+    "head": (lambda b, m: faults.kill_head(b, m, outage_s=None), ["head"]),
+    "redis": (lambda b, m: faults.kill_redis(b, m, outage_s=None), ["redis-1"]),
+    "replica-pod": (lambda b, m: faults.kill_replica(b, m, replica=replica(), method="pod"), ["wa-1"]),
+}
+
+
+@pytest.mark.parametrize("scope", sorted(KILLS))
+def test_every_kill_sigkills_the_processes_before_the_pod_is_deleted(scope):
+    s, b, stream = cluster()
+    kill, victims = KILLS[scope]
+    kill(b, faults.Marker())
+    for name in victims:
+        assert name not in s.pods, name  # then deleted (grace 0), for KubeRay or the Deployment to replace
+        assert crashed(s, name), (name, s.kubelet.fates.get(name))
+        crash = next(sc for pod, c, sc in stream.calls if pod == name)
+        assert crash in (kb.CRASH_SCRIPT, kb.REDIS_CRASH_SCRIPT)
+    deletes = [p for m, p in writes(s) if m == "DELETE"]
+    assert deletes == [f"/api/v1/namespaces/availproof/pods/{n}?gracePeriodSeconds=0" for n in victims]
+
+
+def test_a_kill_that_could_not_sigkill_deletes_nothing_and_records_nothing():
+    s, b, stream = cluster()
+    stream.handler = lambda pod, c, script: ("", "sh: 1: kill: No such process\n", 1)
+    marker = faults.Marker()
+    with pytest.raises(kube_exec.ExecError, match="the SIGKILL of 2 of 2 pod.s. failed, none of them deleted"):
+        faults.kill_zone(b, marker, "zone-a")
+    assert marker.marks == [] and "wa-1" in s.pods and "wa-2" in s.pods
+    assert not [p for m, p in writes(s) if m == "DELETE"]
+    assert b.restore_zones() == ["k-a1", "k-a2"]  # the cordon it had set is this run's to undo
+
+
+def test_redis_running_as_pid_1_is_refused_not_deleted():
+    s, b, _ = cluster()
+    s.pods["redis-1"] = redis_pod("redis-1", share_process_namespace=False)  # redis-server is PID 1
+    with pytest.raises(kube_exec.ExecError, match="shareProcessNamespace: true"):
+        b.kill_redis()
+    assert "redis-1" in s.pods and s.kubelet.fates.get("redis-1") is None
+
+
+# ------------------------------------------------------------------ 2. zone and region loss cordon what they must
+def test_zone_loss_cordons_only_the_nodes_hosting_this_clusters_pods_or_labelled_for_it():
+    s, b, _ = cluster()
+    s.nodes["k-a3"] = node("k-a3", "zone-a", "region-1")  # another workload's node in the zone
+    s.pods["app-1"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app-1", "uid": "uid-app-1", "labels": {}},
+                       "spec": {"nodeName": "k-a3", "containers": [{"name": "app"}]}, "status": {"phase": "Running"}}
+    s.nodes["k-a4"] = node("k-a4", "zone-a", "region-1", labels={"availproof.io/zone-loss-node": "true"})  # opted in
+    b.kill_zones(["zone-a"])
+    cordoned = sorted(n for n, o in s.nodes.items() if o["spec"].get("unschedulable"))
+    assert cordoned == ["k-a1", "k-a2", "k-a4"]  # k-a1 also hosts a stranger's pod: it hosts ours too
+    assert {s.nodes[n]["metadata"]["annotations"][kb.CORDON_MARK] for n in cordoned} == {"run1"}
+    assert "app-1" in s.pods and "stranger" in s.pods
+
+
+def test_the_nodes_a_loss_would_cordon_count_in_the_blast_radius():
+    s, b, _ = cluster(max_pods=5, max_nodes=3)  # region-1: 4 Ray pods on 4 nodes (k-cp, k-a1, k-a2, k-b)
+    with pytest.raises(UsageError, match="loss of control, zone-a, zone-b: it would cordon 4 nodes, more than the "
+                                         "limit of 3 .max_nodes."):
+        faults.kill_region(b, faults.Marker(), "region-1")
+    assert writes(s) == [] and s.kubelet.fates == {}
+    s2, b2, _ = cluster(max_pods=1)  # max_nodes defaults to max_pods
+    assert b2.max_nodes == 1 and b2.describe()["max_nodes"] == 1
+
+
+def test_heal_uncordons_only_its_own_runs_nodes():
+    s, b, _ = cluster()
+    other = kb.KubeRayBackend("availproof", "kind-availproof", "availproof", max_pods=3, core=b.core,
+                              networking=b.net, custom=b.custom, stream_fn=b.stream_fn)
+    other.run_id = "run2"
+    other.resolve_cluster()
+    assert kb.KubeRayBackend("availproof", "c", "x", core=b.core, networking=b.net, custom=b.custom).run_id not in (
+        "", None, "true")  # a random token by default
+    b.kill_zones(["zone-a"])
+    other.kill_zones(["zone-b"])
+    b.core.patch_node("k-c", {"spec": {"unschedulable": True}})  # someone cordons a node meanwhile
+    assert b.restore_zones() == ["k-a1", "k-a2"]
+    assert s.nodes["k-b"]["spec"]["unschedulable"] is True  # the other run's
+    assert s.nodes["k-b"]["metadata"]["annotations"][kb.CORDON_MARK] == "run2"
+    assert s.nodes["k-c"]["spec"]["unschedulable"] is True  # theirs
+    assert other.restore_zones() == ["k-b"] and s.nodes["k-c"]["spec"]["unschedulable"] is True
+
+
+def test_a_node_changed_between_read_and_cordon_is_not_overwritten():
+    s, b, _ = cluster()
+    stale = b._nodes()
+    b.core.patch_node("k-a1", {"spec": {"unschedulable": True}})  # someone else, after our read
+    b._nodes = lambda: stale
+    with pytest.raises(ClusterError, match="node k-a1: the patch failed .HTTP 409"):
+        b.kill_zones(["zone-a"])
+    assert kb.CORDON_MARK not in (s.nodes["k-a1"]["metadata"].get("annotations") or {})
+
+
+# ------------------------------------------------------------------ 3. partitions
+def test_node_filter_is_the_default_everywhere(monkeypatch):
+    import argparse
+
+    from chaos import cli, provision
+
+    assert kp.DEFAULT_METHOD == "node-filter" and kp.DEFAULT_METHOD in kp.METHODS
+    s, b, _ = cluster()
+    assert kb.KubeRayBackend("n", "c", "x", core=b.core, networking=b.net, custom=b.custom).partition_method == "node-filter"
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in ("run", "suite"):
+        flag = next(a for a in sub.choices[command]._actions if "--partition-method" in a.option_strings)
+        assert "default node-filter" in flag.help and tuple(flag.choices) == kp.METHODS
+    made = {}
+
+    class Backend:
+        def __init__(self, *a, **kw):
+            made.update(kw)
+
+        def resolve_cluster(self):
+            return "c"
+
+    monkeypatch.setattr(kb, "KubeRayBackend", Backend)
+    provision.kuberay_backend({"namespace": "n", "context": "c", "serve_url": "u", "dashboard_url": "d"})
+    assert made["partition_method"] == "node-filter"
+
+
+def test_preflight_dry_runs_the_helper_and_says_in_one_line_what_admission_refuses():
+    s, b, _ = cluster()
+    got = b.preflight_partition("zone-a")
+    assert got["would_create"] == ["Pod/availproof-partition-k-a1", "Pod/availproof-partition-k-a2"]
+    posts = [p for m, p in writes(s) if m == "POST"]
+    assert posts == ["/api/v1/namespaces/availproof/pods?dryRun=All"] * 2
+    assert not any(p.startswith("availproof-partition") for p in s.pods)  # nothing stored
+    s.pod_security = "baseline"
+    with pytest.raises(ClusterError) as e:
+        b.preflight_partition("zone-a")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("partition of zone-a (node-filter): admission refuses the Pod "
+                                              "availproof-partition-k-a1 in namespace availproof (HTTP 403: ")
+    assert ('violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true), non-default capabilities '
+            '(container "nft" must not include "NET_ADMIN" in securityContext.capabilities.add)') in msg
+    assert "--partition-method networkpolicy" in msg
+    b.partition_method = "networkpolicy"  # its policy is admitted
+    assert b.preflight_partition("zone-a")["would_create"] == ["NetworkPolicy/availproof-partition-zone-a"]
+    assert s.netpols == {}
+
+
+def test_helpers_end_by_their_deadline_and_take_their_table_with_them():
+    s, b, _ = cluster()
+    b.partition_zone("zone-a", deadline_s=89.5)
+    helpers = [p for p in s.pods.values() if p["metadata"]["labels"].get(kp.FAULT_LABEL) == "partition-helper"]
+    assert {p["spec"]["activeDeadlineSeconds"] for p in helpers} == {90}
+    assert sorted(s.kubelet.tables) == ["k-a1", "k-a2"]
+    for p in helpers:  # the deadline passes: the kubelet terminates the pod, the TERM trap removes the table
+        s.kubelet.terminate(p)
+    assert s.kubelet.tables == {}
+    assert b.partition_method == "node-filter" and kb.KubeRayBackend(
+        "n", "c", "x", core=b.core, networking=b.net, custom=b.custom).helper_deadline_s == kp.DEFAULT_DEADLINE_S
+
+
+def test_a_networkpolicy_the_plugin_applies_only_to_new_connections_is_not_in_effect():
+    s, b, _ = cluster(partition_method="networkpolicy")  # the fake's plugin: conntrack first, as kindnet
+    b.partition_zone("zone-a")
+    checks = b.effect_checks({"scope": "partition", "target": "zone-a", "zones": ["zone-a"]})
+    by = {c["check"].split(" ")[1]: c for c in checks}
+    assert by["connection"]["ok"] is False and "last echo 0.2 s ago" in by["connection"]["seen"]
+    assert by["new"]["ok"] is True  # a new connection is refused all right
+    assert "wa-1 -> head (10.0.0.1:" in by["connection"]["check"]  # two pod IPs, never a hostNetwork helper
+    s.kubelet.cni_cuts_established = True  # a plugin that enforces policy per packet
+    assert all(c["ok"] for c in b.effect_checks({"scope": "partition", "target": "zone-a", "zones": ["zone-a"]}))
+
+
+def test_a_node_filter_cut_that_is_not_applied_is_not_in_effect():
+    s, b, _ = cluster()
+    b.partition_zone("zone-a")
+    fault = {"scope": "partition", "target": "zone-a", "zones": ["zone-a"]}
+    assert [c["ok"] for c in b.effect_checks(fault)] == [True, True, True, True]
+    s.kubelet.tables.pop("k-a1")  # the mutation: one node's table never loaded
+    checks = b.effect_checks(fault)
+    assert [c["ok"] for c in checks] == [False, False, False, True]
+    assert checks[2]["seen"] == "no table availproof_partition" and "k-a1" in checks[2]["check"]
+
+
+# ------------------------------------------------------------------ 4. leftovers of a crashed run
+def test_leftovers_of_any_run_are_found_by_label_and_annotation_and_removed():
+    s, b, _ = cluster()
+    b.partition_zone("zone-a")  # node-filter helpers on k-a1, k-a2
+    b.kill_zones(["zone-b"])  # k-b cordoned
+    b.partition_method = "networkpolicy"
+    b.partition_zone("zone-c")  # a policy, wc-1 labelled
+    # ... and the run crashed: a new run (another run id) looks
+    fresh = kb.KubeRayBackend("availproof", "kind-availproof", "availproof", core=b.core, networking=b.net,
+                              custom=b.custom, stream_fn=b.stream_fn, run_id="run2", dashboard_url="http://d")
+    fresh.resolve_cluster()
+    found = fresh.leftovers()
+    assert sorted((x["kind"], x["name"], x["run_id"]) for x in found) == [
+        ("NetworkPolicy", "availproof-partition-zone-c", "run1"), ("Node", "k-b", "run1"),
+        ("Pod", "availproof-partition-k-a1", "run1"), ("Pod", "availproof-partition-k-a2", "run1"),
+        ("Pod", "wc-1", None)]
+    assert {x["zone"] for x in found} == {"zone-a", "zone-b", "zone-c"}
+    assert fresh.restore_zones() == []  # its own heal leaves another run's cordon alone ...
+    out = fresh.remove_leftovers()  # ... recover removes every leftover
+    assert len(out["removed"]) == 5 and fresh.leftovers() == []
+    assert s.kubelet.tables == {} and s.netpols == {} and not s.nodes["k-b"]["spec"]["unschedulable"]
+    assert kb.CORDON_MARK not in s.nodes["k-b"]["metadata"]["annotations"]
+    assert kp.MEMBER_LABEL not in s.pods["wc-1"]["metadata"]["labels"]
+
+
+# ------------------------------------------------------------------ 5. smaller
+def test_resume_does_not_raise_when_serve_replaced_the_stopped_process():
+    s, b, _ = cluster()
+    pids = b.pause_engine(replica(node="wb-1"))
+    assert pids == ["wb-1/57"]
+    s.kubelet.exec("wb-1", "ray-worker", "kill -9 57")  # Serve's health check failed: the replica was replaced
+    assert b.resume_engine(pids) == ["wb-1/57"] and b.paused == []
+
+
+def test_a_draining_zones_replicas_keep_their_zone_while_the_pod_terminates(monkeypatch):
+    s, b, _ = cluster()
+    b.drain_node("wb-1", 30)  # terminating, still listed
+    details = {"applications": {"llm": {"status": "RUNNING", "deployments": {"StreamTarget": {"replicas": [
+        {"state": "RUNNING", "node_ip": "10.0.1.1"}, {"state": "RUNNING", "node_ip": "10.0.2.1"}]}}}}}
+    answers = {"/api/gcs_healthz": (200, b"success"), "/api/serve/applications/": (200, json.dumps(details).encode())}
+    monkeypatch.setattr(sampler, "_get", lambda url, timeout: answers[url.split("http://d", 1)[1]])
+    smp = b.observe(timeout=1.0)
+    assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-b": 1}}  # not "?"
+    assert smp.nodes_alive["zone-b"] == 0  # a pod going away is no capacity
+
+
+def test_exec_has_its_own_api_client_so_the_samplers_reads_go_on_meanwhile():
+    s, b, stream = cluster()
+    seen = []
+    stream.during.append(lambda: seen.append(len(b.core.list_namespaced_pod("availproof").items)))
+    b.exec("wb-1", "kill -9 41")
+    assert seen == [len(s.pods)] and b.exec_core.api_client is not b.core.api_client
+    assert b.core.api_client.call_api.__name__ == "call_api" and "stream" not in repr(b.core.api_client.call_api)
+
+
+def test_start_redis_polls_for_the_gcs_exit_instead_of_sleeping_blindly(monkeypatch):
+    s, b, _ = cluster()
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        if len(slept) == 2:  # the GCS exits a little later; the kubelet restarts the head container
+            s.pods["head"]["status"]["containerStatuses"][0]["restartCount"] = 1
+
+    monkeypatch.setattr(kb.time, "sleep", sleep)
+    b.kill_redis()
+    s.pods["redis-2"] = redis_pod("redis-2")
+    assert b.start_redis() is True
+    assert slept == [1.0, 1.0]  # seen at the second look, no blind wait
+    b.kill_redis()
+    s.pods["redis-3"] = redis_pod("redis-3")
+    slept.clear()
+    b.gcs_exit_window_s = 5
+    assert b.start_redis() is False and max(slept) <= 1.0 and len(slept) == 5  # bounded
+
+
+# ------------------------------------------------------------------ 6. every effect check
+def test_effect_checks_see_each_kill_and_not_what_did_not_happen():
+    s, b, _ = cluster()
+    look = b.effect_checks
+    # replica: the process, before and after
+    assert not look({"scope": "replica", "target": "r1", "zones": ["zone-a"], "pids": ["wa-1/41"]})[0]["ok"]
+    b.replica_killer(replica(), "sigkill")()
+    assert look({"scope": "replica", "target": "r1", "zones": ["zone-a"], "pids": ["wa-1/41"]})[0]["ok"]
+    # node: a pod the rig did not crash is not in effect; one it crashed is (gone)
+    assert not look({"scope": "node", "target": "wc-1", "zones": ["zone-c"], "pids": 0})[0]["ok"]
+    b.kill_node("wc-1")
+    assert look({"scope": "node", "target": "wc-1", "zones": ["zone-c"], "pids": 1})[0] == {
+        "check": "pod wc-1 crashed: gone, replaced or restarted", "ok": True, "seen": "gone"}
+    # zone: no Ready Ray pod left and the nodes unschedulable; a replacement Ready there, or an uncordon, is seen
+    zone = {"scope": "zone", "target": "zone-a", "zones": ["zone-a"], "pids": 2}
+    b.kill_zones(["zone-a"])
+    assert [c["ok"] for c in look(zone)] == [True, True]
+    s.pods["wa-3"] = ray_pod("wa-3", "k-a1", "10.0.1.3")
+    b.core.patch_node("k-a2", {"spec": {"unschedulable": False}})
+    assert [c["ok"] for c in look(zone)] == [False, False] and "k-a2" in look(zone)[1]["seen"]
+    # redis, then the head: the pods gone
+    assert look({"scope": "redis", "target": "redis", "zones": [], "pids": b.kill_redis()})[0]["ok"]
+    b.kill_head()
+    assert look({"scope": "head", "target": "head", "zones": [], "pids": 1})[0]["ok"]
+
+
+def test_effect_checks_of_a_head_that_did_not_go_and_of_an_engine():
+    s, b, _ = cluster()
+    head = {"scope": "head", "target": "head", "zones": [], "pids": 1}
+    b.head_at_kill = {"name": "head", "uid": "uid-head", "restarts": 0}
+    assert look_ok(b, head) == [False]  # pod unchanged, the GCS answers (patched above)
+    s.pods["head"]["status"]["containerStatuses"][0]["restartCount"] = 1  # the gcs kill: the container restarted
+    assert look_ok(b, head) == [True]
+    engine = {"scope": "engine", "target": "r1", "zones": ["zone-b"], "pids": b.pause_engine(replica(node="wb-1"))}
+    assert look_ok(b, engine) == [True]
+    b.resume_engine(engine["pids"])
+    assert look_ok(b, engine) == [False] and b.effect_checks(engine)[0]["seen"] == "57 S"
+
+
+def look_ok(b, fault):
+    return [c["ok"] for c in b.effect_checks(fault)]
+
+
+def test_effect_checks_of_upgrades_drains_and_unknown_scopes(monkeypatch):
+    s, b, _ = cluster()
+    rs = s.custom[("rayservices", "availproof")]
+    b.service = "availproof"
+    up = {"scope": "upgrade", "target": "cluster", "zones": [], "version": "v3", "cluster_before": CLUSTER}
+    assert look_ok(b, up) == [False]
+    rs["status"]["activeServiceStatus"] = {"rayClusterName": "availproof-b6d4f"}
+    assert look_ok(b, up) == [True]
+    app = {"status": "RUNNING", "deployed_app_config": {"runtime_env": {"env_vars": {kb.VERSION_ENV: "v2"}}}}
+    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: {"applications": {"llm": app}})
+    up = {"scope": "upgrade", "target": "serve_config", "zones": [], "version": "v2"}
+    assert look_ok(b, up) == [True]
+    app["status"] = "DEPLOYING"
+    assert look_ok(b, up) == [False]
+    drain = {"scope": "drain", "target": "wb-1", "zones": ["zone-b"], "pids": 0}
+    assert look_ok(b, drain) == [False]
+    b.drain_node("wb-1", 30)
+    assert b.effect_checks(drain)[0]["seen"] == "terminating" and look_ok(b, drain) == [True]
+    assert look_ok(b, {"scope": "nonsense", "target": "x", "zones": []}) == [False]
+
+
+def test_the_partition_ruleset_passes_nft_check_mode():
+    """``nft -c`` (Debian package nftables) parses and checks the table against the kernel without
+    loading it; skipped where nftables is not installed or cannot reach netlink."""
+    import shutil
+    import subprocess
+
+    nft = shutil.which("nft")
+    if nft is None:
+        pytest.skip("nftables is not installed (Debian package nftables)")
+    trial = subprocess.run([nft, "-c", "-f", "-"], input="table inet availproof_trial {\n}\n", text=True,
+                           capture_output=True, timeout=20)
+    if trial.returncode != 0:
+        pytest.skip(f"nft -c cannot run here: {trial.stderr.strip()[:120]}")
+    for ips in (["10.0.1.1", "10.0.1.2"], ["fd00::5"], ["10.0.0.1", "fd00::1"]):
+        r = subprocess.run([nft, "-c", "-f", "-"], input=kp.ruleset(ips), text=True, capture_output=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+    broken = kp.ruleset(["10.0.1.1"]).replace("@zone4 drop", "@zone9 drop")
+    assert subprocess.run([nft, "-c", "-f", "-"], input=broken, text=True, capture_output=True,
+                          timeout=20).returncode != 0  # the check is not a no-op
