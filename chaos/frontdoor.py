@@ -29,8 +29,11 @@ own counters taken with the control-plane samples (:mod:`chaos.sampler`):
   when the stats were read (``front["t_ns"]``, stamped as the socket answered) minus HAProxy's own
   seconds since the last status change (``lastchg``, whole seconds, so up to 1 s late), clamped to
   the previous read: exact to HAProxy's 1 s resolution or the sampling period, whichever is finer.
+  Samples belong to the window by their read instant too.
 - ``time_to_detect_s``: the first ``down_s`` (the balancer's time to detect); null with the
-  reason when no server went DOWN (e.g. a replica kill: every proxy stays healthy).
+  reason when no server went DOWN (e.g. a replica kill: every proxy stays healthy), or when the
+  stats went unread for more than ``MAX_READ_GAP_S`` (4 s) before that DOWN was seen (a DOWN that
+  came back within the gap would be missed).
 - ``retries``, ``redispatches``: HAProxy's ``wretr`` / ``wredis`` summed over the servers,
   from the last sample before the injection to the last sample in the window. HAProxy counts a
   retry sent to the same server in ``wretr`` and one sent to another server (``option
@@ -235,6 +238,12 @@ def _read_ns(sample: Any) -> int:
     return sample.front.get("t_ns") or sample.t_ns
 
 
+# The longest the balancer's stats may go unread around a detection: a server's shortest DOWN-UP-DOWN
+# cycle is (fall + rise) x inter, 4 s with the shipped settings; in a longer gap a first DOWN that came
+# back could be missed, and the detection seen would be a later one.
+MAX_READ_GAP_S = 4.0
+
+
 def _no_figures() -> dict[str, Any]:
     """Every figure null (the reasons go to ``unmeasurable``)."""
     return {"servers_down": [], "time_to_detect_s": None, "retries": None, "redispatches": None, "retried": None,
@@ -252,8 +261,9 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
         unmeasurable["front_door"] = f"the balancer's stats were never read: {unread[0].errors['front']}"
         return _no_figures()
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 3)  # noqa: E731
-    before = [s for s in with_front if s.t_ns < t0]
-    window = [s for s in with_front if t0 <= s.t_ns < window_end_ns]
+    # split by when the stats were read (a sample's own instant precedes its reads by up to seconds)
+    before = [s for s in with_front if _read_ns(s) < t0]
+    window = [s for s in with_front if t0 <= _read_ns(s) < window_end_ns]
     out = _no_figures()
     if not window:
         unmeasurable["front_door"] = "the balancer's counters were not sampled in the fault's window"
@@ -281,18 +291,28 @@ def fault_figures(t0: int, window_end_ns: int, samples: list[Any], unmeasurable:
             if srv.get("backup"):
                 continue  # a zonal balancer's backup entry: not in rotation while its own zone's proxy is up
             was = prev.front["servers"].get(key) if prev is not None else None
-            if cur.t_ns < t0 or was is None:
+            if _read_ns(cur) < t0 or was is None:
                 continue
             now_down, was_down = is_down(srv["status"]), is_down(was["status"])
             if now_down and not was_down:
                 open_[key] = {"server": key, "zone": srv.get("zone"),
-                              "down_s": sec(_instant(_read_ns(prev), _read_ns(cur), srv["lastchg"])), "up_s": None}
+                              "down_s": sec(_instant(_read_ns(prev), _read_ns(cur), srv["lastchg"])), "up_s": None,
+                              "read_gap_s": (_read_ns(cur) - _read_ns(prev)) / NS}
                 episodes.append(open_[key])
             elif was_down and not now_down and key in open_:
                 open_.pop(key)["up_s"] = sec(_instant(_read_ns(prev), _read_ns(cur), srv["lastchg"]))
     out["servers_down"] = sorted(episodes, key=lambda x: x["down_s"])
     if out["servers_down"]:
-        out["time_to_detect_s"] = out["servers_down"][0]["down_s"]
+        first = out["servers_down"][0]
+        gap = first.pop("read_gap_s")
+        for x in out["servers_down"][1:]:
+            x.pop("read_gap_s")
+        if gap > MAX_READ_GAP_S:
+            unmeasurable["front_door.time_to_detect_s"] = (
+                f"the balancer's stats were not read for {gap:.1f} s before {first['server']} was seen DOWN (more "
+                f"than {MAX_READ_GAP_S:.0f} s): an earlier DOWN that came back within the gap would be missed")
+            return out
+        out["time_to_detect_s"] = first["down_s"]
         return out
     # null: say why (a reason only where the figure is null)
     already = ([k for k, srv in ref.front["servers"].items() if not srv.get("backup") and is_down(srv["status"])]

@@ -194,11 +194,35 @@ def test_a_server_that_goes_down_twice_is_listed_twice_and_detection_is_the_firs
 
 
 def test_a_status_change_older_than_the_previous_sample_is_clamped_to_it():
-    # the sampler fell behind: DOWN seen at 20 s, HAProxy says 15 s ago; the previous sample (at 12 s) saw UP
+    # the sampler fell behind: DOWN seen at 15.5 s, HAProxy says 15 s ago; the previous sample (at 12 s) saw UP
+    t0 = T0 + 10 * NS
+    ss = [sample(9.5, front(UP3)), sample(12.0, front(UP3)), sample(15.5, front(B_DOWN, lastchg=15))]
+    um: dict = {}
+    got = frontdoor.fault_figures(t0, T0 + 30 * NS, ss, um)
+    assert got["servers_down"][0]["down_s"] == 2.0 and got["servers_down"][0]["up_s"] is None
+    assert got["time_to_detect_s"] == 2.0 and um == {}
+
+
+def test_a_gap_in_the_reads_before_the_first_down_makes_the_detection_unmeasurable():
+    # 8 s unread before the DOWN was seen: worker-b could have gone DOWN and UP again inside the gap
     t0 = T0 + 10 * NS
     ss = [sample(9.5, front(UP3)), sample(12.0, front(UP3)), sample(20.0, front(B_DOWN, lastchg=15))]
+    um: dict = {}
+    got = frontdoor.fault_figures(t0, T0 + 30 * NS, ss, um)
+    assert got["servers_down"][0]["down_s"] == 2.0  # the episode is still listed, as seen
+    assert got["time_to_detect_s"] is None and "not read for 8.0 s" in um["front_door.time_to_detect_s"]
+
+
+def test_samples_belong_to_the_window_by_their_read_instant():
+    # a sample started before the injection but read after it is the window's, not the reference before it
+    t0 = T0 + 10 * NS
+    before = front(UP3)
+    before["t_ns"] = T0 + int(9.6 * NS)
+    straddling = front(B_DOWN, lastchg=0, wretr=3)
+    straddling["t_ns"] = T0 + int(10.4 * NS)
+    ss = [sample(9.5, before), sample(9.9, straddling)]
     got = frontdoor.fault_figures(t0, T0 + 30 * NS, ss, {})
-    assert got["servers_down"][0]["down_s"] == 2.0 and got["servers_down"][0]["up_s"] is None
+    assert got["time_to_detect_s"] == 0.4 and got["retries"] == 3
 
 
 def test_no_server_down_leaves_detection_null_with_the_reason_and_counts_still_measured():
