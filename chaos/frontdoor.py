@@ -77,7 +77,7 @@ class FrontSettings:
     check_timeout_s: float = 1.0  # a check that takes longer failed (``timeout check``)
     passive: bool = False  # also mark a server down on observed layer-7 errors
     passive_error_limit: int = 5  # consecutive errors that do it (``observe layer7 error-limit``)
-    retries: int = 0  # times a request is sent again after a connection failure, an empty answer or a 503
+    retries: int = 0  # times a request is sent again after a connection failure or an empty answer
     redispatch: bool = True  # a retry goes to another server (``option redispatch 1``)
     tls: bool = False  # terminate TLS with a certificate the rig makes for the run
     token_env: str | None = None  # environment variable holding the bearer token the balancer requires
@@ -159,7 +159,10 @@ def haproxy_config(shape: str, servers: list[Server], listen: list[Listener], se
         f"    retries {s.retries}",
     ]
     if s.retries:
-        lines.append("    retry-on conn-failure empty-response 503")
+        # no L7 status (503) among them: a server's 5xx then always reaches the client, so the
+        # balancer's own 5xx are exactly the frontends' minus the servers' (a retried 503 would be
+        # counted by the server and never seen by the client)
+        lines.append("    retry-on conn-failure empty-response")
         if s.redispatch:
             lines.append("    option redispatch 1")
     lines += ["", "frontend metrics", f"    bind {metrics[0]}:{metrics[1]}",
