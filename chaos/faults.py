@@ -23,6 +23,9 @@ from chaos.errors import UsageError
 from chaos.placement import PlacementUnknown
 
 
+_BASE_KEYS = ("fault_id", "scope", "target", "zones")  # a fault dict with more: its backend call returned
+
+
 class Marker:
     """Puts fault marks on the run's timeline (and anywhere else subscribed to the events)."""
 
@@ -64,10 +67,20 @@ class Marker:
         self.attempted[fault_id] = out
         t_start = rec.now_ns()
         self.started[fault_id] = time.monotonic()
-        yield out
-        self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail, t_ns=t_start)
-        self.mark(rec.INJECT_END, fault_id, scope, target, zones, {k: v for k, v in out.items()
-                                                                     if k not in ("fault_id", "scope", "target", "zones")})
+
+        def marks() -> None:
+            self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail, t_ns=t_start)
+            self.mark(rec.INJECT_END, fault_id, scope, target, zones, {k: v for k, v in out.items()
+                                                                         if k not in _BASE_KEYS})
+        try:
+            yield out
+        except BaseException:
+            # interrupted after the backend acted (a stop condition during the proof or a drain's
+            # deadline; Ctrl-C): the fault happened, so it is in the records with what is known of it
+            if set(out) - set(_BASE_KEYS):
+                marks()
+            raise
+        marks()
 
     @contextmanager
     def heal(self, fault: dict) -> Iterator[None]:
@@ -99,11 +112,11 @@ def prove(backend, marker: Marker, fault: dict, bound_s: float | None = None, po
     bound = EFFECT_BOUND_S.get(fault["scope"], 30.0) if bound_s is None else bound_s
     first_ok: dict[str, float] = {}
     while True:
-        t = round(marker.since_inject(fault), 3)
         try:
             checks = backend.effect_checks(fault)
         except Exception as e:  # noqa: BLE001 - a look that fails proves nothing; looked at again
             checks = [{"check": "the effect checks", "ok": False, "seen": f"{type(e).__name__}: {e}"[:200]}]
+        t = round(marker.since_inject(fault), 3)  # when the look ended: what it saw was true by then
         for c in checks:
             if c["ok"]:
                 first_ok.setdefault(c["check"], t)
@@ -198,8 +211,8 @@ def kill_head(backend, marker: Marker, outage_s: float | None = 5.0, method: str
     if method not in ("node", "gcs"):
         raise UsageError(f"head kill method must be node or gcs, got {method!r}")
     with marker.inject("head", "head", [], {"method": method}) as f:
-        f["method"] = method  # what the proof looks for: the head's processes, or gcs_server alone
         f["pids"] = len(backend.kill_head(method=method))
+        f["method"] = method  # what the proof looks for: the head's processes, or gcs_server alone
         prove(backend, marker, f)
     _outage(backend, marker, f, outage_s, backend.restart_head)
     return f
@@ -259,6 +272,7 @@ def partition_zone(backend, marker: Marker, zone: str, duration_s: float | None 
     with marker.inject("partition", zone, [zone]) as f:
         # the cut's helpers (KubeRay) end by themselves a while after the partition should have
         backend.partition_zone(zone, deadline_s=duration_s + 300 if duration_s else None)
+        f["cut"] = True
         prove(backend, marker, f)
     _outage(backend, marker, f, duration_s, lambda: backend.heal_zone(zone))
     return f

@@ -57,16 +57,19 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
     return spec
 
 
-def ensure_system(settings: Settings, options: Options, log: Callable[[str], None] = _quiet):
-    """The backend the experiment runs on, ready: local (cluster up, app deployed) or KubeRay."""
+def ensure_system(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = ""):
+    """The backend the experiment runs on, ready: local (cluster up, app deployed) or KubeRay. Before
+    anything is changed on a cluster that is already there, the backend is prepared for the run
+    (``Backend.prepare``: leftovers of a crashed run refused, the run's id owned)."""
     if backend_kind(options.backend) == "kuberay":
-        return ensure_kuberay(settings, options, log)
-    return ensure_local(settings, options, log)
+        return ensure_kuberay(settings, options, log, run_id)
+    return ensure_local(settings, options, log, run_id)
 
 
-def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], None] = _quiet):
+def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = ""):
     """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
     backend = kuberay_backend(kube_settings(options.kubernetes, settings.kubernetes))
+    backend.prepare(run_id, settings.scope)
     log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
         f"blast radius {backend.max_pods} pod(s)")
     backend.wait_healthy(timeout=options.deploy_timeout_s)
@@ -84,7 +87,8 @@ def wait_app_running(backend, timeout: float) -> None:
         time.sleep(3)
 
 
-def ensure_local(settings: Settings, options: Options, log: Callable[[str], None] = _quiet) -> LocalBackend:
+def ensure_local(settings: Settings, options: Options, log: Callable[[str], None] = _quiet,
+                 run_id: str = "") -> LocalBackend:
     """Bring the cluster up if needed and deploy the app unless it is already RUNNING."""
     from chaos import topology
 
@@ -102,6 +106,8 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
         elif have != need:
             raise SetupError(f"the running cluster ({have}) is not what the experiment needs ({need}): "
                              f"run `availproof cluster down` first")
+        else:
+            LocalBackend(cluster).prepare(run_id, settings.scope)  # before anything on it is changed
     if cluster is None or not cluster.running():
         cluster = LocalCluster.up(wanted, cdir, log=log, gcs_fault_tolerance=settings.gcs_fault_tolerance,
                                   netns_mode=netns_mode)
@@ -119,7 +125,7 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
             deploy.undeploy(cluster)
         deploy.deploy(cluster, spec, timeout=options.deploy_timeout_s, log=log)
     ensure_front(cluster, settings, log)
-    return LocalBackend(cluster)
+    return LocalBackend(cluster)  # a cluster brought up here has nothing left of an earlier run
 
 
 def front_token(settings: Settings) -> str | None:

@@ -79,7 +79,10 @@ class Run:
     driver: str = "chaostoolkit"
     verdict: dict[str, Any] | None = None  # chaos.verdict, decided once after the experiment
     recovery_window: dict[str, Any] | None = None  # how long the recovery window was (keep_load_for_recovery)
-    rolled_back: bool = False  # heal_injected ran (the rollback, or the run's own)
+    rolled_back: bool = False  # heal_injected succeeded (the rollback, or the run's own)
+    heal_error: str | None = None  # the last heal that failed (verdict ERROR: the run's faults not healed)
+    error: str | None = None  # a step of the lifecycle that failed (start_load, finish: verdict ERROR)
+    interrupted: bool = False  # Ctrl-C or SIGTERM (the runner's handler): no recovery window, heal at once
     # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
     # True when it did (else the stop stays pending for take_stop()).
     on_stop: Callable[[str], bool] | None = None
@@ -158,13 +161,12 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     provision.check_capabilities(options.backend, settings)
     provision.front_token(settings)
     client_headers(settings)
-    backend = provision.ensure_system(settings, options, log=log)
+    run_id = uuid.uuid4().hex[:12]
+    backend = provision.ensure_system(settings, options, log=log, run_id=run_id)  # prepared for the run
     missing = base.missing_members(backend)
     if missing:
         raise SetupError(f"backend {type(backend).__name__} lacks {', '.join(missing)} of the interface "
                          "(chaos.backends.base.Backend)")
-    run_id = uuid.uuid4().hex[:12]
-    backend.prepare(run_id, settings.scope)  # leftovers of a crashed run refused; the run's id owned
     out = options.out_dir or default_out_dir(title)
     out.mkdir(parents=True, exist_ok=True)
     events = rec.Events()
@@ -297,7 +299,10 @@ def _settled(run: Run) -> float | None:
     if not faults:
         return None
     end_s = (analysis.run_end_ns(records) - faults[-1]["inject_ns"]) / 1e9
-    return settle.settled(summary, end_s, run.settings.recovery_settle_s, run.settings.steady_state.window_s)
+    # a request is recorded when it ends: one still in flight (a hang up to the client's timeout) is not
+    # in the records yet, so the settle time is at least the load's timeout
+    settle_s = max(run.settings.recovery_settle_s, run.settings.load.timeout_s)
+    return settle.settled(summary, end_s, settle_s, run.settings.steady_state.window_s)
 
 
 def wait(run: Run, seconds: float) -> None:
@@ -409,13 +414,17 @@ def heal_injected(run: Run, timeout_s: float = 240.0) -> dict[str, Any]:
     after any fault, redeploy the app if the cluster lost it (a head restarted without GCS fault
     tolerance) or lost its placement (Serve does not move replicas back). Nothing injected:
     nothing is touched."""
-    run.rolled_back = True
-    done = faults.heal(run.backend, run.marker, timeout=timeout_s)
-    if run.marker.attempted:  # a fault healed by itself may still have cost the app (no GCS FT) or its placement
-        o = run.options
-        done["redeployed"] = provision.redeploy_if_gone(run.backend, app=o.app, overrides=run.settings.app,
-                                                        model_path=o.model_path, timeout_s=o.deploy_timeout_s,
-                                                        log=log)
+    try:
+        done = faults.heal(run.backend, run.marker, timeout=timeout_s)
+        if run.marker.attempted:  # a fault healed by itself may still have cost the app (no GCS FT) or its placement
+            o = run.options
+            done["redeployed"] = provision.redeploy_if_gone(run.backend, app=o.app, overrides=run.settings.app,
+                                                            model_path=o.model_path, timeout_s=o.deploy_timeout_s,
+                                                            log=log)
+    except Exception as e:
+        run.heal_error = f"{type(e).__name__}: {e}"[:300]  # the run's end tries once more; else its verdict is ERROR
+        raise
+    run.rolled_back, run.heal_error = True, None
     return done
 
 
@@ -435,7 +444,7 @@ def heal_quietly(run: Run) -> None:
 def conclude(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:
     """After the experiment: the one verdict (:mod:`chaos.verdict`) from the summary and the final
     journal, written into ``summary.json``."""
-    run.verdict = verdict_mod.decide(run.summary, journal)
+    run.verdict = verdict_mod.decide(run.summary, journal, run_error=run.error, heal_error=run.heal_error)
     if run.summary is not None:
         run.summary["verdict"] = run.verdict
         write_json(run.out_dir / "summary.json", run.summary)

@@ -62,8 +62,8 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     # must always interrupt. (Stop conditions interrupt through the control: chaos.ctk.control.)
     previous = {}
     if _main_thread():
-        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _interrupt)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
     journal: dict[str, Any] = {}
     try:
         journal = ctk_run(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
@@ -87,8 +87,13 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt("SIGTERM")
+def _interrupt(signum, frame):
+    """Ctrl-C or SIGTERM: the run is told (no recovery window: it heals at once), then Chaos Toolkit
+    marks the run interrupted and plays the rollbacks."""
+    run = core.current()
+    if run is not None:
+        run.interrupted = True
+    raise KeyboardInterrupt("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
 
 
 def junit_xml(results: list[dict[str, Any]]) -> str:

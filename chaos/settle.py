@@ -11,8 +11,10 @@ to the end of the run):
 - capacity is restored, per zone (``time_to_restored_s``; 0 when it was never lost),
 
 and the latest of these instants lies at least ``settle_s`` + one steady-state window (``window_s``,
-the last stretch a window can be judged in) before the end of the records. A figure that is
-unmeasurable, or not reached, keeps the window open to its planned length.
+the last stretch a window can be judged in) before the end of the records. The run uses a settle
+time of at least the load's timeout: a request is recorded when it ends, so one still in flight (a
+hang, up to the client's timeout) is not in the records yet. A figure that is unmeasurable, or not
+reached, keeps the window open to its planned length.
 
 What an early end costs: a relapse after the window ended is not seen (the figures describe the
 window that was measured: its length is in the summary, ``recovery_window``). A relapse inside it

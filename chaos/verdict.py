@@ -8,9 +8,10 @@ journal in hand: status, deviated, failed activities) and written into ``summary
 
 The words, in the order they are decided:
 
-- ``ERROR`` (exit 2): the set-up failed, nothing was injected, a fault was not seen in effect,
-  the run was interrupted (Ctrl-C, SIGTERM) without a stop condition, or a method activity failed:
-  the run is no measurement, neither a pass nor a violation;
+- ``ERROR`` (exit 2): the set-up failed, the run's faults could not be healed, a step of the run
+  failed (its load, its analysis), the experiment aborted, nothing was injected, a fault was not
+  seen in effect, the run was interrupted (Ctrl-C, SIGTERM) without a stop condition, or a method
+  activity failed: the run is no measurement, neither a pass nor a violation;
 - ``VIOLATED`` (exit 1): a stop condition tripped, a bound was violated, or the steady-state
   hypothesis deviated;
 - ``UNMEASURED`` (exit 1): no bound violated, but one could not be measured (a bound that
@@ -48,13 +49,21 @@ def first_failure(journal: dict | None) -> str | None:
 
 
 def decide(summary: dict[str, Any] | None, journal: dict[str, Any] | None = None,
-           setup_error: str | None = None) -> dict[str, Any]:
+           setup_error: str | None = None, run_error: str | None = None,
+           heal_error: str | None = None) -> dict[str, Any]:
     """The verdict of one run: ``{"word", "exit_code", "reasons"}``. ``journal`` None: a run
-    re-derived without its journal (only the summary's own facts count)."""
+    re-derived without its journal (only the summary's own facts count). ``run_error``: a step of
+    the run that failed (its load, its analysis); ``heal_error``: the run's faults could not be healed."""
     if setup_error:
         return _make(ERROR, [f"set-up failed, nothing injected: {setup_error}"])
     journal = journal or {}
     status = journal.get("status")
+    if heal_error:
+        return _make(ERROR, [f"the run's faults were not healed: {heal_error} (`availproof recover` restores the cluster)"])
+    if run_error:
+        return _make(ERROR, [f"the run failed: {run_error}"])
+    if status == "aborted":
+        return _make(ERROR, [f"the experiment aborted: {first_failure(journal) or 'an activity raised'}"])
     if not summary or not summary.get("faults"):
         return _make(ERROR, [f"nothing was injected: {first_failure(journal) or f'experiment {status}'}"])
     not_in_effect = [f"fault not in effect: {f['scope']} {f['target']}" for f in summary["faults"]

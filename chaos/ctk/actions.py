@@ -2,7 +2,7 @@
 run in progress, and the rollback (:func:`heal_all`).
 
 An action injects only into a run that is open and measuring (:func:`chaos.ctk.session.measuring_run`);
-otherwise it refuses and interrupts the experiment. ``configuration`` is accepted because Chaos
+otherwise it refuses, saying why (the activity fails; nothing is touched). ``configuration`` is accepted because Chaos
 Toolkit passes it; the run already knows its cluster.
 """
 

@@ -61,6 +61,14 @@ def _interrupted(reason: str) -> InterruptExecution:
     return InterruptExecution(f"stop condition: {reason}")
 
 
+def _failed(run: core.Run, step: str, e: Exception) -> InterruptExecution:
+    """A step of the run failed inside a hook: recorded on the run (its verdict is ERROR) and the
+    experiment interrupted (Chaos Toolkit swallows any other exception of a control)."""
+    run.error = f"{step}: {type(e).__name__}: {e}"[:300]
+    core.log(f"error: {run.error}")
+    return InterruptExecution(f"availproof: {run.error}")
+
+
 # a set-up that failed under plain `chaos run` (no run to record it on): said again at the end
 _setup_error: str | None = None
 
@@ -89,6 +97,8 @@ def before_method_control(context: dict, configuration: dict | None = None, **kw
         core.start_load(run)
     except core.Stopped as e:
         raise _interrupted(str(e)) from None
+    except Exception as e:  # noqa: BLE001 - Chaos Toolkit would log it at debug level and go on to the method
+        raise _failed(run, "starting the load", e) from None
     with run.lock:
         reason = run.take_stop()
         if reason is not None:
@@ -125,16 +135,22 @@ def after_method_control(context: dict, configuration: dict | None = None, **kwa
         _method.running = _method.in_activity = False
     if run.load is None:
         return
-    if run.stop_reason is None:
+    if run.stop_reason is None and not run.interrupted:
         try:
             core.keep_load_for_recovery(run)
         except core.Stopped as e:
             raise _interrupted(str(e)) from None
+        except Exception as e:  # noqa: BLE001
+            raise _failed(run, "the recovery window", e) from None
     else:
-        # a stop condition ended the method: no recovery window; what it injected is healed now, the
-        # load still on, so the heal is in the records and the summary (the rollbacks find it healed)
+        # a stop condition or Ctrl-C ended the method: no recovery window; what it injected is healed
+        # now, the load still on, so the heal is in the records and the summary (the rollbacks find it
+        # healed)
         core.heal_quietly(run)
-    core.finish(run)
+    try:
+        core.finish(run)
+    except Exception as e:  # noqa: BLE001
+        raise _failed(run, "the analysis", e) from None
 
 
 def after_experiment_control(context: dict, state: dict | None = None, configuration: dict | None = None,
@@ -152,3 +168,9 @@ def after_experiment_control(context: dict, state: dict | None = None, configura
     v = core.end(run, journal)
     if journal is not None:
         journal["availproof"] = {"out_dir": str(run.out_dir), "summary": run.summary, "verdict": v}
+        if run.driver == "chaostoolkit" and v["word"] != verdict.PASS:
+            # plain `chaos run` exits 1 on a failed or deviated journal: the verdict says which
+            if v["word"] == verdict.ERROR:
+                journal["status"] = "failed"
+            else:
+                journal["deviated"] = True

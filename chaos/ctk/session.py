@@ -2,7 +2,8 @@
 
 - An action injects only into a run that is open and measuring (:func:`measuring_run`): outside
   one (``chaos run`` of an experiment without the availproof control, a run whose set-up failed,
-  or one already finishing) it refuses and interrupts the experiment, touching nothing.
+  or one already finishing) it refuses, saying why, and touches nothing (Chaos Toolkit records the
+  activity as failed; every later action refuses the same way).
 - A probe reads the run's backend, or, with no run, one attached from the experiment's
   ``configuration`` (reading changes nothing).
 """

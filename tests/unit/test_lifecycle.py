@@ -170,8 +170,57 @@ def test_a_backend_without_the_whole_interface_is_refused_when_the_run_opens(tmp
         def own_hosts(self): ...
         def observe(self, timeout): ...
 
-    monkeypatch.setattr(provision, "ensure_system", lambda settings, options, log=None: Partial())
+    monkeypatch.setattr(provision, "ensure_system", lambda settings, options, log=None, run_id="": Partial())
     path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
     with pytest.raises(SetupError, match="lacks .*heal.*kill_node"):
         core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "out"))
     assert core.current() is None
+
+
+def test_a_heal_that_fails_makes_the_run_an_error_not_a_pass(tmp_path, fake_system, monkeypatch):
+    from tests.unit.test_run import RefusingBackend
+
+    def broken_heal(self, faults_, timeout):
+        raise RuntimeError("nodes not healthy after 240 s")
+
+    monkeypatch.setattr(RefusingBackend, "heal", broken_heal)
+    path = _experiment(tmp_path, baseline_s=0.3, method_s=0.1, recovery_window_s=0.3)
+    doc = json.loads(path.read_text())
+    doc["extensions"][0].pop("stop_when")  # no stop: the method ends, the rollback heals
+    doc["rollbacks"] = [{"type": "action", "name": "heal-all", "provider": {
+        "type": "python", "module": "chaos.ctk.actions", "func": "heal_all"}}]
+    path.write_text(json.dumps(doc))
+    code, result = runner.run_experiment(path, tmp_path / "out")
+    v = result["verdict_detail"]
+    assert code == runner.ERROR and v["word"] == "ERROR", v
+    assert v["reasons"][0].startswith("the run's faults were not healed: RuntimeError: nodes not healthy")
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["verdict"] == v
+
+
+def test_a_load_that_cannot_start_interrupts_before_the_method_and_is_an_error(tmp_path, fake_system, monkeypatch):
+    def no_front(run):
+        raise RuntimeError("no front door is running")
+
+    monkeypatch.setattr(core, "start_load", no_front)
+    path = _experiment(tmp_path, baseline_s=0.3, method_s=0.1)
+    code, result = runner.run_experiment(path, tmp_path / "out")
+    assert not (tmp_path / "started").exists()  # the method never ran
+    assert code == runner.ERROR
+    assert result["verdict_detail"]["reasons"] == ["the run failed: starting the load: RuntimeError: no front door is running"]
+
+
+def test_a_fault_interrupted_after_its_backend_acted_is_in_the_records():
+    m = faults.Marker()
+    with pytest.raises(SystemExit):  # a stop condition's exit during the proof or a drain's deadline
+        with m.inject("drain", "worker-b", ["zone-b"]) as f:
+            f["method"] = "gcs-drain"  # the notice was given
+            raise SystemExit(20)
+    assert [x.event for x in m.marks] == ["inject_start", "inject_end"]
+    assert m.marks[1].detail == {"method": "gcs-drain"}
+
+
+def test_a_kill_that_signalled_nothing_proves_nothing():
+    from chaos.backends.local import effect
+
+    assert effect.signalled({"pids": 0})["ok"] is False and effect.signalled({"pids": []})["ok"] is False
+    assert effect.signalled({"pids": 3})["ok"] is True and effect.signalled({"pids": [7]})["ok"] is True

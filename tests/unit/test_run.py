@@ -319,7 +319,7 @@ def fake_system(monkeypatch):
     monkeypatch.setattr(provision, "redeploy_if_gone", lambda *a, **k: False)
     backends: list[RefusingBackend] = []
 
-    def ensure(settings, options, log=None):
+    def ensure(settings, options, log=None, run_id=""):
         backends.append(RefusingBackend())
         return backends[-1]
 

@@ -37,6 +37,7 @@ CASES = [  # (name, summary, journal, setup error, word)
     ("stop condition", _summary([MET], stop="failure ratio 1.00"), {**DONE, "status": "interrupted"}, None,
      verdict.VIOLATED),
     ("method activity failed", _summary([MET]), FAILED_ACTIVITY, None, verdict.ERROR),
+    ("aborted", _summary([MET]), {**DONE, "status": "aborted"}, None, verdict.ERROR),
     ("bound violated", _summary([MET, BAD]), DONE, None, verdict.VIOLATED),
     ("bound unmeasured", _summary([MET, UNM]), DONE, None, verdict.UNMEASURED),
     ("hypothesis deviated", _summary([MET]), {**DONE, "deviated": True}, None, verdict.VIOLATED),
@@ -71,6 +72,13 @@ def test_every_branch_and_every_reader_agree(name, summary, journal, setup, word
         assert "<error" in xml and 'errors="1"' in xml
     else:
         assert f'<failure type="{word}"' in xml and 'failures="1"' in xml
+
+
+def test_a_failed_heal_or_step_of_the_run_is_an_error_whatever_the_bounds_say():
+    s = _summary([MET])
+    assert verdict.decide(s, DONE)["word"] == verdict.PASS
+    assert verdict.decide(s, DONE, heal_error="nodes not healthy")["word"] == verdict.ERROR
+    assert verdict.decide(s, DONE, run_error="the analysis: KeyError")["word"] == verdict.ERROR
 
 
 def test_a_summary_without_a_recorded_verdict_is_decided_from_its_own_facts():

@@ -152,14 +152,15 @@ class LocalBackend:
             return [effect.pids_gone(list(fault.get("pids") or []), "the replica's worker process")]
         if scope == "engine":
             return [effect.pids_stopped(list(fault.get("pids") or []))]
+        # a kill that signalled nothing (its victim already down) proves nothing, whatever the state says
         if scope in ("node", "drain"):
-            return effect.nodes_down(c, [target])
+            return [effect.signalled(fault)] + effect.nodes_down(c, [target])
         if scope in ("zone", "region"):
-            return effect.nodes_down(c, [n for z in fault["zones"] for n in self.nodes_in(zone=z)])
+            return [effect.signalled(fault)] + effect.nodes_down(c, [n for z in fault["zones"] for n in self.nodes_in(zone=z)])
         if scope == "head":
-            return effect.head_down(c, HEAD, gcs_only=fault.get("method") == "gcs")
+            return [effect.signalled(fault)] + effect.head_down(c, HEAD, gcs_only=fault.get("method") == "gcs")
         if scope == "redis":
-            return effect.redis_down(c)
+            return [effect.signalled(fault)] + effect.redis_down(c)
         if scope == "partition":
             probe = self._cut_probes.get(target)
             if probe is None:
@@ -259,7 +260,7 @@ class LocalBackend:
         for health."""
         done.update(healed=[], started=[])
         for zone in partitions:
-            self.cluster.heal_zone(zone)
+            self.heal_zone(zone)
             done["healed"].append(zone)
         r = self.cluster.state.redis
         if redis and r is not None and not self.cluster.redis_alive():

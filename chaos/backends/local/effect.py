@@ -33,6 +33,14 @@ def check(what: str, ok: bool, seen: str) -> dict[str, Any]:
     return {"check": what, "ok": bool(ok), "seen": seen}
 
 
+def signalled(fault: dict[str, Any]) -> dict[str, Any]:
+    """The kill signalled at least one process (``pids``: a count or a list): a victim already down
+    is no fault of this run's, whatever the state says afterwards."""
+    pids = fault.get("pids")
+    n = len(pids) if isinstance(pids, list) else int(pids or 0)
+    return check("the kill signalled the victim's processes", n > 0, f"{n} signalled")
+
+
 def processes_gone(cluster: LocalCluster, node: str) -> dict[str, Any]:
     left = cluster.node_processes(node)
     return check(f"{node}: no process left in its session", not left,
@@ -118,10 +126,13 @@ class CutProbe:
             data = self.sock.recv(4096)
         except socket.timeout:
             return False, f"no answer within {self.timeout_s:.0f} s"
-        except OSError as e:
+        except (ConnectionResetError, BrokenPipeError) as e:
+            return True, f"reset by the far end ({type(e).__name__}: its RST got through)"
+        except OSError as e:  # unreachable: nothing gets across
             return False, f"{type(e).__name__}: {e}"
         if not data:
-            return False, "closed by the far end"  # a reset or close is a cut connection too
+            # the far end's FIN got through: the path still carries (a cut delivers nothing at all)
+            return True, "closed by the far end (its FIN got through)"
         return True, f"answered ({data[:12]!r})"
 
     def _new_accepted(self) -> tuple[bool, str]:
