@@ -53,7 +53,6 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     experiment = exp_mod.load(path)
     _chaos_logging()
     ensure_experiment_is_valid(experiment)
-    out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     run = core.open_run(experiment, options)
     run.driver = "availproof"
