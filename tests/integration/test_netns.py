@@ -117,7 +117,7 @@ class NetnsCut:
         self.link, self.host, self.port, self.applied = link, host, port, applied
         self.probe = None
 
-    def partition_zone(self, zone):
+    def partition_zone(self, zone, deadline_s=None):
         from chaos.backends.local import effect
 
         self.probe = effect.CutProbe(self.host, self.port).open()  # before the cut

@@ -112,6 +112,12 @@ class Server:
 
     def apply_cut(self):
         self.cut.set()
+        # shutdown first: a close alone leaves the kernel's socket listening while the accept thread
+        # is blocked in it (new connections would still be accepted)
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
 
 
