@@ -26,6 +26,15 @@ from chaos.placement import PlacementUnknown
 _BASE_KEYS = ("fault_id", "scope", "target", "zones")  # a fault dict with more: its backend call returned
 
 
+def _detail(fault: dict[str, Any]) -> dict[str, Any]:
+    """What a fault dict says beyond its identity: the detail its marks carry."""
+    return {k: v for k, v in fault.items() if k not in _BASE_KEYS}
+
+
+def _effect(verified: bool, t: float, bound_s: float | None, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"verified": verified, "time_to_effect_s": t if verified else None, "bound_s": bound_s, "checks": checks}
+
+
 class Marker:
     """Puts fault marks on the run's timeline (and anywhere else subscribed to the events)."""
 
@@ -70,8 +79,7 @@ class Marker:
 
         def marks() -> None:
             self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail, t_ns=t_start)
-            self.mark(rec.INJECT_END, fault_id, scope, target, zones, {k: v for k, v in out.items()
-                                                                         if k not in _BASE_KEYS})
+            self.mark(rec.INJECT_END, fault_id, scope, target, zones, _detail(out))
         try:
             yield out
         except BaseException:
@@ -84,14 +92,18 @@ class Marker:
 
     @contextmanager
     def heal(self, fault: dict) -> Iterator[None]:
-        args = (fault["fault_id"], fault["scope"], fault["target"], fault["zones"])
-        self.mark(rec.HEAL_START, *args)
+        self.heal_started(fault)
         yield
+        self.heal_ended(fault)
+
+    def heal_started(self, fault: dict) -> None:
+        self.mark(rec.HEAL_START, fault["fault_id"], fault["scope"], fault["target"], fault["zones"])
+
+    def heal_ended(self, fault: dict) -> None:
+        """The fault healed; the whole detail again: what was learnt after the inject marks (a drain's
+        kill at its deadline, a replacement's figures, its proof) is in the summary's detail too."""
         self.healed.add(fault["fault_id"])
-        # the whole detail again: what was learnt after the inject marks (a drain's kill at its
-        # deadline, a replacement's figures) is in the summary's detail too
-        self.mark(rec.HEAL_END, *args, {k: v for k, v in fault.items()
-                                         if k not in ("fault_id", "scope", "target", "zones")})
+        self.mark(rec.HEAL_END, fault["fault_id"], fault["scope"], fault["target"], fault["zones"], _detail(fault))
 
 
 # How long after its injection each scope's effect must be seen on the system (s): a SIGKILL's
@@ -125,8 +137,7 @@ def prove(backend, marker: Marker, fault: dict, bound_s: float | None = None, po
         if verified or marker.since_inject(fault) >= bound:
             break
         time.sleep(poll_s)
-    fault["effect"] = {"verified": verified, "time_to_effect_s": t if verified else None, "bound_s": bound,
-                       "checks": checks}
+    fault["effect"] = _effect(verified, t, bound, checks)
     marker.log(f"effect of {fault['scope']} {fault['target']}: " + (f"in effect after {t:.2f} s" if verified else
                "NOT IN EFFECT: " + "; ".join(f"{c['check']}: {c['seen']}" for c in checks if not c["ok"])))
     return fault["effect"]
@@ -335,11 +346,9 @@ def upgrade_app(backend, marker: Marker, variant: str = "code", timeout_s: float
         f["complete"] = not (now & before) and len(now) >= len(before)
         # the upgrade's proof is its completion: every replica of before gone, as many new ones RUNNING
         t = round(marker.since_inject(f), 3)
-        f["effect"] = {"verified": f["complete"], "time_to_effect_s": t if f["complete"] else None,
-                       "bound_s": timeout_s, "checks": [{
-                           "check": "every replica RUNNING before the upgrade replaced by a new RUNNING one",
-                           "ok": f["complete"], "t_s": t,
-                           "seen": f"{len(now & before)} of {len(before)} old replicas left, {len(now)} RUNNING"}]}
+        f["effect"] = _effect(f["complete"], t, timeout_s, [{
+            "check": "every replica RUNNING before the upgrade replaced by a new RUNNING one", "ok": f["complete"],
+            "t_s": t, "seen": f"{len(now & before)} of {len(before)} old replicas left, {len(now)} RUNNING"}])
     return f
 
 
@@ -418,11 +427,9 @@ def heal(backend, marker: Marker, timeout: float = 240.0) -> dict:
         return {"healed": [], "note": "nothing was injected: nothing to heal"}
     pending = list(reversed(marker.unhealed()))
     for f in pending:
-        marker.mark(rec.HEAL_START, f["fault_id"], f["scope"], f["target"], f["zones"])
+        marker.heal_started(f)
     done = backend.heal(list(reversed(marker.attempted.values())), timeout=timeout)
     for f in pending:
-        marker.mark(rec.HEAL_END, f["fault_id"], f["scope"], f["target"], f["zones"],
-                    {k: v for k, v in f.items() if k not in ("fault_id", "scope", "target", "zones")})
-        marker.healed.add(f["fault_id"])
+        marker.heal_ended(f)
     done["healed"] = [f["fault_id"] for f in pending]
     return done

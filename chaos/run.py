@@ -73,9 +73,9 @@ class Run:
     started_mono: float = field(default_factory=time.monotonic)
     stop_reason: str | None = None
     exporter: Any = None
+    run_id: str = ""  # the backend acts under it (KubeRay: cordons and helpers carry it)
     # who drives the Chaos Toolkit call: "availproof" (the runner opened the run around it) or
     # "chaostoolkit" (plain `chaos run`: the control opened it)
-    run_id: str = ""  # the backend acts under it (KubeRay: cordons and helpers carry it)
     driver: str = "chaostoolkit"
     verdict: dict[str, Any] | None = None  # chaos.verdict, decided once after the experiment
     recovery_window: dict[str, Any] | None = None  # how long the recovery window was (keep_load_for_recovery)
