@@ -110,8 +110,8 @@ class Marker:
 # process is gone at once, the GCS marks a lost node DEAD within its health checks (period 1 s x 3
 # here, a few more on a loaded machine), a link set down cuts at once. Upgrade and drain prove
 # themselves at their own end (the new replicas serving; the node gone at its deadline).
-EFFECT_BOUND_S = {"replica": 10.0, "engine": 10.0, "node": 30.0, "zone": 30.0, "region": 30.0, "head": 15.0,
-                  "redis": 15.0, "partition": 10.0, "drain": 30.0}
+EFFECT_BOUND_S = {"replica": 10.0, "engine": 10.0, "engine-crash": 10.0, "node": 30.0, "zone": 30.0,
+                  "region": 30.0, "head": 15.0, "redis": 15.0, "partition": 10.0, "drain": 30.0}
 
 
 def prove(backend, marker: Marker, fault: dict, bound_s: float | None = None, poll_s: float = 0.25) -> dict:
@@ -186,6 +186,18 @@ def hang_engine(backend, marker: Marker, zone: str | None = None, duration_s: fl
         _sleep(max(0.0, duration_s - marker.since_inject(f)))
         with marker.heal(f):
             backend.resume_engine(f["pids"])
+    return f
+
+
+def crash_engine(backend, marker: Marker, zone: str | None = None) -> dict:
+    """SIGKILL one replica's engine process (vLLM's EngineCore; the stream target's engine child)
+    while the replica's own process lives: the replica must notice its engine died (vLLM's
+    ``EngineDeadError``), fail its health check, and Serve replace it. Nothing to heal."""
+    r = backend.pick_replica(zone=zone)
+    with marker.inject("engine-crash", r.replica_id, [r.zone] if r.zone else [],
+                       {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
+        f["pids"] = backend.crash_engine(r)
+        prove(backend, marker, f)
     return f
 
 

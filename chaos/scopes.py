@@ -123,6 +123,8 @@ for _scope in (
     Scope("replica", "replica kill", "kill_replica", ("replica_killer",), zoned=True, every_target_affected=True),
     Scope("engine", "engine hang", "hang_engine", ("pause_engine", "resume_engine"), zoned=True,
           every_target_affected=True),
+    Scope("engine-crash", "engine crash", "crash_engine", ("crash_engine",), zoned=True,
+          every_target_affected=True),
     Scope("node", "node loss", "kill_node", ("kill_node", "start_node"), zoned=True, routed=True),
     Scope("head", "head loss", "kill_head", ("kill_head", "restart_head"), control_plane=True),
     Scope("zone", "zone loss", "kill_zone", ("kill_zones", "restore_zones"), zoned=True, routed=True),

@@ -126,6 +126,26 @@ experiment(
 )
 
 experiment(
+    "engine-crash", "SIGKILL one replica's engine process while the replica lives",
+    "Kills the engine process of one replica in zone-a (vLLM's EngineCore; the stream target's engine child "
+    "process) and nothing else: the replica's actor lives on and must notice that its engine died (vLLM's "
+    "EngineDeadError): requests in flight on it end with an error, new ones get a 500, its health check fails "
+    "and Serve replaces the replica.",
+    "engine-crash", [action("crash-engine-in-zone-a", "crash_engine", zone="zone-a")],
+    {"max_failed_requests": 60, "max_time_to_steady_state_s": 30,
+     "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
+     "min_capacity_ratio": 0.6},
+    "Requests in flight on the replica fail at once (~3 at 8 req/s with ~1 s streams), and requests routed to it "
+    "fail until Serve stops routing there: its health check (period 2 s) fails from the first look after the "
+    "crash and Serve takes a replica out after 3 failed checks, ~6 s, while a replica that fails fast looks "
+    "idle to the router and draws more than its third of 8 req/s: up to ~8 req/s x 6 s = 48, so 60. Steady "
+    "state within 30 s: once the replica is out, the other two carry the load. Control plane untouched "
+    "(outage 0; 5 s allows a slow health answer). Capacity: the replacement starts in ~20 s on this machine "
+    "class after the ~6 s detection, so 60 s. With tensor parallelism an engine crash is one rank dying while "
+    "its peers hang in a collective: not tested here (one CPU engine per replica).",
+)
+
+experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",
     "SIGKILLs the raylet, its agents and every worker process of one node. The GCS marks the node dead after "
     "health_check period 1 s x 3 failures; Serve then replaces the replica. The client sends through the "

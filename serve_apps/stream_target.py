@@ -7,6 +7,12 @@ model at ``/v1/models``. It is a load target with realistic timing, not a fake v
 computes nothing and says so in every response (``system_fingerprint``).
 
 ``/-/whoami`` tells which replica, process, node and zone answered (for placement checks).
+
+Each replica runs an engine child process (:mod:`serve_apps.stream_engine`) and depends on it as a
+vLLM replica depends on its EngineCore: while the engine is hung requests wait, once it is dead
+requests fail (a stream in flight ends with an error event, as vLLM's does) and the replica's
+health check fails, so Serve replaces it. (The ``engine`` scope's hang stops this whole replica,
+as before the engine child existed; ``engine-crash`` kills the engine child.)
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import uuid
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
+
+from serve_apps.stream_engine import EngineDead, EngineProcess, wait_ready
 
 VOCAB = ("the", "zone", "replica", "stays", "up", "while", "a", "node", "fails", "and", "traffic",
          "moves", "to", "healthy", "ones", "so", "requests", "keep", "flowing", "quickly")
@@ -45,6 +53,18 @@ class StreamTarget:
         self.cap = max_tokens_cap
         self.rng = random.Random()
         self.started = time.time()
+        self.engine = EngineProcess()
+
+    def check_health(self):
+        """Serve's health check: fails once the engine is dead, as vLLM's (``AsyncLLM.check_health``
+        raises only once the engine errored: a hung engine is not noticed)."""
+        if self.engine.state() == "dead":
+            raise RuntimeError(f"engine process {self.engine.pid} is dead")
+
+    def __del__(self):
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.close()
 
     def _delay(self, base: float) -> float:
         return max(0.0, base * (1 + self.rng.uniform(-self.jitter, self.jitter)))
@@ -101,6 +121,10 @@ class StreamTarget:
         words = [VOCAB[(i * 7 + prompt_tokens) % len(VOCAB)] for i in range(n)]
         obj = "chat.completion" if chat else "text_completion"
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        try:
+            await wait_ready(self.engine)
+        except EngineDead as e:
+            return JSONResponse({"error": {"message": str(e), "type": "EngineDeadError"}}, status_code=500)
         if not body.get("stream"):
             await asyncio.sleep(self._delay(self.prefill_s) + sum(self._delay(self.token_s) for _ in range(n - 1)))
             text = " ".join(words)
@@ -125,6 +149,12 @@ class StreamTarget:
         for i, w in enumerate(words):
             if i:
                 await asyncio.sleep(self._delay(self.token_s))
+            try:
+                await wait_ready(self.engine)
+            except EngineDead as e:  # as vLLM ends a stream whose engine died: an error event, then [DONE]
+                yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'EngineDeadError', 'code': 500}})}\n\n"
+                yield "data: [DONE]\n\n"
+                return
             text = w if i == 0 else " " + w
             last = i == len(words) - 1
             finish = "length" if last else None

@@ -947,14 +947,26 @@ class KubeRayBackend:
         raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
 
     def pause_engine(self, r) -> list[str]:
-        """SIGSTOP the replica's vLLM EngineCore children (else the replica process) inside its pod."""
+        """SIGSTOP the replica's vLLM EngineCore children (else the replica process: the stream target's
+        hang is its whole replica) inside its pod."""
         pid = int(r.pid)
-        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f EngineCore); [ -n \"$p\" ] || p={pid}; "
+        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f VLLM::EngineCore); [ -n \"$p\" ] || p={pid}; "
                                 f"kill -STOP $p && echo $p")
         pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
         if not pids:
             raise ClusterError(f"engine of replica {r.replica_id}: `kill -STOP` reported no process")
         self.paused += pids
+        return pids
+
+    def crash_engine(self, r) -> list[str]:
+        """``kill -9`` the replica's engine children (vLLM's EngineCore; the stream target's engine
+        child) inside its pod, and nothing else: the replica's process lives on. Refused when the
+        replica has no engine child."""
+        pid = int(r.pid)
+        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f EngineCore); [ -z \"$p\" ] || {{ kill -9 $p && echo $p; }}")
+        pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
+        if not pids:
+            raise ClusterError(f"replica {r.replica_id} (pid {pid}) in pod {r.node}: no engine child process to crash")
         return pids
 
     def resume_engine(self, pids: list[str]) -> list[str]:
@@ -1195,7 +1207,8 @@ class KubeRayBackend:
         scope = fault.get("scope")
         look = {"replica": self._effect_replica, "node": self._effect_pods, "redis": self._effect_pods,
                 "zone": self._effect_zones, "region": self._effect_zones, "head": self._effect_head,
-                "engine": self._effect_engine, "partition": self._effect_partition, "upgrade": self._effect_upgrade,
+                "engine": self._effect_engine, "engine-crash": self._effect_engine_crash,
+                "partition": self._effect_partition, "upgrade": self._effect_upgrade,
                 "drain": self._effect_drain}.get(scope)
         if look is None:
             return [check(f"an effect check for scope {scope}", False, "the KubeRay backend has none")]
@@ -1278,6 +1291,27 @@ class KubeRayBackend:
                 continue
             out.append(check(what, all(states.get(p) in ("T", "t") for p in pids),
                              ", ".join(f"{p} {states.get(p, '?')}" for p in pids)))
+        return out
+
+    def _effect_engine_crash(self, fault: dict) -> list[dict]:
+        """The killed engine processes gone from the pod, and the replica's own process still there."""
+        items = list(fault.get("pids") or [])
+        if not items:
+            return [check("the engine's processes gone", False, "the kill named no process")]
+        out = []
+        for pod, pids in self._by_pod(items).items():
+            replica = int(fault["pid"]) if str(fault.get("pid") or "").isdigit() else None
+            states = self._proc_states(pod, pids + ([replica] if replica else []))
+            if states is None:
+                out.append(check(f"engine process(es) {', '.join(map(str, pids))} gone from pod {pod}", False,
+                                 "the pod is gone (a pod loss, not an engine crash)"))
+                continue
+            left = {p: states.get(p, "gone") for p in pids if states.get(p, "gone") not in ("gone", "Z", "X")}
+            out.append(check(f"engine process(es) {', '.join(map(str, pids))} gone from pod {pod}", not left,
+                             ", ".join(f"{p} {states.get(p, 'gone')}" for p in pids)))
+            alive = replica is not None and states.get(replica, "gone") not in ("gone", "Z", "X")
+            out.append(check(f"the replica's process {replica} alive in pod {pod} without its engine", alive,
+                             f"state {states.get(replica, 'gone')}" if replica else "no replica pid recorded"))
         return out
 
     def _effect_zones(self, fault: dict) -> list[dict]:

@@ -29,6 +29,10 @@ def hang_engine(zone: str | None = None, duration_s: float | None = None, config
     return _on_run(faults.hang_engine, zone=zone, duration_s=duration_s)
 
 
+def crash_engine(zone: str | None = None, configuration: dict | None = None) -> dict:
+    return _on_run(faults.crash_engine, zone=zone)
+
+
 def kill_node(node: str | None = None, zone: str | None = None, outage_s: float | None = None,
               configuration: dict | None = None) -> dict:
     return _on_run(faults.kill_node, node=node, zone=zone, outage_s=outage_s)

@@ -146,6 +146,13 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert a["failed_total"] > 0 and set(a["failed_by_class"]) <= {rec.DEADLINE, rec.READ_TIMEOUT}, a
         assert a["time_to_detect_s"] >= load_timeout_s - 2.0, a
         assert a["time_to_detect_s"] - a["time_to_impact_s"] >= load_timeout_s - 2.0, a
+    if f["scope"] == "engine-crash":
+        # the engine child went by SIGKILL and its replica's process was seen alive without it; the
+        # replica then noticed: what it served failed fast (an error event, a 500), not by the client's timeout
+        assert d["pids"] and d["pid"] not in d["pids"], d
+        assert [c["ok"] for c in f["effect"]["checks"]] == [True, True], f["effect"]
+        a = f["affected"]
+        assert a["failed_total"] > 0 and set(a["failed_by_class"]) - {rec.DEADLINE, rec.READ_TIMEOUT}, a
     if f["scope"] == "replica":
         assert d["pids"] == [d["pid"]] and not procs.alive(d["pid"]), d  # the replica's process is gone
     if f["scope"] in ("head", "redis"):
@@ -159,7 +166,7 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert cp["time_to_loss_s"] is not None and cp["time_to_loss_s"] < 5.0, cp
         if cp["time_to_restored_s"] is not None:
             assert cp["time_to_restored_s"] >= (f["heal_start_s"] or 0.0) and cp["outage_s"] > 0, (cp, f["heal_start_s"])
-    if f["scope"] in ("replica", "engine", "node", "zone", "region", "upgrade"):
+    if f["scope"] in ("replica", "engine", "engine-crash", "node", "zone", "region", "upgrade"):
         # a replica (or the lost domain's) stopped counting as RUNNING at some point in the window
         assert cap["time_to_lost_s"] is not None and cap["min_replicas"] < cap["target_replicas"], cap
 
@@ -170,6 +177,7 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "chaos" / "schemas"
 EXPECTED = {
     "replica-kill": runner.PASS,
     "engine-hang": runner.PASS,
+    "engine-crash": runner.PASS,
     "worker-node-kill": runner.PASS,
     "head-kill-gcs-ft": runner.PASS,
     "zone-loss": runner.PASS,

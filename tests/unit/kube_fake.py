@@ -500,7 +500,7 @@ class Kubelet:
                 self._end(pod, pid, "SIGKILL")
             self._container_exits(pod)  # ray start --block: "Some Ray subprocesses exited unexpectedly", exit 1
             return " ".join(map(str, gcs)) + "\n", "", 0
-        m = re.match(r"p=\$\(pgrep -P (\d+) -f EngineCore\); \[ -n \"\$p\" \] \|\| p=(\d+); kill -STOP \$p && echo \$p$",
+        m = re.match(r"p=\$\(pgrep -P (\d+) -f VLLM::EngineCore\); \[ -n \"\$p\" \] \|\| p=(\d+); kill -STOP \$p && echo \$p$",
                      script)
         if m:
             parent = int(m.group(1))
@@ -511,6 +511,13 @@ class Kubelet:
             for pid in kids:
                 live[pid]["state"] = "T"
             return " ".join(map(str, kids)) + "\n", "", 0
+        m = re.fullmatch(r"p=\$\(pgrep -P (\d+) -f EngineCore\); \[ -z \"\$p\" \] \|\| \{ kill -9 \$p && echo \$p; \}",
+                         script)
+        if m:  # an engine crash: the replica's EngineCore children only; none is no error (empty answer)
+            kids = [pid for pid, p in live.items() if p["ppid"] == int(m.group(1)) and "EngineCor" in p["comm"]]
+            for pid in kids:
+                self._end(pod, pid, "SIGKILL")
+            return "".join(f"{pid}\n" for pid in kids), "", 0
         m = re.fullmatch(r"if kill -0 (\d+) 2>/dev/null; then kill -CONT \1; else echo gone; fi", script)
         if m:
             pid = int(m.group(1))

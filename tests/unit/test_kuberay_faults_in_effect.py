@@ -390,3 +390,17 @@ def test_the_partition_ruleset_passes_nft_check_mode():
     broken = kp.ruleset(["10.0.1.1"]).replace("@zone4 drop", "@zone9 drop")
     assert subprocess.run([nft, "-c", "-f", "-"], input=broken, text=True, capture_output=True,
                           timeout=20).returncode != 0  # the check is not a no-op
+
+
+def test_an_engine_crash_kills_the_engine_child_only_and_proves_the_replica_lived():
+    s, b, _ = cluster()
+    r = replica(node="wb-1")
+    pids = b.crash_engine(r)
+    assert pids == ["wb-1/57"]
+    assert s.kubelet.fates["wb-1"] == [("VLLM::EngineCor", "SIGKILL")]  # the engine, by SIGKILL, nothing else
+    crash = {"scope": "engine-crash", "target": "r1", "zones": ["zone-b"], "pid": r.pid, "pids": pids}
+    assert look_ok(b, crash) == [True, True]
+    s.kubelet.exec("wb-1", "ray-worker", "kill -9 41")  # the replica went too: no longer the engine's crash alone
+    assert look_ok(b, crash) == [True, False]
+    with pytest.raises(ClusterError, match="no engine child process"):  # nothing left to crash
+        b.crash_engine(r)

@@ -15,6 +15,8 @@ from chaos.backends.local import effect, procs
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
 
+VLLM_ENGINE = "VLLM::EngineCore"  # vLLM's engine process title (vllm.v1.engine.core: set_process_title("EngineCore"))
+
 
 class LocalBackend:
     name = "local"
@@ -152,6 +154,9 @@ class LocalBackend:
             return [effect.pids_gone(list(fault.get("pids") or []), "the replica's worker process")]
         if scope == "engine":
             return [effect.pids_stopped(list(fault.get("pids") or []))]
+        if scope == "engine-crash":
+            return [effect.pids_gone(list(fault.get("pids") or []), "the engine process"),
+                    effect.replica_lives(fault.get("pid"))]
         # a kill that signalled nothing (its victim already down) proves nothing, whatever the state says
         if scope in ("node", "drain"):
             return [effect.signalled(fault)] + effect.nodes_down(c, [target])
@@ -207,12 +212,25 @@ class LocalBackend:
             return kill
         raise UsageError(f"replica kill method {method!r} is not available on the local backend (sigkill, actor)")
 
-    def engine_pids(self, r: placement.Replica) -> list[int]:
-        """The engine processes of a replica: vLLM's EngineCore children, else the replica itself."""
+    def engine_children(self, r: placement.Replica, name: str = "EngineCore") -> list[int]:
+        """The engine processes of a replica: its children whose command line says ``name``
+        (``EngineCore``: vLLM's ``VLLM::EngineCore`` and the stream target's ``availproof::EngineCore``)."""
         pid = self._owned(r.pid)
-        engines = [p for p in procs.session_members(procs.session_of(pid))
-                   if procs.parent(p) == pid and "EngineCore" in procs.cmdline(p) + procs.comm(p)]
-        return engines or [pid]
+        return [p for p in procs.session_members(procs.session_of(pid))
+                if procs.parent(p) == pid and name in procs.cmdline(p) + procs.comm(p)]
+
+    def engine_pids(self, r: placement.Replica) -> list[int]:
+        """What an engine hang stops: vLLM's EngineCore children, else the replica itself (the stream
+        target's hang is its whole replica: its engine child beats for the crash scope only)."""
+        return self.engine_children(r, VLLM_ENGINE) or [self._owned(r.pid)]
+
+    def crash_engine(self, r: placement.Replica) -> list[int]:
+        """SIGKILL the replica's engine process(es) and nothing else: the replica's own process lives on.
+        Refused for a replica without an engine child (there is no engine to crash apart from it)."""
+        engines = self.engine_children(r)
+        if not engines:
+            raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) has no engine child process to crash")
+        return procs.signal_pids(engines, signal.SIGKILL)
 
     def pause_engine(self, r: placement.Replica) -> list[int]:
         return procs.signal_pids(self.engine_pids(r), signal.SIGSTOP)

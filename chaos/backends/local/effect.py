@@ -5,6 +5,8 @@ observed}``; :func:`chaos.faults.prove` calls it until every check is ok or the 
 
 - replica: its worker process gone (SIGKILL leaves no process; a zombie counts as gone);
 - engine: each stopped engine process in state ``T`` (stopped, alive);
+- engine-crash: each killed engine process gone, and the replica's own process still there (the
+  crash is the engine's, not the replica's: Serve is left to notice it);
 - node, zone, region, drain (at its deadline): no process left in the node's session, and the GCS
   holding the node DEAD (ALIVE is no effect; a GCS that does not answer, as while the head is
   down, is said, not counted against it);
@@ -66,6 +68,13 @@ def pids_gone(pids: list[int], what: str) -> dict[str, Any]:
     left = [p for p in pids if procs.alive(p)]
     return check(" ".join([what, *map(str, pids), "gone"]), bool(pids) and not left,
                  "gone" if pids and not left else (f"{left} still alive" if left else "no process was named"))
+
+
+def replica_lives(pid: int | None) -> dict[str, Any]:
+    """The replica's process is still there (not a zombie) when its engine is gone."""
+    state = procs.state(pid) if pid else None
+    return check(f"the replica's process {pid} alive without its engine", bool(state) and state not in ("Z", "X"),
+                 f"state {state}" if state else "gone")
 
 
 def pids_stopped(pids: list[int]) -> dict[str, Any]:
