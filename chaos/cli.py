@@ -336,6 +336,27 @@ def cmd_analyse(args) -> int:
     return 0
 
 
+def cmd_claim(args) -> int:
+    """An availability claim from a suite's runs and a RATES file: claim.json (+ .md / .html) in the suite
+    directory; exit 0 when supported, 1 otherwise, 2 on bad input (nothing written)."""
+    from chaos import claim
+    from chaos.reports import claim as claim_report
+
+    target = claim.target_fraction(args.target)  # every input checked before anything is read or written
+    risk = claim.risk_value(args.risk)
+    rates = claim.load_rates(args.faults)
+    doc = claim.claim(Path(args.suite_dir), rates, target, risk, args.population, args.seed)
+    formats = ("md", "html") if args.format == "all" else (args.format,)
+    paths = claim_report.write(Path(args.suite_dir), doc, formats)
+    if args.format == "json":
+        print(paths["json"].read_text(), end="")
+    elif "md" in paths:
+        print(paths["md"].read_text(), end="")
+    for p in paths.values():
+        _say(f"wrote {p}")
+    return 0 if doc["verdict"]["word"] == claim.SUPPORTED else 1
+
+
 def cmd_validate(args) -> int:
     """Every problem of each file on its own line (file, field path, message); `ok FILE` for a good one."""
     from chaos.schemas import check_file
@@ -409,6 +430,20 @@ def build_parser() -> argparse.ArgumentParser:
     ana.add_argument("run_dir", help="a run, a run with trials, or a suite directory")
     ana.add_argument("--experiment", default=None, help="take the definitions and bounds from this experiment file")
     ana.set_defaults(func=cmd_analyse)
+    cl = sub.add_parser("claim", help="an availability claim from a suite's runs and expected fault rates: "
+                                      "claim.json (+ md/html) in the suite directory; exit 0 only when supported")
+    cl.add_argument("suite_dir", metavar="SUITE_DIR", help="a suite, an experiment's trials, or one run")
+    cl.add_argument("--faults", required=True, metavar="RATES",
+                    help="YAML: period_days and, per scope, events (per period), duration_s, source "
+                         "(experiments/rates/example-rates.yaml)")
+    cl.add_argument("--target", default="99.9", metavar="PCT", help="the availability claimed, in percent (99.9)")
+    cl.add_argument("--risk", default="0.05", help="the largest acceptable chance that a period misses the target")
+    cl.add_argument("--population", choices=("service", "affected"), default="service",
+                    help="whose requests count: every target's, or the lost domain's users (needs zonal-lb or direct runs)")
+    cl.add_argument("--format", choices=("md", "html", "json", "all"), default="md",
+                    help="claim.json is always written; md and json are printed too")
+    cl.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the simulation")
+    cl.set_defaults(func=cmd_claim)
     val = sub.add_parser("validate", help="check experiment and topology files against their schemas "
                                           "(chaos/schemas/): one line per problem, exit 2 if any")
     val.add_argument("files", nargs="+", metavar="FILE")
