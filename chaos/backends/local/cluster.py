@@ -430,6 +430,12 @@ class LocalCluster:
             # Under CPU contention the dashboard agent can take longer than the raylet's default
             # wait for its ports, and the raylet aborts (WaitForDashboardAgentPorts).
             "RAY_agent_register_timeout_ms": str(AGENT_REGISTER_TIMEOUT_MS),
+            # One authentication mode for every node, said explicitly. Left unset, Ray 2.60's
+            # `ray start --head` turns token authentication on when a ~/.ray/auth_token exists (any
+            # earlier `ray.init()` on the machine writes one), while `ray start --address` stays
+            # without: the workers are then refused by their own head (InvalidAuthToken). The
+            # user's own RAY_AUTH_MODE, when set, is kept (every node inherits it).
+            "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
         })
         env.pop("RAY_num_workers_soft_limit", None)
         if self.topology.idle_workers_kept is not None:
