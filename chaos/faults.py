@@ -196,6 +196,7 @@ def crash_engine(backend, marker: Marker, zone: str | None = None) -> dict:
     r = backend.pick_replica(zone=zone)
     with marker.inject("engine-crash", r.replica_id, [r.zone] if r.zone else [],
                        {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
+        f["pid"] = r.pid  # the replica's process, which must outlive its engine (the proof looks)
         f["pids"] = backend.crash_engine(r)
         prove(backend, marker, f)
     return f

@@ -404,3 +404,11 @@ def test_an_engine_crash_kills_the_engine_child_only_and_proves_the_replica_live
     assert look_ok(b, crash) == [True, False]
     with pytest.raises(ClusterError, match="no engine child process"):  # nothing left to crash
         b.crash_engine(r)
+
+
+def test_the_engine_crash_fault_records_the_replica_it_proves_alive():
+    s, b, _ = cluster()
+    b.pick_replica = lambda zone=None, **_: replica(node="wb-1")
+    f = faults.crash_engine(b, faults.Marker(), zone="zone-b")
+    assert f["pid"] == 41 and f["pids"] == ["wb-1/57"]
+    assert f["effect"]["verified"] and [c["ok"] for c in f["effect"]["checks"]] == [True, True], f["effect"]
