@@ -207,6 +207,9 @@ def check_capabilities(kind: str | None, settings: Settings) -> None:
     from chaos.backends import base
 
     cls = backend_class(kind)
+    if cls.name == "kuberay" and settings.load.workers > 1:
+        raise UsageError("load.workers > 1 is not implemented on the kuberay backend (the workers would run as "
+                         "a Kubernetes Job outside the fault's reach: kuberay/README.md); use workers 1")
     missing = sorted(base.required(settings) - base.capabilities_of(cls))
     if missing:
         raise UsageError(f"the {cls.name} backend cannot run this experiment: "

@@ -94,6 +94,9 @@ class RequestRecord:
     max_tokens: int | None = None
     prompt_chars: int | None = None
     stream: bool = True
+    worker: int | None = None  # the harness process that sent it (load.workers; 0 with one)
+    prompt_len: int | None = None  # prompt tokens planned (load.prompt_len or a trace; None: prompt_words)
+    clipped: str | None = None  # what max_model_len cut from the planned lengths: prompt, output, prompt+output
     kind: str = "request"
 
     @property
@@ -234,6 +237,36 @@ class RunRecords:
         return self.footer is None
 
 
+def order_by_send_time(path: str | Path) -> int:
+    """Put the request lines of a records file in send order (``sent_ns``, then ``id``), each in
+    the place of a request line: the header, marks, samples and the end stay where they were. The
+    file is replaced atomically; a torn line stays in its place. Returns the number of request lines.
+
+    The merge of a run with several load workers (:mod:`chaos.load.workers`): their lines reach
+    the file as they finish, from every worker, and are put in send order once the run ends."""
+    path = Path(path)
+    raw = path.read_bytes().splitlines(keepends=True)
+    slots, reqs = [], []
+    for i, line in enumerate(raw):
+        try:
+            obj = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(obj, dict) and obj.get("kind") == "request" and isinstance(obj.get("sent_ns"), int):
+            slots.append(i)
+            reqs.append((obj["sent_ns"], obj.get("id") if isinstance(obj.get("id"), int) else 0, line))
+    reqs.sort(key=lambda x: (x[0], x[1]))
+    for i, (_, _, line) in zip(slots, reqs):
+        raw[i] = line if line.endswith(b"\n") else line + b"\n"
+    tmp = path.with_name(path.name + ".sorting")
+    with open(tmp, "wb") as f:
+        f.writelines(raw)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return len(reqs)
+
+
 def iter_lines(path: str | Path) -> Iterator[tuple[int, dict | None]]:
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):
@@ -273,6 +306,11 @@ def _build(cls, obj: dict, fields: set, types: dict):
         if not isinstance(v, t) or (isinstance(v, bool) and t in (int, _NUM, _OPT_NUM)):
             return None
     return rec_
+
+
+def request_from(obj: dict) -> RequestRecord | None:
+    """A request line read back (a dict), or None when it is not a well-formed one."""
+    return _build(RequestRecord, obj, _REQ_FIELDS, _REQ_TYPES)
 
 
 def read(path: str | Path) -> RunRecords:

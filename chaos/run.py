@@ -218,12 +218,20 @@ def start_load(run: Run) -> None:
     header = summary_mod.header_block(run.experiment_title, s.scope, definitions(s), s.bounds, s.bounds_source,
                                       run.app)
     targets = load_targets(run)
-    run.load = LoadRun(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
-                       header_extra=header, transport=client_transport(run, targets),
-                       headers=client_headers(s)).start()
+    if shape.workers > 1:  # N harness processes, one schedule dealt to them (chaos.load.workers)
+        from chaos.load.workers import WorkerPool
+
+        run.load = WorkerPool(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
+                              header_extra=header, headers=client_headers(s), ca_file=client_ca(run, targets),
+                              records_dir=run.out_dir).start()
+    else:
+        run.load = LoadRun(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
+                           header_extra=header, transport=client_transport(run, targets),
+                           headers=client_headers(s)).start()
     Guard(run).start()
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
-        f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets; "
+        f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets"
+        f"{f' from {shape.workers} worker processes' if shape.workers > 1 else ''}; "
         f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
     wait(run, shape.warmup_s + s.baseline_s)
 
@@ -235,12 +243,19 @@ def client_transport(run: Run, targets: list[Target]) -> LeanTransport | None:
         return None
     import ssl
 
-    ca = run.settings.ca_bundle or (run.backend.front_door() or {}).get("ca_bundle")
+    ca = client_ca(run, targets)
     try:
         ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
     except (OSError, ssl.SSLError) as e:
         raise UsageError(f"ca_bundle {ca}: cannot be loaded ({e})") from None
     return LeanTransport(ssl_context=ctx)
+
+
+def client_ca(run: Run, targets: list[Target]) -> str | None:
+    """The CA file the client trusts for an https front door (None: the system's, or plain http)."""
+    if not any(t.url.startswith("https://") for t in targets):
+        return None
+    return run.settings.ca_bundle or (run.backend.front_door() or {}).get("ca_bundle")
 
 
 def client_headers(s: exp_mod.Settings) -> dict[str, str]:
@@ -316,8 +331,7 @@ def wait(run: Run, seconds: float) -> None:
             raise Stopped(reason)
         time.sleep(min(0.25, max(0.0, end - time.monotonic())))
         if time.monotonic() - last >= 5:
-            c = run.load.counts
-            log(f"  t+{run.load.elapsed_s():5.0f} s  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}")
+            log(f"  {run.load.progress_line()}")  # one line for the whole run, every worker's rate in it
             last = time.monotonic()
 
 
@@ -338,6 +352,8 @@ def finish(run: Run) -> dict[str, Any]:
         run._stop_pending = False
     stop_load(run)
     run.writer.close()
+    if run.load is not None and run.settings.load.workers > 1:
+        rec.order_by_send_time(run.records_path)  # the workers' lines came as they finished: now in send order
     records = rec.read(run.records_path)
     s = run.settings
     summary = summary_mod.derive(records, definitions(s), s.bounds, s.bounds_source, run.stop_reason)

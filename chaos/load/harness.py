@@ -66,7 +66,13 @@ class LoadRun:
         run_id: str | None = None,
         header_extra: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        worker: int = 0,
+        share: list[PlannedRequest] | None = None,
+        start_at: tuple[float, int] | None = None,
     ):
+        """``worker``, ``share`` and ``start_at`` are for a load worker (:mod:`chaos.load.workers`): its
+        index (recorded on every request), its share of the run's plan (instead of drawing one), and
+        the run's start (monotonic, wall ns) that the share's offsets count from."""
         for t in targets:
             check_target_allowed(t.url, allow_hosts)
         self.targets = targets
@@ -82,7 +88,8 @@ class LoadRun:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started_ns: int | None = None
         self.t0: float | None = None  # monotonic at start
-        self.counts = {"sent": 0, "ok": 0, "failed": 0}
+        self.counts = {"sent": 0, "ok": 0, "failed": 0, "clipped": 0}
+        self.worker, self._share, self._start_at = worker, share, start_at
         self.error: BaseException | None = None
 
     # ---------------------------------------------------------------- public
@@ -94,6 +101,7 @@ class LoadRun:
             "load": self.shape.to_dict(),
             "routing": self.router.policy,
             "targets": [t.__dict__ for t in self.targets],
+            **({"trace": _trace_info(self.shape)} if self.shape.trace else {}),
             **self.header_extra,
         }
 
@@ -137,6 +145,16 @@ class LoadRun:
     def elapsed_s(self) -> float:
         return 0.0 if self.t0 is None else time.monotonic() - self.t0
 
+    def progress_line(self) -> str:
+        """The run's progress in one line: sent, ok, failed, the rate achieved."""
+        c, el = self.counts, self.elapsed_s()
+        rate = c["sent"] / el if el > 0 else 0.0
+        return f"t+{el:5.0f} s  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  rate {rate:.1f} req/s"
+
+    def _requests(self):
+        """This run's requests: its share of a run's plan (a worker), else the plan drawn from the seed."""
+        return iter(self._share) if self._share is not None else plan(self.shape, self.router)
+
     # ---------------------------------------------------------------- internals
     async def _main(self) -> dict[str, Any]:
         s = self.shape
@@ -144,8 +162,11 @@ class LoadRun:
         transport = self.transport or LeanTransport()
         async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False,
                                      headers=self._headers) as client:
-            self.t0 = time.monotonic()
-            self.started_ns = time.time_ns()
+            if self._start_at is not None:  # a worker: the run's start, shared by every worker
+                self.t0, self.started_ns = self._start_at
+            else:  # the schedule starts one send lead from now: its first request is not late either
+                self.t0 = time.monotonic() + SEND_LEAD_S
+                self.started_ns = time.time_ns() + int(SEND_LEAD_S * 1e9)
             self.events.emit(self.events.run_started, self.header())
             inflight: set[asyncio.Task] = set()
             timer = PreciseTimer()
@@ -181,7 +202,7 @@ class LoadRun:
         the precise timer: the send follows the timer's wake-up with no other hop through the loop."""
         s = self.shape
         planned = 0
-        for req in plan(s, self.router):
+        for req in self._requests():
             if self._stop.is_set():
                 return "stopped"
             at = self.t0 + req.offset_s
@@ -199,7 +220,7 @@ class LoadRun:
 
     async def _closed_loop(self, client: httpx.AsyncClient, inflight: set) -> str:
         s = self.shape
-        requests = plan(s, self.router)
+        requests = self._requests()
         end = self.t0 + s.duration_s
         reason = ["max_requests"]
 
@@ -233,9 +254,12 @@ class LoadRun:
             id=req.id, target=req.target.name, url=req.target.url, zone=req.target.zone, route=path,
             phase=self._phase(offset), planned_ns=planned_ns if planned_ns is not None else sent_ns,
             sent_ns=sent_ns, sent_offset_s=round(offset, 6), max_tokens=req.max_tokens,
-            prompt_chars=len(req.prompt), stream=s.stream,
+            prompt_chars=len(req.prompt), stream=s.stream, worker=self.worker, prompt_len=req.prompt_len,
+            clipped=req.clipped,
         )
         self.counts["sent"] += 1
+        if req.clipped:
+            self.counts["clipped"] += 1
         token_times: list[float] = []
         try:
             async with asyncio.timeout(s.timeout_s):
@@ -315,6 +339,13 @@ class LoadRun:
         r.prompt_tokens = usage.get("prompt_tokens")
         r.ttft_s = None  # not observable without streaming
         r.ok = True
+
+
+def _trace_info(shape: LoadShape) -> dict[str, Any]:
+    """The replayed trace in the run header: path, sha256, requests, span, and how it is replayed."""
+    from chaos.load import trace
+
+    return {**trace.load(shape.trace).describe(), "speed": shape.trace_speed, "end": shape.trace_end}
 
 
 SEND_LEAD_S = 0.05  # open loop: how far ahead of its instant a request's task is created

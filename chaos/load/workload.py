@@ -24,7 +24,7 @@ WORDS = (
 @dataclass
 class LoadShape:
     mode: str = "open"  # open: send on schedule; closed: fixed concurrency
-    arrival: str = "poisson"  # open loop: poisson | constant
+    arrival: str = "poisson"  # open loop: poisson | constant | gamma (chaos.load.arrivals)
     rate: float = 5.0  # open loop requests per second
     concurrency: int = 4  # closed loop workers
     duration_s: float = 60.0  # hard bound on the sending phase
@@ -39,15 +39,28 @@ class LoadShape:
     max_tokens: tuple[int, int] = (16, 48)
     seed: int = 7
     drain_s: float | None = None  # how long to wait for in-flight requests after sending stops
+    # bursty arrivals, ramps, lengths in tokens, trace replay, worker processes (chaos.load.arrivals,
+    # lengths, trace, workers)
+    burstiness: float = 1.0  # gamma arrivals' shape k (vllm bench's --burstiness): 1 Poisson, < 1 burstier
+    stages: tuple = ()  # open loop: ({"rate", "duration_s"}, ...) played in order instead of ``rate``
+    prompt_len: dict | None = None  # prompt tokens from a distribution (None: prompt_words)
+    output_len: dict | None = None  # output tokens (max_tokens) from a distribution (None: max_tokens)
+    max_model_len: int = 512  # the model's context (serve_apps.config.LLMOptions.max_model_len)
+    template_tokens: int = 8  # what the chat route's template adds to a prompt (the tiny model's)
+    clip: str = "prompt"  # what is cut first when prompt + template + output > max_model_len
+    trace: str | None = None  # a Mooncake-format JSONL trace replayed instead of arrivals and lengths
+    trace_speed: float = 1.0  # replay speed-up (2: twice as fast)
+    trace_end: str = "stop"  # stop | loop at the trace's end
+    trace_block_tokens: int = 512  # tokens per hash_ids block (Mooncake's 512)
+    workers: int = 1  # harness processes (chaos.load.workers); 1: in the rig's process
 
     def __post_init__(self):
         self.prompt_words = tuple(self.prompt_words)
         self.max_tokens = tuple(self.max_tokens)
-        problems = []
+        self.stages = tuple(dict(st) if isinstance(st, dict) else st for st in (self.stages or ()))
+        problems = _more_problems(self)
         if self.mode not in ("open", "closed"):
             problems.append(f"mode must be open or closed, got {self.mode!r}")
-        if self.arrival not in ("poisson", "constant"):
-            problems.append(f"arrival must be poisson or constant, got {self.arrival!r}")
         if self.route not in ("chat", "completions"):
             problems.append(f"route must be chat or completions, got {self.route!r}")
         if not 0 < self.rate <= 5000:
@@ -84,6 +97,29 @@ class LoadShape:
         return asdict(self)
 
 
+def _more_problems(shape: "LoadShape") -> list[str]:
+    """The arrival, length, trace and worker fields' problems (:mod:`chaos.load.arrivals`, ``lengths``, ``trace``)."""
+    from chaos.load import arrivals, lengths, trace
+
+    out = arrivals.check(shape.arrival, shape.burstiness, shape.stages)
+    out += lengths.check(shape.prompt_len, "prompt_len") + lengths.check(shape.output_len, "output_len")
+    if shape.clip not in lengths.CLIP:
+        out.append(f"clip must be prompt or output, got {shape.clip!r}")
+    if not isinstance(shape.max_model_len, int) or shape.max_model_len - shape.template_tokens < 2:
+        out.append(f"max_model_len must leave at least 2 tokens beyond template_tokens, got "
+                   f"{shape.max_model_len} and {shape.template_tokens}")
+    out += trace.check(shape.trace, shape.trace_speed, shape.trace_end)
+    if shape.trace is not None:
+        clash = [k for k in ("stages", "prompt_len", "output_len") if getattr(shape, k)]
+        if clash or shape.mode != "open":
+            out.append(f"trace: replaces the arrivals and lengths; remove {', '.join(clash) or 'mode closed'}")
+    if not isinstance(shape.workers, int) or not 1 <= shape.workers <= 64:
+        out.append(f"workers must be 1..64, got {shape.workers!r}")
+    elif shape.mode == "closed" and shape.concurrency < shape.workers:
+        out.append(f"closed loop: concurrency ({shape.concurrency}) must be at least workers ({shape.workers})")
+    return out
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -99,6 +135,8 @@ class PlannedRequest:
     target: Target
     prompt: str
     max_tokens: int
+    prompt_len: int | None = None  # prompt tokens planned (None: prompt_words, not counted in tokens)
+    clipped: str | None = None  # what max_model_len cut: prompt, output, prompt+output
 
 
 def check_target_allowed(url: str, allow_hosts: tuple[str, ...] = ()) -> None:
@@ -147,24 +185,45 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
     """The request plan: ids, planned offsets (open loop), targets, prompts, output lengths.
 
     In closed loop the offsets are meaningless (0); requests go out as workers free up.
-    Stops at ``max_requests`` or at the first offset beyond ``duration_s``.
+    Stops at ``max_requests`` or at the first offset beyond ``duration_s`` (or the end of the
+    stages, or of a trace that does not loop). Arrivals (:mod:`chaos.load.arrivals`) draw from
+    ``seed``, prompts and lengths from ``seed + 1``; a trace (:mod:`chaos.load.trace`) gives both.
     """
-    arrivals = random.Random(shape.seed)
+    from chaos.load import arrivals, lengths, trace as trace_mod
+
     prompts = random.Random(shape.seed + 1)
-    t = 0.0
+    budget = shape.max_model_len - (shape.template_tokens if shape.route == "chat" else 0)
+    rows = None
+    if shape.trace is not None:
+        replay = trace_mod.replay(trace_mod.load(shape.trace), shape.trace_speed, shape.trace_end)
+        blocks = trace_mod.Prompts(shape.seed, shape.trace_block_tokens)
+        rows = replay
+    elif shape.mode == "open":
+        times = arrivals.offsets(shape.arrival, shape.rate, shape.duration_s, shape.seed, shape.burstiness,
+                                 shape.stages)
+    p_len = lengths.sampler(shape.prompt_len, prompts) if shape.prompt_len else None
+    o_len = lengths.sampler(shape.output_len, prompts) if shape.output_len else None
     for i in range(shape.max_requests):
-        if shape.mode == "open":
-            if i > 0:
-                t += arrivals.expovariate(shape.rate) if shape.arrival == "poisson" else 1.0 / shape.rate
-            if t >= shape.duration_s:
+        if rows is not None:
+            t, row = next(rows, (None, None))
+            if t is None or t >= shape.duration_s:
                 return
-        yield PlannedRequest(
-            id=i,
-            offset_s=t if shape.mode == "open" else 0.0,
-            target=router.pick(),
-            prompt=prompt_text(prompts, *shape.prompt_words),
-            max_tokens=prompts.randint(*shape.max_tokens),
-        )
+            n, out, cut = lengths.clip(row.input_length, row.output_length, budget, shape.clip)
+            text = blocks.text(row, n, prompts)
+        else:
+            t = (next(times, None) if shape.mode == "open" else 0.0)
+            if t is None:
+                return
+            if p_len is None:
+                n, text = None, prompt_text(prompts, *shape.prompt_words)
+            else:
+                n, text = p_len(), None
+            out = o_len() if o_len is not None else prompts.randint(*shape.max_tokens)
+            n, out, cut = lengths.clip(n, out, budget, shape.clip)
+            if text is None:
+                text = lengths.token_prompt(prompts, n)
+        yield PlannedRequest(id=i, offset_s=t, target=router.pick(), prompt=text, max_tokens=out, prompt_len=n,
+                             clipped=cut)
 
 
 def request_body(shape: LoadShape, req: PlannedRequest) -> tuple[str, dict[str, Any]]:

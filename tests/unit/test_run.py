@@ -81,6 +81,9 @@ class FakeLoad:
     def elapsed_s(self) -> float:
         return 0.0
 
+    def progress_line(self) -> str:
+        return "t+0 s  sent 0  ok 0  failed 0"
+
 
 def _run(tmp_path: Path, stop_when: dict, on_stop=None) -> core.Run:
     events = rec.Events()

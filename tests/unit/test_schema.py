@@ -427,6 +427,12 @@ KINDS = {
     "load.timeout_s": "number", "load.connect_timeout_s": "number", "load.stream": "boolean",
     "load.route": "enum", "load.model": "string", "load.prompt_words": "list", "load.max_tokens": "list",
     "load.seed": "integer", "load.drain_s": "number|null",
+    "load.burstiness": "number", "load.stages": "list", "load.max_model_len": "integer",
+    "load.template_tokens": "integer", "load.clip": "enum", "load.trace": "string|null", "load.trace_speed": "number",
+    "load.trace_end": "enum", "load.trace_block_tokens": "integer", "load.workers": "integer",
+    **{f"load.{n}.{k}": kind for n in ("prompt_len", "output_len") for k, kind in (
+        ("dist", "enum"), ("value", "integer"), ("min", "integer"), ("max", "integer"), ("mean", "number"),
+        ("std", "number"), ("path", "string"), ("field", "string"))},
     "steady_state.window_s": "number", "steady_state.min_success_ratio": "number",
     "steady_state.max_p95_ttft_s": "number|null", "steady_state.min_requests": "integer",
     "slo.ttft_s": "number|null", "slo.itl_s": "number|null", "slo.e2e_s": "number|null",
