@@ -120,7 +120,8 @@ def cmd_checkpoint(args) -> int:
 def _kube_flags(args) -> dict:
     return {"context": args.kube_context, "namespace": args.kube_namespace, "ray_cluster": args.ray_cluster,
             "serve_url": args.serve_url, "dashboard_url": args.dashboard_url, "max_pods": args.max_pods,
-            "partition_method": args.partition_method}
+            "partition_method": args.partition_method,
+            "allow_autoscaled_zone_loss": getattr(args, "allow_autoscaled_zone_loss", None)}
 
 
 def _options(args, out: Path, front: str | None = None):
@@ -210,6 +211,8 @@ def cmd_run(args) -> int:
     from chaos.experiment import load
 
     load(args.experiment)  # one-line error on a bad file, before anything starts
+    if getattr(args, "plan", False):
+        return _print_plan(args)
     out = Path(args.out) if args.out else _default_out(Path(args.experiment).stem)
     results = []
     with _prometheus(args, out):
@@ -224,6 +227,18 @@ def cmd_run(args) -> int:
         word = verdict.of_result(r)["word"]
         _say(f"{word}: {r['experiment']}" + (f" ({r['error']})" if r.get("error") else ""))
     return worst
+
+
+def _print_plan(args) -> int:
+    """``run --plan``: every object each fault of the experiment would touch, read from the cluster and
+    changing nothing (:mod:`chaos.plan`); exit 2 when a guard of a fault would refuse it."""
+    from chaos import plan
+
+    header, rows = plan.for_experiment(args.experiment, _options(args, None), app=args.app)
+    print(plan.render(rows, header=header), end="")
+    for r in plan.refused(rows):
+        _say(f"the run would be refused at {r['activity']} ({r['scope']}): {r['does']}")
+    return 2 if plan.refused(rows) else 0
 
 
 def cmd_suite(args) -> int:
@@ -402,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment file (brings the cluster up and deploys if needed)")
     run.add_argument("experiment")
     run.add_argument("--trials", type=int, default=1)
+    run.add_argument("--plan", action="store_true",
+                     help="list every object each fault would touch (pods, nodes, policies, helper pods, the "
+                          "RayService; locally processes and nodes) and change nothing")
     run.set_defaults(func=cmd_run)
 
     su = sub.add_parser("suite", help="run the experiments in turn and print one summary table")
@@ -478,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the head's dashboard as reachable from here (a NodePort or load balancer; not a "
                             "kubectl port-forward, which dies with the head pod)")
         k.add_argument("--max-pods", type=int, default=None, help="blast-radius limit: pods one fault may hit")
+        k.add_argument("--allow-autoscaled-zone-loss", action="store_true", default=None,
+                       help="run a zone or region loss although the cluster autoscales (refused otherwise: an "
+                            "autoscaler adds nodes in the lost zone for KubeRay's Pending replacements)")
         k.add_argument("--partition-method", choices=("networkpolicy", "node-filter"), default=None,
                        help="how a zone partition cuts a zone off (default node-filter: a helper pod with hostNetwork "
                             "and NET_ADMIN, checked with a dry-run create first; networkpolicy where admission refuses "

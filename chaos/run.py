@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from chaos import analysis, bounds, environment, faults, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
+from chaos import plan
 from chaos import verdict as verdict_mod
 from chaos.faults import Marker
 from chaos.options import Options
@@ -162,7 +163,8 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     provision.front_token(settings)
     client_headers(settings)
     run_id = uuid.uuid4().hex[:12]
-    backend = provision.ensure_system(settings, options, log=log, run_id=run_id)  # prepared for the run
+    backend = provision.ensure_system(settings, options, log=log, run_id=run_id,  # prepared for the run
+                                      faults=plan.faults_of(experiment))
     missing = base.missing_members(backend)
     if missing:
         raise SetupError(f"backend {type(backend).__name__} lacks {', '.join(missing)} of the interface "

@@ -110,7 +110,10 @@ class Backend(Protocol):
     # health
     def healthy(self) -> bool: ...
     def wait_healthy(self, timeout: float) -> None: ...
-    def prepare(self, run_id: str, scope: str) -> None: ...  # before any fault: own the run id; refuse leftovers
+    # before any fault: own the run id; refuse leftovers and what could not be injected or healed (``faults``:
+    # the experiment's planned faults, chaos.plan.faults_of)
+    def prepare(self, run_id: str, scope: str, faults: list[dict] | None = None) -> None: ...
+    def plan(self, scope: str, arguments: dict | None = None) -> list[dict]: ...  # what a fault would touch; read-only
     def effect_checks(self, fault: dict) -> list[dict]: ...  # one look: is the fault in effect? (chaos.faults.prove)
     def heal(self, faults: list[dict], timeout: float) -> dict: ...  # heal what these faults broke, nothing else
     def heal_all(self, timeout: float) -> dict: ...  # `availproof recover`: whatever is broken

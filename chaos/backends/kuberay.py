@@ -48,11 +48,10 @@ import json
 import math
 import re
 import secrets
-import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_exec, kube_partition as kp
+from chaos.backends import kube_access, kube_exec, kube_partition as kp
 from chaos.errors import ClusterError, SetupError, UsageError
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -89,6 +88,18 @@ SERVE_SHUTDOWN_DEFAULTS = {"graceful_shutdown_timeout_s": 20.0, "graceful_shutdo
 # KubeRay when spec.upgradeStrategy.type is unset: NewCluster, unless the operator runs with
 # ENABLE_ZERO_DOWNTIME=false (rayservice_controller.go isZeroDowntimeUpgradeEnabled)
 DEFAULT_UPGRADE_STRATEGY = "NewCluster"
+# After a cluster upgrade's patch: how long KubeRay has to answer it (its RayService controller reconciles
+# on the watch event, else requeues every 2 s: ServiceDefaultRequeueDuration), and how often it is read
+KUBERAY_ANSWER_S = 30.0
+KUBERAY_POLL_S = 1.0
+# Autoscaling (zone and region loss): the CRD's default maxReplicas, i.e. none set (ray.io_rayclusters.yaml
+# v1.7.0: workerGroupSpecs[].maxReplicas default 2147483647)
+UNSET_MAX_REPLICAS = 2147483647
+KARPENTER_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")  # on the nodes Karpenter made
+# the status ConfigMap Kubernetes' cluster-autoscaler writes (cluster-autoscaler/clusterstate/utils/status.go
+# StatusConfigMapName; --write-status-configmap, on by default) in its namespace, kube-system on GKE and
+# in the usual installs
+AUTOSCALER_STATUS = ("kube-system", "cluster-autoscaler-status")
 
 
 def _labels(obj: dict) -> dict[str, str]:
@@ -212,6 +223,23 @@ def expected_pods(raycluster: dict) -> int:
     return 1 + sum(int(g.get("replicas", 0) or 0) for g in spec.get("workerGroupSpecs") or [])
 
 
+def autoscaling_signs(cluster_spec: dict | None) -> list[str]:
+    """Why a RayCluster spec (or a RayService's ``rayClusterConfig``) may add Ray pods by itself:
+    ``enableInTreeAutoscaling: true`` (KubeRay v1.7 ``utils.IsAutoscalingEnabled``: the Ray autoscaler
+    then sets each group's replicas), or a worker group whose ``maxReplicas`` is set above its
+    ``replicas`` (room to scale into: ``GetWorkerGroupDesiredReplicas`` clamps replicas to
+    [minReplicas, maxReplicas]; the CRD's default, 2147483647, means none was set and is not counted)."""
+    spec = cluster_spec or {}
+    out = ["enableInTreeAutoscaling: true"] if spec.get("enableInTreeAutoscaling") else []
+    for g in spec.get("workerGroupSpecs") or []:
+        top, replicas = g.get("maxReplicas"), g.get("replicas")
+        if top is None or int(top) >= UNSET_MAX_REPLICAS:
+            continue
+        if int(top) > int(replicas if replicas is not None else g.get("minReplicas") or 0):
+            out.append(f"worker group {g.get('groupName')}: maxReplicas {top} > replicas {replicas}")
+    return out
+
+
 def _not_found(e: Exception) -> bool:
     return getattr(e, "status", None) == 404
 
@@ -318,7 +346,8 @@ class KubeRayBackend:
                  dashboard_url: str | None = None, partition_method: str = kp.DEFAULT_METHOD,
                  helper_image: str = kp.HELPER_IMAGE, core=None, networking=None, custom=None, stream_fn=None,
                  max_nodes: int | None = None, exec_core=None, run_id: str | None = None,
-                 helper_deadline_s: float = kp.DEFAULT_DEADLINE_S, gcs_exit_window_s: float = GCS_EXIT_WINDOW_S):
+                 helper_deadline_s: float = kp.DEFAULT_DEADLINE_S, gcs_exit_window_s: float = GCS_EXIT_WINDOW_S,
+                 authz=None, allow_autoscaled_zone_loss: bool = False):
         if not namespace or not context:
             raise UsageError("the Kubernetes backend needs an explicit namespace and kube context")
         if partition_method not in kp.METHODS:
@@ -338,6 +367,12 @@ class KubeRayBackend:
             if exec_core is None:  # exec's own ApiClient: stream() patches the one it is given (kube_exec)
                 exec_core = client.CoreV1Api(config.new_client_from_config(context=context))
         self.core, self.net, self.custom = core, networking, custom
+        if authz is None:  # SelfSubjectAccessReviews over the reads' own ApiClient
+            from kubernetes import client
+
+            authz = client.AuthorizationV1Api(core.api_client)
+        self.authz = authz
+        self.allow_autoscaled_zone_loss = bool(allow_autoscaled_zone_loss)
         self.exec_core = exec_core if exec_core is not None else kube_exec.own_core(core)
         self.stream_fn = stream_fn
         self.max_nodes = max_pods if max_nodes is None else max_nodes
@@ -616,20 +651,52 @@ class KubeRayBackend:
     def _cut_pods(self, zone: str) -> list[dict]:
         return limit(self._ray(zone=zone, node_type="worker"), self.max_pods, f"partition of {zone}")
 
-    def prepare(self, run_id: str, scope: str) -> None:
-        """Before any fault: act under the run's id (cordons and helpers carry it), refuse to start
-        while any object of the rig is left on the cluster (a crashed run's: `availproof recover
-        --backend kuberay` removes them), and for a partition ask admission first (a dry-run create
-        of every zone's helper or policy), so nothing is half-applied."""
+    def prepare(self, run_id: str, scope: str, faults: list[dict] | None = None) -> None:
+        """Before any fault, in this order (each refusal one line, nothing injected): act under the
+        run's id (cordons and helpers carry it); ask the API server whether this context may do every
+        verb the faults and their heals need (:meth:`preflight_access`); refuse while any object of
+        the rig is left on the cluster (a crashed run's: `availproof recover --backend kuberay` removes
+        them); refuse a zone or region loss on an autoscaled cluster unless acknowledged
+        (:meth:`refuse_autoscaled_zone_loss`); refuse a ``cluster`` upgrade KubeRay would not roll out
+        (:meth:`preflight_upgrade`); for a partition ask admission first (a dry-run create of every
+        helper or policy), so nothing is half-applied. ``faults``: the experiment's planned faults
+        (:func:`chaos.plan.faults_of`: scope and arguments of each), which may name more scopes than
+        ``scope`` (a second fault) and the variant, zones and methods."""
         self.run_id = run_id
+        planned = list(faults or [])
+        scopes = ({scope} | {f.get("scope") for f in planned}) - {None}
+        self.preflight_access(scopes)
         left = self.leftovers()
         if left:
             shown = ", ".join(f"{x['kind']} {x['name']} (run {x.get('run_id')})" for x in left[:5])
             raise SetupError(f"the cluster still has {len(left)} object(s) of an earlier run of the rig: {shown}"
                              f"{' ...' if len(left) > 5 else ''}; run `availproof recover --backend kuberay` first")
-        if scope == "partition":
-            for zone in self.zones():
+        if scopes & {"zone", "region"}:
+            self.refuse_autoscaled_zone_loss()
+        if any(f.get("scope") == "upgrade" and (f.get("arguments") or {}).get("variant") == "cluster" for f in planned):
+            self.preflight_upgrade("cluster")
+        if "partition" in scopes:
+            named = {(f.get("arguments") or {}).get("zone") for f in planned if f.get("scope") == "partition"}
+            for zone in sorted(named - {None}) or self.zones():
                 self.preflight_partition(zone)
+
+    def preflight_access(self, scopes) -> list[str]:
+        """One SelfSubjectAccessReview per verb and resource the faults of ``scopes`` and their heals call
+        (:func:`chaos.backends.kube_access.needed`, with this backend's partition method); any denial
+        raises one line naming each missing access. Returns what was reviewed (as ``kubectl auth can-i``
+        words it)."""
+        wanted = kube_access.needed(scopes, self.partition_method)
+        try:
+            missing = kube_access.denied(self.authz, self.namespace, wanted)
+        except Exception as e:  # noqa: BLE001 - ApiException: the review itself failed
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            raise SetupError(f"kube context {self.context}: the permissions check (SelfSubjectAccessReview) failed "
+                             f"(HTTP {status}: {_api_message(e)})") from None
+        if missing:
+            raise SetupError(kube_access.refusal(self.context, self.namespace, missing))
+        return [a.text(self.namespace) for a in wanted]
 
     def preflight_partition(self, zone: str) -> dict:
         """Before any run that partitions ``zone``: a server-side dry-run create (``dryRun=All``: through
@@ -663,6 +730,80 @@ class KubeRayBackend:
                                    f"(HTTP {status}: {_api_message(e)}){hint}") from None
         return {"method": self.partition_method, "would_create": [f"{k}/{n}" for k, n, _ in objects],
                 "pods": [_name(p) for p in pods]}
+
+    def autoscaling(self, zones: list[str] | None = None) -> list[str]:
+        """What may add nodes or Ray pods in ``zones`` (all when None) by itself, each sign in a few words:
+        Ray's autoscaling on this RayCluster or its RayService's ``rayClusterConfig``
+        (:func:`autoscaling_signs`), nodes of those zones made by Karpenter (:data:`KARPENTER_LABELS`), a
+        cluster-autoscaler's status ConfigMap (:data:`AUTOSCALER_STATUS`; not readable: not counted).
+        Read-only. A node autoscaler is not otherwise visible through the Kubernetes API: none found is
+        not proof that none runs."""
+        signs: list[str] = []
+        specs = [(f"RayCluster {self.cluster}", (self._raycluster() or {}).get("spec"))]
+        if self.service:
+            specs.append((f"RayService {self.service}", ((self._get_rayservice() or {}).get("spec") or {})
+                          .get("rayClusterConfig")))
+        seen = set()  # the RayService's rayClusterConfig usually says what its RayCluster says: once
+        for where, spec in specs:
+            for sign in autoscaling_signs(spec):
+                if sign not in seen:
+                    seen.add(sign)
+                    signs.append(f"{where}: {sign}")
+        wanted = set(zones) if zones else None
+        karpenter = sorted(_name(n) for n in self._nodes()
+                           if (wanted is None or _labels(n).get(ZONE_LABEL) in wanted)
+                           and any(k in _labels(n) for k in KARPENTER_LABELS))
+        if karpenter:
+            signs.append(f"Karpenter nodes in the zone(s): {', '.join(karpenter[:3])}{' ...' if len(karpenter) > 3 else ''}")
+        ns, name = AUTOSCALER_STATUS
+        try:
+            self.core.read_namespaced_config_map(name, ns)
+        except Exception as e:  # noqa: BLE001 - ApiException: absent (404) or not ours to read (403)
+            if getattr(e, "status", None) is None:
+                raise
+        else:
+            signs.append(f"a cluster-autoscaler runs (ConfigMap {ns}/{name})")
+        return signs
+
+    def refuse_autoscaled_zone_loss(self, zones: list[str] | None = None) -> None:
+        """A zone or region loss on an autoscaled cluster is refused (one line), unless acknowledged
+        (``allow_autoscaled_zone_loss``: ``--allow-autoscaled-zone-loss``). The loss cordons the zone's nodes
+        and crashes its Ray pods; KubeRay's replacements are pinned to the zone (their group's
+        nodeSelector) and stay Pending there. A Ray autoscaler asks for more pods of the zone's group for
+        the replicas it cannot place, and a node autoscaler (cluster-autoscaler, Karpenter, GKE's) adds a
+        node in that zone for Pending pods pinned to it: a new node is not cordoned, so the zone comes back
+        before the heal and the loss is not what the run says it measured."""
+        if self.allow_autoscaled_zone_loss:
+            return
+        signs = self.autoscaling(zones)
+        if signs:
+            raise SetupError(f"zone or region loss on an autoscaled cluster ({'; '.join(signs)}): KubeRay's "
+                             f"replacement pods stay Pending in the lost zone and an autoscaler adds nodes there "
+                             f"for them (new nodes are not cordoned), which ends the loss early: refusing. Run where "
+                             f"autoscaling of those zones is off, or acknowledge it with --allow-autoscaled-zone-loss "
+                             f"(kubernetes.allow_autoscaled_zone_loss: true; a zone that comes back makes the "
+                             f"zone's effect check fail, an ERROR, not a PASS)")
+
+    def preflight_upgrade(self, variant: str) -> dict:
+        """Before a run whose method upgrades: refuse what KubeRay would not roll out, before any load.
+        ``cluster`` under ``upgradeStrategy.type: None`` (KubeRay v1.7 ``rayservice_controller.go``
+        ``isZeroDowntimeUpgradeEnabled``: false, so ``shouldPrepareNewCluster`` never prepares a new
+        RayCluster and the change is never applied), or while an upgrade is under way (a pending
+        RayCluster). What the API does not show (the operator's ``ENABLE_ZERO_DOWNTIME=false`` when the
+        type is unset; ``NewClusterWithIncrementalUpgrade`` without its feature gate) :meth:`upgrade_app`
+        learns from KubeRay's answer to the patch itself. Returns the strategy as read."""
+        what = f"upgrade ({variant})"
+        rs = self._rayservice(what)
+        spec, status = rs.get("spec") or {}, rs.get("status") or {}
+        strategy = (spec.get("upgradeStrategy") or {}).get("type")
+        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+        if pending:
+            raise ClusterError(f"{what}: RayService {self.service} is already upgrading (pending RayCluster "
+                               f"{pending}): wait for it to finish")
+        if variant == "cluster" and strategy == "None":
+            raise UsageError(f"{what}: RayService {self.service} has upgradeStrategy.type None: KubeRay would not "
+                             f"roll out a rayClusterConfig change (use the serve_config variant)")
+        return {"upgrade_strategy": strategy, "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY}
 
     def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
         """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kube_partition`), with a TCP
@@ -935,16 +1076,38 @@ class KubeRayBackend:
             pid = int(r.pid)
             return lambda: (self.exec(r.node, f"kill -9 {pid}"), [f"{r.node}/{pid}"])[1]
         if method == "actor":
-            from chaos.ray_actor import ONE_SHOT
-
-            head = _name(self._head())
-            script = f"python -c {shlex.quote(ONE_SHOT)} {shlex.quote(r.actor_name)}"
-            return lambda: (self.exec(head, script), [f"{r.node}/{r.pid}"])[1]
+            return self._armed_actor_kill(r)
         if method == "pod":
             pods = limit([p for p in self._ray(node_type="worker") if _name(p) == r.node], 1,
                          f"pod of replica {r.replica_id}")
             return lambda: self._kill_pods(pods, f"kill of the pod of replica {r.replica_id}")
         raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
+
+    def _armed_actor_kill(self, r):
+        """``ray.kill`` of the replica's actor through a Ray driver in the head container, connected *before*
+        the fault's instant (:func:`chaos.ray_actor.arm_script`: ``ray.init`` and the actor's lookup take
+        seconds); the returned callable fires it (:func:`chaos.ray_actor.fire_script`): one exec and the
+        kill. A driver that could not connect raises here, before any mark."""
+        from chaos import ray_actor
+
+        if not r.actor_name:
+            raise ClusterError(f"replica {r.replica_id} has no actor name: cannot kill it through Ray")
+        head = self._head()
+        kill_id = f"availproof-actor-kill-{self.run_id}-{secrets.token_hex(3)}"
+        ready, line = ray_actor.parse_word(self._exec_in(head, ray_actor.arm_script(kill_id, r.actor_name)), "ready")
+        if not ready:
+            raise ClusterError(f"replica {r.replica_id}: the Ray driver in head pod {_name(head)} is not ready to kill "
+                               f"actor {r.actor_name} ({line or 'no answer within 60 s'})")
+        driver = int(line.split()[1])
+
+        def fire() -> list[str]:
+            killed, word = ray_actor.parse_word(self._exec_in(head, ray_actor.fire_script(kill_id, driver)), "killed")
+            if not killed:
+                raise ClusterError(f"ray.kill of actor {r.actor_name} from head pod {_name(head)} failed "
+                                   f"({word or 'no answer within 10 s'})")
+            return [f"{r.node}/{r.pid}"]
+
+        return fire
 
     def pause_engine(self, r) -> list[str]:
         """SIGSTOP the replica's vLLM EngineCore children (else the replica process: the stream target's
@@ -1027,18 +1190,18 @@ class KubeRayBackend:
         One JSON merge patch of the RayService, with the resourceVersion read as its precondition
         (a concurrent change makes it fail rather than be overwritten). Refused: an unknown variant,
         a bare RayCluster, an upgrade already in progress, and ``cluster`` under
-        ``upgradeStrategy.type: None`` (KubeRay would ignore the change). No pod is deleted here.
+        ``upgradeStrategy.type: None`` (KubeRay would ignore the change: :meth:`preflight_upgrade`, which
+        the run's :meth:`prepare` calls before any load). After a ``cluster`` patch, KubeRay's answer is read
+        (:meth:`_kuberay_answer`): a change it will not roll out (zero-downtime upgrades off in the
+        operator) is reverted and raised at once, not waited for until the upgrade's timeout. No pod is
+        deleted here.
         """
         if variant not in UPGRADE_VARIANTS:
             raise UsageError(f"upgrade variant must be one of {', '.join(UPGRADE_VARIANTS)} on KubeRay, got {variant!r}")
         what = f"upgrade ({variant})"
+        strategy = self.preflight_upgrade(variant)["upgrade_strategy"]
         rs = self._rayservice(what)
-        spec, status = rs.get("spec") or {}, rs.get("status") or {}
-        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
-        if pending:
-            raise ClusterError(f"{what}: RayService {self.service} is already upgrading (pending RayCluster "
-                               f"{pending}): wait for it to finish")
-        strategy = (spec.get("upgradeStrategy") or {}).get("type")
+        spec = rs.get("spec") or {}
         rv = (rs.get("metadata") or {}).get("resourceVersion")
         meta = {"metadata": {"resourceVersion": rv}} if rv else {}
         out = {"variant": variant, "version": str(version), "rayservice": self.service, "cluster_before": self.cluster,
@@ -1048,22 +1211,75 @@ class KubeRayBackend:
             self._patch_rayservice({**meta, "spec": {"serveConfigV2": text}}, what)
             return {**out, "patched": "spec.serveConfigV2", "previous_versions": previous,
                     "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}"}
-        if strategy == "None":
-            raise UsageError(f"{what}: RayService {self.service} has upgradeStrategy.type None: KubeRay would not "
-                             f"roll out a rayClusterConfig change (use the serve_config variant)")
         rcc = spec.get("rayClusterConfig") or {}
         patch = cluster_config_patch(rcc, version)
-        self._patch_rayservice({**meta, "spec": {"rayClusterConfig": patch}}, what)
+        patched = self._patch_rayservice({**meta, "spec": {"rayClusterConfig": patch}}, what)
+        pending = self._kuberay_answer(int(((patched or {}).get("metadata") or {}).get("generation") or 0), rcc,
+                                       patch, what)
         groups = [g.get("groupName") for g in rcc.get("workerGroupSpecs") or []]
         return {**out, "patched": "spec.rayClusterConfig",
                 "changed": f"headGroupSpec and workerGroupSpecs[{', '.join(map(str, groups))}]"
                            f".template.metadata.annotations[{VERSION_ANNOTATION}]",
-                "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY}
+                "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY, "pending_cluster": pending}
 
-    def _patch_rayservice(self, body: dict, what: str) -> None:
+    def _kuberay_answer(self, generation: int, rcc_before: dict, patch: dict, what: str) -> str | None:
+        """After a ``cluster`` upgrade's patch: KubeRay's answer, read as it gives it. Its RayService
+        controller (v1.7 ``rayservice_controller.go`` ``calculateStatus``) sets ``status.observedGeneration``
+        to the generation it reconciled and, in the same status update, names a pending RayCluster when
+        it will roll the change out (``shouldPrepareNewCluster`` -> ``isZeroDowntimeUpgradeEnabled``).
+        Read every ``KUBERAY_POLL_S`` for at most ``KUBERAY_ANSWER_S``: a pending (or new active) cluster
+        is the answer; the generation reconciled with none means zero-downtime upgrades are off (the
+        operator's ``ENABLE_ZERO_DOWNTIME=false``, or NewClusterWithIncrementalUpgrade without its feature
+        gate) and KubeRay will never apply the change; no answer at all, an operator that is not
+        reconciling. Either way the patch is reverted and one line raised, instead of waiting for the
+        upgrade's timeout. ``generation`` 0 (an API server that counts none) is not waited for."""
+        if not generation:
+            return None
+        status: dict = {}
+        for _ in range(max(1, math.ceil(KUBERAY_ANSWER_S / KUBERAY_POLL_S))):
+            status = self._get_rayservice().get("status") or {}
+            pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+            active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
+            if pending or (active and active != self.cluster):
+                return pending or active
+            if int(status.get("observedGeneration") or 0) >= generation:
+                why = ("KubeRay reconciled the change and prepared no new RayCluster: zero-downtime upgrades are "
+                       "off (the operator's ENABLE_ZERO_DOWNTIME=false, or NewClusterWithIncrementalUpgrade "
+                       "without its feature gate), so it would never apply it")
+                break
+            time.sleep(KUBERAY_POLL_S)
+        else:
+            why = (f"KubeRay did not reconcile the change within {KUBERAY_ANSWER_S:.0f} s (observedGeneration "
+                   f"{status.get('observedGeneration')} < {generation}): is the operator running?")
+        self._revert_cluster_patch(rcc_before, patch)
+        raise ClusterError(f"{what}: RayService {self.service}: {why}; the patch was reverted")
+
+    def _revert_cluster_patch(self, rcc_before: dict, patch: dict) -> None:
+        """Put ``spec.rayClusterConfig`` back as it was read, if it is still what the patch made it (else a
+        user changed it meanwhile: left alone), with the resourceVersion read as precondition."""
+        rs = self._get_rayservice()
+        now = copy.deepcopy(((rs.get("spec") or {}).get("rayClusterConfig")) or {})
+        if now.get("workerGroupSpecs") != patch.get("workerGroupSpecs", now.get("workerGroupSpecs")):
+            return
+        meta = ((rcc_before.get("headGroupSpec") or {}).get("template") or {}).get("metadata")
+        if meta is None:  # a merge patch's null deletes: what the patch added goes, parents included
+            head: dict = {"metadata": None}
+        elif meta.get("annotations") is None:
+            head = {"metadata": {"annotations": None}}
+        else:
+            head = {"metadata": {"annotations": {VERSION_ANNOTATION: meta["annotations"].get(VERSION_ANNOTATION)}}}
+        body: dict = {"headGroupSpec": {"template": head}}
+        if "workerGroupSpecs" in patch:
+            body["workerGroupSpecs"] = copy.deepcopy(rcc_before.get("workerGroupSpecs") or [])
+        rv = (rs.get("metadata") or {}).get("resourceVersion")
+        self._patch_rayservice({**({"metadata": {"resourceVersion": rv}} if rv else {}),
+                                "spec": {"rayClusterConfig": body}}, "revert of the upgrade")
+
+    def _patch_rayservice(self, body: dict, what: str) -> dict:
+        """One merge patch of the RayService; the object as the API server returns it (its new generation)."""
         try:
-            self.custom.patch_namespaced_custom_object(*RAYSERVICE[:2], self.namespace, RAYSERVICE[2], self.service,
-                                                       body)
+            return self.custom.patch_namespaced_custom_object(*RAYSERVICE[:2], self.namespace, RAYSERVICE[2],
+                                                              self.service, body)
         except Exception as e:  # noqa: BLE001 - ApiException: one line, no injection recorded
             status = getattr(e, "status", None)
             if status is None:
@@ -1181,6 +1397,157 @@ class KubeRayBackend:
         done["removed"] = removed
         self.wait_healthy(timeout=timeout)
         return done
+
+    # ------------------------------------------------------------- plan
+    def plan(self, scope: str, arguments: dict | None = None) -> list[dict]:
+        """Every object a fault of ``scope`` with these action ``arguments`` would touch now, and what the
+        heal (or the cluster) then does: ``{"kind", "name", "where", "does", "after"}`` per object. Only
+        reads (GETs of pods, nodes, the RayService and RayCluster, a ConfigMap; the dashboard for a
+        replica's pod): nothing is created, patched, deleted or reviewed. The fault's guards run as they
+        would (the blast radius, max_nodes, an autoscaled zone, an upgrade KubeRay would not roll out);
+        what they refuse raises, one line."""
+        a = dict(arguments or {})
+        self._follow_active()
+        look = {"replica": self._plan_replica, "engine": self._plan_engine, "node": self._plan_node,
+                "head": self._plan_head, "zone": self._plan_zones, "region": self._plan_zones,
+                "partition": self._plan_partition, "redis": self._plan_redis, "upgrade": self._plan_upgrade,
+                "drain": self._plan_drain}.get(scope)
+        if look is None:
+            raise UsageError(f"scope {scope}: the KubeRay backend has no fault of it")
+        return look(scope, a)
+
+    def _row(self, kind: str, name: str, does: str, after: str, where: str | None = None) -> dict:
+        return {"kind": kind, "name": name, "where": where or f"namespace {self.namespace}", "does": does,
+                "after": after}
+
+    def _pod_row(self, pod: dict, does: str, after: str) -> dict:
+        node = _node_of(pod)
+        zone = node_zones(self._nodes()).get(node)
+        return self._row("Pod", _name(pod), does, after, f"{self.namespace}, node {node} ({zone or 'no zone'})")
+
+    def _crash_text(self, pod: dict) -> str:
+        containers = (pod.get("spec") or {}).get("containers") or []
+        c = containers[0].get("name") if containers else "?"
+        return f"exec `{CRASH_SCRIPT}` in container {c} (SIGKILL of its processes), then delete with grace 0"
+
+    def _plan_replica(self, scope: str, a: dict) -> list[dict]:
+        method = a.get("method", "sigkill")
+        r = self.pick_replica(zone=a.get("zone"), deployment=a.get("deployment"))
+        pod = limit([p for p in self._ray(terminating=True) if _name(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
+        if method == "sigkill":
+            return [self._pod_row(pod, f"exec `kill -9 {r.pid}` (replica {r.replica_id}, a RUNNING one picked now)",
+                                  "Serve replaces the replica")]
+        if method == "actor":
+            head = self._head()
+            return [self._pod_row(head, f"exec: a Ray driver connected before the injection, then ray.kill of actor "
+                                        f"{r.actor_name}", "the driver exits"),
+                    self._pod_row(pod, f"its replica {r.replica_id} (pid {r.pid}) killed through Ray",
+                                  "Serve replaces the replica")]
+        if method == "pod":
+            pod = limit([p for p in self._ray(node_type="worker") if _name(p) == r.node], 1,
+                        f"pod of replica {r.replica_id}")[0]
+            return [self._pod_row(pod, self._crash_text(pod), "KubeRay recreates the pod; Serve the replica")]
+        raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
+
+    def _plan_engine(self, scope: str, a: dict) -> list[dict]:
+        r = self.pick_replica(zone=a.get("zone"))
+        pod = limit([p for p in self._ray(terminating=True) if _name(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
+        return [self._pod_row(pod, f"exec: SIGSTOP of the EngineCore children of {r.pid} (else {r.pid} itself)",
+                              "SIGCONT at the heal (a process Serve replaced meanwhile is skipped)")]
+
+    def _plan_node(self, scope: str, a: dict) -> list[dict]:
+        node = a.get("node") or (self.nodes_in(zone=a.get("zone")) or [None])[0]
+        if node is None:
+            raise UsageError(f"node loss: no worker pod in zone {a.get('zone')}")
+        pod = limit([p for p in self._ray(node_type="worker") if _name(p) == node], 1, f"worker pod {node}")[0]
+        return [self._pod_row(pod, self._crash_text(pod), "KubeRay recreates the pod once it is gone")]
+
+    def _plan_head(self, scope: str, a: dict) -> list[dict]:
+        head = self._head()
+        if a.get("method", "node") == "gcs":
+            return [self._pod_row(head, "exec `pgrep -x gcs_server` and `kill -9` of it (the container then exits)",
+                                  "the kubelet restarts the head container in place")]
+        return [self._pod_row(head, self._crash_text(head), "KubeRay recreates the head pod once it is gone")]
+
+    def _plan_zones(self, scope: str, a: dict) -> list[dict]:
+        zones = [a["zone"]] if scope == "zone" else self.zones_in_region(a.get("region", ""))
+        if not zones:
+            raise UsageError(f"region {a.get('region')!r} has no zone")
+        nodes = self._nodes()
+        what = f"loss of {', '.join(zones)}"
+        pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
+        cordon, theirs = zone_loss_nodes(nodes, pods, zones)
+        if len(cordon) > self.max_nodes:
+            raise UsageError(f"{what}: it would cordon {len(cordon)} nodes, more than the limit of {self.max_nodes} "
+                             f"(max_nodes): refusing to act ({', '.join(cordon[:5])}...)")
+        self.refuse_autoscaled_zone_loss(zones)
+        by_zone = node_zones(nodes)
+        rows = [self._row("Node", n, f"cordon (spec.unschedulable) and annotate {CORDON_MARK}=<run id>",
+                          "uncordoned at the heal (this run's annotation only)", f"cluster-wide, zone {by_zone.get(n)}")
+                for n in cordon]
+        rows += [self._row("Node", n, "left alone: cordoned by someone else", "-", f"cluster-wide, zone {by_zone.get(n)}")
+                 for n in theirs]
+        rows += [self._pod_row(p, self._crash_text(p), "KubeRay's replacement stays Pending on the cordoned nodes "
+                                                       "until the heal") for p in pods]
+        return rows
+
+    def _plan_partition(self, scope: str, a: dict) -> list[dict]:
+        zone = a["zone"]
+        pods = self._cut_pods(zone)
+        ips = _pod_ips(pods)
+        cut = set(ips)
+        others = sorted((p for p in self._ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
+                        key=lambda p: (_labels(p).get("ray.io/node-type") != "head", _name(p)))
+        rows = []
+        if others:
+            rows.append(self._pod_row(others[0], "exec: the echo server of the connection that proves the cut "
+                                                 "(python, ends by itself at the partition's deadline)",
+                                      "stopped at the heal"))
+        rows.append(self._pod_row(pods[0], "exec: the client of that connection, opened before the cut",
+                                  "stopped at the heal"))
+        if self.partition_method == "networkpolicy":
+            rows += [self._pod_row(p, f"label {kp.MEMBER_LABEL}={zone}", "label removed at the heal") for p in pods]
+            rows.append(self._row("NetworkPolicy", kp.policy_name(zone), "create: no ingress, no egress for the zone's "
+                                  "labelled pods", "deleted at the heal"))
+        else:
+            for node in sorted({_node_of(p) for p in pods}):
+                rows.append(self._row("Pod", kp.helper_name(node), f"create the helper ({self.helper_image}, hostNetwork, "
+                                      f"NET_ADMIN, activeDeadlineSeconds), then exec: nft table inet {kp.TABLE} "
+                                      f"dropping forwarded packets between {', '.join(ips)} and the rest",
+                                      "table deleted, then the helper deleted at the heal",
+                                      f"{self.namespace}, node {node}"))
+        return rows
+
+    def _plan_redis(self, scope: str, a: dict) -> list[dict]:
+        redis = limit(self._redis_pods(), 1, "redis pod")[0]
+        return [self._pod_row(redis, f"exec the crash of redis-server (refused when it is its container's PID 1), "
+                                     f"then delete with grace 0", "the Deployment replaces it"),
+                self._pod_row(self._head(), "read only: watched for its GCS's exit", "the kubelet restarts the head "
+                                                                                      "container if its GCS exits")]
+
+    def _plan_upgrade(self, scope: str, a: dict) -> list[dict]:
+        variant = a.get("variant", "code")
+        if variant not in UPGRADE_VARIANTS:
+            raise UsageError(f"upgrade variant must be one of {', '.join(UPGRADE_VARIANTS)} on KubeRay, got {variant!r}")
+        strategy = self.preflight_upgrade(variant)["effective_strategy"]
+        where = f"namespace {self.namespace}"
+        if variant == "serve_config":
+            return [self._row("RayService", self.service, f"merge patch of spec.serveConfigV2: {VERSION_ENV} set in "
+                              f"every application's runtime_env", "KubeRay applies it in place; Serve replaces "
+                              f"every replica", where)]
+        return [self._row("RayService", self.service, f"merge patch of spec.rayClusterConfig: the {VERSION_ANNOTATION} "
+                          f"annotation on every pod template", f"KubeRay ({strategy}) brings up a new RayCluster, "
+                          f"switches the Services to it, deletes RayCluster {self.cluster} 60 s later", where)]
+
+    def _plan_drain(self, scope: str, a: dict) -> list[dict]:
+        node = a.get("node") or (self.nodes_in(zone=a.get("zone")) or [None])[0]
+        if node is None:
+            raise UsageError(f"drain: no worker pod in zone {a.get('zone')}")
+        pod = limit([p for p in self._ray(node_type="worker") if _name(p) == node], min(1, self.max_pods),
+                    f"drain of worker pod {node}")[0]
+        grace = max(1, math.ceil(float(a.get("deadline_s", 30.0))))
+        return [self._pod_row(pod, f"eviction (policy/v1) with gracePeriodSeconds {grace}; at the deadline a delete "
+                                   f"with grace 0 of what is left", "KubeRay recreates the pod once it is gone")]
 
     # ------------------------------------------------------------- proof
     def effect_checks(self, fault: dict) -> list[dict]:

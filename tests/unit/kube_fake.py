@@ -10,18 +10,32 @@ What the tests need of the cluster around the API server, each piece naming the 
 models (file and version):
 
 - pod termination as the kubelet does it (:class:`Kubelet`): a delete or an eviction with a grace
-  period leaves the pod listed, terminating (``deletionTimestamp``, ``deletionGracePeriodSeconds``),
-  and its containers' processes get SIGTERM; a delete with ``gracePeriodSeconds=0`` removes the
-  object at once (DeleteOptions: "zero means delete immediately") but the kubelet still stops the
-  containers through SIGTERM first (Kubernetes ``pkg/kubelet/pod_workers.go``
-  ``calculateEffectiveGracePeriod``: never less than 1 s; ``pkg/kubelet/kuberuntime/
-  kuberuntime_container.go`` ``killContainer``: ``minimumGracePeriodInSeconds`` = 2, then the
-  runtime's StopContainer: the stop signal, SIGKILL at the end of the grace). Every process's end is
-  recorded with what ended it (:attr:`Kubelet.fates`), so a test sees a kill that reached a pod only
-  gracefully;
+  period leaves the pod listed, terminating (``deletionTimestamp``, ``deletionGracePeriodSeconds``);
+  a delete with ``gracePeriodSeconds=0`` removes the object at once (DeleteOptions: "zero means delete
+  immediately") but the kubelet still stops the containers through their grace (Kubernetes
+  ``pkg/kubelet/pod_workers.go`` ``calculateEffectiveGracePeriod``: never less than 1 s;
+  ``pkg/kubelet/kuberuntime/kuberuntime_container.go`` ``killContainer``: ``minimumGracePeriodInSeconds``
+  = 2, then the runtime's StopContainer): SIGTERM to the container's main process first
+  (:meth:`Kubelet.terminate`: ``ray start`` and redis-server shut down cleanly on it, bash as PID 1
+  ignores it), SIGKILL to what is left when the grace is over (:meth:`Kubelet.grace_over`, recorded as
+  :data:`GRACE_END`). Every process's end is recorded with what ended it (:attr:`Kubelet.fates`), so a
+  test sees a kill that reached a pod only gracefully, or only late;
+- KubeRay's replacement of the pods it owns (:class:`KubeRay`, KubeRay v1.7.0
+  ``ray-operator/controllers/ray/raycluster_controller.go`` ``reconcilePods``): each worker group's
+  pods are listed by label, terminating ones included, and only ``replicas - listed`` new pods are
+  created, so a pod's replacement comes once the old pod is gone; the head likewise (none listed:
+  one created). New pods are Pending until :meth:`FakeServer.schedule` binds them to a schedulable
+  node their nodeSelector matches (the scheduler skips cordoned nodes). Its RayService controller
+  (``rayservice_controller.go`` ``calculateStatus``, ``shouldPrepareNewCluster``,
+  ``isZeroDowntimeUpgradeEnabled``) answers a new generation of a RayService: ``observedGeneration``,
+  and a pending RayCluster when a ``rayClusterConfig`` change is to be rolled out with zero downtime;
+- SelfSubjectAccessReviews (Kubernetes ``pkg/registry/authorization/selfsubjectaccessreview/rest.go``
+  over the RBAC authorizer, ``plugin/pkg/auth/authorizer/rbac/rbac.go``): allowed, with RBAC's reason,
+  unless the access is in :attr:`FakeServer.denied_access` (then not allowed and no reason: RBAC has
+  no opinion when no rule allows);
 - the processes in the containers: a KubeRay v1.7 Ray container runs ``/bin/bash -c -- "ulimit ...;
   ray start ... --block"`` (``ray-operator/controllers/ray/common/pod.go`` BuildPod), so PID 1 is
-  bash; ``kill -9 -1`` from inside reaches every process but PID 1 and the caller (Linux
+  bash, or ``ray start`` where bash exec'd its last command (:attr:`Kubelet.ray_pid1`); ``kill -9 -1`` from inside reaches every process but PID 1 and the caller (Linux
   ``kill(2)``; the kernel protects a PID namespace's init from signals sent inside it); bash exits
   when ``ray start`` dies, and the kernel then SIGKILLs what is left in the namespace (the exec'd
   shell too: exit 137). The container stays exited until :meth:`Kubelet.sync` (the PLEG's next
@@ -59,6 +73,7 @@ from kubernetes import client
 from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 
+GRACE_END = "SIGKILL at the grace's end"  # a process the kubelet killed once the deleted pod's grace was over
 
 class _HTTP:
     def __init__(self, status, body):
@@ -151,6 +166,10 @@ class FakeServer:
         self.nodes: dict[str, dict] = {}
         self.netpols: dict[str, dict] = {}
         self.pdbs: dict[str, dict] = {}  # PodDisruptionBudgets, name -> object
+        self.configmaps: dict[tuple[str, str], dict] = {}  # (namespace, name) -> object, any namespace
+        # SelfSubjectAccessReviews: (verb, resource, group, subresource) the caller may not do (any namespace)
+        self.denied_access: set[tuple[str, str, str, str]] = set()
+        self.kuberay = KubeRay(self)
         self.custom: dict[tuple[str, str], dict] = {}  # (plural, name) -> object
         self.calls: list[tuple[str, str, dict | None]] = []  # (method, path + query, body)
         self.content_types: list[tuple[str, str, str | None]] = []  # (method, path, Content-Type) of writes
@@ -170,6 +189,12 @@ class FakeServer:
 
     def route(self, method, path, query, body):
         ns = re.escape(self.ns)
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
+            return self.access_review(body)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
+        if m and method == "GET":
+            cm = self.configmaps.get((m.group(1), m.group(2)))
+            return (200, cm) if cm else (404, _status(404, f'configmaps "{m.group(2)}" not found'))
         m = re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([^/]+)/eviction", path)
         if m and method == "POST":
             return self.evict(m.group(1), body)
@@ -186,6 +211,8 @@ class FakeServer:
             if not obj:
                 return 404, _status(404, f'{m.group(1)}.ray.io "{m.group(2)}" not found')
             if method == "GET":
+                if m.group(1) == "rayservices":
+                    self.kuberay.reconcile_rayservice(obj)
                 return 200, obj
             return self.patch_custom(obj, body)
         raise AssertionError(f"the fake API server has no route for {method} {path}")
@@ -205,9 +232,50 @@ class FakeServer:
             return 409, _status(409, f'Operation cannot be fulfilled on {obj.get("kind", "object").lower()}s.ray.io '
                                      f'"{meta.get("name")}": the object has been modified; please apply your changes '
                                      f'to the latest version and try again')
+        spec_before = copy.deepcopy(obj.get("spec"))
         merge_patch(obj, body)
         meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        if obj.get("spec") != spec_before:  # apiextensions-apiserver customresource strategy: a spec change
+            meta["generation"] = int(meta.get("generation") or 1) + 1  # increments the generation
         return 200, obj
+
+    def access_review(self, body: dict):
+        """A SelfSubjectAccessReview, answered as the API server's REST handler does over RBAC: created
+        (201, nothing stored) with ``status.allowed`` and RBAC's reason when a rule allows; when none does,
+        allowed false, no ``denied`` and no reason (RBAC's NoOpinion)."""
+        attrs = ((body or {}).get("spec") or {}).get("resourceAttributes") or {}
+        key = (attrs.get("verb", ""), attrs.get("resource", ""), attrs.get("group", ""), attrs.get("subresource", ""))
+        out = copy.deepcopy(body)
+        out.setdefault("metadata", {})
+        if key in self.denied_access:
+            out["status"] = {"allowed": False}
+        else:
+            out["status"] = {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "availproof-rig" of '
+                                                         'ClusterRole "availproof-rig" to User "tester"'}
+        return 201, out
+
+    def schedule(self) -> list[str]:
+        """The scheduler: bind every Pending pod without a node to the first schedulable node (not cordoned)
+        its nodeSelector matches; it then runs, Ready, with a pod IP. Returns the pods bound."""
+        bound = []
+        for name, pod in sorted(self.pods.items()):
+            spec = pod.get("spec") or {}
+            if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+                continue
+            want = spec.get("nodeSelector") or {}
+            fits = [n for n, obj in sorted(self.nodes.items()) if not (obj.get("spec") or {}).get("unschedulable")
+                    and _labels_match(obj["metadata"].get("labels") or {}, want)]
+            if not fits:
+                continue
+            spec["nodeName"] = fits[0]
+            n = next(self._serial)
+            pod["status"] = {"phase": "Running", "podIP": f"10.0.{200 + n // 250}.{n % 250 + 1}",
+                             "conditions": [{"type": "Ready", "status": "True"}],
+                             "containerStatuses": [{"name": c["name"], "restartCount": 0, "ready": True,
+                                                    "image": c.get("image", ""), "imageID": "", "containerID": ""}
+                                                   for c in spec.get("containers") or []]}
+            bound.append(name)
+        return bound
 
     def evict(self, name: str, body: dict):
         """policy/v1 Eviction: 404 for no pod; 429 when a PodDisruptionBudget selecting the pod would
@@ -250,6 +318,8 @@ class FakeServer:
             pod["metadata"]["deletionTimestamp"] = "2026-12-03T10:00:30Z"
             pod["metadata"]["deletionGracePeriodSeconds"] = grace
         self.kubelet.terminate(pod)
+        if grace == 0:  # nobody can look into a pod that left the API: its grace (>= 2 s) passes unseen
+            self.kubelet.grace_over(pod)
         return pod
 
     def crud(self, method, name, store, kind, query, body):
@@ -367,6 +437,10 @@ class Kubelet:
         self.probes: dict[str, dict] = {}  # probe id -> {"server": pod, "port"} / {"client": pod}
         self.cni_cuts_established = False
         self.ports = itertools.count(40001)
+        self.ray_pid1 = "bash"  # what PID 1 of a Ray container is: "bash" (no SIGTERM handler) or "ray" (ray start)
+        self.actors: dict[str, tuple[str, int]] = {}  # Ray actor name -> (pod, pid) of its process
+        self.armed: dict[str, str] = {}  # an actor kill's id -> the actor its connected driver will kill
+        self.actor_kill_log: list[tuple[str, str]] = []  # (arm | fire, id) in the order they ran
 
     # -- processes
     @staticmethod
@@ -379,7 +453,9 @@ class Kubelet:
             labels = (pod.get("metadata") or {}).get("labels") or {}
             spec = pod.get("spec") or {}
             if labels.get("ray.io/is-ray-node") == "yes":
-                table = {1: "bash", 8: "ray", 12: "raylet"}
+                # PID 1: bash running `ulimit ...; ray start ... --block`, or `ray start` itself where bash
+                # exec'd its last command (ray_pid1 = "ray")
+                table = {1: "bash", 8: "ray", 12: "raylet"} if self.ray_pid1 == "bash" else {1: "ray", 12: "raylet"}
                 table.update({11: "gcs_server", 20: "ray::ServeContr"} if labels.get("ray.io/node-type") == "head"
                              else {41: "ray::ServeRepli", 57: "VLLM::EngineCor"})
             elif labels.get("app") == "redis":
@@ -405,18 +481,54 @@ class Kubelet:
         """The processes of pod ``name`` that ended by SIGTERM (reached only gracefully)."""
         return [comm for comm, how in self.fates.get(name, []) if how == "SIGTERM"]
 
+    def late(self, name: str) -> list[str]:
+        """The processes of pod ``name`` SIGKILLed by the kubelet at the end of the grace period: they ran on
+        after the pod was deleted (the object already gone with grace 0), not a crash at the fault's instant."""
+        return [comm for comm, how in self.fates.get(name, []) if how == GRACE_END]
+
+    def _main_process(self, pod: dict) -> int | None:
+        """The container's main process, which the runtime's stop signal goes to: PID 1, or with a shared
+        process namespace (PID 1 is the pod's pause process) the container's own first process."""
+        alive = self.alive(pod)
+        if (pod.get("spec") or {}).get("shareProcessNamespace"):
+            return min((pid for pid in alive if pid != 1), default=None)
+        return 1 if 1 in alive else None
+
     def terminate(self, pod: dict) -> None:
-        """The kubelet stopping a deleted pod's containers (pkg/kubelet/kuberuntime/kuberuntime_container.go
-        killContainer -> the runtime's StopContainer): SIGTERM to what still runs, which Ray and Redis
-        take as a clean shutdown; a helper's TERM trap deletes its node's table."""
+        """The kubelet stopping a deleted pod's containers, first half (Kubernetes
+        ``pkg/kubelet/kuberuntime/kuberuntime_container.go`` killContainer -> the runtime's StopContainer
+        with the grace period, at least ``minimumGracePeriodInSeconds`` = 2 s; ``pkg/kubelet/pod_workers.go``
+        calculateEffectiveGracePeriod: at least 1 s even for a delete with grace 0): SIGTERM to the
+        container's main process only. What that does depends on the process: ``ray start --block``
+        (Ray 2.60 ``ray/scripts/scripts.py``; ``_private/node.py`` drain on SIGTERM) and redis-server
+        shut down cleanly (every process of theirs ends by SIGTERM); a helper's ``sh`` runs its TERM trap
+        (its node's nft table deleted); bash as PID 1 has no SIGTERM handler, and a PID namespace's init
+        gets from outside only the signals it handles (pid_namespaces(7)): the SIGTERM is dropped and the
+        processes run on until :meth:`grace_over`."""
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        if labels.get("availproof.io/fault") == "partition-helper" and self.alive(pod):
+        main = self._main_process(pod)
+        comm = self.alive(pod).get(main, {}).get("comm") if main else None
+        if comm == "sh" and labels.get("availproof.io/fault") == "partition-helper":
             self.tables.pop((pod.get("spec") or {}).get("nodeName"), None)
+        if comm in ("ray", "sh"):  # a clean shutdown of the whole container
+            for pid in sorted(self.alive(pod)):
+                self._end(pod, pid, "SIGTERM")
+        elif comm == "redis-server":
+            self._end(pod, main, "SIGTERM")
+        # bash (PID 1, no handler), pause: nothing
+
+    def grace_over(self, pod: dict) -> None:
+        """The kubelet stopping a deleted pod's containers, second half: the grace period over, the runtime
+        SIGKILLs what still runs (kuberuntime_container.go killContainer: StopContainer's timeout)."""
         for pid in sorted(self.alive(pod)):
-            self._end(pod, pid, "SIGTERM")
+            self._end(pod, pid, GRACE_END)
 
     def finish(self, name: str) -> None:
-        """The kubelet done with a terminating pod: the object goes."""
+        """The kubelet done with a terminating pod (its grace period over): what still runs is SIGKILLed,
+        then the object goes."""
+        pod = self.s.pods.get(name)
+        if pod is not None:
+            self.grace_over(pod)
         self.s.pods.pop(name, None)
 
     def sync(self, name: str) -> None:
@@ -471,6 +583,8 @@ class Kubelet:
             raise ApiException(status=400, reason=f"container not found ({container}): the container exited")
         if script.startswith(": availproof-probe "):
             return self._probe(pod, script)
+        if script.startswith(": availproof-actor-kill "):
+            return self._actor_kill(pod, script)
         if container == "nft":
             return self._nft(pod, script)
         if script == "kill -9 -1" or script.endswith("; kill -9 -1"):
@@ -538,6 +652,26 @@ class Kubelet:
                            for pid in m.group(1).split()), "", 0
         raise AssertionError(f"the fake kubelet does not know this command: {script[:200]}")
 
+    def _actor_kill(self, pod: dict, script: str) -> tuple[str, str, int]:
+        """The actor kill's two execs (chaos/ray_actor.py): ``arm`` starts a driver that connects (``ray.init``)
+        and waits; ``fire`` makes it ``ray.kill`` the actor (the process :attr:`actors` maps its name to, in
+        whatever pod it runs, ends by SIGKILL as Ray's kill does). Each phase is logged in :attr:`actor_kill_log`."""
+        phase, kill_id = script.split(";", 1)[0].split()[2:4]
+        self.actor_kill_log.append((phase, kill_id))
+        if phase == "arm":
+            name = shlex.split(script.split("&&", 2)[2])[5]  # nohup python -c SCRIPT PATH NAME LIFE
+            if name not in self.actors and self.actors:
+                return f"error Failed to look up actor with name '{name}'\n", "", 0
+            self.armed[kill_id] = name
+            return "ready 4242\n", "", 0
+        name = self.armed.pop(kill_id, None)
+        if name is None:
+            return "", "the armed Ray driver is gone\n", 3
+        where = self.actors.get(name)
+        if where:
+            self._end(self.s.pods[where[0]], where[1], "SIGKILL")
+        return "killed\n", "", 0
+
     def _nft(self, pod: dict, script: str) -> tuple[str, str, int]:
         node_name = (pod.get("spec") or {}).get("nodeName")
         from chaos.backends import kube_partition as kp
@@ -584,6 +718,97 @@ class Kubelet:
         stale = self.blocked(pod, server, established=True) or self.blocked(server, pod, established=True)
         new = "timeout" if self.blocked(pod, server, established=False) else "accepted"
         return f"open alive {2.5 if stale else 0.2:.3f} {new}\n", "", 0
+
+
+# ------------------------------------------------------------------ KubeRay
+class KubeRay:
+    """What the KubeRay v1.7.0 operator does that the tests need, step by step (tests call the steps).
+
+    :meth:`reconcile_pods`: ``ray-operator/controllers/ray/raycluster_controller.go`` ``reconcilePods``.
+    The head: ``len(headPods.Items) == 0`` creates one, a terminating head counts; each worker group:
+    its pods listed by labels (``ray.io/cluster``, ``ray.io/group``: the cache's list keeps terminating
+    pods), ``diff := numExpectedWorkerPods - len(runningPods.Items)``, and only a positive diff creates
+    pods. So a deleted pod's replacement comes once the old pod is gone from the API, never while it
+    terminates. New pods carry the group's template (its nodeSelector) and are Pending until
+    :meth:`FakeServer.schedule`.
+
+    :meth:`reconcile_rayservice` (called on each read of a RayService): ``rayservice_controller.go``
+    ``calculateStatus`` sets ``status.observedGeneration`` to the generation it reconciled and, in the same
+    status update, names a pending RayCluster when ``shouldPrepareNewCluster``: the ``rayClusterConfig``
+    changed (its hash) and ``isZeroDowntimeUpgradeEnabled``: ``upgradeStrategy.type`` NewCluster, or
+    NewClusterWithIncrementalUpgrade with the ``RayServiceIncrementalUpgrade`` feature gate; unset, unless
+    the operator runs with ``ENABLE_ZERO_DOWNTIME=false`` (:attr:`zero_downtime_env`)."""
+
+    def __init__(self, server: FakeServer):
+        self.s = server
+        self.zero_downtime_env = True  # the operator's ENABLE_ZERO_DOWNTIME is not "false"
+        self.incremental_upgrade_gate = False  # feature gate RayServiceIncrementalUpgrade
+        self.answers = True  # False: the operator is down (no reconcile at all)
+        self.next_cluster = "availproof-b6d4f"  # the name it gives a pending RayCluster
+        self._seen_rcc: dict[str, str] = {}  # RayService -> the rayClusterConfig of the generation it last saw
+        self._names = itertools.count(1)
+
+    def zero_downtime(self, spec: dict) -> bool:
+        kind = (spec.get("upgradeStrategy") or {}).get("type")
+        if kind is None:
+            return self.zero_downtime_env
+        allowed = {"NewCluster"} | ({"NewClusterWithIncrementalUpgrade"} if self.incremental_upgrade_gate else set())
+        return kind in allowed
+
+    def reconcile_rayservice(self, rs: dict) -> None:
+        if not self.answers:
+            return
+        meta, spec = rs.setdefault("metadata", {}), rs.get("spec") or {}
+        if rs.get("status") is None:
+            rs["status"] = {}
+        status = rs["status"]
+        generation = int(meta.get("generation") or 1)
+        rcc = json.dumps(spec.get("rayClusterConfig"), sort_keys=True)
+        name = meta.get("name", "")
+        seen = self._seen_rcc.setdefault(name, rcc)
+        if int(status.get("observedGeneration") or 0) >= generation:  # nothing new (a test's own edit included)
+            self._seen_rcc[name] = rcc
+            return
+        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+        if rcc != seen and not pending and self.zero_downtime(spec):
+            status["pendingServiceStatus"] = {"rayClusterName": self.next_cluster}
+        self._seen_rcc[name] = rcc
+        status["observedGeneration"] = generation
+
+    def reconcile_pods(self) -> list[str]:
+        """One reconcile of every RayCluster's pods; the names of the pods created."""
+        created = []
+        for (plural, cluster), rc in sorted(self.s.custom.items()):
+            if plural != "rayclusters":
+                continue
+            spec = rc.get("spec") or {}
+            mine = [p for p in self.s.pods.values()
+                    if ((p.get("metadata") or {}).get("labels") or {}).get("ray.io/cluster") == cluster]
+            if "headGroupSpec" in spec and not [p for p in mine if p["metadata"]["labels"].get("ray.io/node-type") == "head"]:
+                created.append(self._create(cluster, "headgroup", "head", spec["headGroupSpec"]))
+            for g in spec.get("workerGroupSpecs") or []:
+                listed = [p for p in mine if p["metadata"]["labels"].get("ray.io/group") == g["groupName"]
+                          and p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+                for _ in range(int(g.get("replicas") or 0) - len(listed)):
+                    created.append(self._create(cluster, g["groupName"], "worker", g))
+        return created
+
+    def _create(self, cluster: str, group: str, node_type: str, group_spec: dict) -> str:
+        """A pod as KubeRay's BuildPod makes it (common/pod.go): named <cluster>-<group>-worker-<5 chars>
+        (the head: <cluster>-head-<5 chars>), labelled, from the group's template; Pending."""
+        n = next(self._names)
+        suffix = "".join(RAND[(n // len(RAND) ** i) % len(RAND)] for i in range(5))
+        name = f"{cluster}-head-{suffix}" if node_type == "head" else f"{cluster}-{group}-worker-{suffix}"
+        template = copy.deepcopy((group_spec.get("template") or {}).get("spec") or {})
+        pod = ray_pod(name, None, None, node_type=node_type, group=group, cluster=cluster)
+        pod["spec"] = {**template, **{"containers": template.get("containers") or pod["spec"]["containers"]}}
+        pod["spec"].pop("nodeName", None)
+        pod["metadata"]["uid"] = f"uid-{name}"
+        self.s.pods[name] = pod
+        return name
+
+
+RAND = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery rand.String's alphabet (as chaos.backends.kuberay)
 
 
 # ------------------------------------------------------------------ exec

@@ -215,18 +215,15 @@ def replica(pid=41, node="wa-1"):
 def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
     s, b, stream = cluster()
     kubelet = s.kubelet
-
-    def handler(pod, c, script):  # ray.kill through a driver in the head: not the fake kubelet's to run
-        return ("", "", 0) if script.startswith("python -c") else kubelet.exec(pod, c, script)
-
-    stream.handler = handler
     marker = faults.Marker()
     assert faults.kill_replica(b, marker, replica=replica())["pids"] == ["wa-1/41"]
     assert stream.calls[0] == ("wa-1", "ray-worker", "kill -9 41")
     assert kubelet.fates["wa-1"] == [("ray::ServeRepli", "SIGKILL")]
-    faults.kill_replica(b, marker, replica=replica(), method="actor")
-    pod, container, script = next(c for c in stream.calls if c[2].startswith("python -c"))
-    assert (pod, container) == ("head", "ray-head") and shlex.split(script)[-1] == "SERVE_REPLICA::a#S#r1"
+    kubelet.actors["SERVE_REPLICA::a#S#r1"] = ("wb-1", 41)
+    faults.kill_replica(b, marker, replica=replica(node="wb-1"), method="actor")
+    arm, fire = [c for c in stream.calls if "availproof-actor-kill" in c[2]]
+    assert arm[:2] == fire[:2] == ("head", "ray-head") and "SERVE_REPLICA::a#S#r1" in shlex.split(arm[2])
+    assert kubelet.fates["wb-1"] == [("ray::ServeRepli", "SIGKILL")]  # Ray's kill of the actor's process
     faults.kill_replica(b, marker, replica=replica(), method="pod")
     assert ("wa-1", "ray-worker", kb.CRASH_SCRIPT) in stream.calls  # the crash, then the delete
     assert writes(s)[-1] == ("DELETE", "/api/v1/namespaces/availproof/pods/wa-1?gracePeriodSeconds=0")

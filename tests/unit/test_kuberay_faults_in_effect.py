@@ -11,7 +11,7 @@ import pytest
 from chaos import faults, placement, sampler
 from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
-from tests.unit.kube_fake import node, ray_pod, redis_pod
+from tests.unit.kube_fake import GRACE_END, node, ray_pod, redis_pod
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, replica, writes
 
 SCOPES = ("replica", "engine", "node", "zone", "region", "head", "redis", "partition", "drain", "upgrade")
@@ -29,26 +29,57 @@ def no_waiting(monkeypatch):
 
 
 def crashed(s, name):
-    """Every victim process of pod ``name`` ended by SIGKILL, none reached only by the kubelet's SIGTERM."""
+    """Every victim process of pod ``name`` ended by a SIGKILL at the fault's instant (from inside the pod),
+    none reached only by the kubelet: its SIGTERM (a clean shutdown), or its SIGKILL at the end of the
+    grace period (the processes ran on after the pod was deleted)."""
     fates = s.kubelet.fates.get(name, [])
-    graceful = [c for c, how in fates if how == "SIGTERM" and c in VICTIMS]
+    late = [c for c, how in fates if how in ("SIGTERM", GRACE_END) and c in VICTIMS]
     killed = [c for c, how in fates if how == "SIGKILL" and c in VICTIMS]
-    return bool(killed) and not graceful
+    return bool(killed) and not late
 
 
 # ------------------------------------------------------------------ the fake kubelet itself
 def test_the_fake_kubelet_terminates_as_the_kubelet_does():
     s, b, _ = cluster()
-    # grace 0: the object leaves the API at once, but the containers still get SIGTERM first
+    # grace 0: the object leaves the API at once, but the containers still get SIGTERM first; bash as PID 1
+    # has no handler, so nothing stops before the grace is over: then SIGKILL
     b.core.delete_namespaced_pod("wb-1", "availproof", grace_period_seconds=0)
     assert "wb-1" not in s.pods
-    assert s.kubelet.graceful("wb-1") == ["bash", "ray", "raylet", "ray::ServeRepli", "VLLM::EngineCor"]
-    # a graceful delete: still listed, terminating, until the kubelet is done
+    assert s.kubelet.graceful("wb-1") == []
+    assert s.kubelet.late("wb-1") == ["bash", "ray", "raylet", "ray::ServeRepli", "VLLM::EngineCor"]
+    # where `ray start` is PID 1 (bash exec'd it) it takes the SIGTERM as a clean shutdown
+    s.kubelet.ray_pid1 = "ray"
+    b.core.delete_namespaced_pod("wa-1", "availproof", grace_period_seconds=0)
+    assert s.kubelet.graceful("wa-1") == ["ray", "raylet", "ray::ServeRepli", "VLLM::EngineCor"]
+    # redis-server shuts down cleanly; with a shared process namespace the SIGTERM goes to it, not to pause
+    b.core.delete_namespaced_pod("redis-1", "availproof", grace_period_seconds=0)
+    assert s.kubelet.graceful("redis-1") == ["redis-server"] and s.kubelet.late("redis-1") == ["pause"]
+    # a graceful delete: still listed, terminating, until the kubelet is done (the grace over: SIGKILL)
+    s.kubelet.ray_pid1 = "bash"
     b.core.delete_namespaced_pod("wc-1", "availproof")
     listed = [p for p in b._pods() if p["metadata"]["name"] == "wc-1"]
     assert listed and listed[0]["metadata"]["deletion_timestamp"] and s.pods["wc-1"]["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert s.kubelet.fates.get("wc-1") is None  # bash ignored the SIGTERM: everything still runs
     s.kubelet.finish("wc-1")
-    assert "wc-1" not in s.pods
+    assert "wc-1" not in s.pods and "raylet" in s.kubelet.late("wc-1")
+
+
+def test_the_fake_kuberay_replaces_a_pod_only_once_it_is_gone():
+    """KubeRay v1.7 reconcilePods counts a group's pods terminating ones included: no replacement while the
+    old pod terminates; one, Pending, once it is gone; the scheduler binds it to a schedulable node of the
+    group's zone only (a cordoned one is skipped)."""
+    s, b, _ = cluster()
+    b.core.delete_namespaced_pod("wb-1", "availproof")  # graceful: terminating, still listed
+    assert s.kuberay.reconcile_pods() == []
+    s.kubelet.finish("wb-1")
+    new = s.kuberay.reconcile_pods()
+    assert len(new) == 1 and new[0].startswith(f"{CLUSTER}-workers-zone-b-worker-")
+    assert s.pods[new[0]]["status"]["phase"] == "Pending" and s.kuberay.reconcile_pods() == []
+    s.nodes["k-b"]["spec"]["unschedulable"] = True
+    assert s.schedule() == []  # pinned to zone-b, whose only node is cordoned
+    s.nodes["k-b"]["spec"]["unschedulable"] = False
+    assert s.schedule() == new and s.pods[new[0]]["spec"]["nodeName"] == "k-b"
+    assert b.zone_of(new[0]) == "zone-b" and kb.pod_ready(b._pods(f"ray.io/group=workers-zone-b")[0])
 
 
 # ------------------------------------------------------------------ 1. a kill is a crash
@@ -62,9 +93,11 @@ KILLS = {
 }
 
 
+@pytest.mark.parametrize("pid1", ["bash", "ray"])
 @pytest.mark.parametrize("scope", sorted(KILLS))
-def test_every_kill_sigkills_the_processes_before_the_pod_is_deleted(scope):
+def test_every_kill_sigkills_the_processes_before_the_pod_is_deleted(scope, pid1):
     s, b, stream = cluster()
+    s.kubelet.ray_pid1 = pid1
     kill, victims = KILLS[scope]
     kill(b, faults.Marker())
     for name in victims:
@@ -74,6 +107,21 @@ def test_every_kill_sigkills_the_processes_before_the_pod_is_deleted(scope):
         assert crash in (kb.CRASH_SCRIPT, kb.REDIS_CRASH_SCRIPT)
     deletes = [p for m, p in writes(s) if m == "DELETE"]
     assert deletes == [f"/api/v1/namespaces/availproof/pods/{n}?gracePeriodSeconds=0" for n in victims]
+
+
+@pytest.mark.parametrize("pid1", ["bash", "ray"])
+@pytest.mark.parametrize("scope", sorted(KILLS))
+def test_a_kill_that_only_deletes_the_pod_is_caught(scope, pid1, monkeypatch):
+    """The old kill (a delete with grace 0, no SIGKILL from inside): the kubelet's SIGTERM reaches
+    `ray start` (a clean shutdown), or bash ignores it and everything runs on until the grace is over.
+    Either way :func:`crashed` says it was no crash: the test above fails on that code."""
+    s, b, _ = cluster()
+    s.kubelet.ray_pid1 = pid1
+    monkeypatch.setattr(kb.KubeRayBackend, "_crash", lambda self, pods, what, script=kb.CRASH_SCRIPT: None)
+    kill, victims = KILLS[scope]
+    kill(b, faults.Marker())
+    for name in victims:
+        assert name not in s.pods and not crashed(s, name), (name, s.kubelet.fates.get(name))
 
 
 def test_a_kill_that_could_not_sigkill_deletes_nothing_and_records_nothing():
@@ -275,6 +323,14 @@ def test_a_draining_zones_replicas_keep_their_zone_while_the_pod_terminates(monk
     smp = b.observe(timeout=1.0)
     assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-b": 1}}  # not "?"
     assert smp.nodes_alive["zone-b"] == 0  # a pod going away is no capacity
+    # KubeRay v1.7 does not replace it while it terminates (it is still listed) ...
+    assert s.kuberay.reconcile_pods() == [] and s.schedule() == []
+    assert b.observe(timeout=1.0).replicas == {"StreamTarget": {"zone-a": 1, "zone-b": 1}}
+    # ... only once it is gone: then a new pod in zone-b, counted once it runs
+    s.kubelet.finish("wb-1")
+    new = s.kuberay.reconcile_pods()
+    assert len(new) == 1 and s.schedule() == new
+    assert b.observe(timeout=1.0).nodes_alive["zone-b"] == 1
 
 
 def test_exec_has_its_own_api_client_so_the_samplers_reads_go_on_meanwhile():

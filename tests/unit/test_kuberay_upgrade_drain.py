@@ -75,6 +75,8 @@ def test_serve_config_upgrade_sets_the_version_on_every_app_and_nothing_else():
     for o in (rest_before, rest_after):
         o["spec"].pop("serveConfigV2")
         o["metadata"].pop("resourceVersion")
+        o["metadata"].pop("generation", None)  # the API server counts spec changes
+        o.pop("status", None)  # KubeRay's answer (observedGeneration, the pending cluster)
     assert rest_after == rest_before and after["metadata"]["resourceVersion"] == "8"
 
 
@@ -121,8 +123,9 @@ def test_cluster_upgrade_annotates_every_pod_template_and_nothing_else():
     assert "workers-zone-a, workers-zone-b, workers-zone-c" in out["changed"]
     assert writes(s) == [("PATCH", RS_PATH)]
     assert s.content_types[-1][2] == "application/merge-patch+json"
-    body = s.calls[-1][2]
+    body = next(body for method, _, body in s.calls if method == "PATCH")  # then KubeRay's answer is read
     assert body["metadata"] == {"resourceVersion": "7"} and set(body["spec"]) == {"rayClusterConfig"}
+    assert out["pending_cluster"] == NEW_CLUSTER  # KubeRay prepares a new RayCluster (zero-downtime on)
     after = rayservice(s)
     rcc_before, rcc_after = before["spec"]["rayClusterConfig"], after["spec"]["rayClusterConfig"]
     # exactly the annotation on the head's and every worker group's pod template ...
@@ -135,6 +138,8 @@ def test_cluster_upgrade_annotates_every_pod_template_and_nothing_else():
     for o in (before, after):
         o["spec"].pop("rayClusterConfig")
         o["metadata"].pop("resourceVersion")
+        o["metadata"].pop("generation", None)  # the API server counts spec changes
+        o.pop("status", None)  # KubeRay's answer (observedGeneration, the pending cluster)
     assert after == before
 
 

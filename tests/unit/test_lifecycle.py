@@ -170,7 +170,7 @@ def test_a_backend_without_the_whole_interface_is_refused_when_the_run_opens(tmp
         def own_hosts(self): ...
         def observe(self, timeout): ...
 
-    monkeypatch.setattr(provision, "ensure_system", lambda settings, options, log=None, run_id="": Partial())
+    monkeypatch.setattr(provision, "ensure_system", lambda settings, options, log=None, run_id="", faults=None: Partial())
     path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
     with pytest.raises(SetupError, match="lacks .*heal.*kill_node"):
         core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "out"))

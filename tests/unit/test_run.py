@@ -322,7 +322,7 @@ def fake_system(monkeypatch):
     monkeypatch.setattr(provision, "redeploy_if_gone", lambda *a, **k: False)
     backends: list[RefusingBackend] = []
 
-    def ensure(settings, options, log=None, run_id=""):
+    def ensure(settings, options, log=None, run_id="", faults=None):
         backends.append(RefusingBackend())
         return backends[-1]
 

@@ -421,7 +421,7 @@ KINDS = {
     "max_wall_s": "number", "stop_when.max_failed_ratio": "number", "stop_when.for_s": "number",
     "kubernetes.context": "string", "kubernetes.namespace": "string", "kubernetes.ray_cluster": "string",
     "kubernetes.serve_url": "string", "kubernetes.dashboard_url": "string", "kubernetes.max_pods": "integer",
-    "kubernetes.partition_method": "enum",
+    "kubernetes.partition_method": "enum", "kubernetes.allow_autoscaled_zone_loss": "boolean",
     "load.mode": "enum", "load.arrival": "enum", "load.rate": "number", "load.concurrency": "integer",
     "load.duration_s": "number", "load.max_requests": "integer", "load.warmup_s": "number",
     "load.timeout_s": "number", "load.connect_timeout_s": "number", "load.stream": "boolean",

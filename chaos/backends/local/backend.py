@@ -136,14 +136,74 @@ class LocalBackend:
         if probe is not None:
             probe.close()
 
-    def prepare(self, run_id: str, scope: str) -> None:
+    def prepare(self, run_id: str, scope: str, faults: list[dict] | None = None) -> None:
         """Before any fault: a run that crashed may have left a partition or stopped processes; refuse
-        to start on such a cluster (one line) rather than measure a fault on top of another."""
+        to start on such a cluster (one line) rather than measure a fault on top of another. (Nothing to
+        ask permission for: the rig started every process it signals; ``faults`` is not needed here.)"""
         left = [f"partition of {z}" for z in self.cluster.partitioned_zones()]
         left += [f"stopped process {p}" for p in self.stopped_processes()]
         if left:
             raise SetupError(f"the cluster still has a fault of an earlier run in place ({', '.join(left)}): "
                              "run `availproof recover` first")
+
+    # ---------------------------------------------------------------- plan
+    def plan(self, scope: str, arguments: dict | None = None) -> list[dict]:
+        """Every process, node and link a fault of ``scope`` with these action ``arguments`` would touch now,
+        by name (``{"kind", "name", "where", "does", "after"}`` each). Reads only: the state file, /proc, the
+        dashboard (a replica's placement); nothing is signalled or changed."""
+        a = dict(arguments or {})
+        s = self.cluster.state
+
+        def node_row(name: str, does: str, after: str) -> dict:
+            n = self.cluster.node(name)
+            pids = self.cluster.node_processes(name)
+            return {"kind": "node", "name": name, "where": f"zone {n.zone or '-'}, {n.ip}, session {n.sid}",
+                    "does": f"{does} ({len(pids)} process(es) now)", "after": after}
+
+        if scope in ("replica", "engine"):
+            r = self.pick_replica(zone=a.get("zone"), deployment=a.get("deployment") if scope == "replica" else None)
+            where = f"node {r.node} (zone {r.zone})"
+            if scope == "engine":
+                return [{"kind": "process", "name": str(p), "where": where, "does": "SIGSTOP",
+                         "after": "SIGCONT at the heal"} for p in self.engine_pids(r)]
+            does = {"sigkill": f"SIGKILL of replica {r.replica_id}'s worker process",
+                    "actor": f"ray.kill of actor {r.actor_name} (a driver connected before the injection)"}
+            if a.get("method", "sigkill") not in does:
+                raise UsageError(f"replica kill method {a.get('method')!r} is not available on the local backend "
+                                 f"(sigkill, actor)")
+            return [{"kind": "process", "name": str(r.pid), "where": where, "does": does[a.get("method", "sigkill")],
+                     "after": "Serve replaces the replica"}]
+        if scope in ("node", "drain"):
+            node = a.get("node") or self.nodes_in(zone=a.get("zone"))[0]
+            does = ("SIGKILL of every process of its session" if scope == "node" else
+                    f"Ray's drain notice (PREEMPTION, deadline {a.get('deadline_s', 30.0)} s), then SIGKILL of "
+                    f"every process of its session")
+            return [node_row(node, does, "restarted (ray start)")]
+        if scope in ("zone", "region"):
+            zones = [a["zone"]] if scope == "zone" else self.zones_in_region(a.get("region", ""))
+            return [node_row(n, "SIGKILL of every process of its session", "restarted at the heal")
+                    for z in zones for n in self.nodes_in(zone=z)]
+        if scope == "head":
+            gcs = a.get("method", "node") == "gcs"
+            return [node_row(HEAD, "SIGKILL of gcs_server" if gcs else "SIGKILL of every process of its session",
+                             "restarted")]
+        if scope == "redis":
+            return [{"kind": "process", "name": str(s.redis.pid if s.redis else "-"), "where": "redis-server "
+                     f"{s.redis.host}:{s.redis.port}" if s.redis else "no Redis", "does": "SIGKILL",
+                     "after": "restarted on the same port and append-only file"}]
+        if scope == "partition":
+            zone = a["zone"]
+            if not s.netns_mode:
+                raise UsageError("a zone partition needs per-zone network namespaces; this cluster runs in "
+                                 "loopback-only mode (bring it up with `availproof cluster up --netns`, as root)")
+            return [{"kind": "link", "name": s.links.get(zone, "?"), "where": f"zone {zone} -> bridge {s.bridge}",
+                     "does": "set down (packets across the cut dropped)", "after": "set up at the heal"},
+                    *[node_row(n, "cut off with its zone", "reachable again") for n in self.nodes_in(zone=zone)]]
+        if scope == "upgrade":
+            return [{"kind": "Serve app", "name": "the deployed application", "where": self.dashboard_url,
+                     "does": "config applied again with a new AVAILPROOF_APP_VERSION (a new code version)",
+                     "after": "Serve replaces every replica"}]
+        raise UsageError(f"scope {scope}: the local backend has no fault of it")
 
     # ---------------------------------------------------------------- proof
     def effect_checks(self, fault: dict) -> list[dict]:

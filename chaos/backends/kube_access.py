@@ -1,0 +1,147 @@
+"""What the KubeRay backend must be allowed to do on a cluster, asked before it does anything.
+
+A fault the rig injected but may not heal (a cordon it may not lift, a helper pod it may not
+delete) is worse than no run. So before any fault, one SelfSubjectAccessReview
+(``authorization.k8s.io/v1``: the API server answers whether the caller's own credentials allow
+one verb on one resource, and stores nothing) is sent for every verb and resource the scope's
+fault *and* its heal call; one denial refuses the run in one line, with nothing injected.
+
+The table below is what :mod:`chaos.backends.kuberay` calls per scope (every call named with the
+method making it), not what might be convenient:
+
+- every run reads pods and nodes (selection, health, the sampler), the RayService and its
+  RayCluster, and NetworkPolicies (the leftovers check of :meth:`KubeRayBackend.prepare`);
+- exec (``pods/exec``): the crash of a pod's processes, ``kill -9`` of a replica, SIGSTOP/SIGCONT of
+  an engine, the GCS kill, the actor kill's driver, the partition's probe and nft table. The
+  kubernetes Python client opens exec as a websocket ``GET`` (verb ``get``), and from Kubernetes
+  1.35 the API server also requires ``create`` on the upgrade (KEP-4006, feature gate
+  ``AuthorizePodWebsocketUpgradeCreatePermission``, on by default): both are reviewed;
+- pod deletes (grace 0) after each crash, and for a drain's deadline;
+- node patches: the cordon of a zone or region loss and its uncordon at the heal;
+- the partition: helper pods created and deleted (``node-filter``), or the zone's pods labelled and a
+  NetworkPolicy created and deleted (``networkpolicy``), the policy read at every heal;
+- ``pods/eviction`` create for a drain; a RayService patch for an upgrade.
+
+:data:`RBAC_DOC` points at the Role and ClusterRole in ``kuberay/rbac/`` that grant exactly this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+RBAC_DOC = "kuberay/rbac/ (the Role and ClusterRole the rig needs; kuberay/README.md, Permissions)"
+
+
+@dataclass(frozen=True, order=True)
+class Access:
+    """One verb on one resource (``resource/subresource`` of API ``group``; cluster-scoped unless
+    ``namespaced``), and what in the backend needs it."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+    namespaced: bool = True
+    why: str = ""
+
+    def text(self, namespace: str) -> str:
+        """As ``kubectl auth can-i`` words it: ``create pods/exec in namespace availproof``."""
+        what = self.resource + (f".{self.group}" if self.group else "") + (f"/{self.subresource}" if self.subresource else "")
+        where = f"in namespace {namespace}" if self.namespaced else "(cluster-wide)"
+        return f"{self.verb} {what} {where}"
+
+
+def _a(verb, resource, group="", subresource="", namespaced=True, why=""):
+    return Access(verb, resource, group, subresource, namespaced, why)
+
+
+READS = (
+    _a("list", "pods", why="selection, health and the sampler (list_namespaced_pod)"),
+    _a("list", "nodes", namespaced=False, why="zones of pods and nodes (list_node)"),
+    _a("get", "rayservices", "ray.io", why="the active RayCluster, upgrades (get_namespaced_custom_object)"),
+    _a("get", "rayclusters", "ray.io", why="zones and expected pods (get_namespaced_custom_object)"),
+    _a("list", "networkpolicies", "networking.k8s.io", why="leftovers of a crashed run (prepare)"),
+)
+EXEC = (
+    _a("get", "pods", subresource="exec", why="exec: the client's websocket GET (kube_exec.run)"),
+    _a("create", "pods", subresource="exec", why="exec: Kubernetes 1.35+ also requires create (KEP-4006)"),
+)
+DELETE_PODS = (_a("delete", "pods", why="the crashed pod's removal, grace 0 (_delete)"),)
+CORDON = (_a("patch", "nodes", namespaced=False, why="cordon and uncordon (_cordon, _uncordon)"),)
+NODE_FILTER = (
+    _a("create", "pods", why="the partition's helper pods (_filter; dry-run in preflight_partition)"),
+    _a("delete", "pods", why="the helper pods at the heal (_remove_helpers)"),
+    _a("get", "networkpolicies", "networking.k8s.io", why="the heal looks for a policy of either method (heal_zone)"),
+)
+NETWORK_POLICY = (
+    _a("patch", "pods", why="the zone's pods labelled and unlabelled (_isolate, _unlabel)"),
+    _a("create", "networkpolicies", "networking.k8s.io", why="the partition's policy (_isolate)"),
+    _a("get", "networkpolicies", "networking.k8s.io", why="the heal and the effect check (heal_zone)"),
+    _a("delete", "networkpolicies", "networking.k8s.io", why="the heal (heal_zone)"),
+)
+DRAIN = (
+    _a("create", "pods", subresource="eviction", why="the drain's eviction (drain_node)"),
+    _a("delete", "pods", why="the force delete at the drain's deadline (_end_drain)"),
+)
+UPGRADE = (_a("patch", "rayservices", "ray.io", why="the upgrade's merge patch, and its revert (upgrade_app)"),)
+
+BY_SCOPE: dict[str, tuple[Access, ...]] = {
+    "replica": EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
+    "engine": EXEC,
+    "node": EXEC + DELETE_PODS,
+    "head": EXEC + DELETE_PODS,
+    "redis": EXEC + DELETE_PODS,
+    "zone": EXEC + DELETE_PODS + CORDON,
+    "region": EXEC + DELETE_PODS + CORDON,
+    "drain": DRAIN,
+    "upgrade": UPGRADE,
+}
+
+
+def needed(scopes: Iterable[str], partition_method: str = "node-filter") -> list[Access]:
+    """Every access the faults of ``scopes`` and their heals need, the reads every run makes first; each once."""
+    out: list[Access] = list(READS)
+    for scope in sorted(set(scopes)):
+        if scope == "partition":
+            out += EXEC + (NETWORK_POLICY if partition_method == "networkpolicy" else NODE_FILTER)
+        else:
+            out += BY_SCOPE.get(scope, ())
+    seen, unique = set(), []
+    for a in out:
+        key = (a.verb, a.resource, a.group, a.subresource, a.namespaced)
+        if key not in seen:
+            seen.add(key)
+            unique.append(a)
+    return unique
+
+
+def review_body(access: Access, namespace: str):
+    """The SelfSubjectAccessReview asking about ``access`` (the namespace left out for cluster-scoped resources)."""
+    from kubernetes import client
+
+    attrs = client.V1ResourceAttributes(verb=access.verb, resource=access.resource, group=access.group,
+                                        subresource=access.subresource or None,
+                                        namespace=namespace if access.namespaced else None)
+    return client.V1SelfSubjectAccessReview(api_version="authorization.k8s.io/v1", kind="SelfSubjectAccessReview",
+                                            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attrs))
+
+
+def denied(authz, namespace: str, accesses: list[Access]) -> list[tuple[Access, str]]:
+    """The accesses the API server does not allow the caller, each with what it said (``status.reason``,
+    or ``status.evaluationError``; RBAC says nothing when no rule allows: its authorizer has no opinion).
+    ``authz`` is an ``AuthorizationV1Api``."""
+    out = []
+    for a in accesses:
+        status = authz.create_self_subject_access_review(review_body(a, namespace)).status
+        if not (status and status.allowed):
+            why = (status.reason or status.evaluation_error or "") if status else "no status"
+            out.append((a, why))
+    return out
+
+
+def refusal(context: str, namespace: str, missing: list[tuple[Access, str]]) -> str:
+    """One line naming every missing access (and why the rig needs it)."""
+    shown = "; ".join(f"{a.text(namespace)} [{a.why}]" + (f" ({why})" if why else "") for a, why in missing)
+    return (f"kube context {context} may not {shown}: the rig could not inject or could not heal this "
+            f"experiment's faults, so nothing is injected (grant them: {RBAC_DOC})")
