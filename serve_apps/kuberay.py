@@ -1,8 +1,9 @@
 """Renders the KubeRay manifests' ``serveConfigV2`` and RayService from the one Serve config source.
 
 ``python -m serve_apps.kuberay`` (re)writes ``kuberay/base/rayservice.yaml`` and the vLLM GPU
-overlay's ``rayservice-patch.yaml`` (CUDA image, one GPU per worker, the checkpoint volume); a unit test fails when the committed files differ from
-what this renders, so the manifests cannot drift from ``serve_apps.config``.
+overlay's ``rayservice-patch.yaml`` (CUDA image, one GPU per worker, the checkpoint fetched into each
+pod, the head outside the zones under test) and ``redis-placement.yaml``; a unit test fails when the
+committed files differ from what this renders, so the manifests cannot drift from ``serve_apps.config``.
 
 Design choices (KubeRay v1.7 field names):
 - one worker group per zone, pinned with ``nodeSelector: topology.kubernetes.io/zone`` and
@@ -27,8 +28,33 @@ ROOT = Path(__file__).resolve().parent.parent / "kuberay"
 ZONES = ("zone-a", "zone-b", "zone-c")
 REGION = "region-1"
 IMAGE = "availproof:dev"  # built by kuberay/kind-smoke.sh and `kind load`ed
-GPU_IMAGE = "availproof-vllm:dev"  # kuberay/Dockerfile with --build-arg VARIANT=gpu (vLLM's CUDA build)
-MODELS_CLAIM = "availproof-models"  # a PVC holding the checkpoint at model/ (overlays/vllm-gpu/models-pvc.yaml)
+# kuberay/Dockerfile with --build-arg VARIANT=gpu (vLLM's CUDA build), pushed to a registry the nodes pull
+# from: the overlay's kustomization sets it (`images:` newName/newTag or digest), pulled at every start
+GPU_IMAGE = "availproof-vllm"
+GPU_PULL_POLICY = "Always"
+MODEL_DIR = "/models/model"  # where the engines load the checkpoint from (model_source)
+# The checkpoint's source, created at install like the Redis Secret (none committed): the ConfigMap's key
+# `url` (hf://REPO[@REVISION], or the http(s) URL of a tar of the checkpoint's files), the Secret's
+# optional key `hf-token` for a gated Hugging Face repository
+MODEL_SOURCE = "availproof-model"
+# The control-plane node pool: the head and Redis run there, outside every zone the experiments break
+CONTROL_PLANE_LABEL = "availproof.io/control-plane-zone"
+# Run by the init container fetch-model (sh, in the GPU image, which has Python and huggingface_hub as
+# vLLM's dependency) into the pod's emptyDir: every pod, in any zone, gets its own copy.
+FETCH_MODEL = r'''set -eu
+dest="${MODEL_DIR:-/models/model}"
+if [ -f "$dest/config.json" ]; then echo "the checkpoint is in $dest already"; exit 0; fi
+case "${MODEL_URL:-}" in
+  hf://*)
+    python -c 'import sys; from huggingface_hub import snapshot_download; repo, _, rev = sys.argv[1].partition("@"); snapshot_download(repo, revision=rev or None, local_dir=sys.argv[2])' "${MODEL_URL#hf://}" "$dest" ;;
+  http://*|https://*)
+    mkdir -p "$dest"
+    python -c 'import sys, tarfile, urllib.request; t = tarfile.open(fileobj=urllib.request.urlopen(sys.argv[1]), mode="r|*"); t.extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))' "$MODEL_URL" "$dest" ;;
+  *)
+    echo "MODEL_URL (ConfigMap availproof-model, key url) must be hf://REPO[@REVISION] or the http(s) URL of a tar of the checkpoint's files, got: '${MODEL_URL:-}'" >&2; exit 2 ;;
+esac
+test -f "$dest/config.json" || { echo "no config.json at the top of $dest after fetching $MODEL_URL" >&2; exit 3; }
+'''
 RAY_VERSION = "2.60.0"
 
 
@@ -103,7 +129,7 @@ def stream_spec() -> AppSpec:
 
 def vllm_gpu_spec() -> AppSpec:
     spec = AppSpec(app="llm", zones=list(ZONES), http_port=8000)
-    spec.llm = LLMOptions(model_path="/models/model", model_id="availproof-tiny", dtype="auto", num_cpus=1.0)
+    spec.llm = LLMOptions(model_path=MODEL_DIR, model_id="availproof-tiny", dtype="auto", num_cpus=1.0)
     return spec
 
 
@@ -119,15 +145,43 @@ def vllm_gpu_config(spec: AppSpec) -> dict[str, Any]:
     return cfg
 
 
+def fetch_model_container() -> dict[str, Any]:
+    """The init container that puts the checkpoint in the pod's own ``models`` emptyDir before Ray starts
+    (:data:`FETCH_MODEL`), from the source the user set at install (:data:`MODEL_SOURCE`). A volume per
+    pod works in every zone (a ReadOnlyMany claim is what zonal disks, EBS or a GCE PD, cannot give)."""
+    return {
+        "name": "fetch-model",
+        "image": GPU_IMAGE,
+        "imagePullPolicy": GPU_PULL_POLICY,
+        "command": ["sh", "-c", FETCH_MODEL],
+        "env": [{"name": "MODEL_URL", "valueFrom": {"configMapKeyRef": {"name": MODEL_SOURCE, "key": "url"}}},
+                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": MODEL_SOURCE, "key": "hf-token",
+                                                                   "optional": True}}},
+                {"name": "MODEL_DIR", "value": MODEL_DIR}],
+        "resources": {k: {"cpu": "1", "memory": "2Gi"} for k in ("limits", "requests")},
+        "volumeMounts": [{"name": "models", "mountPath": "/models"}],
+    }
+
+
+def outside_zones_affinity() -> dict[str, Any]:
+    """Required node affinity: a node in none of the zones the worker groups (and so the experiments)
+    use; with the control-plane label's nodeSelector, the head and Redis stay out of every zone loss."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": list(ZONES)}]}]}}}
+
+
 def gpu_worker_group(zone: str) -> dict[str, Any]:
-    """A worker group of the GPU overlay: one GPU, the CUDA image, the checkpoint mounted read-only at /models."""
+    """A worker group of the GPU overlay: one GPU, the CUDA image, the checkpoint fetched into the pod's own
+    volume by an init container and mounted read-only at /models."""
     g = worker_group(zone)
     c = g["template"]["spec"]["containers"][0]
     c["image"] = GPU_IMAGE
+    c["imagePullPolicy"] = GPU_PULL_POLICY
     c["resources"] = {k: {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"} for k in ("limits", "requests")}
     c["volumeMounts"].append({"name": "models", "mountPath": "/models", "readOnly": True})
     spec = g["template"]["spec"]
-    spec["volumes"].append({"name": "models", "persistentVolumeClaim": {"claimName": MODELS_CLAIM, "readOnly": True}})
+    spec["initContainers"] = [fetch_model_container()]
+    spec["volumes"].append({"name": "models", "emptyDir": {}})
     spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     g["rayStartParams"] = {"num-cpus": "8", "num-gpus": "1"}
     return g
@@ -139,18 +193,29 @@ def gpu_patch() -> dict[str, Any]:
             "spec": {"serveConfigV2": yaml.safe_dump(vllm_gpu_config(vllm_gpu_spec()), sort_keys=False),
                      "rayClusterConfig": {
                          "headGroupSpec": {"template": {"spec": {
-                             "nodeSelector": None,  # kind's control-plane-zone label: schedule anywhere
+                             # the base's nodeSelector (the control-plane node pool) kept, and no zone under test
+                             "affinity": outside_zones_affinity(),
                              "containers": [{**rayservice(stream_spec())["spec"]["rayClusterConfig"]["headGroupSpec"]
-                                             ["template"]["spec"]["containers"][0], "image": GPU_IMAGE}]}}},
+                                             ["template"]["spec"]["containers"][0], "image": GPU_IMAGE,
+                                             "imagePullPolicy": GPU_PULL_POLICY}]}}},
                          "workerGroupSpecs": [gpu_worker_group(z) for z in ZONES]}}}
+
+
+def redis_placement() -> dict[str, Any]:
+    """The GPU overlay's patch of the Redis Deployment: the base's control-plane nodeSelector kept, and no
+    zone under test (:func:`outside_zones_affinity`)."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "redis"},
+            "spec": {"template": {"spec": {"affinity": outside_zones_affinity()}}}}
 
 
 def render() -> dict[Path, str]:
     """Every generated file, by path."""
     header = "# GENERATED by `python -m serve_apps.kuberay` from serve_apps/config.py: do not edit by hand.\n"
+    gpu = ROOT / "overlays" / "vllm-gpu"
     return {
         ROOT / "base" / "rayservice.yaml": header + yaml.safe_dump(rayservice(stream_spec()), sort_keys=False),
-        ROOT / "overlays" / "vllm-gpu" / "rayservice-patch.yaml": header + yaml.safe_dump(gpu_patch(), sort_keys=False),
+        gpu / "rayservice-patch.yaml": header + yaml.safe_dump(gpu_patch(), sort_keys=False),
+        gpu / "redis-placement.yaml": header + yaml.safe_dump(redis_placement(), sort_keys=False),
     }
 
 

@@ -116,25 +116,86 @@ def test_core_object_misspelling_is_rejected(rendered):
     assert any("Deployment/redis" in p for p in manifests.check_object(dep))
 
 
-def test_gpu_overlay_requests_gpus_mounts_the_model_and_has_no_kind_only_selector(rendered):
+def test_gpu_overlay_is_deployable_on_gke_and_eks_as_written(rendered):
+    """The image from a registry (kustomize ``images:``, pulled: no local ``:dev`` tag), the checkpoint
+    fetched into each worker pod's own volume (no ReadOnlyMany claim, which zonal disks cannot give),
+    the head and Redis on the control-plane node pool and in no zone under test, no secret committed."""
     objs = rendered["vllm-gpu"]
-    assert "availproof.io/control-plane-zone" not in yaml.safe_dump(objs)
+    text = yaml.safe_dump(objs)
+    assert "availproof-vllm:dev" not in text and "ReadOnlyMany" not in text
+    assert not [o for o in objs if o["kind"] in ("PersistentVolumeClaim", "Secret", "ConfigMap")
+                and o["metadata"]["name"] in ("availproof-models", "availproof-model", "redis-password")]
     rs = rayservice(objs)
     cs = rs["spec"]["rayClusterConfig"]
-    assert cs["headGroupSpec"]["template"]["spec"].get("nodeSelector") is None
+    zones = [g["template"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"] for g in cs["workerGroupSpecs"]]
+    image = "registry.example.com/availproof/availproof-vllm:0.1.0"  # the kustomization's images: entry
+    for _, template in manifests.pod_templates(rs):
+        for c in template["spec"]["containers"] + template["spec"].get("initContainers", []):
+            assert c["image"] == image and c["imagePullPolicy"] == "Always", c["name"]
     for g in cs["workerGroupSpecs"]:
         spec = g["template"]["spec"]
         c = spec["containers"][0]
-        assert c["image"] == kuberay.GPU_IMAGE
         assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" == c["resources"]["requests"]["nvidia.com/gpu"]
         assert {"name": "models", "mountPath": "/models", "readOnly": True} in c["volumeMounts"]
-        claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in spec["volumes"]}
-        assert claims["models"] == kuberay.MODELS_CLAIM
-    assert any(o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == kuberay.MODELS_CLAIM for o in objs)
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["models"] == {"name": "models", "emptyDir": {}}
+        fetch = spec["initContainers"][0]
+        assert fetch["name"] == "fetch-model" and {"name": "models", "mountPath": "/models"} in fetch["volumeMounts"]
+        env = {e["name"]: e for e in fetch["env"]}
+        assert env["MODEL_URL"]["valueFrom"]["configMapKeyRef"] == {"name": kuberay.MODEL_SOURCE, "key": "url"}
+        assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True
     llm = yaml.safe_load(rs["spec"]["serveConfigV2"])["applications"][0]["args"]["llm_configs"][0]
-    assert llm["model_loading_config"]["model_source"] == "/models/model"
-    redis = next(o for o in objs if o["kind"] == "Deployment")
-    assert "nodeSelector" not in redis["spec"]["template"]["spec"]
+    assert llm["model_loading_config"]["model_source"] == kuberay.MODEL_DIR
+    redis = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "redis")
+    for spec in (cs["headGroupSpec"]["template"]["spec"], redis["spec"]["template"]["spec"]):
+        assert spec["nodeSelector"] == {kuberay.CONTROL_PLANE_LABEL: "true"}
+        term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert term == [{"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn",
+                                               "values": zones}]}]
+
+
+def test_the_model_fetch_unpacks_a_checkpoint_from_a_url_and_refuses_what_it_cannot_use(tmp_path):
+    """The init container's script (sh and Python, as in the GPU image) against a local HTTP server."""
+    import functools
+    import http.server
+    import os
+    import subprocess
+    import sys
+    import tarfile
+    import threading
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.json").write_text("{}")
+    (src / "model.safetensors").write_bytes(b"0" * 64)
+    with tarfile.open(tmp_path / "ckpt.tar.gz", "w:gz") as tar:
+        for f in src.iterdir():
+            tar.add(f, arcname=f.name)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+
+    def fetch(url, dest):
+        return subprocess.run(["sh", "-c", kuberay.FETCH_MODEL], env={**env, "MODEL_URL": url, "MODEL_DIR": str(dest)},
+                              capture_output=True, text=True, timeout=60)
+
+    try:
+        port = server.server_address[1]
+        done = fetch(f"http://127.0.0.1:{port}/ckpt.tar.gz", tmp_path / "m1")
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in (tmp_path / "m1").iterdir()) == ["config.json", "model.safetensors"]
+        assert fetch(f"http://127.0.0.1:{port}/ckpt.tar.gz", tmp_path / "m1").stdout.startswith("the checkpoint is in")
+        bad = fetch("s3://bucket/model", tmp_path / "m2")
+        assert bad.returncode == 2 and "must be hf://REPO[@REVISION] or the http(s) URL" in bad.stderr
+        (src / "config.json").unlink()
+        with tarfile.open(tmp_path / "empty.tar", "w") as tar:
+            tar.add(src / "model.safetensors", arcname="model.safetensors")
+        missing = fetch(f"http://127.0.0.1:{port}/empty.tar", tmp_path / "m3")
+        assert missing.returncode == 3 and "no config.json at the top" in missing.stderr
+    finally:
+        server.shutdown()
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
