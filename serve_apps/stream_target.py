@@ -6,7 +6,15 @@ delay, then emits one token every ``token_s`` seconds with multiplicative jitter
 model at ``/v1/models``. It is a load target with realistic timing, not a fake vLLM: it
 computes nothing and says so in every response (``system_fingerprint``).
 
-``/-/whoami`` tells which replica, process, node and zone answered (for placement checks).
+``/-/whoami`` tells which replica, process, node and zone answered (for placement checks); every
+answer to a request says which replica, zone, region and app version served it in its headers
+(:mod:`serve_apps.served_by`).
+
+Each replica simulates vLLM's prefix cache (:mod:`serve_apps.prefix_cache`: an LRU of prefix block
+hashes): the first token waits ``prefill_s`` plus ``uncached_token_s`` per prompt token not
+served from the cache, and the usage reports the cached ones
+(``usage.prompt_tokens_details.cached_tokens``). A prompt whose tokens (words) plus ``max_tokens``
+pass ``max_model_len`` is refused with a 400, as vLLM refuses it.
 
 Each replica runs an engine child process (:mod:`serve_apps.stream_engine`) and depends on it as a
 vLLM replica depends on its EngineCore: while the engine is hung requests wait, once it is dead
@@ -28,6 +36,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
+from serve_apps import served_by
+from serve_apps.prefix_cache import PrefixCache
 from serve_apps.stream_engine import EngineDead, EngineProcess, wait_ready
 
 VOCAB = ("the", "zone", "replica", "stays", "up", "while", "a", "node", "fails", "and", "traffic",
@@ -45,8 +55,13 @@ def _error(status: int, message: str) -> JSONResponse:
 @serve.ingress(api)
 class StreamTarget:
     def __init__(self, model: str = "availproof-tiny", prefill_s: float = 0.05, token_s: float = 0.02,
-                 jitter: float = 0.2, max_tokens_cap: int = 512):
+                 jitter: float = 0.2, max_tokens_cap: int = 512, max_model_len: int = 512,
+                 uncached_token_s: float = 0.002, block_tokens: int = 16, prefix_cache_blocks: int = 256):
         self.model = model
+        self.max_model_len = max_model_len
+        self.uncached_token_s = uncached_token_s
+        self.cache = PrefixCache(prefix_cache_blocks, block_tokens)
+        self._served: dict[str, str] | None = None
         self.prefill_s = prefill_s
         self.token_s = token_s
         self.jitter = jitter
@@ -65,6 +80,15 @@ class StreamTarget:
         engine = getattr(self, "engine", None)
         if engine is not None:
             engine.close()
+
+    def _served_headers(self) -> dict[str, str]:
+        """Who serves (serve_apps.served_by): this replica, its node's zone and region, the app version,
+        and what its engine resolved (the simulated prefix cache; the deployment's request router)."""
+        if self._served is None:
+            engine = {"prefix_caching": self.cache.capacity > 0, "block_size": self.cache.block,
+                      "kv_cache_tokens": self.cache.capacity_tokens, "router": served_by.router_name()}
+            self._served = served_by.headers(served_by.identity(), engine)
+        return self._served
 
     def _delay(self, base: float) -> float:
         return max(0.0, base * (1 + self.rng.uniform(-self.jitter, self.jitter)))
@@ -110,6 +134,11 @@ class StreamTarget:
         return await self._generate(request, chat=True)
 
     async def _generate(self, request: Request, chat: bool):
+        response = await self._answer(request, chat)
+        response.headers.update(self._served_headers())
+        return response
+
+    async def _answer(self, request: Request, chat: bool):
         body, err = await self._parse(request)
         if err:
             return err
@@ -117,7 +146,12 @@ class StreamTarget:
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16]
         prompt = body.get("prompt") if not chat else " ".join(
             str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, dict))
-        prompt_tokens = len(str(prompt or "").split())
+        tokens = str(prompt or "").split()
+        prompt_tokens = len(tokens)
+        if prompt_tokens + body.get("max_tokens", 16) > self.max_model_len:
+            return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+                               f"requested {prompt_tokens + body.get('max_tokens', 16)} tokens ({prompt_tokens} in the "
+                               f"messages, {body.get('max_tokens', 16)} in the completion).")
         words = [VOCAB[(i * 7 + prompt_tokens) % len(VOCAB)] for i in range(n)]
         obj = "chat.completion" if chat else "text_completion"
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
@@ -125,18 +159,21 @@ class StreamTarget:
             await wait_ready(self.engine)
         except EngineDead as e:
             return JSONResponse({"error": {"message": str(e), "type": "EngineDeadError"}}, status_code=500)
+        cached = self.cache.serve(tokens)
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        prefill = self.prefill_s + (prompt_tokens - cached) * self.uncached_token_s
         if not body.get("stream"):
-            await asyncio.sleep(self._delay(self.prefill_s) + sum(self._delay(self.token_s) for _ in range(n - 1)))
+            await asyncio.sleep(self._delay(prefill) + sum(self._delay(self.token_s) for _ in range(n - 1)))
             text = " ".join(words)
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})
-            return {"id": rid, "object": obj, "created": int(time.time()), "model": self.model,
-                    "system_fingerprint": FINGERPRINT, "choices": [choice], "usage": usage}
+            return JSONResponse({"id": rid, "object": obj, "created": int(time.time()), "model": self.model,
+                                 "system_fingerprint": FINGERPRINT, "choices": [choice], "usage": usage})
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(self._events(rid, chat, words, usage, include_usage),
+        return StreamingResponse(self._events(rid, chat, words, usage, include_usage, prefill),
                                  media_type="text/event-stream")
 
-    async def _events(self, rid, chat, words, usage, include_usage):
+    async def _events(self, rid, chat, words, usage, include_usage, prefill):
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(time.time())
 
@@ -145,7 +182,7 @@ class StreamTarget:
                        "system_fingerprint": FINGERPRINT, "choices": choices, **extra}
             return f"data: {json.dumps(payload)}\n\n"
 
-        await asyncio.sleep(self._delay(self.prefill_s))
+        await asyncio.sleep(self._delay(prefill))
         for i, w in enumerate(words):
             if i:
                 await asyncio.sleep(self._delay(self.token_s))
