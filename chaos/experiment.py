@@ -118,8 +118,10 @@ def problems(experiment: Any, source: str = "experiment") -> list[str]:
 def settings(experiment: dict[str, Any], source: str = "experiment", app: str = "stream") -> Settings:
     """The validated ``availproof`` extension of an experiment.
 
-    With ``app="llm"`` the extension's ``llm`` block (load, steady_state, slo) is merged over
-    the defaults: a CPU vLLM replica serves far fewer tokens per second than the stream target.
+    With ``app="llm"`` the extension's ``llm`` block (load, steady_state, slo, bounds key by key;
+    recovery_window_s and bounds_source in place) is merged over the defaults: a CPU vLLM replica
+    serves far fewer tokens per second than the stream target, and a replacement engine takes
+    minutes to start.
     The block is validated as written (``...llm.load.rate``) and the merged result again.
 
     The variables its tokens are read from (``auth_token_env``, ``front_door.token_env``) are
@@ -138,8 +140,8 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
     where = f"{source}: {_prefix()}"
     if app == "llm":
         ext = {**ext}
-        for key, over in ext.get("llm", {}).items():
-            ext[key] = {**ext.get(key, {}), **over}
+        for key, over in ext.get("llm", {}).items():  # objects key by key, numbers and text in place
+            ext[key] = {**ext.get(key, {}), **over} if isinstance(over, dict) else over
         where = f"{source}: {_prefix()} (with its llm overrides)"
         _raise_first(ext, source, f"{_prefix()} (with its llm overrides)")
     try:

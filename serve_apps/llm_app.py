@@ -33,6 +33,13 @@ ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "1",
     "OMP_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    # vLLM's own logging set-up (logging.config.dictConfig at import) closes every handler of the
+    # process, Serve's MemoryHandler included; a restarted Serve controller then fails to recover
+    # each engine replica (`is_allocated()` reads the closed handler's target) and replaces them
+    # all at once: a head loss became a full outage of ~100 s (README, "The vLLM head kill
+    # explained"; scripts/repro/serve_recovery_after_dictconfig.py). vLLM's logs go through
+    # Serve's handlers instead.
+    "VLLM_CONFIGURE_LOGGING": "0",
 }
 
 

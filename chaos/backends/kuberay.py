@@ -37,6 +37,12 @@ are found by label and annotation: :meth:`KubeRayBackend.leftovers`, :meth:`Kube
 
 Upgrades and drains (the disruptions users cause themselves): see :meth:`KubeRayBackend.upgrade_app`,
 :meth:`KubeRayBackend.drain_node` and kuberay/README.md.
+
+Before any fault (:meth:`KubeRayBackend.prepare`): a SelfSubjectAccessReview for every verb the faults
+and their heals call (:mod:`chaos.backends.kube_access`), the leftovers check, the refusal of a zone or
+region loss on an autoscaled cluster unless acknowledged, of a ``cluster`` upgrade KubeRay would not roll
+out, and admission's dry run for a partition. :meth:`KubeRayBackend.plan` says, reading only, what a fault
+would touch (``availproof run --plan``).
 """
 
 from __future__ import annotations

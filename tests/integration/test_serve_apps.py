@@ -78,6 +78,47 @@ def test_app_api_with_one_replica_per_zone(app, shared_cluster):
         check_openai_api(url)
 
 
+RESTART_CONTROLLER = """
+import ray, sys
+ray.init(address=sys.argv[1], namespace="serve", logging_level="ERROR", log_to_driver=False)
+ray.kill(ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve"), no_restart=False)
+print("killed")
+"""
+
+
+def test_a_restarted_serve_controller_keeps_the_vllm_engines(shared_cluster):
+    """What a head loss does to Serve, without the head loss: the controller restarts and recovers its
+    replicas from their actors. vLLM's own logging set-up used to close Serve's log handler in every
+    engine replica, and the recovery then replaced all three engines at once (README, "The vLLM head
+    kill explained"); the LLM app's runtime env turns it off (VLLM_CONFIGURE_LOGGING=0)."""
+    import subprocess
+    import sys
+    import time
+
+    if deploy.deployed_app(shared_cluster) != "llm":
+        deploy_app(shared_cluster, "llm")
+
+    def engines():
+        return {r.replica_id: r.state for r in placement.replicas(shared_cluster) if r.deployment.startswith("LLMServer")}
+
+    before = engines()
+    assert len(before) == 3 and set(before.values()) == {"RUNNING"}, before
+    out = subprocess.run([sys.executable, "-c", RESTART_CONTROLLER, shared_cluster.state.gcs_address],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "killed", out.stderr[-1000:]
+    end, seen = time.monotonic() + 120, {}
+    time.sleep(5.0)  # the controller's recovery: RECOVERING, then RUNNING (or a replica STOPPING and a new one)
+    while time.monotonic() < end:
+        try:
+            seen = engines()
+        except placement.PlacementUnknown:
+            seen = {}
+        if seen and set(seen.values()) == {"RUNNING"} and len(seen) == 3:
+            break
+        time.sleep(1.0)
+    assert seen == before, (before, seen)  # the same three engines, none replaced
+
+
 # Experiments with real vLLM engines (CI time: 2-7 min each on 2 cores), kept to what the stream target
 # cannot prove: the replica kill, whose replacement is a vLLM engine starting (and whose in-flight streams
 # are real engine streams). The rolling upgrade with vLLM (5-7 min: every engine replaced in turn) runs

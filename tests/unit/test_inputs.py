@@ -27,6 +27,20 @@ def test_all_shipped_experiments_validate():
         assert s.network == ("netns" if s.scope == "partition" else "loopback")
 
 
+def test_with_vllm_a_bound_that_waits_for_a_replacement_gets_the_engine_start_and_says_so():
+    """--app llm: the capacity bound and the recovery window longer by twice the measured engine start,
+    the other bounds and the stream target's settings as written, the source saying where it comes from."""
+    from chaos import suite
+
+    exp = experiment.load(suite.experiment_path("head-kill-gcs-ft"))
+    stream, llm = experiment.settings(exp), experiment.settings(exp, app="llm")
+    assert stream.bounds["max_time_to_capacity_restored_s"] == 90 and stream.recovery_window_s == 40
+    assert llm.bounds["max_time_to_capacity_restored_s"] == 90 + 2 * 102 and llm.recovery_window_s == 40 + 2 * 102
+    assert {k: v for k, v in llm.bounds.items() if k != "max_time_to_capacity_restored_s"} == \
+        {k: v for k, v in stream.bounds.items() if k != "max_time_to_capacity_restored_s"}
+    assert llm.bounds_source.startswith(stream.bounds_source) and "102 s from scheduled to RUNNING" in llm.bounds_source
+
+
 @pytest.mark.parametrize("mutate, needle", [
     (lambda d: ext(d).update(scope="galaxy"), "scope"),
     (lambda d: ext(d).update(bounds={"max_failures": 1}), "bounds.max_failures"),

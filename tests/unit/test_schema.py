@@ -65,7 +65,8 @@ def test_enums_match_the_code():
     assert tuple(EXT["properties"]["scope"]["enum"]) == SCOPES
     if hasattr(bounds, "POPULATIONS"):
         assert tuple(EXT["properties"]["population"]["enum"]) == bounds.POPULATIONS
-    assert set(EXT["properties"]["llm"]["properties"]) == {"load", "steady_state", "slo"}
+    assert set(EXT["properties"]["llm"]["properties"]) == {"load", "steady_state", "slo", "bounds", "recovery_window_s",
+                                                           "bounds_source"}
     from chaos.backends import kube_partition
 
     assert tuple(EXT["properties"]["kubernetes"]["properties"]["partition_method"]["enum"]) == kube_partition.METHODS
@@ -224,7 +225,9 @@ BAD_EXTENSION = [
     ("stop_when.after_s", 1, "stop_when.after_s"),
     ("kubernetes.namespaces", "a", "kubernetes.namespaces"),
     ("app.replicas", 2, "app.replicas"),
-    ("llm.bounds", {}, "llm.bounds"),
+    ("llm.bounds", {}, "llm.bounds"),  # an empty override says nothing
+    ("llm.bounds", {"max_failed_requests": "3"}, "llm.bounds.max_failed_requests"),
+    ("llm.recovery_window_s", -1, "llm.recovery_window_s"),
     # the llm block is checked as written, whatever --app says
     ("llm.load.rate", "2", "llm.load.rate"),
     ("llm.load.timeout_s", -1, "llm.load.timeout_s"),
@@ -443,7 +446,8 @@ KINDS = {
                                            "max_failed_unaffected_zones", "max_relapses")},
     "bounds.max_failed_ratio": "number", "bounds.must_recover": "boolean",
 }
-KINDS.update({f"llm.{k}": v for k, v in KINDS.items() if k.split(".")[0] in ("load", "steady_state", "slo")})
+KINDS.update({f"llm.{k}": v for k, v in KINDS.items()
+              if k.split(".")[0] in ("load", "steady_state", "slo", "bounds") or k in ("recovery_window_s", "bounds_source")})
 
 
 def _leaves(node, root, prefix=""):

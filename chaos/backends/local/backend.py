@@ -160,12 +160,15 @@ class LocalBackend:
             return {"kind": "node", "name": name, "where": f"zone {n.zone or '-'}, {n.ip}, session {n.sid}",
                     "does": f"{does} ({len(pids)} process(es) now)", "after": after}
 
-        if scope in ("replica", "engine"):
+        if scope in ("replica", "engine", "engine-crash"):
             r = self.pick_replica(zone=a.get("zone"), deployment=a.get("deployment") if scope == "replica" else None)
             where = f"node {r.node} (zone {r.zone})"
             if scope == "engine":
                 return [{"kind": "process", "name": str(p), "where": where, "does": "SIGSTOP",
                          "after": "SIGCONT at the heal"} for p in self.engine_pids(r)]
+            if scope == "engine-crash":
+                return [{"kind": "process", "name": str(p), "where": where, "does": "SIGKILL (the replica lives)",
+                         "after": "Serve's health check replaces the replica"} for p in self.engine_children(r)]
             does = {"sigkill": f"SIGKILL of replica {r.replica_id}'s worker process",
                     "actor": f"ray.kill of actor {r.actor_name} (a driver connected before the injection)"}
             if a.get("method", "sigkill") not in does:
