@@ -44,7 +44,10 @@ fault (a second fault is not measured against what the first one left).
 Replacement (``replacement``, from the RUNNING replicas' ids in the samples): what an upgrade (or
 any fault) replaced. ``replicas_before``: the ids RUNNING in the last known sample before the
 injection; ``replaced``: how many of them were gone by the window's end; ``new``: ids RUNNING in
-the window that were not there before, each with the instant first seen (``running_s``);
+the window that were not there before, each with the instant first seen (``running_s``), the
+instant first seen STARTING (``scheduled_s``: Serve scheduled it, its constructor running; null
+when no sample saw it starting) and its start (``start_s`` = running - scheduled: for a vLLM
+replica, its engine's start; within a sampling period);
 ``gone``: each old id with the instant it was first missing (``gone_s``);
 ``time_to_complete_s``: the first known sample in which no old id runs and at least as many
 replicas run as before (the upgrade complete); null with the reason when it never happened in
@@ -215,6 +218,10 @@ def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
     out["replicas_before"] = len(old)
     new_seen: dict[str, int] = {}
     gone_at: dict[str, int] = {}
+    scheduled: dict[str, int] = {}
+    for s in before[-1:] + window:  # a replacement may be scheduled before the window's first sample
+        for i in {i for ids in (s.starting_ids or {}).values() for i in ids} - old:
+            scheduled.setdefault(i, s.t_ns)
     complete = None
     for s in known:
         ids = _ids(s)
@@ -225,7 +232,9 @@ def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
         if complete is None and not (ids & old) and len(ids) >= len(old):
             complete = s.t_ns
     out["replaced"] = len(old - _ids(known[-1]))
-    out["new"] = [{"replica": i, "running_s": _sec(t0, t)} for i, t in sorted(new_seen.items(), key=lambda x: x[1])]
+    out["new"] = [{"replica": i, "running_s": _sec(t0, t), "scheduled_s": _sec(t0, scheduled.get(i)),
+                   "start_s": _sec(scheduled[i], t) if i in scheduled else None}
+                  for i, t in sorted(new_seen.items(), key=lambda x: x[1])]
     out["gone"] = [{"replica": i, "gone_s": _sec(t0, t)} for i, t in sorted(gone_at.items(), key=lambda x: x[1])]
     out["time_to_complete_s"] = _sec(t0, complete)
     if complete is None:

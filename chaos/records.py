@@ -139,6 +139,7 @@ class Sample:
     errors: dict[str, str] = field(default_factory=dict)  # probe -> why it gave no answer
     conditions: dict[str, str] | None = None  # KubeRay: the RayService's conditions (type -> status)
     replica_ids: dict[str, list[str]] | None = None  # serving replicas' ids per deployment (upgrades)
+    starting_ids: dict[str, list[str]] | None = None  # STARTING replicas' ids per deployment (engine starts)
     front: dict[str, Any] | None = None  # the balancer's servers and counters (chaos.frontdoor.parse_show_stat)
     kind: str = "sample"
 
@@ -290,6 +291,7 @@ _SAMPLE_FIELDS = set(Sample.__dataclass_fields__)
 _SAMPLE_TYPES = {"t_ns": int, "took_s": _NUM, "gcs_ok": bool, "gcs_latency_s": _OPT_NUM, "controller_ok": bool,
                  "app_status": (str, type(None)), "replicas": (dict, type(None)), "nodes_alive": (dict, type(None)),
                  "errors": dict, "conditions": (dict, type(None)), "replica_ids": (dict, type(None)),
+                 "starting_ids": (dict, type(None)),
                  "front": (dict, type(None))}
 _MARK_TYPES = {"event": str, "fault_id": str, "scope": str, "target": str, "t_ns": int, "zones": list,
                "detail": dict}

@@ -59,9 +59,11 @@ SERVING = ("RUNNING", "PENDING_MIGRATION")
 
 def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | None],
                 app: str | None, ids_out: dict[str, list[str]] | None = None,
+                starting_out: dict[str, list[str]] | None = None,
                 ) -> tuple[bool, str | None, dict[str, dict[str, int]] | None, str | None]:
     """(controller answered, app status, RUNNING replicas per deployment per zone, why not);
-    ``ids_out`` receives the RUNNING replicas' ids per deployment.
+    ``ids_out`` receives the RUNNING replicas' ids per deployment, ``starting_out`` those STARTING
+    (scheduled, their constructor running: for a vLLM replica, its engine starting).
 
     While a restarted controller re-attaches the live replicas (state RECOVERING) it cannot say
     how many run, and while it builds an application (a new code version: the app is listed with no
@@ -88,6 +90,8 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
                     per_zone[z] = per_zone.get(z, 0) + 1
                     if ids_out is not None:
                         ids_out.setdefault(dep_name, []).append(str(r.get("replica_id")))
+                elif r.get("state") == "STARTING" and starting_out is not None:
+                    starting_out.setdefault(dep_name, []).append(str(r.get("replica_id")))
                 recovering += r.get("state") == "RECOVERING"
     status = (apps.get(app) or {}).get("status") if app else None
     listed = [a for name, a in apps.items() if app is None or name == app]
@@ -147,7 +151,8 @@ def observe_dashboard(dashboard_url: str, zone_of_ip: dict[str, str | None], app
     pool = _probes()
     g = pool.submit(gcs_health, dashboard_url, timeout)
     ids: dict[str, list[str]] = {}
-    s = pool.submit(serve_state, dashboard_url, timeout, zone_of_ip, app, ids)
+    starting: dict[str, list[str]] = {}
+    s = pool.submit(serve_state, dashboard_url, timeout, zone_of_ip, app, ids, starting)
     n = pool.submit(nodes_alive, dashboard_url, timeout, zone_of_ip, exclude_ips) if nodes else None
     gcs_ok, latency, gcs_why = g.result()
     ctl_ok, status, replicas, ctl_why = s.result()
@@ -156,7 +161,8 @@ def observe_dashboard(dashboard_url: str, zone_of_ip: dict[str, str | None], app
                                 ("nodes", nodes_why)) if v}
     return rec.Sample(t_ns=t_ns, took_s=round(time.monotonic() - t, 6), gcs_ok=gcs_ok, gcs_latency_s=latency,
                       controller_ok=ctl_ok, app_status=status, replicas=replicas, nodes_alive=alive, errors=errors,
-                      replica_ids={d: sorted(v) for d, v in ids.items()} if replicas is not None else None)
+                      replica_ids={d: sorted(v) for d, v in ids.items()} if replicas is not None else None,
+                      starting_ids={d: sorted(v) for d, v in starting.items()} if replicas is not None else None)
 
 
 class Sampler(threading.Thread):

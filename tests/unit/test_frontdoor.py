@@ -384,11 +384,24 @@ def test_replacement_follows_each_old_replica_out_and_each_new_one_in():
     um: dict = {}
     got = planes.replacement(t0, [s for s in ss if s.t_ns < t0], [s for s in ss if s.t_ns >= t0], um)
     assert got["replicas_before"] == 3 and got["replaced"] == 3
-    assert got["new"] == [{"replica": "d", "running_s": 2.0}, {"replica": "e", "running_s": 10.0},
-                          {"replica": "f", "running_s": 20.0}]
+    assert [(x["replica"], x["running_s"]) for x in got["new"]] == [("d", 2.0), ("e", 10.0), ("f", 20.0)]
+    assert all(x["scheduled_s"] is None and x["start_s"] is None for x in got["new"])  # never seen starting
     assert got["gone"] == [{"replica": "a", "gone_s": 4.0}, {"replica": "b", "gone_s": 10.0},
                            {"replica": "c", "gone_s": 20.0}]
     assert got["time_to_complete_s"] == 20.0 and um == {}  # the sample the controller did not answer is skipped
+
+
+def test_a_replacement_says_when_it_was_scheduled_and_how_long_it_took_to_start():
+    """Scheduled: first seen STARTING (a vLLM engine starting); start = running - scheduled. A replica
+    scheduled in the last sample before the window counts from there; an old id starting is no new one."""
+    t0 = T0 + 10 * NS
+    ss = [ids_sample(9.5, "abc"), ids_sample(12.0, "bc"), ids_sample(13.0, "bc"), ids_sample(100.0, "bcd")]
+    ss[1].starting_ids = {"D": ["d"]}
+    ss[2].starting_ids = {"D": ["d", "b"]}
+    got = planes.replacement(t0, ss[:1], ss[1:], {})
+    assert got["new"] == [{"replica": "d", "running_s": 90.0, "scheduled_s": 2.0, "start_s": 88.0}]
+    ss[0].starting_ids = {"D": ["d"]}  # already scheduled at the last sample before the injection
+    assert planes.replacement(t0, ss[:1], ss[1:], {})["new"][0]["scheduled_s"] == -0.5
 
 
 def test_an_upgrade_that_did_not_finish_or_fewer_replicas_is_not_complete():
