@@ -90,13 +90,43 @@ Service-wide figures of a fault
   steady state) and after (steady state to the end of the analysis window).
 - ``resolution_s``: the median gap between consecutive planned sends in the window. No
   figure can be finer than that.
+
+Who served (from the responses' ``x-availproof-*`` headers: ``serve_apps.served_by``)
+-------------------------------------------------------------------------------------
+- ``locality`` (:func:`locality`): per phase, *before* (measured requests sent before the
+  injection), *during* (from the injection to the service's steady state, or to the window's end
+  when it never got there) and *after* (from the steady state to the window's end; ``null`` when
+  never steady): ``requests`` that named their replica, ``cross_zone`` / ``cross_zone_share`` (served
+  in another zone than the client's, i.e. the target's, over the requests where both are known) and
+  ``cross_region`` / ``cross_region_share``. A share is ``null`` when no request of the phase knew
+  both; for the window (during and after) the reason is in ``unmeasurable``
+  (``locality.cross_zone_share``: behind one balancer for every zone the client's requests carry no
+  zone; an app without the headers names none). The bound ``max_cross_region_share`` reads the
+  larger of the *during* and *after* shares.
+- ``warmup`` (:func:`warmup`): the cost of a replacement's cold prefix cache. **Prefix-sharing
+  requests** are the turns of sessions (``load.sessions``: each shares its group's system prompt,
+  and from its second turn its conversation, with earlier requests). ``baseline_p95_ttft_s``: the
+  p95 latency of the successful prefix-sharing requests measured before the injection. The
+  **replacement**: a replica that served a prefix-sharing request in the window and had served
+  nothing before the injection (warm-up requests included); **warm** replicas: those that had.
+  Windows as for steady state (``window_s``, starting at the injection and at each prefix-sharing
+  request's send, wholly inside the window); one is judged when it holds at least ``min_requests``
+  successful prefix-sharing requests served by the replacement and as many served by warm replicas
+  (so a cold cache is told apart from the capacity lost meanwhile: both sides see the same load),
+  and is in bound when the replacement's p95 latency is at most ``steady_state.warm_factor``
+  (default 1.2) times the warm replicas'. ``time_to_warm_s``: the start of the last stretch of
+  in-bound windows holding to the window's end, never before the replacement's first request;
+  ``null`` with ``warmed`` false when the last judged window is out of bound (not warm within the
+  window). ``null`` with its ``reason`` (also in ``unmeasurable``: ``warmup.time_to_warm_s``) when no
+  prefix-sharing request was sent, the responses named no replica, nothing was replaced, or no
+  window could be judged (insufficient evidence).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from chaos import planes, records as rec, scopes
 from chaos.stats import percentile  # the rig's one convention: nearest rank
@@ -113,6 +143,7 @@ class SteadyState:
     min_success_ratio: float = 0.99
     max_p95_ttft_s: float | None = None
     min_requests: int = 3
+    warm_factor: float = 1.2  # the warm-up figure: a replacement is warm within this factor of warm replicas
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "SteadyState":
@@ -225,9 +256,10 @@ def _window_state(ws: list[rec.RequestRecord], steady: SteadyState) -> bool | No
     return True
 
 
-def judge_windows(rs: list[rec.RequestRecord], t0: int, end_ns: int,
-                  steady: SteadyState) -> list[tuple[int, bool]]:
-    """(start, in bound) of every judged window; ``rs`` sorted by send, all sent in [t0, end)."""
+def judge_windows(rs: list[rec.RequestRecord], t0: int, end_ns: int, steady: SteadyState,
+                  judge: Callable[[list[rec.RequestRecord]], bool | None] | None = None) -> list[tuple[int, bool]]:
+    """(start, in bound) of every judged window; ``rs`` sorted by send, all sent in [t0, end). A window
+    is judged by ``judge`` (True in bound, False out, None too thin), by default the steady state's."""
     w = int(steady.window_s * NS)
     out: list[tuple[int, bool]] = []
     j = k = 0
@@ -239,7 +271,7 @@ def judge_windows(rs: list[rec.RequestRecord], t0: int, end_ns: int,
         k = max(k, j)
         while k < len(rs) and rs[k].sent_ns < s + w:
             k += 1
-        state = _window_state(rs[j:k], steady)
+        state = _window_state(rs[j:k], steady) if judge is None else judge(rs[j:k])
         if state is not None and (not out or out[-1][0] != s):
             out.append((s, state))
     return out
@@ -449,6 +481,9 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
                               cut_by=nxt.fault_id if nxt else None)
         fault.update(planes.analyse_fault(f.inject_ns, window_end, run.samples, fault["unmeasurable"],
                                           first_inject_ns=faults[0].inject_ns, scope=f.scope))
+        # who served: outside the client's zone and region; the replacement's cold prefix cache
+        fault["locality"] = locality(fault, measured, window_end, measure_start)
+        fault["warmup"] = warmup(fault, reqs, measured, window_end, measure_start, steady)
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}
     for r in results:
@@ -473,3 +508,139 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         "by_scope": by_scope,
     }
 
+
+
+# ---------------------------------------------------------------- who served: locality and warm-up
+def _window_requests(fault: dict[str, Any], measured: list[rec.RequestRecord], window_end_ns: int) -> list[rec.RequestRecord]:
+    """The requests sent in the fault's analysis window, as :func:`analyse_fault` counts them."""
+    t0, cut = fault["inject_ns"], fault.get("window_cut_by")
+    return [r for r in measured if t0 <= r.sent_ns < window_end_ns and not (cut and _end_ns(r) > window_end_ns)]
+
+
+def _phases(fault: dict[str, Any], window_end_ns: int) -> tuple[int, int | None]:
+    """The end of *during* (the service's steady state, else the window's end) and the start of *after*."""
+    steady_s = fault["service"]["time_to_steady_state_s"]
+    steady_ns = None if steady_s is None else fault["inject_ns"] + int(steady_s * NS)
+    return (steady_ns if steady_ns is not None else window_end_ns), steady_ns
+
+
+def _outside(rs: list[rec.RequestRecord], mine: str, theirs: str) -> tuple[int, int]:
+    """(served outside the client's domain, requests where both are known)."""
+    known = [r for r in rs if getattr(r, mine) is not None and getattr(r, theirs) is not None]
+    return sum(1 for r in known if getattr(r, mine) != getattr(r, theirs)), len(known)
+
+
+def locality(fault: dict[str, Any], measured: list[rec.RequestRecord], window_end_ns: int,
+             measure_start_ns: int) -> dict[str, Any]:
+    """Where the requests were served against where their client is, before, during and after the fault.
+
+    Per phase (*before*: measured requests sent from the start of the measurement to the injection;
+    *during*: from the injection to the service's steady state, or to the window's end when it never
+    got there; *after*: from the steady state to the window's end, null when it never got there):
+    ``requests`` (that named the replica that served them), ``cross_zone`` / ``cross_zone_share``
+    (served in another zone than the target's, over the requests where both zones are known) and
+    ``cross_region`` / ``cross_region_share`` (likewise for regions). A share is null when no
+    request of the phase knew both (the fault's ``unmeasurable`` says why, for the window: the
+    client's requests carry no zone behind one balancer for every zone, or the responses named none)."""
+    t0 = fault["inject_ns"]
+    during_end, after_start = _phases(fault, window_end_ns)
+    rs = _window_requests(fault, measured, window_end_ns)
+    phases = {"before": [r for r in measured if measure_start_ns <= r.sent_ns < t0],
+              "during": [r for r in rs if r.sent_ns < during_end],
+              "after": None if after_start is None else [r for r in rs if r.sent_ns >= after_start]}
+    out: dict[str, Any] = {}
+    for name, xs in phases.items():
+        if xs is None:
+            out[name] = None
+            continue
+        zone_out, zone_n = _outside(xs, "served_zone", "zone")
+        region_out, region_n = _outside(xs, "served_region", "region")
+        out[name] = {"requests": sum(1 for r in xs if r.served_replica is not None),
+                     "cross_zone": zone_out if zone_n else None,
+                     "cross_zone_share": round(zone_out / zone_n, 6) if zone_n else None,
+                     "cross_region": region_out if region_n else None,
+                     "cross_region_share": round(region_out / region_n, 6) if region_n else None}
+    unmeasurable = fault["unmeasurable"]
+    for domain, mine, theirs in (("zone", "served_zone", "zone"), ("region", "served_region", "region")):
+        shares = [p[f"cross_{domain}_share"] for p in (out["during"], out["after"]) if p]
+        if any(v is not None for v in shares):
+            continue
+        if not rs:
+            why = "no request in the analysis window"
+        elif not any(getattr(r, theirs) is not None for r in rs):
+            why = (f"the client's requests carry no {domain} (one front door for every zone): a request served "
+                   f"outside the client's {domain} cannot be told")
+        elif not any(getattr(r, mine) is not None for r in rs):
+            why = f"the responses named no {domain} (no x-availproof-{domain} header: an app without them)"
+        else:
+            why = f"no request of the window knew both the client's {domain} and the one that served it"
+        unmeasurable[f"locality.cross_{domain}_share"] = why
+    return out
+
+
+def _prefix_sharing(r: rec.RequestRecord) -> bool:
+    """A request that shares a prefix with earlier ones: a session's turn (its group's system prompt,
+    its conversation so far: chaos.load.sessions)."""
+    return r.session is not None
+
+
+def warmup(fault: dict[str, Any], every: list[rec.RequestRecord], measured: list[rec.RequestRecord],
+           window_end_ns: int, measure_start_ns: int, steady: SteadyState) -> dict[str, Any]:
+    """The replacement replica's cold prefix cache, from the injection (see the module doc: warm-up).
+
+    ``baseline_p95_ttft_s``: p95 latency of the successful prefix-sharing requests measured before
+    the injection. The **replacement**: a replica (``served_replica``) that served a prefix-sharing
+    request in the window and served nothing before the injection (warm-up included); **warm**
+    replicas: those that did. Windows as for steady state (W = ``window_s``, starting at the
+    injection and at each prefix-sharing request's send); one is judged when it holds at least
+    ``min_requests`` successful prefix-sharing requests served by the replacement and as many
+    served by warm replicas, and is in bound when the p95 latency of the replacement's is at most
+    ``warm_factor`` times the warm replicas'. ``time_to_warm_s``: the start of the last stretch of
+    in-bound windows holding to the window's end, and not before the replacement's first request
+    (null: not warm within it, ``warmed`` false)."""
+    t0 = fault["inject_ns"]
+    unmeasurable = fault["unmeasurable"]
+    sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
+    before = [r for r in measured if measure_start_ns <= r.sent_ns < t0 and r.ok and _prefix_sharing(r)]
+    baseline = percentile([x for x in map(latency, before) if x is not None], 0.95)
+    seen_before = {r.served_replica for r in every if r.sent_ns < t0 and r.served_replica is not None}
+    rs = [r for r in _window_requests(fault, measured, window_end_ns) if _prefix_sharing(r)]
+    new = sorted({r.served_replica for r in rs if r.served_replica is not None} - seen_before)
+    first_new = min((r.sent_ns for r in rs if r.served_replica in set(new)), default=None)
+    out = {"factor": steady.warm_factor, "baseline_p95_ttft_s": baseline, "time_to_warm_s": None, "warmed": None,
+           "requests": len(rs), "replacements": new, "first_served_by_replacement_s": sec(first_new),
+           "windows_judged": 0, "reason": None}
+    if baseline is None:
+        unmeasurable["warmup.baseline_p95_ttft_s"] = (
+            "no successful prefix-sharing request was measured before the injection" if any(map(_prefix_sharing, every))
+            else "no prefix-sharing request was sent (the load has no sessions)")
+    if not any(map(_prefix_sharing, every)):
+        why = "no prefix-sharing request was sent (the load has no sessions)"
+    elif not any(r.served_replica is not None for r in every if _prefix_sharing(r)):
+        why = "the responses named no replica (no x-availproof-replica header): the replacement cannot be told"
+    elif not new:
+        why = ("nothing was replaced: no prefix-sharing request of the window was served by a replica not seen "
+               "before the injection")
+    else:
+        cold, warm = set(new), seen_before
+
+        def judge(ws: list[rec.RequestRecord]) -> bool | None:
+            c = [x for r in ws if r.ok and r.served_replica in cold for x in [latency(r)] if x is not None]
+            w = [x for r in ws if r.ok and r.served_replica in warm for x in [latency(r)] if x is not None]
+            if len(c) < max(1, steady.min_requests) or len(w) < max(1, steady.min_requests):
+                return None
+            return percentile(c, 0.95) <= steady.warm_factor * percentile(w, 0.95)
+
+        windows = judge_windows(rs, t0, window_end_ns, steady, judge)
+        out["windows_judged"] = len(windows)
+        if not windows:
+            why = (f"{INSUFFICIENT}: no {steady.window_s:g} s window held {steady.min_requests} successful "
+                   f"prefix-sharing requests served by the replacement and as many served by warm replicas")
+        else:
+            rcv = recovery(windows, t0)
+            warm_at = None if rcv["steady"] is None else max(rcv["steady"], first_new)  # never before it served
+            out["time_to_warm_s"], out["warmed"] = sec(warm_at), warm_at is not None
+            return out
+    out["reason"] = why
+    unmeasurable["warmup.time_to_warm_s"] = why
+    return out

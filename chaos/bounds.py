@@ -19,6 +19,9 @@ Every result has ``met``: ``true``, ``false``, or ``null`` with a ``status`` and
 
 A figure never reached (no first success, no steady state within the run) violates its
 ``max_time_*`` bound.
+
+``max_cross_region_share`` (for users pinned to a region) reads the fault's ``locality``: the larger
+of the shares of requests served outside the client's region during the fault and after it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ def _first_success(f: dict, p: dict) -> Any:
     return p["time_to_first_success_s"]
 
 
+def _cross_region_share(f: dict, p: dict) -> Any:
+    """The larger share of requests served outside the client's region, during the fault and after
+    it (``locality``, chaos.analysis); None when neither phase could tell."""
+    phases = [(f.get("locality") or {}).get(k) or {} for k in ("during", "after")]
+    shares = [ph.get("cross_region_share") for ph in phases if ph.get("cross_region_share") is not None]
+    return max(shares) if shares else None
+
+
 # name -> (what it reads from (fault, population), comparison, the unmeasurable key or None)
 BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
     "max_failed_requests": (_pop("failed_total"), "<=", None),
@@ -54,6 +65,8 @@ BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
     "max_time_to_capacity_restored_s": (lambda f, p: f["capacity"]["time_to_restored_s"], "<=",
                                         "capacity.time_to_restored_s"),
     "min_capacity_ratio": (lambda f, p: f["capacity"]["min_ratio"], ">=", "capacity.min_ratio"),
+    # who served (chaos.analysis.locality): a data-location policy, for users pinned to a region
+    "max_cross_region_share": (_cross_region_share, "<=", "locality.cross_region_share"),
 }
 RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover",
                              "max_relapses", "max_control_plane_outage_s", "max_time_to_capacity_restored_s",

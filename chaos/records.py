@@ -94,6 +94,18 @@ class RequestRecord:
     max_tokens: int | None = None
     prompt_chars: int | None = None
     stream: bool = True
+    # who served it (the replica's response headers, serve_apps.served_by; None: not said) and the client's region
+    region: str | None = None  # the target's region, when known (the client's, for a target of one region)
+    served_replica: str | None = None  # the Serve replica id that served it (vLLM: the LLMServer replica)
+    served_zone: str | None = None
+    served_region: str | None = None
+    served_version: str | None = None  # the app version that answered (AVAILPROOF_APP_VERSION)
+    engine: dict | None = None  # what the replica's engine resolved: on the first response of each replica only
+    # a session's turn (load.sessions, chaos.load.sessions)
+    session: int | None = None
+    turn: int | None = None  # user messages in the conversation, this one included
+    prefix_group: int | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, when the server says
     worker: int | None = None  # the harness process that sent it (load.workers; 0 with one)
     prompt_len: int | None = None  # prompt tokens planned (load.prompt_len or a trace; None: prompt_words)
     clipped: str | None = None  # what max_model_len cut from the planned lengths: prompt, output, prompt+output

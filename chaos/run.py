@@ -42,6 +42,7 @@ from chaos.backends import base
 from chaos.backends.base import Backend
 from chaos.errors import SetupError, UsageError
 from chaos.load._transport import LeanTransport
+from chaos.load import served
 from chaos.load.harness import LoadRun
 from chaos.sampler import Sampler
 from chaos.load.workload import Target
@@ -370,6 +371,8 @@ def finish(run: Run) -> dict[str, Any]:
                               "load": records.header.get("load"), "routing": records.header.get("routing"),
                               "front_door": _quietly(lambda: run.backend.front_door()),
                               "serve": _quietly(lambda: run.backend.graceful_shutdown())}
+    # what the engines resolved and the router, from the responses' headers; the sessions' KV footprint
+    summary["environment"].update(served.environment(records.requests, s.load))
     run.summary, run.bound_results = summary, results
     write_json(run.out_dir / "summary.json", summary)
     log_figures(summary, results, run.stop_reason)

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 import uuid
@@ -28,7 +29,8 @@ from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.stats import percentile
-from chaos.load.sse import DONE, MalformedStream, SSEParser, parse_openai_event
+from chaos.load import served as served_mod, sessions as sessions_mod
+from chaos.load.sse import DONE, MalformedStream, SSEParser, cached_tokens, parse_openai_event
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
 
 
@@ -91,6 +93,9 @@ class LoadRun:
         self.counts = {"sent": 0, "ok": 0, "failed": 0, "clipped": 0}
         self.worker, self._share, self._start_at = worker, share, start_at
         self.error: BaseException | None = None
+        self._engines_seen: set[str] = set()  # replicas whose engine a record described (chaos.load.served)
+        self._lengths = sessions_mod.Lengths()  # the server's token counts seen (load.sessions)
+        self._session_ids = 0  # requests sent by sessions (their ids)
 
     # ---------------------------------------------------------------- public
     def header(self) -> dict[str, Any]:
@@ -201,6 +206,8 @@ class LoadRun:
         """Each request's task is created ``SEND_LEAD_S`` ahead and sleeps to its planned instant on
         the precise timer: the send follows the timer's wake-up with no other hop through the loop."""
         s = self.shape
+        if s.sessions is not None:
+            return await self._open_sessions(client, inflight)
         planned = 0
         for req in self._requests():
             if self._stop.is_set():
@@ -220,6 +227,8 @@ class LoadRun:
 
     async def _closed_loop(self, client: httpx.AsyncClient, inflight: set) -> str:
         s = self.shape
+        if s.sessions is not None:
+            return await self._closed_sessions(client)
         requests = self._requests()
         end = self.t0 + s.duration_s
         reason = ["max_requests"]
@@ -239,7 +248,10 @@ class LoadRun:
         return reason[0]
 
     async def _one(self, client: httpx.AsyncClient, req: PlannedRequest, planned_ns: int | None,
-                   send_at: float | None = None, timer: PreciseTimer | None = None) -> None:
+                   send_at: float | None = None, timer: PreciseTimer | None = None,
+                   reply: list[str] | None = None) -> rec.RequestRecord | None:
+        """Send one request and record it (returned; None when stopped before its instant); the text
+        answered is appended to ``reply`` when one is given (a session's turn)."""
         s = self.shape
         if send_at is not None:
             await timer.sleep_until(send_at)
@@ -255,7 +267,8 @@ class LoadRun:
             phase=self._phase(offset), planned_ns=planned_ns if planned_ns is not None else sent_ns,
             sent_ns=sent_ns, sent_offset_s=round(offset, 6), max_tokens=req.max_tokens,
             prompt_chars=len(req.prompt), stream=s.stream, worker=self.worker, prompt_len=req.prompt_len,
-            clipped=req.clipped,
+            clipped=req.clipped, region=req.target.region, session=req.session, turn=req.turn,
+            prefix_group=req.prefix_group,
         )
         self.counts["sent"] += 1
         if req.clipped:
@@ -264,9 +277,9 @@ class LoadRun:
         try:
             async with asyncio.timeout(s.timeout_s):
                 if s.stream:
-                    await self._stream(client, url, body, r, token_times, sent_mono)
+                    await self._stream(client, url, body, r, token_times, sent_mono, reply)
                 else:
-                    await self._unary(client, url, body, r)
+                    await self._unary(client, url, body, r, reply)
         except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - every failure is recorded
             if isinstance(e, asyncio.CancelledError):
                 r.failure, r.detail = rec.DEADLINE, "cancelled at the end of the run (drain expired)"
@@ -286,15 +299,18 @@ class LoadRun:
             r.output_tokens = len(token_times)
         self.counts["ok" if r.ok else "failed"] += 1
         self.events.emit(self.events.request_done, r)
+        return r
 
     @staticmethod
     def _http_failure(r: rec.RequestRecord, status: int, text: str) -> None:
         r.failure = rec.HTTP_5XX if status >= 500 else rec.HTTP_4XX
         r.detail = f"HTTP {status}: {text[:160]}"
 
-    async def _stream(self, client, url, body, r: rec.RequestRecord, token_times: list[float], sent_mono) -> None:
+    async def _stream(self, client, url, body, r: rec.RequestRecord, token_times: list[float], sent_mono,
+                      reply: list[str] | None = None) -> None:
         async with client.stream("POST", url, json=body) as resp:
             r.status = resp.status_code
+            served_mod.read(r, resp.headers, self._engines_seen)
             if resp.status_code >= 400:
                 text = (await resp.aread()).decode(errors="replace")
                 self._http_failure(r, resp.status_code, text)
@@ -309,9 +325,12 @@ class LoadRun:
                     c = parse_openai_event(data)
                     if c.has_token:
                         token_times.append(time.monotonic())
+                        if reply is not None:
+                            reply.append(c.text)
                     if c.completion_tokens is not None:
                         r.output_tokens = c.completion_tokens
                         r.prompt_tokens = c.prompt_tokens
+                        r.cached_tokens = c.cached_tokens
             if not done:
                 r.failure = rec.STREAM_BROKEN if token_times else rec.CONNECTION_CLOSED
                 r.detail = "stream ended without [DONE]"
@@ -321,9 +340,10 @@ class LoadRun:
                 return
             r.ok = True
 
-    async def _unary(self, client, url, body, r: rec.RequestRecord) -> None:
+    async def _unary(self, client, url, body, r: rec.RequestRecord, reply: list[str] | None = None) -> None:
         resp = await client.post(url, json=body)
         r.status = resp.status_code
+        served_mod.read(r, resp.headers, self._engines_seen)
         if resp.status_code >= 400:
             self._http_failure(r, resp.status_code, resp.text)
             return
@@ -337,8 +357,84 @@ class LoadRun:
         usage = obj.get("usage") or {}
         r.output_tokens = usage.get("completion_tokens")
         r.prompt_tokens = usage.get("prompt_tokens")
+        r.cached_tokens = cached_tokens(usage)
+        if reply is not None:
+            first = choices[0] if isinstance(choices[0], dict) else {}
+            text = first.get("text") if "text" in first else (first.get("message") or {}).get("content")
+            reply.append(text if isinstance(text, str) else "")
         r.ttft_s = None  # not observable without streaming
         r.ok = True
+
+    # ---------------------------------------------------------------- sessions (load.sessions)
+    def _conversation(self, i: int) -> sessions_mod.Conversation:
+        s, spec = self.shape, self.shape.sessions
+        return sessions_mod.Conversation(session=i, group=i % spec.prefix_groups, target=self.router.pick(), seed=s.seed,
+                                         spec=spec, prompt_words=s.prompt_words, max_tokens=s.max_tokens,
+                                         max_model_len=s.max_model_len,
+                                         template_tokens=s.template_tokens if s.route == "chat" else 0)
+
+    async def _open_sessions(self, client: httpx.AsyncClient, inflight: set) -> str:
+        """Open loop: sessions start on the arrival process at ``rate / turns`` (chaos.load.sessions)."""
+        s = self.shape
+        for i, offset in enumerate(sessions_mod.start_offsets(s)):
+            if self._stop.is_set():
+                return "stopped"
+            if self._session_ids >= s.max_requests:
+                return "max_requests"
+            delay = self.t0 + offset - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._stop.is_set():
+                return "stopped"
+            task = asyncio.create_task(self._session(client, self._conversation(i), self.t0 + offset))
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+        return "duration"
+
+    async def _closed_sessions(self, client: httpx.AsyncClient) -> str:
+        """Closed loop: each of ``concurrency`` workers runs one session after another."""
+        s = self.shape
+        counter = itertools.count()
+        reason = ["duration"]
+
+        async def worker():
+            while True:
+                if self._stop.is_set():
+                    reason[0] = "stopped"
+                    return
+                if time.monotonic() >= self.t0 + s.duration_s:
+                    return
+                if self._session_ids >= s.max_requests:
+                    reason[0] = "max_requests"
+                    return
+                await self._session(client, self._conversation(next(counter)), time.monotonic())
+
+        await asyncio.gather(*(asyncio.create_task(worker()) for _ in range(s.concurrency)))
+        return reason[0]
+
+    async def _session(self, client: httpx.AsyncClient, conv: sessions_mod.Conversation, at: float) -> None:
+        """One session's turns, one after the other, ``think_time_s`` apart; none sent after
+        ``duration_s``, past ``max_requests`` or once stopped."""
+        s = self.shape
+        while True:
+            turn = conv.next(self._lengths)
+            if turn is None or self._stop.is_set() or self._session_ids >= s.max_requests:
+                return
+            delay = at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._stop.is_set() or time.monotonic() - self.t0 >= s.duration_s:
+                return
+            req = PlannedRequest(id=self._session_ids, offset_s=at - self.t0, target=conv.target,
+                                 prompt=sessions_mod.render(turn.messages), max_tokens=turn.max_tokens,
+                                 messages=turn.messages, session=conv.session, turn=turn.turn, prefix_group=conv.group)
+            self._session_ids += 1
+            reply: list[str] = []
+            r = await self._one(client, req, planned_ns=self.started_ns + int((at - self.t0) * 1e9), reply=reply)
+            if r is None:
+                return
+            conv.answered(turn, r.ok, "".join(reply), r.prompt_tokens, self._lengths, r.output_tokens)
+            at = time.monotonic() + s.sessions.think_time_s
 
 
 def _trace_info(shape: LoadShape) -> dict[str, Any]:

@@ -71,6 +71,7 @@ class Chunk:
     finish_reason: str | None
     completion_tokens: int | None  # from a usage block, when present
     prompt_tokens: int | None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (vLLM's prefix cache hits)
 
 
 def parse_openai_event(data: str) -> Chunk:
@@ -103,4 +104,12 @@ def parse_openai_event(data: str) -> Chunk:
         finish_reason=finish,
         completion_tokens=usage.get("completion_tokens"),
         prompt_tokens=usage.get("prompt_tokens"),
+        cached_tokens=cached_tokens(usage),
     )
+
+
+def cached_tokens(usage: dict | None) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` when the server says (an integer), else None."""
+    details = (usage or {}).get("prompt_tokens_details")
+    n = details.get("cached_tokens") if isinstance(details, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None

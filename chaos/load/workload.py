@@ -13,6 +13,7 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 from chaos.errors import UsageError
+from chaos.load.sessions import SessionSpec
 
 WORDS = (
     "availability zone region replica failover latency token stream cluster recovery request "
@@ -39,6 +40,7 @@ class LoadShape:
     max_tokens: tuple[int, int] = (16, 48)
     seed: int = 7
     drain_s: float | None = None  # how long to wait for in-flight requests after sending stops
+    sessions: SessionSpec | None = None  # multi-turn sessions with shared prefixes (chaos.load.sessions)
     # bursty arrivals, ramps, lengths in tokens, trace replay, worker processes (chaos.load.arrivals,
     # lengths, trace, workers)
     burstiness: float = 1.0  # gamma arrivals' shape k (vllm bench's --burstiness): 1 Poisson, < 1 burstier
@@ -79,6 +81,20 @@ class LoadShape:
             lo_hi = getattr(self, name)
             if len(lo_hi) != 2 or not 1 <= lo_hi[0] <= lo_hi[1]:
                 problems.append(f"{name} must be [min, max] with 1 <= min <= max, got {list(lo_hi)}")
+        if isinstance(self.sessions, dict):
+            try:
+                self.sessions = SessionSpec.from_dict(self.sessions)
+            except (UsageError, TypeError) as e:
+                problems.append(str(e))
+        if isinstance(self.sessions, SessionSpec) and not problems:
+            clash = [k for k in ("trace", "prompt_len", "output_len") if getattr(self, k)]
+            if clash or self.workers != 1:
+                problems.append("sessions: draw their messages from prompt_words and max_tokens and run in one "
+                                f"harness process; remove {', '.join(clash) or 'workers'}")
+            try:
+                self.sessions.check_fits(self.prompt_words[1], self.max_tokens[1], self.max_model_len, self.template_tokens)
+            except UsageError as e:
+                problems.append(str(e))
         if problems:
             raise UsageError("load: " + "; ".join(problems))
 
@@ -135,6 +151,10 @@ class PlannedRequest:
     target: Target
     prompt: str
     max_tokens: int
+    messages: list[dict[str, str]] | None = None  # a session's turn: the conversation so far (chaos.load.sessions)
+    session: int | None = None
+    turn: int | None = None
+    prefix_group: int | None = None
     prompt_len: int | None = None  # prompt tokens planned (None: prompt_words, not counted in tokens)
     clipped: str | None = None  # what max_model_len cut: prompt, output, prompt+output
 
@@ -233,7 +253,7 @@ def request_body(shape: LoadShape, req: PlannedRequest) -> tuple[str, dict[str, 
     if shape.stream:
         body["stream_options"] = {"include_usage": True}
     if shape.route == "chat":
-        body["messages"] = [{"role": "user", "content": req.prompt}]
+        body["messages"] = req.messages if req.messages is not None else [{"role": "user", "content": req.prompt}]
         return "/v1/chat/completions", body
     body["prompt"] = req.prompt
     return "/v1/completions", body

@@ -490,7 +490,37 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
     rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
-    return rows + replacement_rows(f) + front_door_rows(f, front)
+    return rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f)
+
+
+def served_rows(f: dict[str, Any]) -> list[list[str]]:
+    """Who served (:func:`chaos.analysis.locality`, :func:`chaos.analysis.warmup`): the shares served outside
+    the client's zone and region when some phase could tell, and the warm-up when the load had sessions."""
+    rows: list[list[str]] = []
+    loc = f.get("locality") or {}
+
+    def share(phase: str, key: str) -> str:
+        v = (loc.get(phase) or {}).get(key)
+        return "n/a" if v is None else f"{v:.2f}"
+
+    for domain in ("zone", "region"):
+        key = f"cross_{domain}_share"
+        if any((loc.get(p) or {}).get(key) is not None for p in ("before", "during", "after")):
+            rows.append(["who served", f"share served outside the client's {domain}, before / during / after",
+                         " / ".join(share(p, key) for p in ("before", "during", "after"))])
+    w = f.get("warmup")
+    if isinstance(w, dict) and (w.get("requests") or w.get("baseline_p95_ttft_s") is not None):
+        base = w.get("baseline_p95_ttft_s")
+        rows.append(["warm-up", "p95 TTFT of prefix-sharing requests before the fault s",
+                     fmt(base) if base is not None else (_plane_note(f, "warmup.baseline_p95_ttft_s") or "n/a")])
+        warm = w.get("time_to_warm_s")
+        rows.append(["warm-up", f"time to warm s (the replacement's p95 within {w.get('factor')}x the warm replicas')",
+                     fmt(warm) if warm is not None else (_plane_note(f, "warmup.time_to_warm_s") or "never")])
+        if w.get("replacements"):
+            first = w.get("first_served_by_replacement_s")
+            rows.append(["warm-up", "replacement (first served at s)",
+                         ", ".join(r[:8] for r in w["replacements"]) + (f" ({fmt(first)})" if first is not None else "")])
+    return rows
 
 
 def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
