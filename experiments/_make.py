@@ -131,6 +131,34 @@ experiment(
     "every zone's users (with vLLM the failed stream came through another zone's proxy).",
 )
 
+# Chat users (chaos/load/sessions.py): six turns a session, 1 s of think time, each turn carrying the conversation
+# so far; eight groups of sessions, each group sharing a 128-token system prompt. At 8 req/s sessions start at
+# 8 / 6 per second. The first turn fits max_model_len 512 however the tokenizer counts (2 tokens a word before
+# any answer: (128 + 24) x 2 + 3 x 8 + 32 = 360).
+SESSIONS = {"turns": 6, "prefix_groups": 8, "system_prompt_tokens": 128, "think_time_s": 1.0}
+
+experiment(
+    "replica-kill-warm-cache", "SIGKILL one Serve replica under multi-turn sessions with shared prefixes",
+    "Kills the worker process of one RUNNING replica in zone-a while chat sessions run (each turn carries the "
+    "conversation so far; groups of sessions share a system prompt). The replacement starts with an empty prefix "
+    "cache: its prefix-sharing requests are slower until it has seen the shared prefixes. summary.json's warmup "
+    "says for how long (time_to_warm_s: until the replacement's p95 TTFT is within 1.2 x the warm replicas' in the "
+    "same windows, and stays there), beside the baseline p95 TTFT of these requests before the kill.",
+    "replica", [action("kill-one-replica-in-zone-a", "kill_replica", zone="zone-a")],
+    {"max_failed_requests": 5, "max_time_to_steady_state_s": 30,
+     "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
+     "min_capacity_ratio": 0.6},
+    "The bounds of replica-kill (the same fault at the same 8 req/s): only the turns in flight on the killed replica "
+    "may fail (a session sends a failed turn again after its think time), Serve stops routing to the dead replica "
+    "at once, the replacement RUNNING within 60 s. The warm-up is measured, not bounded: the stream target charges "
+    "2 ms of TTFT per prompt token its replica's simulated prefix cache does not hold (serve_apps/config.py), so a "
+    "cold replica's first turn of a group costs ~0.26 s more; how long the replacement takes to be as fast as the "
+    "warm replicas is the figure (summary.json warmup). The recovery window ends no earlier than 30 s after every "
+    "plane is back, so the replacement's first seconds of serving are in it.",
+    load={**LOAD, "prompt_words": [8, 24], "max_tokens": [16, 32], "sessions": SESSIONS},
+    steady_state={**STEADY, "warm_factor": 1.2}, recovery_window_s=60, recovery_settle_s=30,
+)
+
 experiment(
     "engine-hang", "SIGSTOP one replica's engine (alive but stuck) for 20 s",
     "Stops the engine process of one replica in zone-a (vLLM's EngineCore; the replica process for the stream "
