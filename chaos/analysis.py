@@ -463,6 +463,27 @@ def run_end_ns(run: rec.RunRecords) -> int:
     return 0
 
 
+def arrivals(reqs: list[rec.RequestRecord]) -> dict[str, Any]:
+    """The load as it was sent (every request, warm-up included): how many, the rate achieved over
+    the sending span, the coefficient of variation of the inter-arrival times of the send instants
+    (1 for Poisson, 1 / sqrt(k) for gamma arrivals of burstiness k, 0 for constant), requests per
+    load worker, and how many ``max_model_len`` clipped. ``reqs`` sorted by send."""
+    sent = [r.sent_ns for r in reqs]
+    gaps = [(b - a) / NS for a, b in zip(sent, sent[1:])]
+    cv = None
+    if len(gaps) >= 2 and sum(gaps) > 0:
+        m = sum(gaps) / len(gaps)
+        cv = round((sum((g - m) ** 2 for g in gaps) / (len(gaps) - 1)) ** 0.5 / m, 4)
+    per_worker: dict[str, int] = {}
+    for r in reqs:
+        if r.worker is not None:
+            per_worker[str(r.worker)] = per_worker.get(str(r.worker), 0) + 1
+    span = (sent[-1] - sent[0]) / NS if len(sent) > 1 else 0.0
+    return {"sent": len(reqs), "rate_rps": round((len(sent) - 1) / span, 3) if span > 0 else None,
+            "interarrival_cv": cv, "per_worker": dict(sorted(per_worker.items(), key=lambda kv: int(kv[0]))),
+            "clipped": sum(1 for r in reqs if r.clipped)}
+
+
 def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | None = None,
             population: str = "affected") -> dict[str, Any]:
     """The summary of one run: totals, then one entry per fault, grouped by scope."""
@@ -504,6 +525,7 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
             "failed": sum(1 for r in measured if not r.ok),
             "failed_before_first_fault": sum(1 for r in baseline if not r.ok),
         },
+        "arrivals": arrivals(reqs),
         "faults": results,
         "by_scope": by_scope,
     }

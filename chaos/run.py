@@ -390,7 +390,12 @@ def _quietly(read: Callable[[], Any]) -> Any:
 
 
 def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_reason: str | None) -> None:
-    """One line per fault, then the verdict on the bounds."""
+    """The load as sent, one line per fault, then the verdict on the bounds."""
+    a = summary.get("arrivals") or {}
+    if a.get("sent"):
+        log(f"sent {a['sent']} requests at {a['rate_rps']} req/s, inter-arrival CV {a['interarrival_cv']}"
+            + (f", per worker {a['per_worker']}" if len(a.get("per_worker") or {}) > 1 else "")
+            + (f", {a['clipped']} clipped to max_model_len" if a.get("clipped") else ""))
     for f in summary["faults"]:
         e = f.get("effect") or {}
         log(f"{f['scope']:<9} {f['target']:<12} effect   " + (

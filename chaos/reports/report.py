@@ -226,6 +226,7 @@ def build(run_dir: Path) -> dict[str, Any]:
 def environment(summary: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """Versions, topology, app and load shape: from the summary, completed from the records header."""
     env = dict(summary.get("environment") or {})
+    env.setdefault("arrivals", summary.get("arrivals"))  # the load as sent (chaos.analysis.arrivals)
     env.setdefault("app", summary.get("app"))
     env.setdefault("cluster", summary.get("cluster"))
     if "load" not in env:
@@ -700,15 +701,36 @@ def env_lines(env: dict[str, Any]) -> list[str]:
         out.append("nodes: " + ", ".join(f"{n['name']} ({n.get('region')}/{n.get('zone')})" for n in env["nodes"]))
     load = env.get("load") if isinstance(env.get("load"), dict) else {}
     if load:
-        shape = (f"{load.get('mode')} loop, {load.get('arrival')} arrivals at {load.get('rate')} req/s"
+        shape = (f"{load.get('mode')} loop, {_arrival_text(load)}"
                  if load.get("mode") == "open" else f"closed loop, concurrency {load.get('concurrency')}")
+        if (load.get("workers") or 1) > 1:
+            shape += f", from {load['workers']} worker processes"
         out.append(f"load: {shape}, {load.get('duration_s')} s, warm-up {load.get('warmup_s')} s (excluded), "
                    f"timeout {load.get('timeout_s')} s, {'streaming' if load.get('stream') else 'not streaming'} "
                    f"{load.get('route')}, prompt words {load.get('prompt_words')}, max tokens {load.get('max_tokens')}, "
                    f"seed {load.get('seed')}")
     if env.get("routing"):
         out.append(f"routing: {env['routing']}")
+    a = env.get("arrivals") or {}
+    if a.get("sent"):
+        workers = a.get("per_worker") or {}
+        out.append(f"sent: {a['sent']} requests at {a.get('rate_rps')} req/s, inter-arrival CV {a.get('interarrival_cv')}"
+                   + (f", per worker {', '.join(f'{w}: {n}' for w, n in workers.items())}" if len(workers) > 1 else "")
+                   + (f", {a['clipped']} clipped to max_model_len {load.get('max_model_len')}" if a.get("clipped") else ""))
     return out
+
+
+def _arrival_text(load: dict[str, Any]) -> str:
+    """How the open loop's instants were drawn: a trace, stages, or one rate (gamma with its burstiness)."""
+    if load.get("trace"):
+        return f"trace {load['trace']} at x{load.get('trace_speed', 1)} ({load.get('trace_end', 'stop')} at its end)"
+    kind = load.get("arrival")
+    if kind == "gamma":
+        kind = f"gamma (burstiness {load.get('burstiness')})"
+    if load.get("stages"):
+        return f"{kind} arrivals in stages " + ", ".join(f"{s['rate']} req/s for {s['duration_s']} s"
+                                                         for s in load["stages"])
+    return f"{kind} arrivals at {load.get('rate')} req/s"
 
 
 def _definition_lines(exp: dict[str, Any]) -> list[str]:

@@ -150,6 +150,8 @@ def test_two_workers_gamma_half_merge_from_both_with_the_burstiness_and_analyse_
     again, _ = summary_mod.reanalyse(tmp_path)
     assert again["faults"] == f["faults"] and again["bounds"] == f["bounds"]
     assert again["faults"][0]["affected"]["failed_total"] > 0
+    assert again["arrivals"] == f["arrivals"] and set(again["arrivals"]["per_worker"]) == {"0", "1"}
+    assert abs(again["arrivals"]["interarrival_cv"] - 2 ** 0.5) <= 0.15
 
 
 def _replay(tmp_path, rows, attempt):

@@ -372,3 +372,17 @@ def test_workers_beyond_one_are_refused_on_kuberay_in_one_line():
     with pytest.raises(UsageError) as e:
         provision.check_capabilities("kuberay", s)
     assert "load.workers > 1 is not implemented on the kuberay backend" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_summary_says_the_arrivals_as_sent():
+    from chaos import analysis
+
+    offs = list(arrivals.offsets("gamma", 50, 100, seed=2, burstiness=0.5))
+    reqs = [rec.RequestRecord(id=i, target="a", url="http://127.0.0.1:1", zone=None, route="/v1/completions",
+                              phase="measure", planned_ns=0, sent_ns=int(1e18 + t * 1e9), sent_offset_s=t, ok=True,
+                              worker=i % 2, clipped="prompt" if i == 3 else None) for i, t in enumerate(offs)]
+    a = analysis.arrivals(reqs)
+    assert a["interarrival_cv"] == pytest.approx(arrivals.coefficient_of_variation(offs), abs=1e-3)
+    assert a["interarrival_cv"] == pytest.approx(1.41, abs=0.15) and a["rate_rps"] == pytest.approx(50, rel=0.1)
+    assert a["per_worker"] == {"0": (len(offs) + 1) // 2, "1": len(offs) // 2} and a["clipped"] == 1
+    assert analysis.arrivals([])["interarrival_cv"] is None
