@@ -45,9 +45,10 @@ Replacement (``replacement``, from the RUNNING replicas' ids in the samples): wh
 any fault) replaced. ``replicas_before``: the ids RUNNING in the last known sample before the
 injection; ``replaced``: how many of them were gone by the window's end; ``new``: ids RUNNING in
 the window that were not there before, each with the instant first seen (``running_s``), the
-instant first seen STARTING (``scheduled_s``: Serve scheduled it, its constructor running; null
-when no sample saw it starting) and its start (``start_s`` = running - scheduled: for a vLLM
-replica, its engine's start; within a sampling period);
+instant first seen STARTING on a node (``scheduled_s``: allocated, its constructor running; a
+replica still waiting for a node is not counted; null when no sample saw it starting) and its
+start (``start_s`` = running - scheduled: for a vLLM replica, its engine's start; within a
+sampling period);
 ``gone``: each old id with the instant it was first missing (``gone_s``);
 ``time_to_complete_s``: the first known sample in which no old id runs and at least as many
 replicas run as before (the upgrade complete); null with the reason when it never happened in

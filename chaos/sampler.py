@@ -63,7 +63,8 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
                 ) -> tuple[bool, str | None, dict[str, dict[str, int]] | None, str | None]:
     """(controller answered, app status, RUNNING replicas per deployment per zone, why not);
     ``ids_out`` receives the RUNNING replicas' ids per deployment, ``starting_out`` those STARTING
-    (scheduled, their constructor running: for a vLLM replica, its engine starting).
+    on a node (allocated, their constructor running: for a vLLM replica, its engine starting; Serve
+    says STARTING too while a replica waits for a node, which is not counted).
 
     While a restarted controller re-attaches the live replicas (state RECOVERING) it cannot say
     how many run, and while it builds an application (a new code version: the app is listed with no
@@ -90,7 +91,9 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
                     per_zone[z] = per_zone.get(z, 0) + 1
                     if ids_out is not None:
                         ids_out.setdefault(dep_name, []).append(str(r.get("replica_id")))
-                elif r.get("state") == "STARTING" and starting_out is not None:
+                elif r.get("state") == "STARTING" and starting_out is not None and (r.get("pid") or r.get("node_id")):
+                    # allocated (an actor with a process on a node): its constructor runs; a replica still
+                    # waiting for a node to be allocated on (after a node loss) is not starting yet
                     starting_out.setdefault(dep_name, []).append(str(r.get("replica_id")))
                 recovering += r.get("state") == "RECOVERING"
     status = (apps.get(app) or {}).get("status") if app else None

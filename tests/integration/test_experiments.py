@@ -172,6 +172,7 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
 
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "chaos" / "schemas"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 # The one expected verdict of each shipped experiment on the local backend, behind the rig's
 # balancer (front lb, the shipped default) (README, Findings). 0 PASS, 1 VIOLATED.
 EXPECTED = {
@@ -210,6 +211,27 @@ def test_experiment_on_shared_cluster(name, shared_cluster, test_root):
     verdict, result = runner.run_experiment(suite.experiment_path(name), out, app="stream",
                                             cluster_dir=shared_cluster.cluster_dir)
     check_experiment(name, verdict, result, out)
+    assert_healthy_after(shared_cluster.cluster_dir)
+
+
+def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(shared_cluster, test_root):
+    """replica-kill-warm-cache: chat sessions whose groups share a system prompt, one replica killed.
+    The replacement starts with an empty (simulated) prefix cache: its prefix-sharing requests are
+    slower until it has seen the groups' prefixes, and `warmup` says for how long; every request says
+    which replica served it; no turn ever passes the model's context (no 400)."""
+    name = "replica-kill-warm-cache"
+    out = test_root / "runs" / name
+    verdict, result = runner.run_experiment(EXPERIMENTS / f"{name}.json", out, app="stream",
+                                            cluster_dir=shared_cluster.cluster_dir)
+    check_result(verdict, result, out, "replica")
+    f = result["summary"]["faults"][0]
+    w = f["warmup"]
+    assert w["baseline_p95_ttft_s"] is not None and w["time_to_warm_s"] is not None, (w, f["unmeasurable"])
+    assert w["time_to_warm_s"] > 0, w
+    requests = rec.read(out / "records.ndjson").requests
+    assert not [r for r in requests if r.failure == "http_4xx"]  # a session ends before max_model_len
+    assert all(r.served_replica for r in requests if r.ok), "a served request that does not say who served it"
+    assert {r.session for r in requests if r.session is not None} and max(r.turn or 0 for r in requests) >= 2
     assert_healthy_after(shared_cluster.cluster_dir)
 
 

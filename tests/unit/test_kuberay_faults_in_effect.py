@@ -468,3 +468,13 @@ def test_the_engine_crash_fault_records_the_replica_it_proves_alive():
     f = faults.crash_engine(b, faults.Marker(), zone="zone-b")
     assert f["pid"] == 41 and f["pids"] == ["wb-1/57"]
     assert f["effect"]["verified"] and [c["ok"] for c in f["effect"]["checks"]] == [True, True], f["effect"]
+
+
+def test_an_engine_crash_refused_leaves_nothing_in_the_records():
+    s, b, _ = cluster()
+    s.kubelet.exec("wb-1", "ray-worker", "kill -9 57")  # no engine left to crash
+    b.pick_replica = lambda zone=None, **_: replica(node="wb-1")
+    marker = faults.Marker()
+    with pytest.raises(ClusterError, match="no engine child process"):
+        faults.crash_engine(b, marker, zone="zone-b")
+    assert marker.marks == []

@@ -288,3 +288,21 @@ def test_a_sampling_gap_makes_both_planes_unmeasurable_not_never_down():
     assert "for 10.5 s from 4.5 s" in f["unmeasurable"]["control_plane.outage_s"]  # last sample at 14.5 s
     r = bounds.check({"faults": [f]}, {"max_control_plane_outage_s": 100})
     assert r[0]["status"] == bounds.UNMEASURABLE
+
+
+def test_starting_replicas_count_once_allocated_on_a_node(monkeypatch):
+    """Serve says STARTING both while a replica waits for a node (no node, no pid: e.g. its zone is
+    down) and while its constructor runs on one (a vLLM engine starting): only the second is a start."""
+    import json
+
+    from chaos import sampler
+
+    rows = [{"state": "RUNNING", "node_ip": "127.0.0.3", "replica_id": "r1", "node_id": "n1", "pid": 7},
+            {"state": "STARTING", "replica_id": "waiting", "node_id": None, "pid": None},
+            {"state": "STARTING", "node_ip": "127.0.0.4", "replica_id": "engine", "node_id": "n2", "pid": 9}]
+    body = json.dumps({"applications": {"llm": {"status": "RUNNING", "deployments": {
+        "LLMServer": {"replicas": rows}}}}}).encode()
+    monkeypatch.setattr(sampler, "_get", lambda url, timeout: (200, body))
+    ids, starting = {}, {}
+    ok, _, replicas, _ = sampler.serve_state("http://d", 1.0, {"127.0.0.3": "zone-a"}, "llm", ids, starting)
+    assert ok and ids == {"LLMServer": ["r1"]} and starting == {"LLMServer": ["engine"]}
