@@ -262,9 +262,31 @@ def cmd_suite(args) -> int:
     (out / "suite.md").write_text(table)
     print(table)
     _write_report(out)
+    if args.command == "demo":
+        _demo_claim(out)
     if not args.keep_cluster and getattr(args, "backend", "local") == "local":
         cmd_cluster_down(args)
     return max((r["verdict"] for r in results), default=0)
+
+
+EXAMPLE_RATES = Path(__file__).resolve().parent.parent / "experiments" / "rates" / "example-rates.yaml"
+
+
+def _demo_claim(out: Path) -> None:
+    """The demo ends with the claim its suite supports under the shipped example rates (claim.md, .html,
+    .json in the suite directory): with one trial per scope it says insufficient_trials or not_covered,
+    and why. It does not change the demo's exit code (the bounds' verdicts)."""
+    from chaos import claim
+    from chaos.reports import claim as claim_report
+
+    doc = claim.claim(out, claim.load_rates(str(EXAMPLE_RATES)), claim.target_fraction(99.9), claim.risk_value(0.05),
+                      "service", 0)
+    paths = claim_report.write(out, doc, ("md", "html"))
+    a = doc["availability"]["value"]
+    _say(f"claim (example rates, 99.9 % a month): {doc['verdict']['word']}; availability from the tested faults "
+         f"{'unmeasured' if a is None else f'{a * 100:.4f} %'}; {paths['md']}")
+    for reason in doc["verdict"]["reasons"][:6]:
+        _say(f"  {reason}")
 
 
 def cmd_recover(args) -> int:
