@@ -11,8 +11,8 @@ method making it), not what might be convenient:
 
 - every run reads pods and nodes (selection, health, the sampler), the RayService and its
   RayCluster, and NetworkPolicies (the leftovers check of :meth:`KubeRayBackend.prepare`);
-- exec (``pods/exec``): the crash of a pod's processes, ``kill -9`` of a replica, SIGSTOP/SIGCONT of
-  an engine, the GCS kill, the actor kill's driver, the partition's probe and nft table. The
+- exec (``pods/exec``): the crash of a pod's processes, ``kill -9`` of a replica or of its engine's
+  children (``crash_engine``), SIGSTOP/SIGCONT of an engine, the GCS kill, the actor kill's driver, the partition's probe and nft table. The
   kubernetes Python client opens exec as a websocket ``GET`` (verb ``get``), and from Kubernetes
   1.35 the API server also requires ``create`` on the upgrade (KEP-4006, feature gate
   ``AuthorizePodWebsocketUpgradeCreatePermission``, on by default): both are reviewed;
@@ -89,6 +89,7 @@ UPGRADE = (_a("patch", "rayservices", "ray.io", why="the upgrade's merge patch, 
 BY_SCOPE: dict[str, tuple[Access, ...]] = {
     "replica": EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
     "engine": EXEC,
+    "engine-crash": EXEC,  # crash_engine: pgrep and kill -9 of the replica's EngineCore children; nothing to heal
     "node": EXEC + DELETE_PODS,
     "head": EXEC + DELETE_PODS,
     "redis": EXEC + DELETE_PODS,
@@ -100,7 +101,9 @@ BY_SCOPE: dict[str, tuple[Access, ...]] = {
 
 
 def needed(scopes: Iterable[str], partition_method: str = "node-filter") -> list[Access]:
-    """Every access the faults of ``scopes`` and their heals need, the reads every run makes first; each once."""
+    """Every access the faults of ``scopes`` and their heals need, the reads every run makes first; each once.
+    A scope with no entry here (nor ``partition``) adds nothing: every registered scope must have one
+    (tests/unit/test_kuberay_preflight.py checks :func:`chaos.scopes.names`)."""
     out: list[Access] = list(READS)
     for scope in sorted(set(scopes)):
         if scope == "partition":

@@ -1414,7 +1414,8 @@ class KubeRayBackend:
         what they refuse raises, one line."""
         a = dict(arguments or {})
         self._follow_active()
-        look = {"replica": self._plan_replica, "engine": self._plan_engine, "node": self._plan_node,
+        look = {"replica": self._plan_replica, "engine": self._plan_engine, "engine-crash": self._plan_engine_crash,
+                "node": self._plan_node,
                 "head": self._plan_head, "zone": self._plan_zones, "region": self._plan_zones,
                 "partition": self._plan_partition, "redis": self._plan_redis, "upgrade": self._plan_upgrade,
                 "drain": self._plan_drain}.get(scope)
@@ -1460,6 +1461,19 @@ class KubeRayBackend:
         pod = limit([p for p in self._ray(terminating=True) if _name(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
         return [self._pod_row(pod, f"exec: SIGSTOP of the EngineCore children of {r.pid} (else {r.pid} itself)",
                               "SIGCONT at the heal (a process Serve replaced meanwhile is skipped)")]
+
+    def _plan_engine_crash(self, scope: str, a: dict) -> list[dict]:
+        """The replica's pod (exec'd) and its engine children, as :meth:`crash_engine` finds them at the
+        injection (``pgrep -P PID -f EngineCore``): their pids are known only inside the pod, and the plan
+        does not exec."""
+        r = self.pick_replica(zone=a.get("zone"))
+        pod = limit([p for p in self._ray(terminating=True) if _name(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
+        where = f"{self.namespace}, pod {_name(pod)}, node {_node_of(pod)}"
+        return [self._pod_row(pod, f"exec `pgrep -P {r.pid} -f EngineCore`, then `kill -9` of what it finds (none: "
+                                   f"refused, nothing injected)", "the pod and the replica's process live on"),
+                self._row("Process", f"EngineCore children of {r.pid}", f"SIGKILL; the process of replica {r.replica_id} "
+                          f"({r.pid}, a RUNNING one picked now) is left alive", "nothing to heal: the replica's health "
+                          "check fails on its dead engine and Serve replaces it", where)]
 
     def _plan_node(self, scope: str, a: dict) -> list[dict]:
         node = a.get("node") or (self.nodes_in(zone=a.get("zone")) or [None])[0]

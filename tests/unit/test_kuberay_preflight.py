@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import cli, faults, placement, plan, provision, ray_actor, records as rec
+from chaos import cli, faults, placement, plan, provision, ray_actor, records as rec, scopes as scope_registry
 from chaos.backends import kube_access, kuberay as kb
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
@@ -25,7 +25,7 @@ from tests.unit.test_kuberay_backend import CLUSTER, cluster, replica, writes
 from tests.unit.test_kuberay_upgrade_drain import RS_PATH, rayservice, service
 
 ROOT = Path(__file__).resolve().parents[2]
-SCOPES = ("replica", "engine", "node", "zone", "region", "head", "redis", "partition", "drain", "upgrade")
+SCOPES = scope_registry.names()  # every registered scope: a new one without its accesses fails below
 
 
 @pytest.fixture(autouse=True)
@@ -96,6 +96,8 @@ def inject_and_heal(scope, s, b, monkeypatch):
             faults.kill_replica(b, marker, replica=replica(node="wb-1" if method == "pod" else "wa-1"), method=method)
     elif scope == "engine":
         faults.hang_engine(b, marker, zone="zone-b")
+    elif scope == "engine-crash":
+        faults.crash_engine(b, marker, zone="zone-b")
     elif scope == "node":
         faults.kill_node(b, marker, node="wb-1")
     elif scope == "head":
@@ -110,8 +112,18 @@ def inject_and_heal(scope, s, b, monkeypatch):
         faults.drain_node(b, marker, node="wb-1", deadline_s=0.0, outage_s=None, poll_s=0.0)
     elif scope == "upgrade":
         b.upgrade_app("cluster", "v9")
+    else:
+        raise AssertionError(f"scope {scope}: no injection here; add its fault (and its accesses to kube_access)")
     attempted = [f for f in marker.attempted.values()]
     b.heal(attempted, timeout=1.0)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_every_registered_scope_has_its_accesses_declared(scope):
+    """The reviewed accesses per scope come from chaos.scopes' registry, not a list kept beside it: a scope
+    with no entry in kube_access.BY_SCOPE (partition: by method) would be reviewed for the reads alone."""
+    extra = set(kube_access.needed({scope})) - set(kube_access.READS)
+    assert extra, f"scope {scope}: kube_access.BY_SCOPE has no entry, so its fault's accesses are never reviewed"
 
 
 @pytest.mark.parametrize("scope,method", [(s, "node-filter") for s in SCOPES] + [("partition", "networkpolicy")])
@@ -316,6 +328,12 @@ def test_the_plan_names_every_object_and_makes_no_mutating_call_and_no_exec(monk
     rows = plan_of(b, "replica-kill.json") + plan_of(b, "engine-hang.json") + plan_of(b, "worker-node-kill.json")
     rows += plan_of(b, "head-kill-gcs-ft.json") + plan_of(b, "redis-loss.json") + plan_of(b, "drain.json")
     rows += plan_of(b, "head-outage-second-fault.json")
+    crash = plan_of(b, "engine-crash.json")  # zone-a's replica r1 (pid 41) in wa-1: the pod, its engine children
+    assert [(r["kind"], r["name"]) for r in crash] == [("Pod", "wa-1"), ("Process", "EngineCore children of 41")]
+    assert all(r["activity"] == "crash-engine-in-zone-a" and r["scope"] == "engine-crash" for r in crash)
+    assert "pgrep -P 41 -f EngineCore" in crash[0]["does"] and "SIGKILL" in crash[1]["does"]
+    assert crash[1]["where"] == "availproof, pod wa-1, node k-a1"
+    rows += crash
     assert not plan.refused(rows), plan.refused(rows)
     region = plan.objects(b, [{"activity": "lose-region-2", "scope": "region", "arguments": {"region": "region-2"}}])
     assert {(r["kind"], r["name"]) for r in region} == {("Node", "k-c"), ("Pod", "wc-1")}
