@@ -232,11 +232,15 @@ def expected_pods(raycluster: dict) -> int:
 def autoscaling_signs(cluster_spec: dict | None) -> list[str]:
     """Why a RayCluster spec (or a RayService's ``rayClusterConfig``) may add Ray pods by itself:
     ``enableInTreeAutoscaling: true`` (KubeRay v1.7 ``utils.IsAutoscalingEnabled``: the Ray autoscaler
-    then sets each group's replicas), or a worker group whose ``maxReplicas`` is set above its
-    ``replicas`` (room to scale into: ``GetWorkerGroupDesiredReplicas`` clamps replicas to
-    [minReplicas, maxReplicas]; the CRD's default, 2147483647, means none was set and is not counted)."""
+    then sets each group's replicas) and, with it, each worker group whose ``maxReplicas`` is set above its
+    ``replicas`` (its room to grow; the CRD's default, 2147483647, means none was set and is not counted).
+    Without in-tree autoscaling nothing in KubeRay changes a group's replicas: ``GetWorkerGroupDesiredReplicas``
+    (``utils/util.go``) only clamps ``replicas`` to [minReplicas, maxReplicas], so a ``maxReplicas`` above
+    ``replicas`` is no sign there."""
     spec = cluster_spec or {}
-    out = ["enableInTreeAutoscaling: true"] if spec.get("enableInTreeAutoscaling") else []
+    if not spec.get("enableInTreeAutoscaling"):
+        return []
+    out = ["enableInTreeAutoscaling: true"]
     for g in spec.get("workerGroupSpecs") or []:
         top, replicas = g.get("maxReplicas"), g.get("replicas")
         if top is None or int(top) >= UNSET_MAX_REPLICAS:
@@ -739,7 +743,7 @@ class KubeRayBackend:
 
     def autoscaling(self, zones: list[str] | None = None) -> list[str]:
         """What may add nodes or Ray pods in ``zones`` (all when None) by itself, each sign in a few words:
-        Ray's autoscaling on this RayCluster or its RayService's ``rayClusterConfig``
+        Ray's in-tree autoscaling on this RayCluster or its RayService's ``rayClusterConfig``
         (:func:`autoscaling_signs`), nodes of those zones made by Karpenter (:data:`KARPENTER_LABELS`), a
         cluster-autoscaler's status ConfigMap (:data:`AUTOSCALER_STATUS`; not readable: not counted).
         Read-only. A node autoscaler is not otherwise visible through the Kubernetes API: none found is

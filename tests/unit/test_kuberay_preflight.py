@@ -246,9 +246,16 @@ def test_what_counts_as_autoscaling():
               {"groupName": "h", "replicas": 1}, {"groupName": "i", "replicas": 1, "maxReplicas": 2147483647}]
     assert kb.autoscaling_signs({"workerGroupSpecs": groups}) == []  # unset maxReplicas: the CRD's default
     groups[0]["maxReplicas"] = 3
-    assert kb.autoscaling_signs({"workerGroupSpecs": groups}) == ["worker group g: maxReplicas 3 > replicas 1"]
+    # without in-tree autoscaling nothing changes replicas (GetWorkerGroupDesiredReplicas only clamps them)
+    assert kb.autoscaling_signs({"workerGroupSpecs": groups}) == []
+    assert kb.autoscaling_signs({"enableInTreeAutoscaling": False, "workerGroupSpecs": groups}) == []
+    assert kb.autoscaling_signs({"enableInTreeAutoscaling": True, "workerGroupSpecs": groups}) == [
+        "enableInTreeAutoscaling: true", "worker group g: maxReplicas 3 > replicas 1"]
     s, b, _ = cluster()
     assert b.autoscaling() == []
+    raycluster(s)["spec"]["workerGroupSpecs"][0]["maxReplicas"] = 5  # fixed replicas 2: no Ray autoscaler
+    assert b.autoscaling() == []
+    b.prepare("run1", "zone")  # not refused
     s.nodes["k-a2"]["metadata"]["labels"]["karpenter.sh/nodepool"] = "gpu"
     assert b.autoscaling(["zone-b"]) == [] and b.autoscaling(["zone-a"]) == ["Karpenter nodes in the zone(s): k-a2"]
     s.configmaps[("kube-system", "cluster-autoscaler-status")] = {"apiVersion": "v1", "kind": "ConfigMap",
