@@ -1233,16 +1233,30 @@ class KubeRayBackend:
                 "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY, "pending_cluster": pending}
 
     def _kuberay_answer(self, generation: int, rcc_before: dict, patch: dict, what: str) -> str | None:
-        """After a ``cluster`` upgrade's patch: KubeRay's answer, read as it gives it. Its RayService
-        controller (v1.7 ``rayservice_controller.go`` ``calculateStatus``) sets ``status.observedGeneration``
-        to the generation it reconciled and, in the same status update, names a pending RayCluster when
-        it will roll the change out (``shouldPrepareNewCluster`` -> ``isZeroDowntimeUpgradeEnabled``).
+        """After a ``cluster`` upgrade's patch: KubeRay's answer, read as it gives it.
+
+        What KubeRay v1.7.0 writes (``ray-operator/controllers/ray/rayservice_controller.go``): a new
+        generation of the RayService is reconciled (its watch has ``GenerationChangedPredicate``; else the
+        2 s requeue, ``ServiceDefaultRequeueDuration``); ``calculateStatus`` sets ``status.observedGeneration``
+        to it and names a pending RayCluster when it will roll the change out (``shouldPrepareNewCluster`` ->
+        ``isZeroDowntimeUpgradeEnabled``); ``calculateConditions`` sets ``Ready`` and ``UpgradeInProgress``
+        through ``setCondition``, which stamps each condition with that ``observedGeneration``. ``Reconcile``
+        writes the status only when ``utils.InconsistentRayServiceStatuses`` (``utils/consistency.go``) says it
+        changed. That check ignores ``observedGeneration`` and ``lastUpdateTime`` themselves but compares the
+        conditions whole, and ``meta.SetStatusCondition`` (k8s.io/apimachinery v0.36.0, KubeRay v1.7.0's
+        go.mod) updates a condition's ``observedGeneration``, so a new generation is always written, in one
+        update with the pending cluster if any, even when nothing else changes (``ENABLE_ZERO_DOWNTIME=false``).
+        So ``status.observedGeneration`` reaching the patch's generation is the reconcile, and the pending
+        cluster (or none) in that status is the answer. tests/unit/kube_fake.py (``KubeRay``) writes the status
+        only when that check says it changed.
+
         Read every ``KUBERAY_POLL_S`` for at most ``KUBERAY_ANSWER_S``: a pending (or new active) cluster
         is the answer; the generation reconciled with none means zero-downtime upgrades are off (the
         operator's ``ENABLE_ZERO_DOWNTIME=false``, or NewClusterWithIncrementalUpgrade without its feature
         gate) and KubeRay will never apply the change; no answer at all, an operator that is not
-        reconciling. Either way the patch is reverted and one line raised, instead of waiting for the
-        upgrade's timeout. ``generation`` 0 (an API server that counts none) is not waited for."""
+        reconciling (down, or failing before ``calculateStatus``: its Events on the RayService say why). Either
+        way the patch is reverted and one line raised, instead of waiting for the upgrade's timeout.
+        ``generation`` 0 (an API server that counts none) is not waited for."""
         if not generation:
             return None
         status: dict = {}
@@ -1260,7 +1274,8 @@ class KubeRayBackend:
             time.sleep(KUBERAY_POLL_S)
         else:
             why = (f"KubeRay did not reconcile the change within {KUBERAY_ANSWER_S:.0f} s (observedGeneration "
-                   f"{status.get('observedGeneration')} < {generation}): is the operator running?")
+                   f"{status.get('observedGeneration')} < {generation}): is the operator running? (its Events on "
+                   f"the RayService say why a reconcile failed)")
         self._revert_cluster_patch(rcc_before, patch)
         raise ClusterError(f"{what}: RayService {self.service}: {why}; the patch was reverted")
 

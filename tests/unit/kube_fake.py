@@ -26,9 +26,12 @@ models (file and version):
   created, so a pod's replacement comes once the old pod is gone; the head likewise (none listed:
   one created). New pods are Pending until :meth:`FakeServer.schedule` binds them to a schedulable
   node their nodeSelector matches (the scheduler skips cordoned nodes). Its RayService controller
-  (``rayservice_controller.go`` ``calculateStatus``, ``shouldPrepareNewCluster``,
-  ``isZeroDowntimeUpgradeEnabled``) answers a new generation of a RayService: ``observedGeneration``,
-  and a pending RayCluster when a ``rayClusterConfig`` change is to be rolled out with zero downtime;
+  (``rayservice_controller.go`` ``Reconcile``, ``calculateStatus``, ``calculateConditions``,
+  ``shouldPrepareNewCluster``, ``isZeroDowntimeUpgradeEnabled``; ``utils/consistency.go``
+  ``InconsistentRayServiceStatuses``) answers a new generation of a RayService: ``observedGeneration``
+  (on the status and on each condition), and a pending RayCluster when a ``rayClusterConfig`` change is
+  to be rolled out with zero downtime; the status is written only when KubeRay's consistency check says
+  it changed;
 - SelfSubjectAccessReviews (Kubernetes ``pkg/registry/authorization/selfsubjectaccessreview/rest.go``
   over the RBAC authorizer, ``plugin/pkg/auth/authorizer/rbac/rbac.go``): allowed, with RBAC's reason,
   unless the access is in :attr:`FakeServer.denied_access` (then not allowed and no reason: RBAC has
@@ -732,12 +735,24 @@ class KubeRay:
     terminates. New pods carry the group's template (its nodeSelector) and are Pending until
     :meth:`FakeServer.schedule`.
 
-    :meth:`reconcile_rayservice` (called on each read of a RayService): ``rayservice_controller.go``
-    ``calculateStatus`` sets ``status.observedGeneration`` to the generation it reconciled and, in the same
-    status update, names a pending RayCluster when ``shouldPrepareNewCluster``: the ``rayClusterConfig``
-    changed (its hash) and ``isZeroDowntimeUpgradeEnabled``: ``upgradeStrategy.type`` NewCluster, or
-    NewClusterWithIncrementalUpgrade with the ``RayServiceIncrementalUpgrade`` feature gate; unset, unless
-    the operator runs with ``ENABLE_ZERO_DOWNTIME=false`` (:attr:`zero_downtime_env`)."""
+    :meth:`reconcile_rayservice` (called on each read of a RayService: the watch event of a new generation,
+    or the 2 s requeue): ``Reconcile`` as far as the status goes. ``calculateStatus`` sets
+    ``status.observedGeneration`` to the generation reconciled, names a pending RayCluster when
+    ``shouldPrepareNewCluster``: the ``rayClusterConfig`` changed (its hash) and ``isZeroDowntimeUpgradeEnabled``:
+    ``upgradeStrategy.type`` NewCluster, or NewClusterWithIncrementalUpgrade with the
+    ``RayServiceIncrementalUpgrade`` feature gate; unset, unless the operator runs with
+    ``ENABLE_ZERO_DOWNTIME=false`` (:attr:`zero_downtime_env`); sets ``numServeEndpoints`` (the serve
+    Service's ready endpoints, :attr:`serve_endpoints` while there is an active cluster) and
+    ``calculateConditions``: ``Ready`` and ``UpgradeInProgress``, each through ``setCondition``, which stamps
+    the condition with ``status.observedGeneration``, and ``meta.SetStatusCondition`` (k8s.io/apimachinery
+    v0.36.0, the version KubeRay v1.7.0's go.mod names) updates a condition's ``observedGeneration`` like its
+    other fields (``lastTransitionTime`` only when its status changes). The status is then written only when
+    ``InconsistentRayServiceStatuses`` says it changed (:func:`inconsistent_rayservice_statuses`: it ignores
+    ``observedGeneration`` and ``lastUpdateTime`` themselves, but compares the conditions whole, so a new
+    generation, whose stamp every condition takes, is written even when nothing else changed), with
+    ``lastUpdateTime`` set and the resourceVersion bumped; each write is logged in :attr:`status_writes`.
+    A RayService seen for the first time is taken as the operator left it: its status reconciled for its
+    generation, nothing logged (the tests start from a settled RayService)."""
 
     def __init__(self, server: FakeServer):
         self.s = server
@@ -745,7 +760,11 @@ class KubeRay:
         self.incremental_upgrade_gate = False  # feature gate RayServiceIncrementalUpgrade
         self.answers = True  # False: the operator is down (no reconcile at all)
         self.next_cluster = "availproof-b6d4f"  # the name it gives a pending RayCluster
+        self.serve_endpoints = 1  # ready endpoints of the serve Service (calculateNumServeEndpointsFromSlices)
+        self.status_writes: list[tuple[str, int]] = []  # (RayService, generation) of each status update
         self._seen_rcc: dict[str, str] = {}  # RayService -> the rayClusterConfig of the generation it last saw
+        self._settled: set[str] = set()  # RayServices whose status the operator has reconciled before
+        self._clock = itertools.count(1)  # seconds for lastUpdateTime / lastTransitionTime
         self._names = itertools.count(1)
 
     def zero_downtime(self, spec: dict) -> bool:
@@ -755,25 +774,82 @@ class KubeRay:
         allowed = {"NewCluster"} | ({"NewClusterWithIncrementalUpgrade"} if self.incremental_upgrade_gate else set())
         return kind in allowed
 
+    def _now(self) -> str:
+        n = next(self._clock)
+        return f"2026-12-03T10:{n // 60 % 60:02d}:{n % 60:02d}Z"
+
+    def _set_condition(self, status: dict, kind: str, value: str, reason: str, message: str) -> None:
+        """``setCondition`` (the condition stamped with ``status.observedGeneration``) over apimachinery's
+        ``meta.SetStatusCondition``: every field updated, ``lastTransitionTime`` when the status changes."""
+        conditions = status.setdefault("conditions", [])
+        new = {"type": kind, "status": value, "reason": reason, "message": message,
+               "observedGeneration": status.get("observedGeneration", 0)}
+        old = next((c for c in conditions if c.get("type") == kind), None)
+        if old is None:
+            conditions.append({**new, "lastTransitionTime": self._now()})
+            return
+        if old.get("status") != value:
+            old["lastTransitionTime"] = self._now()
+        old.update(new)
+
+    def _calculate_conditions(self, status: dict) -> None:
+        """``calculateConditions``, without the initializing timeout."""
+        if not status.get("conditions"):
+            message = "RayService is initializing"
+            self._set_condition(status, "Ready", "False", "Initializing", message)
+            self._set_condition(status, "UpgradeInProgress", "False", "Initializing", message)
+        ready = next((c for c in status["conditions"] if c.get("type") == "Ready"), {})
+        if int(status.get("numServeEndpoints") or 0) > 0:
+            self._set_condition(status, "Ready", "True", "NonZeroServeEndpoints",
+                                "Number of serve endpoints is greater than 0")
+        elif ready.get("status") == "True":
+            self._set_condition(status, "Ready", "False", "ZeroServeEndpoints", "Number of serve endpoints dropped to 0")
+        active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
+        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+        if active and pending:
+            self._set_condition(status, "UpgradeInProgress", "True", "BothActivePendingClustersExist",
+                                "Both active and pending Ray clusters exist")
+        elif active:
+            self._set_condition(status, "UpgradeInProgress", "False", "NoPendingCluster",
+                                "Active Ray cluster exists and no pending Ray cluster")
+        else:
+            upgrade = next((c for c in status["conditions"] if c.get("type") == "UpgradeInProgress"), None)
+            if upgrade is None or upgrade.get("reason") not in ("Initializing", "InitializingTimeout"):
+                self._set_condition(status, "UpgradeInProgress", "Unknown", "NoActiveCluster",
+                                    "No active Ray cluster exists, and the RayService is not initializing. Please "
+                                    "open a GitHub issue in the KubeRay repository.")
+
     def reconcile_rayservice(self, rs: dict) -> None:
         if not self.answers:
             return
         meta, spec = rs.setdefault("metadata", {}), rs.get("spec") or {}
-        if rs.get("status") is None:
-            rs["status"] = {}
-        status = rs["status"]
+        name = meta.get("name", "")
+        old = rs.get("status") or {}
+        status = copy.deepcopy(old)
         generation = int(meta.get("generation") or 1)
         rcc = json.dumps(spec.get("rayClusterConfig"), sort_keys=True)
-        name = meta.get("name", "")
         seen = self._seen_rcc.setdefault(name, rcc)
-        if int(status.get("observedGeneration") or 0) >= generation:  # nothing new (a test's own edit included)
-            self._seen_rcc[name] = rcc
-            return
+        new_generation = int(old.get("observedGeneration") or 0) < generation  # else a test's own edit, if any
         pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
-        if rcc != seen and not pending and self.zero_downtime(spec):
+        if new_generation and rcc != seen and not pending and self.zero_downtime(spec):
             status["pendingServiceStatus"] = {"rayClusterName": self.next_cluster}
         self._seen_rcc[name] = rcc
-        status["observedGeneration"] = generation
+        status["observedGeneration"] = generation  # calculateStatus, first thing
+        active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
+        status["numServeEndpoints"] = self.serve_endpoints if active else 0
+        self._calculate_conditions(status)
+        ready = next((c for c in status["conditions"] if c.get("type") == "Ready"), {})
+        status["serviceStatus"] = "Running" if ready.get("status") == "True" else "NotRunning"
+        if name not in self._settled:  # as the operator left it before the test
+            self._settled.add(name)
+            rs["status"] = status
+            return
+        if not inconsistent_rayservice_statuses(old, status):
+            return  # Reconcile's final update skipped: nothing written, the resourceVersion unchanged
+        status["lastUpdateTime"] = self._now()
+        rs["status"] = status
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        self.status_writes.append((name, generation))
 
     def reconcile_pods(self) -> list[str]:
         """One reconcile of every RayCluster's pods; the names of the pods created."""
@@ -809,6 +885,21 @@ class KubeRay:
 
 
 RAND = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery rand.String's alphabet (as chaos.backends.kuberay)
+
+
+def inconsistent_rayservice_statuses(old: dict, new: dict) -> bool:
+    """KubeRay v1.7.0 ``utils.InconsistentRayServiceStatuses`` (``ray-operator/controllers/ray/utils/consistency.go``)
+    over the status as JSON: ``serviceStatus``, ``numServeEndpoints``, the conditions (whole: their
+    ``observedGeneration`` too), and the active and pending service statuses without their
+    ``rayClusterStatus`` (for observability only). ``observedGeneration`` and ``lastUpdateTime`` are not
+    compared."""
+    def service(status: dict, key: str) -> dict:
+        return {k: v for k, v in (status.get(key) or {}).items() if k != "rayClusterStatus" and v not in (None, "", {})}
+
+    return (old.get("serviceStatus") != new.get("serviceStatus")
+            or int(old.get("numServeEndpoints") or 0) != int(new.get("numServeEndpoints") or 0)
+            or (old.get("conditions") or []) != (new.get("conditions") or [])
+            or any(service(old, k) != service(new, k) for k in ("activeServiceStatus", "pendingServiceStatus")))
 
 
 # ------------------------------------------------------------------ exec

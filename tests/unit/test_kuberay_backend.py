@@ -388,10 +388,9 @@ def test_observe_counts_ready_worker_pods_per_zone_and_maps_replicas_by_pod_ip(m
     assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-c": 1}}
     assert smp.nodes_alive == {"zone-a": 2, "zone-b": 0, "zone-c": 1}  # the head and a stranger's pod not counted
     assert "nodes" not in smp.errors  # the dashboard's node table is not what KubeRay counts
-    assert smp.conditions == {}  # the RayService has no conditions yet in this fake
-    s.custom[("rayservices", "availproof")]["status"]["conditions"] = [
-        {"type": "Ready", "status": "True"}, {"type": "UpgradeInProgress", "status": "False"}]
-    assert b.observe(timeout=1.0).conditions == {"Ready": "True", "UpgradeInProgress": "False"}
+    assert smp.conditions == {"Ready": "True", "UpgradeInProgress": "False"}  # as KubeRay writes them
+    s.kuberay.serve_endpoints = 0  # the serve Service has no ready endpoint left
+    assert b.observe(timeout=1.0).conditions == {"Ready": "False", "UpgradeInProgress": "False"}
     # the API server not answering: nodes unknown (None, never 0), and said why
     monkeypatch.setattr(b, "_nodes", lambda: (_ for _ in ()).throw(OSError("apiserver down")))
     smp = b.observe(timeout=1.0)

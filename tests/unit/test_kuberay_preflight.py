@@ -302,9 +302,49 @@ def test_a_cluster_upgrade_kuberay_ignores_is_reverted_and_raised_at_once_not_wa
         assert len([1 for m, p, _ in after if m == "GET" and p == RS_PATH]) <= polls + 1  # bounded, then the revert
     else:
         assert "prepared no new RayCluster: zero-downtime upgrades are off" in text
+        # KubeRay's answer is the first read after the patch (the status it wrote), not a 30 s wait
+        after = s.calls[next(i for i, c in enumerate(s.calls) if c[0] == "PATCH"):]
+        assert [m for m, p, _ in after if p == RS_PATH] == ["PATCH", "GET", "GET", "PATCH"]  # answer, revert
+        assert s.kuberay.status_writes == [("availproof", 2)]  # the patch's generation, written with no pending cluster
     assert "the patch was reverted" in text
     assert rayservice(s)["spec"] == before  # back as it was: KubeRay will not apply it later
     assert [m for m, _ in writes(s)] == ["PATCH", "PATCH"]
+
+
+def test_the_fake_operator_writes_the_rayservice_status_only_when_kuberay_v17_would():
+    """KubeRay v1.7.0 ``Reconcile`` writes the status only when ``utils.InconsistentRayServiceStatuses`` says it
+    changed; that check ignores ``observedGeneration`` and ``lastUpdateTime``, but ``setCondition`` stamps every
+    condition with the generation reconciled (``meta.SetStatusCondition`` updates it), so a new generation is
+    written even when KubeRay does nothing with it (``ENABLE_ZERO_DOWNTIME=false``), and a reconcile with nothing
+    new writes nothing (no resourceVersion bump, no lastUpdateTime)."""
+    s, b = service()
+    s.kuberay.zero_downtime_env = False
+    settled = json.loads(json.dumps(b._get_rayservice()))
+    assert settled["status"]["observedGeneration"] == 1 and "lastUpdateTime" not in settled["status"]
+    assert [(c["type"], c["status"], c["observedGeneration"]) for c in settled["status"]["conditions"]] == [
+        ("Ready", "True", 1), ("UpgradeInProgress", "False", 1)]
+    for _ in range(3):  # requeues with nothing new
+        assert b._get_rayservice() == settled
+    assert s.kuberay.status_writes == []
+    rcc = settled["spec"]["rayClusterConfig"]
+    b._patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
+    status = b._get_rayservice()["status"]
+    assert s.kuberay.status_writes == [("availproof", 2)]  # written: the conditions' generation changed
+    assert status["observedGeneration"] == 2 and not (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+    assert [c["observedGeneration"] for c in status["conditions"]] == [2, 2] and status["lastUpdateTime"]
+    strip = lambda st: {**{k: v for k, v in st.items() if k not in ("observedGeneration", "lastUpdateTime")},  # noqa: E731
+                        "conditions": [{k: v for k, v in c.items() if k != "observedGeneration"} for c in st["conditions"]]}
+    assert strip(status) == strip(settled["status"])  # nothing else changed
+    b._get_rayservice()
+    assert s.kuberay.status_writes == [("availproof", 2)]  # once
+    # zero-downtime on: the same write names the pending cluster, UpgradeInProgress true
+    s2, b2 = service()
+    rcc = b2._get_rayservice()["spec"]["rayClusterConfig"]
+    b2._patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
+    status = b2._get_rayservice()["status"]
+    assert status["pendingServiceStatus"] == {"rayClusterName": "availproof-b6d4f"} and status["observedGeneration"] == 2
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True"), ("UpgradeInProgress", "True")]
+    assert s2.kuberay.status_writes == [("availproof", 2)]
 
 
 def test_an_ignored_cluster_upgrade_records_no_injection(monkeypatch):
