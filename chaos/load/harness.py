@@ -407,32 +407,38 @@ class LoadRun:
                 if self._session_ids >= s.max_requests:
                     reason[0] = "max_requests"
                     return
-                await self._session(client, self._conversation(next(counter)), time.monotonic())
+                if not await self._session(client, self._conversation(next(counter)), time.monotonic()):
+                    # a session that sent nothing (its first turn no longer fits the context, as the
+                    # tokens per word learnt from the answers say) awaited nothing: yield, or the loop
+                    # spins and stalls every stream in flight until duration_s
+                    await asyncio.sleep(0.05)
 
         await asyncio.gather(*(asyncio.create_task(worker()) for _ in range(s.concurrency)))
         return reason[0]
 
-    async def _session(self, client: httpx.AsyncClient, conv: sessions_mod.Conversation, at: float) -> None:
+    async def _session(self, client: httpx.AsyncClient, conv: sessions_mod.Conversation, at: float) -> int:
         """One session's turns, one after the other, ``think_time_s`` apart; none sent after
-        ``duration_s``, past ``max_requests`` or once stopped."""
+        ``duration_s``, past ``max_requests`` or once stopped. Returns how many turns it sent."""
         s = self.shape
+        sent = 0
         while True:
             turn = conv.next(self._lengths)
             if turn is None or self._stop.is_set() or self._session_ids >= s.max_requests:
-                return
+                return sent
             delay = at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
             if self._stop.is_set() or time.monotonic() - self.t0 >= s.duration_s:
-                return
+                return sent
             req = PlannedRequest(id=self._session_ids, offset_s=at - self.t0, target=conv.target,
                                  prompt=sessions_mod.render(turn.messages), max_tokens=turn.max_tokens,
                                  messages=turn.messages, session=conv.session, turn=turn.turn, prefix_group=conv.group)
             self._session_ids += 1
+            sent += 1
             reply: list[str] = []
             r = await self._one(client, req, planned_ns=self.started_ns + int((at - self.t0) * 1e9), reply=reply)
             if r is None:
-                return
+                return sent
             conv.answered(turn, r.ok, "".join(reply), r.prompt_tokens, self._lengths, r.output_tokens)
             at = time.monotonic() + s.sessions.think_time_s
 

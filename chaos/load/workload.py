@@ -129,6 +129,13 @@ def _more_problems(shape: "LoadShape") -> list[str]:
         clash = [k for k in ("stages", "prompt_len", "output_len") if getattr(shape, k)]
         if clash or shape.mode != "open":
             out.append(f"trace: replaces the arrivals and lengths; remove {', '.join(clash) or 'mode closed'}")
+    if shape.mode == "closed":  # a closed loop sends when a worker is free: no schedule to shape
+        shaped = [k for k, v in (("stages", shape.stages), ("arrival", shape.arrival != "poisson"),
+                                 ("burstiness", shape.burstiness != 1.0)) if v]
+        if shaped:
+            out.append(f"mode closed: {', '.join(shaped)} shape an open loop's arrivals; remove them or use mode open")
+    elif shape.burstiness != 1.0 and shape.arrival != "gamma":
+        out.append(f"burstiness shapes gamma arrivals only; arrival is {shape.arrival!r}")
     if not isinstance(shape.workers, int) or not 1 <= shape.workers <= 64:
         out.append(f"workers must be 1..64, got {shape.workers!r}")
     elif shape.mode == "closed" and shape.concurrency < shape.workers:

@@ -386,3 +386,14 @@ def test_the_summary_says_the_arrivals_as_sent():
     assert a["interarrival_cv"] == pytest.approx(1.41, abs=0.15) and a["rate_rps"] == pytest.approx(50, rel=0.1)
     assert a["per_worker"] == {"0": (len(offs) + 1) // 2, "1": len(offs) // 2} and a["clipped"] == 1
     assert analysis.arrivals([])["interarrival_cv"] is None
+
+
+@pytest.mark.parametrize("load, needle", [
+    ({"mode": "closed", "stages": [{"rate": 1, "duration_s": 5}]}, "mode closed: stages"),
+    ({"mode": "closed", "arrival": "gamma", "burstiness": 0.5}, "mode closed: arrival, burstiness"),
+    ({"arrival": "constant", "burstiness": 0.5}, "burstiness shapes gamma arrivals only"),
+])
+def test_an_arrival_field_the_load_would_ignore_is_refused_in_one_line(load, needle):
+    """A closed loop has no schedule to shape, and burstiness shapes gamma only: refused, not ignored."""
+    with pytest.raises(UsageError, match=needle):
+        LoadShape.from_dict(load)

@@ -285,7 +285,7 @@ def test_harness_runs_sessions_that_carry_their_conversation_and_records_who_ser
         events = rec.Events()
         got: list[rec.RequestRecord] = []
         events.request_done.append(got.append)
-        shape = LoadShape(mode=mode, arrival="constant", rate=60, concurrency=3, duration_s=2.0, warmup_s=0,
+        shape = LoadShape(mode=mode, arrival="constant" if mode == "open" else "poisson", rate=60, concurrency=3, duration_s=2.0, warmup_s=0,
                           timeout_s=5, model="m", prompt_words=(8, 24), max_tokens=(16, 32),
                           sessions={"turns": 8, "prefix_groups": 2, "system_prompt_tokens": 100, "think_time_s": 0.01})
         run = LoadRun([Target("t", f"http://127.0.0.1:{server.port}", "zone-a", "east")], shape, events)
