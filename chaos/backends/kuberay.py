@@ -607,18 +607,25 @@ class KubeRayBackend:
         :data:`ZONE_LOSS_LABEL`), then cordon those nodes (annotated with the run id; one someone else
         cordoned is left alone), SIGKILL the pods' processes and force-delete the pods; they stay out
         until :meth:`restore_zones`."""
-        nodes = self._nodes()
         what = f"loss of {', '.join(zones)}"
-        pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
-        cordon, theirs = zone_loss_nodes(nodes, pods, zones)
-        if len(cordon) > self.max_nodes:
-            raise UsageError(f"{what}: it would cordon {len(cordon)} nodes, more than the limit of {self.max_nodes} "
-                             f"(max_nodes): refusing to act ({', '.join(cordon[:5])}...)")
+        nodes, pods, cordon, theirs = self._zone_loss_reach(zones, what)
         self.lost_nodes[tuple(sorted(zones))] = sorted(set(cordon) | set(theirs))
         by_name = {_name(n): n for n in nodes}
         for n in cordon:
             self._cordon(by_name[n])
         return self._kill_pods(pods, what)
+
+    def _zone_loss_reach(self, zones: list[str], what: str) -> tuple[list[dict], list[dict], list[str], list[str]]:
+        """What a loss of ``zones`` would touch, within the blast-radius limits (``max_pods``,
+        ``max_nodes``; refused beyond them): (the nodes read, the zones' Ray pods, the nodes this
+        run would cordon, those someone else cordoned)."""
+        nodes = self._nodes()
+        pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
+        cordon, theirs = zone_loss_nodes(nodes, pods, zones)
+        if len(cordon) > self.max_nodes:
+            raise UsageError(f"{what}: it would cordon {len(cordon)} nodes, more than the limit of {self.max_nodes} "
+                             f"(max_nodes): refusing to act ({', '.join(cordon[:5])}...)")
+        return nodes, pods, cordon, theirs
 
     def _patch_node(self, node: dict, body: dict) -> None:
         """A patch of a node read before, with its resourceVersion as precondition: a node changed
@@ -1512,13 +1519,7 @@ class KubeRayBackend:
         zones = [a["zone"]] if scope == "zone" else self.zones_in_region(a.get("region", ""))
         if not zones:
             raise UsageError(f"region {a.get('region')!r} has no zone")
-        nodes = self._nodes()
-        what = f"loss of {', '.join(zones)}"
-        pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
-        cordon, theirs = zone_loss_nodes(nodes, pods, zones)
-        if len(cordon) > self.max_nodes:
-            raise UsageError(f"{what}: it would cordon {len(cordon)} nodes, more than the limit of {self.max_nodes} "
-                             f"(max_nodes): refusing to act ({', '.join(cordon[:5])}...)")
+        nodes, pods, cordon, theirs = self._zone_loss_reach(zones, f"loss of {', '.join(zones)}")
         self.refuse_autoscaled_zone_loss(zones)
         by_zone = node_zones(nodes)
         rows = [self._row("Node", n, f"cordon (spec.unschedulable) and annotate {CORDON_MARK}=<run id>",

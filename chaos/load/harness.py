@@ -99,16 +99,7 @@ class LoadRun:
 
     # ---------------------------------------------------------------- public
     def header(self) -> dict[str, Any]:
-        return {
-            "format_version": rec.FORMAT_VERSION,
-            "run_id": self.run_id,
-            "started_ns": self.started_ns,
-            "load": self.shape.to_dict(),
-            "routing": self.router.policy,
-            "targets": [t.__dict__ for t in self.targets],
-            **({"trace": _trace_info(self.shape)} if self.shape.trace else {}),
-            **self.header_extra,
-        }
+        return run_header(self, **self.header_extra)
 
     def run(self) -> dict[str, Any]:
         """Run to completion in this thread; returns the footer (counts, stop reason)."""
@@ -441,6 +432,21 @@ class LoadRun:
                 return sent
             conv.answered(turn, r.ok, "".join(reply), r.prompt_tokens, self._lengths, r.output_tokens)
             at = time.monotonic() + s.sessions.think_time_s
+
+
+def run_header(run: Any, **extra: Any) -> dict[str, Any]:
+    """The records' header of a load run (one harness, or the workers of :mod:`chaos.load.workers`):
+    its format, id, start, load, routing, targets, the trace replayed, then ``extra``."""
+    return {
+        "format_version": rec.FORMAT_VERSION,
+        "run_id": run.run_id,
+        "started_ns": run.started_ns,
+        "load": run.shape.to_dict(),
+        "routing": run.router.policy,
+        "targets": [t.__dict__ for t in run.targets],
+        **({"trace": _trace_info(run.shape)} if run.shape.trace else {}),
+        **extra,
+    }
 
 
 def _trace_info(shape: LoadShape) -> dict[str, Any]:

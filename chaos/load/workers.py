@@ -134,21 +134,12 @@ class WorkerPool:
                 f"({rates})")
 
     def header(self) -> dict[str, Any]:
-        from chaos.load.harness import _trace_info
+        from chaos.load.harness import run_header
 
-        return {
-            "format_version": rec.FORMAT_VERSION,
-            "run_id": self.run_id,
-            "started_ns": self.started_ns,
-            "load": self.shape.to_dict(),
-            "routing": self.router.policy,
-            "targets": [t.__dict__ for t in self.targets],
-            **({"trace": _trace_info(self.shape)} if self.shape.trace else {}),
-            "workers": {"n": self.n, "dealing": "round_robin", "planned": self._planned,
-                        "pids": [p.pid for p in self.procs],
-                        "records": [str(p) for p in self.paths], "clock_start": self.clock_start},
-            **self.header_extra,
-        }
+        return run_header(self, workers={"n": self.n, "dealing": "round_robin", "planned": self._planned,
+                                         "pids": [p.pid for p in self.procs],
+                                         "records": [str(p) for p in self.paths], "clock_start": self.clock_start},
+                          **self.header_extra)
 
     def start(self) -> "WorkerPool":
         """Draw the plan, start the workers, measure their clocks, start them at one instant; returns

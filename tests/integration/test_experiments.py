@@ -235,6 +235,34 @@ def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(s
     assert_healthy_after(shared_cluster.cluster_dir)
 
 
+def test_a_bursty_load_from_two_workers_runs_and_re_derives(shared_cluster, test_root, tmp_path):
+    """The replica kill under gamma arrivals of burstiness 0.5 sent by two harness processes: the
+    send instants' inter-arrival CV is 1/sqrt(0.5) = 1.41 (+-0.15), both workers' lines are in the
+    run's records, and `availproof analyse` derives the same figures from them."""
+    doc = json.loads(suite.experiment_path("replica-kill").read_text())
+    ext = next(e for e in doc["extensions"] if e["name"] == "availproof")
+    ext["load"] = {**ext["load"], "arrival": "gamma", "burstiness": 0.5, "workers": 2, "rate": 12}
+    path = tmp_path / "replica-kill-bursty.json"
+    path.write_text(json.dumps(doc))
+    out = test_root / "runs" / "replica-kill-bursty-2-workers"
+    verdict, result = runner.run_experiment(path, out, app="stream", cluster_dir=shared_cluster.cluster_dir)
+    check_result(verdict, result, out, "replica")
+    summary = json.loads((out / "summary.json").read_text())
+    sent = summary["arrivals"]
+    assert abs(sent["interarrival_cv"] - 2 ** 0.5) <= 0.15, sent
+    assert set(sent["per_worker"]) == {"0", "1"} and min(sent["per_worker"].values()) > 50, sent
+    lines = rec.read(out / "records.ndjson").requests
+    assert {r.worker for r in lines} == {0, 1} and [r.sent_ns for r in lines] == sorted(r.sent_ns for r in lines)
+    cli = Path(sys.executable).parent / "availproof"
+    proc = subprocess.run([str(cli), "analyse", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = json.loads((out / "summary.json").read_text())
+    assert again["arrivals"] == sent
+    planes = ("affected", "service", "failed", "control_plane", "capacity")
+    assert [{k: f[k] for k in planes} for f in again["faults"]] == [{k: f[k] for k in planes} for f in summary["faults"]]
+    assert_healthy_after(shared_cluster.cluster_dir)
+
+
 def test_worker_node_kill_direct_is_the_contrast(shared_cluster, test_root):
     """The same node kill with the client sending to the proxies itself (--front direct): zone-b's share
     fails for the whole outage, as before the front door existed; no balancer figures."""
