@@ -57,19 +57,22 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
     return spec
 
 
-def ensure_system(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = ""):
+def ensure_system(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = "",
+                  faults: list[dict] | None = None):
     """The backend the experiment runs on, ready: local (cluster up, app deployed) or KubeRay. Before
     anything is changed on a cluster that is already there, the backend is prepared for the run
-    (``Backend.prepare``: leftovers of a crashed run refused, the run's id owned)."""
+    (``Backend.prepare``: leftovers of a crashed run refused, the run's id owned; on KubeRay the
+    permissions the planned ``faults`` and their heals need, :func:`chaos.plan.faults_of`)."""
     if backend_kind(options.backend) == "kuberay":
-        return ensure_kuberay(settings, options, log, run_id)
+        return ensure_kuberay(settings, options, log, run_id, faults)
     return ensure_local(settings, options, log, run_id)
 
 
-def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = ""):
+def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = "",
+                   faults: list[dict] | None = None):
     """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
     backend = kuberay_backend(kube_settings(options.kubernetes, settings.kubernetes))
-    backend.prepare(run_id, settings.scope)
+    backend.prepare(run_id, settings.scope, faults)
     log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
         f"blast radius {backend.max_pods} pod(s)")
     backend.wait_healthy(timeout=options.deploy_timeout_s)
@@ -232,7 +235,8 @@ def kuberay_backend(k: dict):
 
     b = KubeRayBackend(k["namespace"], k["context"], k.get("ray_cluster", "availproof"),
                        max_pods=int(k.get("max_pods", 1)), serve_url=k["serve_url"], dashboard_url=k["dashboard_url"],
-                       partition_method=k.get("partition_method") or "node-filter")
+                       partition_method=k.get("partition_method") or "node-filter",
+                       allow_autoscaled_zone_loss=bool(k.get("allow_autoscaled_zone_loss")))
     b.resolve_cluster()
     return b
 
