@@ -216,9 +216,14 @@ def test_experiment_on_shared_cluster(name, shared_cluster, test_root):
 
 def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(shared_cluster, test_root):
     """replica-kill-warm-cache: chat sessions whose groups share a system prompt, one replica killed.
-    The replacement starts with an empty (simulated) prefix cache: its prefix-sharing requests are
-    slower until it has seen the groups' prefixes, and `warmup` says for how long; every request says
-    which replica served it; no turn ever passes the model's context (no 400)."""
+    The replacement starts with an empty (simulated) prefix cache: in its first seconds of serving its
+    prefix-sharing requests find fewer cached tokens than the warm replicas' in the same seconds, and
+    `warmup` judges it against them (its p95 TTFT: whether and when it was warm); every request says
+    which replica served it; no turn ever passes the model's context (no 400).
+
+    Whether the p95 comparison calls it warm within the window varies from run to run (a 5 s window
+    holds ~13 of its requests, and turns that miss their history on any replica make both tails
+    noisy: README, Findings), so the test asserts the judgement and the cold cache, not the time."""
     name = "replica-kill-warm-cache"
     out = test_root / "runs" / name
     verdict, result = runner.run_experiment(EXPERIMENTS / f"{name}.json", out, app="stream",
@@ -226,9 +231,17 @@ def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(s
     check_result(verdict, result, out, "replica")
     f = result["summary"]["faults"][0]
     w = f["warmup"]
-    assert w["baseline_p95_ttft_s"] is not None and w["time_to_warm_s"] is not None, (w, f["unmeasurable"])
-    assert w["time_to_warm_s"] > 0, w
+    new = [x["replica"] for x in f["replacement"]["new"]]
+    assert w["baseline_p95_ttft_s"] is not None and w["replacements"] == new and len(new) == 1, (w, f["replacement"])
+    assert w["first_served_by_replacement_s"] > 0 and w["windows_judged"] > 0 and w["warmed"] in (True, False), w
+    if w["warmed"]:
+        assert w["time_to_warm_s"] >= w["first_served_by_replacement_s"], w
     requests = rec.read(out / "records.ndjson").requests
+    first = f["inject_ns"] + int(w["first_served_by_replacement_s"] * NS)
+    early = [r for r in requests if r.ok and r.session is not None and first <= r.sent_ns < first + 5 * NS]
+    cold = [r.cached_tokens or 0 for r in early if r.served_replica == new[0]]
+    warm = [r.cached_tokens or 0 for r in early if r.served_replica != new[0]]
+    assert cold and warm and sum(cold) / len(cold) < sum(warm) / len(warm), (cold, warm)  # its cache starts empty
     assert not [r for r in requests if r.failure == "http_4xx"]  # a session ends before max_model_len
     assert all(r.served_replica for r in requests if r.ok), "a served request that does not say who served it"
     assert {r.session for r in requests if r.session is not None} and max(r.turn or 0 for r in requests) >= 2
