@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from chaos import analysis, records as rec, scopes, stats
-from chaos.errors import UsageError, read_input
+from chaos.errors import UsageError, read_yaml
 
 FORMAT_VERSION = 1
 NOT_COVERED, INSUFFICIENT_TRIALS, NOT_SUPPORTED, SUPPORTED = (
@@ -161,37 +161,27 @@ def parse_rates(doc: Any, where: str = "RATES") -> Rates:
 
 def load_rates(path: str | Path) -> Rates:
     """The RATES file read and checked: every problem is one line naming the file."""
-    import yaml
+    return parse_rates(read_yaml(path, "the rates file"), str(path))
 
-    text = read_input(path, "the rates file")
+
+def _strictly_between(value: Any, flag: str, what: str, hi: float, example: str) -> float:
+    """``value`` as a number strictly between 0 and ``hi``; a one-line error naming ``flag`` otherwise."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}:{where} not valid YAML: {getattr(e, 'problem', None) or e}") from None
-    return parse_rates(doc, str(path))
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{flag}: {what} between 0 and {hi:g}, e.g. {example}, got {value!r}") from None
+    if not math.isfinite(v) or not 0 < v < hi:
+        raise UsageError(f"{flag}: {what} between 0 and {hi:g} (exclusive), e.g. {example}, got {value!r}")
+    return v
 
 
 def target_fraction(pct: Any) -> float:
     """``--target`` in percent (99.9) as a fraction; a one-line error otherwise."""
-    try:
-        v = float(pct)
-    except (TypeError, ValueError):
-        raise UsageError(f"--target: a percentage between 0 and 100, e.g. 99.9, got {pct!r}") from None
-    if not math.isfinite(v) or not 0 < v < 100:
-        raise UsageError(f"--target: a percentage between 0 and 100 (exclusive), e.g. 99.9, got {pct!r}")
-    return v / 100
+    return _strictly_between(pct, "--target", "a percentage", 100, "99.9") / 100
 
 
 def risk_value(risk: Any) -> float:
-    try:
-        v = float(risk)
-    except (TypeError, ValueError):
-        raise UsageError(f"--risk: a probability between 0 and 1, e.g. 0.05, got {risk!r}") from None
-    if not math.isfinite(v) or not 0 < v < 1:
-        raise UsageError(f"--risk: a probability between 0 and 1 (exclusive), e.g. 0.05, got {risk!r}")
-    return v
+    return _strictly_between(risk, "--risk", "a probability", 1, "0.05")
 
 
 # ---------------------------------------------------------------- the suite's runs

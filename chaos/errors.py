@@ -31,3 +31,21 @@ def read_input(path, what: str) -> str:
         return Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: cannot read {what}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def yaml_problem(source, e: Exception) -> str:
+    """A YAML parse error as one line naming ``source`` and the line."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" line {mark.line + 1}" if mark else ""
+    return f"{source}:{where} not valid YAML: {getattr(e, 'problem', None) or e}"
+
+
+def read_yaml(path, what: str):
+    """A user's YAML input file decoded, or a one-line UsageError naming it (and the line)."""
+    import yaml
+
+    text = read_input(path, what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise UsageError(yaml_problem(path, e)) from None

@@ -17,10 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from chaos import schemas
-from chaos.errors import UsageError, read_input
+from chaos.errors import UsageError, read_yaml
 
 SHIPPED = ("default", "two-regions")
 
@@ -129,14 +127,7 @@ def load(path: str | Path | None = None) -> Topology:
     elif str(path) in SHIPPED:
         path = shipped_path(str(path))
     path = Path(path)
-    text = read_input(path, "topology file")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}:{where} not valid YAML: {getattr(e, 'problem', e)}") from None
-    return parse(data, source=path.name)
+    return parse(read_yaml(path, "topology file"), source=path.name)
 
 
 def problems(data: Any, source: str = "<memory>") -> list[str]:

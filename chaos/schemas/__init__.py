@@ -156,7 +156,7 @@ def check_file(file: str | Path) -> list[str]:
     import yaml
 
     from chaos import experiment, topology
-    from chaos.errors import UsageError, read_input
+    from chaos.errors import UsageError, read_input, yaml_problem
 
     source = str(file)
     try:
@@ -173,9 +173,7 @@ def check_file(file: str | Path) -> list[str]:
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as ye:
-            mark = getattr(ye, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark else ""
-            return [_one_line(f"{source}:{where} not valid YAML: {getattr(ye, 'problem', ye)}")]
+            return [_one_line(yaml_problem(source, ye))]
     if isinstance(doc, dict) and any(k in doc for k in ("method", "extensions", "steady-state-hypothesis")):
         if json_error:  # availproof and Chaos Toolkit read experiment files as JSON
             return [json_error]
