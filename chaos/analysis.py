@@ -355,10 +355,15 @@ def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord],
     }, insufficient
 
 
+def a_or_an(word: str) -> str:
+    """``word`` with its indefinite article, as a reason reads it ("an engine-crash fault")."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def affected_basis(fault: Fault, measured: list[rec.RequestRecord]) -> tuple[set[str] | None, str]:
     """The zones whose targets make up the affected population (None: every target), and why."""
     if scopes.get(fault.scope).every_target_affected:
-        return None, (f"a {fault.scope} fault affects every target: Serve routes a request from any proxy "
+        return None, (f"{a_or_an(fault.scope)} fault affects every target: Serve routes a request from any proxy "
                       f"to any replica")
     if not fault.zones:
         return None, f"the {fault.scope} fault has no failure domain (no zones): every target is affected"
@@ -400,7 +405,7 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         unmeasurable["failed.unaffected_zones"] = f"the {fault.scope} fault has no zone: no zone is unaffected by it"
     elif scopes.get(fault.scope).every_target_affected:
         unaffected = None
-        unmeasurable["failed.unaffected_zones"] = (f"a {fault.scope} fault affects every target (Serve routes from "
+        unmeasurable["failed.unaffected_zones"] = (f"{a_or_an(fault.scope)} fault affects every target (Serve routes from "
                                                    f"any proxy to any replica): no zone is unaffected by it")
     elif not any(r.zone is not None for r in measured):
         unaffected = None

@@ -593,10 +593,13 @@ def p_miss(costs: dict[str, tuple[float, list[float]]], budget_s: float, seed: i
 
 
 def overlap(rates: Rates, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Roughly the chance that two events overlap in a period: over pairs of events (a scope with itself
-    too), rate x rate x (duration + duration) / period (for a scope with itself: events^2 x duration / period).
-    A duration is the stated ``duration_s``, else the longest span measured (heal, steady state, capacity and
-    control plane restored); a scope with neither is left out, named."""
+    """Roughly the chance that two events overlap in a period. The expected number of overlaps of a pair
+    of scopes (a scope with itself too) is rate x rate x (duration + duration) / period (for a scope with
+    itself: events^2 x duration / period); events arriving as Poisson processes, the chance of at least
+    one overlap is 1 - exp(-expected), per pair and for the sum over pairs (``probability``; the
+    expected numbers are ``expected``: they can pass 1, a probability cannot). A duration is the stated
+    ``duration_s``, else the longest span measured (heal, steady state, capacity and control plane
+    restored); a scope with neither is left out, named."""
     durs: dict[str, tuple[float, str]] = {}
     left_out = {}
     for name, rate in rates.scopes.items():
@@ -614,11 +617,11 @@ def overlap(rates: Rates, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for i, a in enumerate(names):
         for b in names[i:]:
             la, lb = rates.scopes[a].events, rates.scopes[b].events
-            p = la * la * durs[a][0] / T if a == b else la * lb * (durs[a][0] + durs[b][0]) / T
-            total += p
-            pairs.append({"scopes": [a, b], "probability": round(p, 9)})
-    pairs.sort(key=lambda x: -x["probability"])
-    return {"probability": round(min(1.0, total), 9), "pairs": pairs[:10],
+            m = la * la * durs[a][0] / T if a == b else la * lb * (durs[a][0] + durs[b][0]) / T
+            total += m
+            pairs.append({"scopes": [a, b], "expected": round(m, 9), "probability": round(-math.expm1(-m), 9)})
+    pairs.sort(key=lambda x: -x["expected"])
+    return {"probability": round(-math.expm1(-total), 9), "expected": round(total, 9), "pairs": pairs[:10],
             "durations_s": {n: {"value": d, "from": src} for n, (d, src) in durs.items()}, "left_out": left_out}
 
 

@@ -62,7 +62,8 @@ def figure_rows(doc: dict[str, Any]) -> list[list[str]]:
          if pm.get("value") is not None else ""],
         ["dominant scope", _unm(doc, "dominant_scope", dom["scope"] if dom else "n/a"), "-",
          f"{_num(dom['expected_lost_s'])} s per period, {_pct(dom['budget_share'], 2)} of the budget" if dom else ""],
-        ["overlap probability", _num(ov["probability"]), "-", "two events at once in a period, roughly"],
+        ["overlap probability", _num(ov["probability"]), "-",
+         f"two events at once in a period, roughly ({_num(ov['expected'])} overlaps expected)"],
     ]
     if doc["population"] == "affected":
         note = f"availability {_pct(wz['availability'])} for its users ({', '.join(wz['scopes'])})" if wz else ""

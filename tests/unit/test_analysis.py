@@ -390,3 +390,8 @@ def test_a_request_ending_exactly_at_the_injection_was_not_in_flight():
     rs = [req(1, 9.5, e2e=0.5), req(2, 9.6, e2e=0.5)] + every(10, 20)
     f = analyse(rs, [mark(rec.INJECT_START, 10)], 20)["faults"][0]
     assert f["service"]["in_flight_at_injection"] == 1
+
+
+def test_a_reason_names_the_scope_with_its_article():
+    assert [analysis.a_or_an(s) for s in ("engine-crash", "upgrade", "zone", "head")] == \
+        ["an engine-crash", "an upgrade", "a zone", "a head"]

@@ -181,7 +181,21 @@ def test_the_overlap_is_rate_times_rate_times_duration_over_the_period(tmp_path)
     r = rates(tmp_path, {"zone": {"events": 2, "duration_s": 100}, "node": {"events": 3, "duration_s": 50}})
     ov = claim.overlap(r, {})
     T = MONTH_S
-    assert ov["probability"] == pytest.approx(2 * 3 * 150 / T + 4 * 100 / T + 9 * 50 / T, abs=1e-9)
+    m = 2 * 3 * 150 / T + 4 * 100 / T + 9 * 50 / T
+    assert ov["expected"] == pytest.approx(m, abs=1e-9)
+    assert ov["probability"] == pytest.approx(1 - math.exp(-m), abs=1e-9)
+
+
+def test_an_overlap_expected_more_than_once_is_a_probability_below_one(tmp_path):
+    """Long outages at high rates: the expected number of overlaps passes 1, each pair's and the whole
+    probability stay below it (at least one overlap, events as Poisson arrivals)."""
+    r = rates(tmp_path, {"zone": {"events": 10, "duration_s": 20_000}, "node": {"events": 10, "duration_s": 30_000}})
+    ov = claim.overlap(r, {})
+    assert ov["expected"] == pytest.approx((100 * 20_000 + 100 * 30_000 + 100 * 50_000) / MONTH_S, abs=1e-8)
+    assert ov["expected"] > 3 and max(p["expected"] for p in ov["pairs"]) > 1
+    assert 0.95 < ov["probability"] < 1 and all(0 < p["probability"] < 1 for p in ov["pairs"])
+    assert [p["probability"] for p in ov["pairs"]] == pytest.approx([1 - math.exp(-p["expected"]) for p in ov["pairs"]],
+                                                                    abs=1e-8)
 
 
 # ---------------------------------------------------------------- what the claim does not cover
