@@ -143,7 +143,8 @@ experiment(
     "conversation so far; groups of sessions share a system prompt). The replacement starts with an empty prefix "
     "cache: its prefix-sharing requests are slower until it has seen the shared prefixes. summary.json's warmup "
     "says for how long (time_to_warm_s: until the replacement's p95 TTFT is within 1.2 x the warm replicas' in the "
-    "same windows, and stays there), beside the baseline p95 TTFT of these requests before the kill.",
+    "same windows, and stays there over all its requests from then on), beside the baseline p95 TTFT of these "
+    "requests before the kill.",
     "replica", [action("kill-one-replica-in-zone-a", "kill_replica", zone="zone-a")],
     {"max_failed_requests": 5, "max_time_to_steady_state_s": 30,
      "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,

@@ -1,8 +1,8 @@
 """The Serve apps on the real three-zone cluster: the streaming target and vLLM (tiny checkpoint).
 
 Both pass the same OpenAI-compatible API checks through every worker's proxy, with one
-replica of each deployment per zone; then the replica-kill and head-kill-gcs-ft experiments
-run against the real vLLM replicas.
+replica of each deployment per zone; a restarted Serve controller keeps the vLLM engines; then
+the replica kill under chat sessions runs against the real vLLM replicas.
 """
 
 import json
@@ -13,7 +13,8 @@ import pytest
 from chaos import deploy, placement, runner, suite
 from chaos.provision import app_spec
 
-from .test_experiments import assert_healthy_after, assert_the_fault_did_what_its_scope_must, check_result
+from .test_experiments import (assert_healthy_after, assert_the_fault_did_what_its_scope_must,
+                               assert_the_replacement_started_cold, check_result)
 
 MODEL = "availproof-tiny"
 
@@ -120,10 +121,11 @@ def test_a_restarted_serve_controller_keeps_the_vllm_engines(shared_cluster):
 
 
 # Experiments with real vLLM engines (CI time: 2-7 min each on 2 cores), kept to what the stream target
-# cannot prove: the replica kill, whose replacement is a vLLM engine starting (and whose in-flight streams
-# are real engine streams). The rolling upgrade with vLLM (5-7 min: every engine replaced in turn) runs
-# by hand, as every other scope does: `availproof run experiments/upgrade.json --app llm` (README, Findings).
-@pytest.mark.parametrize("name", ["replica-kill"])
+# cannot prove: the replica kill under chat sessions, whose replacement is a vLLM engine starting with
+# vLLM's own empty prefix cache (and whose in-flight streams are real engine streams). The rolling
+# upgrade with vLLM (5-7 min: every engine replaced in turn) runs by hand, as every other scope does:
+# `availproof suite --full --app llm` (README, Findings).
+@pytest.mark.parametrize("name", ["replica-kill-warm-cache"])
 def test_experiment_with_real_vllm(name, shared_cluster, test_root):
     if deploy.deployed_app(shared_cluster) != "llm":
         deploy_app(shared_cluster, "llm")
@@ -138,6 +140,8 @@ def test_experiment_with_real_vllm(name, shared_cluster, test_root):
             set(result["summary"]["faults"][0]["detail"]["replicas_before"])
     assert result["summary"]["app"] == "llm"
     assert result["summary"]["requests"]["ok"] > 0
+    if name == "replica-kill-warm-cache":  # vLLM's prefix cache: its usage says the cached tokens
+        assert_the_replacement_started_cold(result, out, must_warm=False)
     assert_healthy_after(shared_cluster.cluster_dir)
     assert deploy.deployed_app(shared_cluster) == "llm"
     assert placement.zones_of([r for r in placement.replicas(shared_cluster) if r.deployment.startswith("LLMServer")
