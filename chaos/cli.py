@@ -121,7 +121,8 @@ def _kube_flags(args) -> dict:
     return {"context": args.kube_context, "namespace": args.kube_namespace, "ray_cluster": args.ray_cluster,
             "serve_url": args.serve_url, "dashboard_url": args.dashboard_url, "max_pods": args.max_pods,
             "partition_method": args.partition_method,
-            "allow_autoscaled_zone_loss": getattr(args, "allow_autoscaled_zone_loss", None)}
+            "allow_autoscaled_zone_loss": getattr(args, "allow_autoscaled_zone_loss", None),
+            "load_in_cluster": getattr(args, "load_in_cluster", None), "load_image": getattr(args, "load_image", None)}
 
 
 def _options(args, out: Path, front: str | None = None):
@@ -136,7 +137,8 @@ def _options(args, out: Path, front: str | None = None):
     return Options(app=args.app, out_dir=out, backend=getattr(args, "backend", "local"),
                    model_path=getattr(args, "model_path", None) or "",
                    replace_cluster=bool(getattr(args, "replace_cluster", False)),
-                   front=front or (args.front if isinstance(getattr(args, "front", None), str) else None), **kw)
+                   front=front or (args.front if isinstance(getattr(args, "front", None), str) else None),
+                   capacity=getattr(args, "capacity", None), **kw)
 
 
 def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False) -> dict:
@@ -207,10 +209,13 @@ def _write_report(out: Path) -> None:
 
 
 def cmd_run(args) -> int:
-    from chaos import runner, verdict
-    from chaos.experiment import load
+    from chaos import runner, utilization, verdict
 
-    load(args.experiment)  # one-line error on a bad file, before anything starts
+    # one-line error on a bad file (or capacity file, for load.utilization), before anything starts
+    rate_from = utilization.check(args.experiment, args.app, args.capacity)
+    if args.capacity and rate_from is None:
+        _say(f"--capacity {args.capacity}: not used, {args.experiment} states no load.utilization "
+             "(its rate is load.rate)")
     if getattr(args, "plan", False):
         return _print_plan(args)
     out = Path(args.out) if args.out else _default_out(Path(args.experiment).stem)
@@ -247,6 +252,7 @@ def cmd_suite(args) -> int:
 
     out = Path(args.out) if args.out else _default_out("suite")
     names = suite.selection(args.full, args.only)
+    _check_utilization([suite.experiment_path(name) for name in names], args)
     fronts = args.front or [None]  # several: each experiment once per front door, side by side
     runs = [(name, front, name if len(fronts) == 1 else f"{name}@{front}") for name in names for front in fronts]
     suite.write_order(out, [d for _, _, d in runs])  # the report's overview follows the run order
@@ -267,6 +273,32 @@ def cmd_suite(args) -> int:
     if not args.keep_cluster and getattr(args, "backend", "local") == "local":
         cmd_cluster_down(args)
     return max((r["verdict"] for r in results), default=0)
+
+
+def _check_utilization(paths: list[Path], args) -> None:
+    """Every experiment's rate as a share of a capacity (load.utilization) checked before the first runs."""
+    from chaos import utilization
+
+    for path in paths:
+        utilization.check(path, args.app, getattr(args, "capacity", None))
+
+
+def cmd_capacity(args) -> int:
+    """The highest rate the experiment's deployment sustains within its SLO (chaos.capacity_run): capacity.json;
+    exit 0 when a rate was sustained, 1 when none was."""
+    from chaos import capacity, capacity_run
+
+    out = Path(args.out) if args.out else _default_out(f"{Path(args.experiment).stem}-capacity")
+    plan = {k: v for k, v in (("start_rps", args.start_rate), ("factor", args.factor), ("max_rps", args.max_rate),
+                              ("max_steps", args.max_steps), ("step_s", args.step_s), ("warmup_s", args.warmup_s),
+                              ("target_attainment", args.target_attainment),
+                              ("max_failed_share", args.max_failed_share)) if v is not None}
+    decision, doc = capacity_run.measure(args.experiment, _options(args, out), plan, log=_say)
+    if not args.keep_cluster:
+        cmd_cluster_down(args)
+    if decision.stop == capacity.INTERRUPTED:
+        return 130
+    return 0 if doc["sustained_rps"] is not None else 1
 
 
 EXAMPLE_RATES = Path(__file__).resolve().parent.parent / "experiments" / "rates" / "example-rates.yaml"
@@ -400,7 +432,7 @@ def cmd_validate(args) -> int:
 
     bad = False
     for f in args.files:
-        found = check_file(f)
+        found = check_file(f, capacity=args.capacity)
         print("\n".join(found) if found else f"ok {f}")
         bad = bad or bool(found)
     return 2 if bad else 0
@@ -488,15 +520,35 @@ def build_parser() -> argparse.ArgumentParser:
                                           "(chaos/schemas/): one line per problem, exit 2 if any")
     val.add_argument("files", nargs="+", metavar="FILE")
     val.set_defaults(func=cmd_validate)
+    cap = sub.add_parser("capacity", help="the highest rate the experiment's deployment sustains within its SLO: a "
+                                          "stepped sweep with no fault; capacity.json (exit 1 when none is sustained)")
+    cap.add_argument("experiment")
+    cap.add_argument("--start-rate", type=float, default=None, metavar="R", help="the first step's rate, req/s (1)")
+    cap.add_argument("--factor", type=float, default=None, metavar="F", help="each step's rate over the last's (1.5)")
+    cap.add_argument("--max-rate", type=float, default=None, metavar="R", help="no step above this rate, req/s (200)")
+    cap.add_argument("--max-steps", type=int, default=None, metavar="N", help="steps at most (12)")
+    cap.add_argument("--step-s", type=float, default=None, metavar="S", help="seconds measured per step (20)")
+    cap.add_argument("--warmup-s", type=float, default=None, metavar="S",
+                     help="seconds sent before each step's measurement, not counted (the experiment's load.warmup_s)")
+    cap.add_argument("--target-attainment", type=float, default=None, metavar="A",
+                     help="the share of a step's requests that must meet the SLO (0.99)")
+    cap.add_argument("--max-failed-share", type=float, default=None, metavar="SHARE",
+                     help="failed requests beyond this share of a step's break the SLO (0.01)")
+    cap.add_argument("--keep-cluster", action="store_true", help="leave the cluster up at the end")
+    cap.set_defaults(func=cmd_capacity)
 
-    for c in (run, su, demo):
+    for c in (run, su, val):
+        c.add_argument("--capacity", default=None, metavar="FILE",
+                       help="the capacity.json (availproof capacity) an experiment's load.utilization takes its share "
+                            "of, over its load.capacity")
+    for c in (run, su, demo, cap):
         c.add_argument("--app", choices=("stream", "llm"), default="stream")
         c.add_argument("--model-path", default=None)
         c.add_argument("--out", default=None, help="run directory (default: runs/<time>-<name>)")
         front_help = ("what stands between the client and the Serve proxies, over the experiment's front: direct "
                       "(the client round-robins over the proxies), lb (the rig's HAProxy over every zone), zonal-lb "
                       "(one HAProxy per zone, the others as backup)")
-        if c is run:
+        if c in (run, cap):
             c.add_argument("--front", choices=FRONTS, default=None, help=front_help)
         else:
             c.add_argument("--front", type=_fronts, default=None, metavar="FRONT[,FRONT...]",
@@ -525,7 +577,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how a zone partition cuts a zone off (default node-filter: a helper pod with hostNetwork "
                             "and NET_ADMIN, checked with a dry-run create first; networkpolicy where admission refuses "
                             "it, its effect checked; see kuberay/README.md)")
-    for c in (up, status, down, dep, run, su, demo, rec_):
+        k.add_argument("--load-in-cluster", action="store_true", default=None,
+                       help="run the load workers as a Kubernetes Job off the Ray cluster's nodes, where no fault "
+                            "reaches them (kubernetes.load.in_cluster; default: processes of the rig)")
+        k.add_argument("--load-image", default=None,
+                       help="the load pods' image, with the rig's package installed (kubernetes.load.image; "
+                            "default availproof:dev, kuberay/Dockerfile)")
+    for c in (up, status, down, dep, run, su, demo, rec_, cap):
         c.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
     return p
 

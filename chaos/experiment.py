@@ -75,24 +75,28 @@ class Settings:
     sample_period_s: float = 0.5  # the health sampler's period
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    """Read and validate an experiment file; a bad one raises a one-line :class:`UsageError`."""
+def load(path: str | Path, capacity: str | Path | None = None) -> dict[str, Any]:
+    """Read and validate an experiment file; a bad one raises a one-line :class:`UsageError`.
+    ``capacity``: the capacity file ``load.utilization`` takes its share of (``--capacity``), over ``load.capacity``."""
     path = Path(path)
     text = read_input(path, "experiment")
     try:
         exp = json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    found = problems(exp, path.name)
+    found = problems(exp, path.name, capacity=capacity, experiment_file=path)
     if found:
         raise UsageError(found[0])
     return exp
 
 
-def problems(experiment: Any, source: str = "experiment") -> list[str]:
+def problems(experiment: Any, source: str = "experiment", capacity: str | Path | None = None,
+             experiment_file: str | Path | None = None) -> list[str]:
     """Every problem of an experiment document, one line each naming ``source`` and the field:
     the Chaos Toolkit keys the rig relies on, the extension against its schema, then (when the
-    schema passes) the load's cross-field rules with and without the ``llm`` overrides."""
+    schema passes) the load's cross-field rules with and without the ``llm`` overrides, and the
+    capacity file a ``load.utilization`` takes its share of (:mod:`chaos.utilization`; ``capacity``
+    over ``load.capacity``, which is relative to ``experiment_file``; the app is checked by the run)."""
     if not isinstance(experiment, dict):
         return [f"{source}: an experiment is a JSON object"]
     out = [f"{source}: {key}: is required" for key in ("title", "method") if key not in experiment]
@@ -106,9 +110,11 @@ def problems(experiment: Any, source: str = "experiment") -> list[str]:
     found = [f"{source}: {line}" for line in schemas.errors(ext, schemas.EXTENSION, _prefix())]
     if found:
         return out + found
+    from chaos import utilization
+
     for app in ("stream", "llm"):
         try:
-            _settings(ext, source, app)
+            utilization.derive(_settings(ext, source, app).load, None, capacity, experiment_file, source)
         except UsageError as e:
             if str(e) not in out:
                 out.append(str(e))

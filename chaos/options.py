@@ -34,6 +34,8 @@ class Options:
     deploy_timeout_s: float = 600.0
     replace_cluster: bool = False  # a running local cluster of another kind is replaced, not refused
     front: str | None = None  # direct | lb | zonal-lb over the experiment's ``front`` (--front)
+    capacity: Path | None = None  # the capacity file load.utilization takes its share of (--capacity; chaos.utilization)
+    experiment_file: Path | None = None  # the file run (its load.capacity is relative to it; None: the working dir)
 
     def __post_init__(self) -> None:
         self.backend = backend_kind(self.backend)
@@ -43,6 +45,8 @@ class Options:
             raise UsageError(f"front must be one of {', '.join(FRONTS)}, got {self.front!r}")
         self.cluster_dir = Path(self.cluster_dir)
         self.out_dir = Path(self.out_dir) if self.out_dir else None
+        self.capacity = Path(self.capacity) if self.capacity else None
+        self.experiment_file = Path(self.experiment_file) if self.experiment_file else None
 
     @classmethod
     def from_configuration(cls, configuration: dict[str, Any] | None) -> Options:
@@ -58,4 +62,5 @@ class Options:
                    model=c.get("availproof_model"),
                    deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
                    replace_cluster=bool(c.get("availproof_replace_cluster", False)),
-                   front=c.get("availproof_front") or None)
+                   front=c.get("availproof_front") or None,
+                   capacity=c.get("availproof_capacity") or None)

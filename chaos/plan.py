@@ -84,7 +84,7 @@ def for_experiment(path: str, options, app: str = "stream") -> tuple[str, list[d
     running cluster): a header line and the rows of :func:`objects`."""
     from chaos import experiment as exp_mod, provision
 
-    experiment = exp_mod.load(path)
+    experiment = exp_mod.load(path, capacity=options.capacity)
     settings = exp_mod.settings(experiment, source=str(path), app=app)
     if options.front:
         settings.front = options.front

@@ -72,6 +72,12 @@ def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], No
                    faults: list[dict] | None = None):
     """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
     backend = kuberay_backend(kube_settings(options.kubernetes, settings.kubernetes))
+    if backend.load_job is not None:  # the load workers as a Job: what its pods cannot do, refused first
+        from chaos.backends import kube_load
+        from chaos.frontdoor import FrontSettings
+
+        token_env = settings.auth_token_env or FrontSettings.from_dict(settings.front_door).token_env
+        kube_load.check_load(settings.load, sends_token=bool(token_env))
     backend.prepare(run_id, settings.scope, faults)
     log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
         f"blast radius {backend.max_pods} pod(s)")
@@ -210,9 +216,6 @@ def check_capabilities(kind: str | None, settings: Settings) -> None:
     from chaos.backends import base
 
     cls = backend_class(kind)
-    if cls.name == "kuberay" and settings.load.workers > 1:
-        raise UsageError("load.workers > 1 is not implemented on the kuberay backend (the workers would run as "
-                         "a Kubernetes Job outside the fault's reach: kuberay/README.md); use workers 1")
     missing = sorted(base.required(settings) - base.capabilities_of(cls))
     if missing:
         raise UsageError(f"the {cls.name} backend cannot run this experiment: "
@@ -231,12 +234,14 @@ def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:
 
 def kuberay_backend(k: dict):
     """A KubeRay backend for the target ``k`` (see :func:`kube_settings`), its RayCluster resolved."""
+    from chaos.backends import kube_load
     from chaos.backends.kuberay import KubeRayBackend
 
     b = KubeRayBackend(k["namespace"], k["context"], k.get("ray_cluster", "availproof"),
                        max_pods=int(k.get("max_pods", 1)), serve_url=k["serve_url"], dashboard_url=k["dashboard_url"],
                        partition_method=k.get("partition_method") or "node-filter",
-                       allow_autoscaled_zone_loss=bool(k.get("allow_autoscaled_zone_loss")))
+                       allow_autoscaled_zone_loss=bool(k.get("allow_autoscaled_zone_loss")),
+                       load=kube_load.settings_of(k))  # kubernetes.load: the load workers as a Job (or None)
     b.resolve_cluster()
     return b
 

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 from chaos import analysis, bounds, environment, faults, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
-from chaos import plan
+from chaos import plan, utilization
 from chaos import verdict as verdict_mod
 from chaos.faults import Marker
 from chaos.options import Options
@@ -81,6 +81,7 @@ class Run:
     driver: str = "chaostoolkit"
     verdict: dict[str, Any] | None = None  # chaos.verdict, decided once after the experiment
     recovery_window: dict[str, Any] | None = None  # how long the recovery window was (keep_load_for_recovery)
+    rate_from: dict[str, Any] | None = None  # the load's rate as a share of a measured capacity (chaos.utilization)
     rolled_back: bool = False  # heal_injected succeeded (the rollback, or the run's own)
     heal_error: str | None = None  # the last heal that failed (verdict ERROR: the run's faults not healed)
     error: str | None = None  # a step of the lifecycle that failed (start_load, finish: verdict ERROR)
@@ -159,6 +160,11 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     settings = exp_mod.settings(experiment, source=title, app=options.app)
     if options.front:
         settings.front = options.front
+    # load.utilization: the rate as a share of a measured capacity, refused in one line before anything starts
+    rate_from = utilization.derive(settings.load, options.app, options.capacity, options.experiment_file,
+                                   source=str(options.experiment_file or title))
+    if rate_from is not None:
+        utilization.apply(settings.load, rate_from)
     # what the experiment asks of the backend, and the secrets it needs: refused before anything starts
     provision.check_capabilities(options.backend, settings)
     provision.front_token(settings)
@@ -175,9 +181,14 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     events = rec.Events()
     writer = rec.RecordWriter(out / "records.ndjson").attach(events)
     run = Run(experiment_title=experiment.get("title", ""), settings=settings, options=options, out_dir=out, run_id=run_id,
-              backend=backend, events=events, writer=writer, marker=Marker(events, log=log))
+              backend=backend, events=events, writer=writer, marker=Marker(events, log=log), rate_from=rate_from)
     _set_current(run)
     log(f"records -> {run.records_path}")
+    if rate_from is not None:
+        log(f"rate: {utilization.describe(rate_from)}")
+        unlike = utilization.differences(rate_from, settings)
+        if unlike:
+            log(f"note: the capacity was measured on another deployment: {'; '.join(unlike)}")
     port = metrics.port_from_env()
     if port:
         exporter = metrics.Exporter().attach(events)
@@ -216,27 +227,44 @@ def start_load(run: Run) -> None:
     shape.model = run.options.model or shape.model
     run.sampler = Sampler(run.backend.observe, run.events, period_s=s.sample_period_s)
     run.sampler.start()
-    # Node addresses inside the cluster's own network namespaces are hosts the rig itself created.
-    own = run.backend.own_hosts()
     header = summary_mod.header_block(run.experiment_title, s.scope, definitions(s), s.bounds, s.bounds_source,
                                       run.app)
+    if run.rate_from is not None:
+        header["rate_from"] = run.rate_from
+    run.load = new_load(run, shape, header).start()
+    Guard(run).start()
+    log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
+        f"{'req/s' if shape.mode == 'open' else 'in flight'}"
+        f"{f' ({shape.utilization:g} of the capacity measured)' if run.rate_from else ''}"
+        f" over {len(run.load.targets)} targets"
+        f"{f' from {shape.workers} worker processes' if shape.workers > 1 else ''}; "
+        f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
+    wait(run, shape.warmup_s + s.baseline_s)
+
+
+def new_load(run: Run, shape, header: dict[str, Any]):
+    """The run's load harness for ``shape`` (not started): one :class:`LoadRun` in this process, or
+    ``workers`` harness processes (:class:`chaos.load.workers.WorkerPool`), sending to the run's targets
+    with the run's client settings; ``header``: what the records' run header adds."""
+    s = run.settings
+    # KubeRay with kubernetes.load.in_cluster: the workers are pods of a Job, off the cluster's Ray nodes
+    # (chaos.backends.kube_load_pool); they send to the serve Service by its in-cluster name
+    in_cluster = getattr(run.backend, "load_pool", lambda *a, **k: None)(
+        shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts, header_extra=header,
+        headers=client_headers(s))
+    if in_cluster is not None:
+        return in_cluster
+    # Node addresses inside the cluster's own network namespaces are hosts the rig itself created.
+    own = run.backend.own_hosts()
     targets = load_targets(run)
     if shape.workers > 1:  # N harness processes, one schedule dealt to them (chaos.load.workers)
         from chaos.load.workers import WorkerPool
 
-        run.load = WorkerPool(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
-                              header_extra=header, headers=client_headers(s), ca_file=client_ca(run, targets),
-                              records_dir=run.out_dir).start()
-    else:
-        run.load = LoadRun(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
-                           header_extra=header, transport=client_transport(run, targets),
-                           headers=client_headers(s)).start()
-    Guard(run).start()
-    log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
-        f"{'req/s' if shape.mode == 'open' else 'in flight'} over {len(run.load.targets)} targets"
-        f"{f' from {shape.workers} worker processes' if shape.workers > 1 else ''}; "
-        f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
-    wait(run, shape.warmup_s + s.baseline_s)
+        return WorkerPool(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
+                          header_extra=header, headers=client_headers(s), ca_file=client_ca(run, targets),
+                          records_dir=run.out_dir)
+    return LoadRun(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
+                   header_extra=header, transport=client_transport(run, targets), headers=client_headers(s))
 
 
 def client_transport(run: Run, targets: list[Target]) -> LeanTransport | None:
@@ -366,6 +394,8 @@ def finish(run: Run) -> dict[str, Any]:
     summary["app"] = run.app
     summary["cluster"] = run.backend.describe()
     summary["recovery_window"] = run.recovery_window
+    if run.rate_from is not None:
+        summary["rate_from"] = run.rate_from  # the rate as a share of a measured capacity (chaos.utilization)
     # app and cluster are in the summary already; the report adds them to the environment
     summary["environment"] = {**environment.capture(run.backend.topology_doc()),
                               "load": records.header.get("load"), "routing": records.header.get("routing"),

@@ -50,7 +50,8 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     if options is None:
         options = Options(app=app, out_dir=out_dir, **({"cluster_dir": cluster_dir} if cluster_dir else {}))
     options.out_dir = out_dir
-    experiment = exp_mod.load(path)
+    options.experiment_file = Path(path)  # its load.capacity is relative to it (chaos.utilization)
+    experiment = exp_mod.load(path, capacity=options.capacity)
     _chaos_logging()
     ensure_experiment_is_valid(experiment)
     t0 = time.monotonic()

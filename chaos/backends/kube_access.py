@@ -20,7 +20,10 @@ method making it), not what might be convenient:
 - node patches: the cordon of a zone or region loss and its uncordon at the heal;
 - the partition: helper pods created and deleted (``node-filter``), or the zone's pods labelled and a
   NetworkPolicy created and deleted (``networkpolicy``), the policy read at every heal;
-- ``pods/eviction`` create for a drain; a RayService patch for an upgrade.
+- ``pods/eviction`` create for a drain; a RayService patch for an upgrade;
+- with the load workers in the cluster (``kubernetes.load.in_cluster``, :mod:`chaos.backends.kube_load_pool`):
+  the Job created (and dry-run at the set-up), read and deleted, one ConfigMap per worker created and
+  deleted, the pods' logs followed (``pods/log``), exec into them for their clocks and signals.
 
 :data:`RBAC_DOC` points at the Role and ClusterRole in ``kuberay/rbac/`` that grant exactly this.
 """
@@ -85,6 +88,14 @@ DRAIN = (
     _a("delete", "pods", why="the force delete at the drain's deadline (_end_drain)"),
 )
 UPGRADE = (_a("patch", "rayservices", "ray.io", why="the upgrade's merge patch, and its revert (upgrade_app)"),)
+LOAD_JOB = (
+    _a("create", "jobs", "batch", why="the load workers' Job (JobPool._start; dry-run in preflight_load)"),
+    _a("get", "jobs", "batch", why="the Job gone once deleted (JobPool._delete_job)"),
+    _a("delete", "jobs", "batch", why="the Job at the load's end, its pods with it (JobPool._delete_job)"),
+    _a("create", "configmaps", why="each worker's share of the plan (JobPool._start)"),
+    _a("delete", "configmaps", why="the shares at the load's end (JobPool._delete_job)"),
+    _a("get", "pods", subresource="log", why="the workers' records, followed (JobPool._follow)"),
+) + EXEC  # each pod's clock at the start and the end, the start, stop and exit signals (JobPool._exec)
 
 BY_SCOPE: dict[str, tuple[Access, ...]] = {
     "replica": EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
@@ -100,11 +111,12 @@ BY_SCOPE: dict[str, tuple[Access, ...]] = {
 }
 
 
-def needed(scopes: Iterable[str], partition_method: str = "node-filter") -> list[Access]:
-    """Every access the faults of ``scopes`` and their heals need, the reads every run makes first; each once.
-    A scope with no entry here (nor ``partition``) adds nothing: every registered scope must have one
+def needed(scopes: Iterable[str], partition_method: str = "node-filter", load_in_cluster: bool = False) -> list[Access]:
+    """Every access the faults of ``scopes`` and their heals need, the reads every run makes first (and, with
+    ``load_in_cluster``, what the load workers' Job needs: :data:`LOAD_JOB`); each once. A scope with no entry
+    here (nor ``partition``) adds nothing: every registered scope must have one
     (tests/unit/test_kuberay_preflight.py checks :func:`chaos.scopes.names`)."""
-    out: list[Access] = list(READS)
+    out: list[Access] = list(READS) + (list(LOAD_JOB) if load_in_cluster else [])
     for scope in sorted(set(scopes)):
         if scope == "partition":
             out += EXEC + (NETWORK_POLICY if partition_method == "networkpolicy" else NODE_FILTER)

@@ -41,8 +41,13 @@ Upgrades and drains (the disruptions users cause themselves): see :meth:`KubeRay
 Before any fault (:meth:`KubeRayBackend.prepare`): a SelfSubjectAccessReview for every verb the faults
 and their heals call (:mod:`chaos.backends.kube_access`), the leftovers check, the refusal of a zone or
 region loss on an autoscaled cluster unless acknowledged, of a ``cluster`` upgrade KubeRay would not roll
-out, and admission's dry run for a partition. :meth:`KubeRayBackend.plan` says, reading only, what a fault
-would touch (``availproof run --plan``).
+out, and admission's dry run for a partition (and for the load workers' Job). :meth:`KubeRayBackend.plan`
+says, reading only, what a fault would touch (``availproof run --plan``).
+
+The load workers can run in the cluster, as pods of a Job off the Ray cluster's nodes
+(``kubernetes.load.in_cluster``: :mod:`chaos.backends.kube_load`, :meth:`KubeRayBackend.load_pool`); a fault
+whose scope reaches a node hosting one is refused before anything is done
+(:meth:`KubeRayBackend.refuse_reaching_load`).
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_access, kube_exec, kube_partition as kp
+from chaos.backends import kube_access, kube_exec, kube_load as kl, kube_partition as kp
 from chaos.errors import ClusterError, SetupError, UsageError
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -343,7 +348,10 @@ class KubeRayBackend:
     (``node-filter`` by default). Processes inside pods are signalled through the exec API with
     their exit status checked (``stream_fn`` is the ``kubernetes.stream.stream`` seam), over an
     ApiClient of exec's own (``exec_core``). ``run_id`` (settable; default a random token made here)
-    marks everything this backend creates or cordons.
+    marks everything this backend creates or cordons. ``load`` (``kubernetes.load``,
+    :class:`chaos.backends.kube_load.LoadJobSettings`): with ``in_cluster`` the run's load workers are pods
+    of a Job of this backend's (:meth:`load_pool`), and no fault may reach a node that hosts one
+    (:meth:`refuse_reaching_load`).
     """
 
     name = "kuberay"
@@ -357,7 +365,8 @@ class KubeRayBackend:
                  helper_image: str = kp.HELPER_IMAGE, core=None, networking=None, custom=None, stream_fn=None,
                  max_nodes: int | None = None, exec_core=None, run_id: str | None = None,
                  helper_deadline_s: float = kp.DEFAULT_DEADLINE_S, gcs_exit_window_s: float = GCS_EXIT_WINDOW_S,
-                 authz=None, allow_autoscaled_zone_loss: bool = False):
+                 authz=None, allow_autoscaled_zone_loss: bool = False, batch=None,
+                 load: kl.LoadJobSettings | None = None):
         if not namespace or not context:
             raise UsageError("the Kubernetes backend needs an explicit namespace and kube context")
         if partition_method not in kp.METHODS:
@@ -382,6 +391,12 @@ class KubeRayBackend:
 
             authz = client.AuthorizationV1Api(core.api_client)
         self.authz = authz
+        if batch is None:  # the load workers' Job, over the reads' ApiClient
+            from kubernetes import client
+
+            batch = client.BatchV1Api(core.api_client)
+        self.batch = batch
+        self.load_job = load if load is not None and load.in_cluster else None  # the load workers as a Job: kube_load
         self.allow_autoscaled_zone_loss = bool(allow_autoscaled_zone_loss)
         self.exec_core = exec_core if exec_core is not None else kube_exec.own_core(core)
         self.stream_fn = stream_fn
@@ -492,7 +507,10 @@ class KubeRayBackend:
     def describe(self) -> dict:
         return {"backend": "kuberay", "context": self.context, "namespace": self.namespace, "cluster": self.cluster,
                 "gcs_fault_tolerance": True, "network": "kubernetes", "partition_method": self.partition_method,
-                "run_id": self.run_id, "max_pods": self.max_pods, "max_nodes": self.max_nodes}
+                "run_id": self.run_id, "max_pods": self.max_pods, "max_nodes": self.max_nodes,
+                "load_workers": ({"where": "pods of a Kubernetes Job", "image": self.load_job.image,
+                                  "node_selector": self.load_job.node_selector}
+                                 if self.load_job is not None else {"where": "processes of the rig"})}
 
     def topology_doc(self) -> dict:
         nodes = self._nodes()
@@ -570,6 +588,7 @@ class KubeRayBackend:
         if node in self.drained:
             return self._end_drain(node)
         pods = limit([p for p in self._ray(node_type="worker") if _name(p) == node], 1, f"worker pod {node}")
+        self.refuse_reaching_load(f"kill of worker pod {node}", nodes=[_node_of(p) for p in pods])
         return self._kill_pods(pods, f"kill of worker pod {node}")
 
     def _end_drain(self, node: str) -> list[str]:
@@ -620,6 +639,7 @@ class KubeRayBackend:
         ``max_nodes``; refused beyond them): (the nodes read, the zones' Ray pods, the nodes this
         run would cordon, those someone else cordoned)."""
         nodes = self._nodes()
+        self.refuse_reaching_load(what, zones=zones, nodes_read=nodes)
         pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
         cordon, theirs = zone_loss_nodes(nodes, pods, zones)
         if len(cordon) > self.max_nodes:
@@ -666,6 +686,7 @@ class KubeRayBackend:
 
     # ------------------------------------------------------------- partition
     def _cut_pods(self, zone: str) -> list[dict]:
+        self.refuse_reaching_load(f"partition of {zone}", zones=[zone])
         return limit(self._ray(zone=zone, node_type="worker"), self.max_pods, f"partition of {zone}")
 
     def prepare(self, run_id: str, scope: str, faults: list[dict] | None = None) -> None:
@@ -696,13 +717,15 @@ class KubeRayBackend:
             named = {(f.get("arguments") or {}).get("zone") for f in planned if f.get("scope") == "partition"}
             for zone in sorted(named - {None}) or self.zones():
                 self.preflight_partition(zone)
+        if self.load_job is not None:
+            self.preflight_load()
 
     def preflight_access(self, scopes) -> list[str]:
         """One SelfSubjectAccessReview per verb and resource the faults of ``scopes`` and their heals call
         (:func:`chaos.backends.kube_access.needed`, with this backend's partition method); any denial
         raises one line naming each missing access. Returns what was reviewed (as ``kubectl auth can-i``
         words it)."""
-        wanted = kube_access.needed(scopes, self.partition_method)
+        wanted = kube_access.needed(scopes, self.partition_method, load_in_cluster=self.load_job is not None)
         try:
             missing = kube_access.denied(self.authz, self.namespace, wanted)
         except Exception as e:  # noqa: BLE001 - ApiException: the review itself failed
@@ -714,6 +737,52 @@ class KubeRayBackend:
         if missing:
             raise SetupError(kube_access.refusal(self.context, self.namespace, missing))
         return [a.text(self.namespace) for a in wanted]
+
+    def preflight_load(self) -> dict:
+        """Before a run whose load workers are a Job (``kubernetes.load.in_cluster``): a server-side dry-run
+        create of that Job (one worker: the pod template is the same for every index), through admission
+        (Pod Security, policy engines), nothing stored. A refusal raises one line."""
+        job = kl.job_manifest(self.load_job, self.run_id, kl.job_name(self.run_id, "dryrun"), 1, self.cluster, 600)
+        try:
+            self.batch.create_namespaced_job(self.namespace, job, dry_run="All")
+        except Exception as e:  # noqa: BLE001 - ApiException: one line
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            raise SetupError(f"the load workers' Job {_name(job)}: admission refuses it in namespace {self.namespace} "
+                             f"(HTTP {status}: {_api_message(e)})") from None
+        return {"would_create": f"Job/{_name(job)}", "image": self.load_job.image}
+
+    def load_pods(self) -> list[dict]:
+        """The rig's load worker pods (any run's) that are or may be running: Pending or Running."""
+        return [p for p in self._pods(label_selector=kl.RUN_LABEL)
+                if (p.get("status") or {}).get("phase") in ("Pending", "Running", None)]
+
+    def refuse_reaching_load(self, what: str, nodes=(), zones=(), nodes_read: list[dict] | None = None) -> None:
+        """The blast-radius check for the load: refuse (one line) a fault whose scope reaches a node hosting
+        a load worker pod of the rig (:mod:`chaos.backends.kube_load`), that is one of ``nodes`` or in one of
+        ``zones`` (a zone or region loss, a zone's partition), whichever run's pod it is: the load that
+        measures a fault must stay outside its reach."""
+        load = [p for p in self.load_pods() if _node_of(p)]
+        if not load:
+            return
+        zone_of = node_zones(nodes_read if nodes_read is not None else self._nodes())
+        hit = [p for p in load if _node_of(p) in set(nodes) or zone_of.get(_node_of(p)) in set(zones)]
+        if hit:
+            where = sorted({f"{_node_of(p)} ({zone_of.get(_node_of(p)) or 'no zone'})" for p in hit})
+            raise UsageError(f"{what}: its scope reaches node(s) {', '.join(where)} hosting load worker pod(s) "
+                             f"{', '.join(sorted(_name(p) for p in hit)[:5])}: refusing to act (the load that measures "
+                             f"a fault must stay outside its reach: place the load pods elsewhere with "
+                             f"kubernetes.load.node_selector)")
+
+    def load_pool(self, shape, events, **kw):
+        """The run's load workers as pods of a Job (:class:`chaos.backends.kube_load_pool.JobPool`), or None
+        when ``kubernetes.load.in_cluster`` is off (the workers are then processes of the rig)."""
+        if self.load_job is None:
+            return None
+        from chaos.backends.kube_load_pool import JobPool
+
+        return JobPool(self, self.load_job, shape, events, **kw)
 
     def preflight_partition(self, zone: str) -> dict:
         """Before any run that partitions ``zone``: a server-side dry-run create (``dryRun=All``: through
@@ -966,8 +1035,9 @@ class KubeRayBackend:
     # ------------------------------------------------------------- leftovers
     def leftovers(self) -> list[dict]:
         """Every object of the rig's still in place, whatever run left it (found by label and annotation):
-        partition helper pods, partition NetworkPolicies, Ray pods labelled for a partition, nodes
-        cordoned for a zone loss. Each: {"kind", "name", "namespace", "run_id", "zone", "what"}."""
+        partition helper pods, partition NetworkPolicies, Ray pods labelled for a partition, Jobs of load
+        workers (by their pods), nodes cordoned for a zone loss. Each: {"kind", "name", "namespace",
+        "run_id", "zone", "what"}."""
         out = []
         for p in self._helpers():
             lab = _labels(p)
@@ -983,6 +1053,17 @@ class KubeRayBackend:
         for p in self._pods(label_selector=kp.MEMBER_LABEL):
             out.append({"kind": "Pod", "name": _name(p), "namespace": self.namespace, "run_id": None,
                         "zone": _labels(p).get(kp.MEMBER_LABEL), "what": f"Ray pod labelled {kp.MEMBER_LABEL}={_labels(p).get(kp.MEMBER_LABEL)} for a partition"})
+        jobs: dict[str, list[dict]] = {}
+        for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
+            lab = _labels(p)
+            name = next((lab[k] for k in kl.JOB_NAME_LABELS if lab.get(k)), None)
+            if name:
+                jobs.setdefault(name, []).append(p)
+        for name, pods in sorted(jobs.items()):
+            phases = ", ".join(sorted({str((p.get("status") or {}).get("phase")) for p in pods}))
+            out.append({"kind": "Job", "name": name, "namespace": self.namespace,
+                        "run_id": _labels(pods[0]).get(kl.RUN_LABEL), "zone": None,
+                        "what": f"load workers ({len(pods)} pod(s): {phases})"})
         for n in self._nodes():
             ann = (n.get("metadata") or {}).get("annotations") or {}
             if CORDON_MARK in ann:
@@ -993,7 +1074,8 @@ class KubeRayBackend:
 
     def remove_leftovers(self) -> dict:
         """Remove every leftover :meth:`leftovers` finds, whatever its run: helpers (their table deleted
-        first, checked), NetworkPolicies, the pods' partition labels, and the cordons (a node someone
+        first, checked), NetworkPolicies, the pods' partition labels, load workers' Jobs (deleted with
+        ``propagationPolicy: Foreground``: their pods and ConfigMaps go too), and the cordons (a node someone
         uncordoned meanwhile only loses the annotation). ``availproof recover --backend kuberay``."""
         found = self.leftovers()
         errors = []
@@ -1011,6 +1093,13 @@ class KubeRayBackend:
                         raise
         self._unlabel([{"metadata": {"name": x["name"]}} for x in found
                        if x["kind"] == "Pod" and x["what"].startswith("Ray pod labelled")])
+        for x in found:
+            if x["kind"] == "Job":  # its pods first, then the Job (its ConfigMaps are its dependents too)
+                try:
+                    self.batch.delete_namespaced_job(x["name"], self.namespace, propagation_policy="Foreground")
+                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+                    if not _not_found(e):
+                        raise
         nodes = {_name(n): n for n in self._nodes()}
         for x in found:
             if x["kind"] == "Node" and x["name"] in nodes:
@@ -1336,6 +1425,7 @@ class KubeRayBackend:
         here it force-deletes what is left of it and accepts that it is gone already."""
         pods = limit([p for p in self._ray(node_type="worker") if _name(p) == node], min(1, self.max_pods),
                      f"drain of worker pod {node}")
+        self.refuse_reaching_load(f"drain of worker pod {node}", nodes=[_node_of(p) for p in pods])
         grace = max(1, math.ceil(deadline_s))
         from kubernetes import client as k8s
 
@@ -1506,6 +1596,7 @@ class KubeRayBackend:
         if node is None:
             raise UsageError(f"node loss: no worker pod in zone {a.get('zone')}")
         pod = limit([p for p in self._ray(node_type="worker") if _name(p) == node], 1, f"worker pod {node}")[0]
+        self.refuse_reaching_load(f"kill of worker pod {node}", nodes=[_node_of(pod)])
         return [self._pod_row(pod, self._crash_text(pod), "KubeRay recreates the pod once it is gone")]
 
     def _plan_head(self, scope: str, a: dict) -> list[dict]:
@@ -1585,6 +1676,7 @@ class KubeRayBackend:
             raise UsageError(f"drain: no worker pod in zone {a.get('zone')}")
         pod = limit([p for p in self._ray(node_type="worker") if _name(p) == node], min(1, self.max_pods),
                     f"drain of worker pod {node}")[0]
+        self.refuse_reaching_load(f"drain of worker pod {node}", nodes=[_node_of(pod)])
         grace = max(1, math.ceil(float(a.get("deadline_s", 30.0))))
         return [self._pod_row(pod, f"eviction (policy/v1) with gracePeriodSeconds {grace}; at the deadline a delete "
                                    f"with grace 0 of what is left", "KubeRay recreates the pod once it is gone")]

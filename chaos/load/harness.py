@@ -21,7 +21,7 @@ import itertools
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -71,10 +71,12 @@ class LoadRun:
         worker: int = 0,
         share: list[PlannedRequest] | None = None,
         start_at: tuple[float, int] | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
     ):
         """``worker``, ``share`` and ``start_at`` are for a load worker (:mod:`chaos.load.workers`): its
         index (recorded on every request), its share of the run's plan (instead of drawing one), and
-        the run's start (monotonic, wall ns) that the share's offsets count from."""
+        the run's start (monotonic, wall ns) that the share's offsets count from. ``clock_ns`` is the
+        wall clock the records' instants are read on (the machine's; a pod's worker is on its node's)."""
         for t in targets:
             check_target_allowed(t.url, allow_hosts)
         self.targets = targets
@@ -92,6 +94,7 @@ class LoadRun:
         self.t0: float | None = None  # monotonic at start
         self.counts = {"sent": 0, "ok": 0, "failed": 0, "clipped": 0}
         self.worker, self._share, self._start_at = worker, share, start_at
+        self._clock_ns = clock_ns
         self.error: BaseException | None = None
         self._engines_seen: set[str] = set()  # replicas whose engine a record described (chaos.load.served)
         self._lengths = sessions_mod.Lengths()  # the server's token counts seen (load.sessions)
@@ -162,7 +165,7 @@ class LoadRun:
                 self.t0, self.started_ns = self._start_at
             else:  # the schedule starts one send lead from now: its first request is not late either
                 self.t0 = time.monotonic() + SEND_LEAD_S
-                self.started_ns = time.time_ns() + int(SEND_LEAD_S * 1e9)
+                self.started_ns = self._clock_ns() + int(SEND_LEAD_S * 1e9)
             self.events.emit(self.events.run_started, self.header())
             inflight: set[asyncio.Task] = set()
             timer = PreciseTimer()
@@ -182,7 +185,7 @@ class LoadRun:
                 timer.close()
         footer = {
             "run_id": self.run_id,
-            "stopped_ns": time.time_ns(),
+            "stopped_ns": self._clock_ns(),
             "reason": reason,
             "elapsed_s": round(time.monotonic() - self.t0, 6),
             **self.counts,
@@ -251,7 +254,7 @@ class LoadRun:
         path, body = request_body(s, req)
         url = req.target.url.rstrip("/") + path
         sent_mono = time.monotonic()
-        sent_ns = time.time_ns()
+        sent_ns = self._clock_ns()
         offset = sent_mono - self.t0
         r = rec.RequestRecord(
             id=req.id, target=req.target.name, url=req.target.url, zone=req.target.zone, route=path,

@@ -34,12 +34,14 @@ def _pong(conn: Connection, msg) -> None:
     conn.send(("pong", msg[1], time.time_ns(), time.monotonic_ns()))
 
 
-def serve(conn: Connection) -> int:
-    from chaos import records as rec
+def load_run(spec: dict, events, start_at: tuple[float, int], clock_ns=time.time_ns):
+    """The :class:`~chaos.load.harness.LoadRun` of a worker's spec (:meth:`chaos.load.pool.LoadPool.spec`):
+    its share of the run's plan, started at ``start_at`` (monotonic, wall ns), its records stamped with
+    ``clock_ns`` (the wall clock of the machine it runs on). Shared by this process and a pod's worker
+    (:mod:`chaos.load.pod_worker`)."""
     from chaos.load.harness import LoadRun
     from chaos.load.workload import LoadShape, PlannedRequest, Target
 
-    spec = conn.recv()
     targets = [Target(**t) for t in spec["targets"]]
     shape = LoadShape.from_dict(spec["shape"])
     share = [PlannedRequest(id=i, offset_s=o, target=targets[ti], prompt=p, max_tokens=m, prompt_len=pl, clipped=c)
@@ -52,6 +54,17 @@ def serve(conn: Connection) -> int:
 
         ca = spec.get("ca_file")
         transport = LeanTransport(ssl_context=ssl.create_default_context(cafile=ca) if ca else None)
+    return LoadRun(targets, shape, events, routing=spec["routing"], allow_hosts=tuple(spec["allow_hosts"]),
+                   transport=transport, run_id=spec["run_id"], header_extra=spec["header_extra"],
+                   headers=spec["headers"], worker=spec["worker"], share=share, start_at=start_at, clock_ns=clock_ns)
+
+
+def serve(conn: Connection) -> int:
+    from chaos import records as rec
+    from chaos.load.workload import LoadShape
+
+    spec = conn.recv()
+    shape = LoadShape.from_dict(spec["shape"])
     events = rec.Events()
     writer = rec.RecordWriter(spec["records"]).attach(events)
     footer: dict = {}
@@ -67,9 +80,7 @@ def serve(conn: Connection) -> int:
         else:  # stopped before the start
             writer.close()
             return 0
-    run = LoadRun(targets, shape, events, routing=spec["routing"], allow_hosts=tuple(spec["allow_hosts"]),
-                  transport=transport, run_id=spec["run_id"], header_extra=spec["header_extra"],
-                  headers=spec["headers"], worker=spec["worker"], share=share, start_at=start_at)
+    run = load_run(spec, events, start_at)
     cpu0 = _cpu_s()
     run.start()
     orphaned = False

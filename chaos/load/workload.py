@@ -55,6 +55,10 @@ class LoadShape:
     trace_end: str = "stop"  # stop | loop at the trace's end
     trace_block_tokens: int = 512  # tokens per hash_ids block (Mooncake's 512)
     workers: int = 1  # harness processes (chaos.load.workers); 1: in the rig's process
+    # the rate as a share of a measured capacity (chaos.utilization): rate = utilization x the capacity
+    # file's sustained_rps, set when the run opens (chaos.run.open_run)
+    utilization: float | None = None
+    capacity: str | None = None  # the capacity file (availproof capacity), relative to the experiment file
 
     def __post_init__(self):
         self.prompt_words = tuple(self.prompt_words)
@@ -136,11 +140,26 @@ def _more_problems(shape: "LoadShape") -> list[str]:
             out.append(f"mode closed: {', '.join(shaped)} shape an open loop's arrivals; remove them or use mode open")
     elif shape.burstiness != 1.0 and shape.arrival != "gamma":
         out.append(f"burstiness shapes gamma arrivals only; arrival is {shape.arrival!r}")
+    if shape.utilization is not None:
+        out += _utilization_problems(shape)
     if not isinstance(shape.workers, int) or not 1 <= shape.workers <= 64:
         out.append(f"workers must be 1..64, got {shape.workers!r}")
     elif shape.mode == "closed" and shape.concurrency < shape.workers:
         out.append(f"closed loop: concurrency ({shape.concurrency}) must be at least workers ({shape.workers})")
     return out
+
+
+def _utilization_problems(shape: "LoadShape") -> list[str]:
+    """``utilization`` sets an open loop's one rate: not with a closed loop, a trace or stages."""
+    u = shape.utilization
+    if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u <= 1:
+        return [f"utilization must be in (0, 1], got {u!r}"]
+    clash = [what for what, on in (("mode closed", shape.mode == "closed"), ("trace", shape.trace is not None),
+                                   ("stages", bool(shape.stages))) if on]
+    if clash:
+        return [f"utilization: sets an open loop's rate as a share of the measured capacity, not with "
+                f"{' or '.join(clash)}: remove one of them"]
+    return []
 
 
 @dataclass(frozen=True)

@@ -229,6 +229,8 @@ def environment(summary: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     env.setdefault("arrivals", summary.get("arrivals"))  # the load as sent (chaos.analysis.arrivals)
     env.setdefault("app", summary.get("app"))
     env.setdefault("cluster", summary.get("cluster"))
+    if summary.get("rate_from"):
+        env.setdefault("rate_from", summary["rate_from"])  # load.utilization (chaos.utilization)
     if "load" not in env:
         records_path = Path(run_dir) / "records.ndjson"
         if records_path.exists():
@@ -709,6 +711,10 @@ def env_lines(env: dict[str, Any]) -> list[str]:
                    f"timeout {load.get('timeout_s')} s, {'streaming' if load.get('stream') else 'not streaming'} "
                    f"{load.get('route')}, prompt words {load.get('prompt_words')}, max tokens {load.get('max_tokens')}, "
                    f"seed {load.get('seed')}")
+    if isinstance(env.get("rate_from"), dict):
+        from chaos import utilization
+
+        out.append(f"rate from a measured capacity (load.utilization): {utilization.describe(env['rate_from'])}")
     if env.get("routing"):
         out.append(f"routing: {env['routing']}")
     a = env.get("arrivals") or {}

@@ -1,7 +1,9 @@
 """The JSON Schemas (draft 2020-12) of availproof's input files, and the one way they are checked.
 
 - ``experiment-extension.schema.json``: the ``availproof`` entry of an experiment's ``extensions``;
-- ``topology.schema.json``: a topology file (YAML).
+- ``topology.schema.json``: a topology file (YAML);
+- ``capacity.schema.json``: a ``capacity.json`` written by `availproof capacity` (read back by
+  ``load.utilization``: :mod:`chaos.utilization`).
 
 They are the single source of validation of types, enums, ranges and known keys; what a schema
 cannot say (names unique across a topology, ``warmup_s < duration_s``) is checked by the code
@@ -34,7 +36,8 @@ from chaos import scopes
 
 EXTENSION = "experiment-extension"
 TOPOLOGY = "topology"
-NAMES = (EXTENSION, TOPOLOGY)
+CAPACITY = "capacity"
+NAMES = (EXTENSION, TOPOLOGY, CAPACITY)
 
 _KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _MAX_MESSAGE = 240
@@ -150,9 +153,10 @@ def _one_line(message: str) -> str:
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 3] + "..."
 
 
-def check_file(file: str | Path) -> list[str]:
-    """Every problem of an experiment or topology file (told apart by content), one line each
-    starting with the file; an empty list when the file is good."""
+def check_file(file: str | Path, capacity: str | Path | None = None) -> list[str]:
+    """Every problem of an experiment, topology or capacity file (told apart by content), one line each
+    starting with the file; an empty list when the file is good. ``capacity``: the capacity file an
+    experiment's ``load.utilization`` takes its share of, over its ``load.capacity`` (``--capacity``)."""
     import yaml
 
     from chaos import experiment, topology
@@ -177,7 +181,9 @@ def check_file(file: str | Path) -> list[str]:
     if isinstance(doc, dict) and any(k in doc for k in ("method", "extensions", "steady-state-hypothesis")):
         if json_error:  # availproof and Chaos Toolkit read experiment files as JSON
             return [json_error]
-        return experiment.problems(doc, source)
+        return experiment.problems(doc, source, capacity=capacity, experiment_file=Path(source))
+    if isinstance(doc, dict) and doc.get("kind") == CAPACITY and not json_error:
+        return [f"{source}: {line}" for line in errors(doc, CAPACITY)]
     if (isinstance(doc, dict) and "regions" in doc) or Path(source).suffix in (".yaml", ".yml"):
         return topology.problems(doc, source)  # topology files are YAML
     return [f"{source}: neither an experiment (no method, no extensions) nor a topology (no regions)"]

@@ -53,6 +53,9 @@ models (file and version):
   kubernetes/website ``network-policies.md`` "Pod lifecycle"; off by default, as kindnet, Calico
   and Antrea accept established conntrack flows first).
 
+Jobs, ConfigMaps, the garbage collector and the load workers' containers (the rig's load as a Kubernetes
+Job): tests/unit/kube_fake_batch.py, advanced at every request (:meth:`FakeServer.request`).
+
 Exec goes through :class:`FakeStream`, called like ``kubernetes.stream.stream`` with
 ``_preload_content=False``, through the client's real ``_websocket_request`` (kubernetes client 37
 ``kubernetes/stream/stream.py``, which swaps the ApiClient's ``call_api`` for the websocket call
@@ -70,6 +73,7 @@ import itertools
 import json
 import re
 import shlex
+import threading
 from urllib.parse import parse_qs, urlparse
 
 from kubernetes import client
@@ -151,6 +155,41 @@ def pod_security_violations(spec: dict) -> list[str]:
     return out
 
 
+def _selects(selector: dict, labels: dict) -> bool:
+    """A LabelSelector (matchLabels, matchExpressions In / NotIn / Exists / DoesNotExist) against labels."""
+    if not _labels_match(labels, selector.get("matchLabels") or {}):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        k, op, values = e["key"], e["operator"], e.get("values") or []
+        if (op == "In" and labels.get(k) not in values) or (op == "NotIn" and k in labels and labels[k] in values) \
+                or (op == "Exists" and k not in labels) or (op == "DoesNotExist" and k in labels):
+            return False
+    return True
+
+
+def node_fits(server: "FakeServer", pod: dict, node_obj: dict) -> bool:
+    """The scheduler's filters the tests need (kube-scheduler plugins NodeUnschedulable, NodeAffinity's
+    nodeSelector, InterPodAffinity's required anti-affinity): the node is not cordoned, carries the pod's
+    nodeSelector, and no pod of the namespace on a node with the same ``topologyKey`` value matches a
+    required anti-affinity term of the pod."""
+    spec = pod.get("spec") or {}
+    labels = node_obj["metadata"].get("labels") or {}
+    if (node_obj.get("spec") or {}).get("unschedulable") or not _labels_match(labels, spec.get("nodeSelector") or {}):
+        return False
+    terms = (((spec.get("affinity") or {}).get("podAntiAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+    for term in terms:
+        key = term["topologyKey"]
+        if key not in labels:
+            return False
+        domain = {n for n, o in server.nodes.items() if (o["metadata"].get("labels") or {}).get(key) == labels[key]}
+        for other in server.pods.values():
+            if (other.get("spec") or {}).get("nodeName") in domain and \
+                    _selects(term.get("labelSelector") or {}, (other.get("metadata") or {}).get("labels") or {}):
+                return False
+    return True
+
+
 class FakeServer:
     """Pods, NetworkPolicies (namespaced), nodes, RayClusters and RayServices; every call logged.
     Pod evictions honour PodDisruptionBudgets (``pdbs``, policy/v1 JSON); patches (merge, and
@@ -176,22 +215,35 @@ class FakeServer:
         self.custom: dict[tuple[str, str], dict] = {}  # (plural, name) -> object
         self.calls: list[tuple[str, str, dict | None]] = []  # (method, path + query, body)
         self.content_types: list[tuple[str, str, str | None]] = []  # (method, path, Content-Type) of writes
+        from tests.unit.kube_fake_batch import Batch
+
+        self.batch = Batch(self)  # Jobs, ConfigMaps, the garbage collector, the load pods' containers
+        self.lock = threading.RLock()  # the rig calls from several threads (the load's followers and supervisor)
 
     # the REST layer the generated client calls
     def request(self, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
+        from tests.unit.kube_fake_batch import LogStream
+
         u = urlparse(url)
         query = {k: v[0] for k, v in parse_qs(u.query).items()}
-        self.calls.append((method, u.path + (f"?{u.query}" if u.query else ""), copy.deepcopy(body)))
-        if method != "GET":
-            self.content_types.append((method, u.path, (headers or {}).get("Content-Type")))
-        self._content_type = (headers or {}).get("Content-Type")
-        status, out = self.route(method, u.path, query, body)
+        with self.lock:
+            self.calls.append((method, u.path + (f"?{u.query}" if u.query else ""), copy.deepcopy(body)))
+            if method != "GET":
+                self.content_types.append((method, u.path, (headers or {}).get("Content-Type")))
+            self._content_type = (headers or {}).get("Content-Type")
+            self.batch.sync()  # the Job controller, the garbage collector and the load pods' kubelet meanwhile
+            status, out = self.route(method, u.path, query, body)
+        if isinstance(out, LogStream):  # a followed log: the body streams, unread (_preload_content=False)
+            return rest.RESTResponse(out)
         resp = rest.RESTResponse(_HTTP(status, out))
         resp.read()
         return resp
 
     def route(self, method, path, query, body):
         ns = re.escape(self.ns)
+        batch = self.batch.route(method, path, query, body)
+        if batch is not None:
+            return batch
         if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
             return self.access_review(body)
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
@@ -265,9 +317,7 @@ class FakeServer:
             spec = pod.get("spec") or {}
             if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp"):
                 continue
-            want = spec.get("nodeSelector") or {}
-            fits = [n for n, obj in sorted(self.nodes.items()) if not (obj.get("spec") or {}).get("unschedulable")
-                    and _labels_match(obj["metadata"].get("labels") or {}, want)]
+            fits = [n for n, obj in sorted(self.nodes.items()) if node_fits(self, pod, obj)]
             if not fits:
                 continue
             spec["nodeName"] = fits[0]
@@ -578,6 +628,8 @@ class Kubelet:
     def exec(self, name: str, container: str | None, script: str) -> tuple[str, str, int]:
         """What a command the backend runs gets in pod ``name``: (stdout, stderr, exit code); a pod that
         is not there is the API server's 404, a container that exited the kubelet's error."""
+        if self.s.batch.containers.owns(name):  # a load worker's pod (tests/unit/kube_fake_batch.py)
+            return self.s.batch.containers.exec(name, container, script)
         pod = self.s.pods.get(name)
         if pod is None:
             raise ApiException(status=404, reason=f'pods "{name}" not found')

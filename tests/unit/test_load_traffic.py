@@ -365,13 +365,47 @@ def test_an_experiment_with_gamma_half_and_two_workers_validates(trace_file):
     assert bad and "prompt_len: uniform needs max" in bad[0]
 
 
-def test_workers_beyond_one_are_refused_on_kuberay_in_one_line():
+def test_workers_beyond_one_run_on_kuberay_too():
+    """Processes of the rig (outside the cluster, so outside every fault), or with kubernetes.load.in_cluster
+    pods of a Job (tests/unit/test_kuberay_load_job.py)."""
     from chaos import provision
 
     s = experiment.settings(_exp({"workers": 2}))
-    with pytest.raises(UsageError) as e:
-        provision.check_capabilities("kuberay", s)
-    assert "load.workers > 1 is not implemented on the kuberay backend" in str(e.value) and "\n" not in str(e.value)
+    s.front = "direct"
+    provision.check_capabilities("kuberay", s)
+
+
+def test_two_local_workers_send_their_shares_and_their_records_merge(tmp_path):
+    """The local pool end to end (its processes against a loopback server): the plan dealt, the records
+    published with their worker, the clocks read over the sockets at the start and the end."""
+    import asyncio
+    import threading
+
+    from chaos.load.workers import WorkerPool
+    from tests.unit.test_transport import Server
+
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(Server().start())
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    events = rec.Events()
+    writer = rec.RecordWriter(tmp_path / "records.ndjson").attach(events)
+    shape = LoadShape(mode="open", arrival="constant", rate=40, duration_s=1.0, warmup_s=0, timeout_s=5,
+                      route="completions", model="m", max_tokens=(2, 2), prompt_words=(2, 2), workers=2, seed=3)
+    pool = WorkerPool([Target("t", f"http://127.0.0.1:{server.port}")], shape, events, records_dir=tmp_path)
+    try:
+        footer = pool.run()
+    finally:
+        writer.close()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+    back = rec.read(tmp_path / "records.ndjson")
+    assert back.header["workers"]["where"] == "processes of the rig" and len(back.header["workers"]["pids"]) == 2
+    assert sorted(r.id for r in back.requests) == list(range(back.header["workers"]["planned"])) and footer["sent"] == 40
+    assert all(r.worker == r.id % 2 and r.ok for r in back.requests)
+    for w in footer["workers"]:
+        for c in (w["clock_start"], w["clock_end"]):
+            assert c["via"] == "socket" and abs(c["wall_offset_ns"]) <= c["uncertainty_ns"] + 1_000_000
 
 
 def test_the_summary_says_the_arrivals_as_sent():

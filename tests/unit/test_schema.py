@@ -425,6 +425,10 @@ KINDS = {
     "kubernetes.context": "string", "kubernetes.namespace": "string", "kubernetes.ray_cluster": "string",
     "kubernetes.serve_url": "string", "kubernetes.dashboard_url": "string", "kubernetes.max_pods": "integer",
     "kubernetes.partition_method": "enum", "kubernetes.allow_autoscaled_zone_loss": "boolean",
+    "kubernetes.load.in_cluster": "boolean", "kubernetes.load.image": "string", "kubernetes.load.node_selector": "object",
+    "kubernetes.load.tolerations": "list", "kubernetes.load.serve_url": "string",
+    "kubernetes.load.start_timeout_s": "number", "kubernetes.load.resources": "object",
+    "kubernetes.load.image_pull_policy": "enum",
     "load.mode": "enum", "load.arrival": "enum", "load.rate": "number", "load.concurrency": "integer",
     "load.duration_s": "number", "load.max_requests": "integer", "load.warmup_s": "number",
     "load.timeout_s": "number", "load.connect_timeout_s": "number", "load.stream": "boolean",
@@ -433,6 +437,7 @@ KINDS = {
     "load.burstiness": "number", "load.stages": "list", "load.max_model_len": "integer",
     "load.template_tokens": "integer", "load.clip": "enum", "load.trace": "string|null", "load.trace_speed": "number",
     "load.trace_end": "enum", "load.trace_block_tokens": "integer", "load.workers": "integer",
+    "load.utilization": "number|null", "load.capacity": "string|null",
     **{f"load.{n}.{k}": kind for n in ("prompt_len", "output_len") for k, kind in (
         ("dist", "enum"), ("value", "integer"), ("min", "integer"), ("max", "integer"), ("mean", "number"),
         ("std", "number"), ("path", "string"), ("field", "string"))},
@@ -499,6 +504,7 @@ WRONG = {
                    | anything.filter(lambda v: v is not None and not isinstance(v, str)),
     "list": TRICKY.filter(lambda v: not isinstance(v, list)) | anything.filter(lambda v: not isinstance(v, list)),
     "enum": TRICKY | anything.filter(lambda v: not isinstance(v, str)) | st.text(max_size=12).filter(str.isupper),
+    "object": TRICKY.filter(lambda v: not isinstance(v, dict)) | anything.filter(lambda v: not isinstance(v, dict)),
 }
 
 

@@ -1,0 +1,134 @@
+"""`availproof capacity EXPERIMENT`: the highest rate the experiment's deployment sustains within its SLO.
+
+The deployment is brought up exactly as `availproof run` brings it up (:func:`chaos.run.open_run`: the
+experiment's topology, app and front door, prepared and deployed; the records file), **no fault is
+injected** (the method is not run), and :func:`chaos.capacity.sweep` offers the experiment's load shape
+(arrivals, lengths, workers) at rising rates through the run's own load harness
+(:func:`chaos.run.new_load`), judged against the experiment's SLO. Written in the out dir:
+
+- ``capacity.json`` (``chaos/schemas/capacity.schema.json``): the steps, why the sweep stopped, the
+  sustained rate (or null and why), what was measured and when;
+- ``records.ndjson``: every request of every step, each step after a run header of its own
+  (``capacity_step``: its index and rate).
+
+The experiment's own ``load.utilization`` is not used here (the sweep sets the rates).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from chaos import capacity, experiment as exp_mod, records as rec, run as core, summary as summary_mod, utilization
+from chaos.errors import UsageError, read_input
+from chaos.options import Options
+
+PROGRESS_EVERY_S = 5.0
+
+
+def measure(experiment_path: str | Path, options: Options, plan: dict[str, Any] | None = None,
+            log: Callable[[str], None] = core.log) -> tuple[capacity.Decision, dict[str, Any]]:
+    """Sweep the experiment's deployment (``plan``: :class:`chaos.capacity.SweepPlan` fields over the
+    defaults, the warm-up the experiment's); returns the decision and the ``capacity.json`` written.
+    Bad input is refused (one line) before anything starts."""
+    path = Path(experiment_path)
+    experiment = read_experiment(path)
+    settings = exp_mod.settings(experiment, source=str(path), app=options.app)
+    capacity.check_shape(settings.load)
+    sweep_plan = capacity.SweepPlan(**{"warmup_s": settings.load.warmup_s, **(plan or {})})
+    options.experiment_file = path
+    run = core.open_run(without_fault(experiment), options)
+    try:
+        s = run.settings
+        shape = s.load
+        shape.model = options.model or shape.model
+        header = summary_mod.header_block(run.experiment_title, s.scope, core.definitions(s), s.bounds,
+                                          s.bounds_source, run.app)
+        steps, decision = capacity.sweep(shape, s.slo, sweep_plan, step_runner(run, header, log), log=log)
+        context = {"app": run.app, "front": s.front,
+                   "topology": utilization.topology_name(s.topology) or s.topology,
+                   "experiment": {"title": run.experiment_title, "file": str(path)}, "cluster": _described(run)}
+    finally:
+        core.close(run)
+    if shape.workers > 1:
+        rec.order_by_send_time(run.records_path)  # the workers' lines came as they finished
+    doc = capacity.document(steps, decision, sweep_plan, s.slo, shape, context)
+    core.write_json(run.out_dir / "capacity.json", doc)
+    print(capacity.table(steps, decision), flush=True)
+    log(f"capacity -> {run.out_dir / 'capacity.json'}; records -> {run.records_path}")
+    return decision, doc
+
+
+def read_experiment(path: Path) -> dict[str, Any]:
+    """The experiment file, validated as `run` validates it, its ``load.utilization`` left out (the
+    sweep sets the rates; a capacity file it names may not exist yet)."""
+    text = read_input(path, "experiment")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    doc = without_utilization(doc)
+    found = exp_mod.problems(doc, path.name, experiment_file=path)
+    if found:
+        raise UsageError(found[0])
+    return doc
+
+
+def without_utilization(experiment: Any) -> Any:
+    """A copy of the experiment without ``load.utilization`` and ``load.capacity`` (nor their llm overrides)."""
+    if not isinstance(experiment, dict):
+        return experiment
+    doc = copy.deepcopy(experiment)
+    for ext in doc.get("extensions") or []:
+        if isinstance(ext, dict) and ext.get("name") == exp_mod.EXTENSION:
+            for load in (ext.get("load"), (ext.get("llm") or {}).get("load")):
+                if isinstance(load, dict):
+                    load.pop("utilization", None)
+                    load.pop("capacity", None)
+    return doc
+
+
+def without_fault(experiment: dict[str, Any]) -> dict[str, Any]:
+    """The experiment with no method and no rollbacks: the run is opened for the sweep alone, and a
+    backend is asked for no fault's permissions (:func:`chaos.plan.faults_of`)."""
+    return {**experiment, "method": [], "rollbacks": []}
+
+
+def step_runner(run: core.Run, header: dict[str, Any], log: Callable[[str], None] = core.log) -> capacity.StepRunner:
+    """One step of the sweep on the run's load harness: started, waited for (at most
+    :func:`chaos.capacity.step_bound_s`, with a progress line every 5 s), stopped and drained; returns
+    the step's records (they also go to the run's records file)."""
+
+    def run_step(shape, index: int) -> list[rec.RequestRecord]:
+        got: list[rec.RequestRecord] = []
+        hook = got.append
+        run.events.request_done.append(hook)
+        load = core.new_load(run, shape, {**header, "capacity_step": {"index": index, "rate_rps": shape.rate}})
+        try:
+            load.start()
+            deadline = time.monotonic() + capacity.step_bound_s(shape)
+            last = time.monotonic()
+            while load.running and time.monotonic() < deadline:
+                time.sleep(0.2)
+                if time.monotonic() - last >= PROGRESS_EVERY_S:
+                    log(f"  step {index} at {shape.rate:g} req/s: {load.progress_line()}")
+                    last = time.monotonic()
+        finally:
+            load.stop()
+            try:
+                load.join(timeout=shape.timeout_s + 30)
+            finally:
+                run.events.request_done.remove(hook)
+        return got
+
+    return run_step
+
+
+def _described(run: core.Run) -> dict[str, Any] | None:
+    try:
+        return run.backend.describe()
+    except Exception as e:  # noqa: BLE001 - a description never costs the measurement its file
+        return {"unknown": f"{type(e).__name__}: {e}"[:200]}
