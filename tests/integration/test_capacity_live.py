@@ -3,11 +3,8 @@ at a known rate: the sustained rate it finds is within one step of the knee. No 
 
 import json
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-import httpx
 from jsonschema import Draft202012Validator
 
 from chaos import capacity, records as rec, schemas, utilization
@@ -16,22 +13,13 @@ from chaos.backends.local import ports
 from chaos.load.harness import LoadRun
 from chaos.load.workload import LoadShape, Target
 
-SERVER = Path(__file__).with_name("one_at_a_time_sse_server.py")
+from . import sse_server
+
 SERVICE_S = 0.08  # one request at a time: the knee is 1 / 0.08 = 12.5 req/s
 
 
 def start_server(port: int) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, str(SERVER), "127.0.0.1", str(port), str(SERVICE_S)])
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={}, timeout=1)
-            return p
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    p.kill()
-    p.wait()
-    raise RuntimeError("test server did not start")
+    return sse_server.start(port, str(SERVICE_S))
 
 
 def test_the_sweep_finds_the_knee_of_a_server_that_serves_one_request_at_a_time(tmp_path):

@@ -1,11 +1,9 @@
 """The harness against a real local HTTP server that the test kills and restarts."""
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from chaos import analysis, records as rec
@@ -14,20 +12,12 @@ from chaos.faults import Marker
 from chaos.load.harness import LoadRun
 from chaos.load.workload import LoadShape, Target
 
-SERVER = Path(__file__).with_name("sse_server.py")
+from . import sse_server
+
 
 
 def start_server(port: int) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, str(SERVER), "127.0.0.1", str(port)])
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={}, timeout=1)
-            return p
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("test server did not start")
+    return sse_server.start(port)
 
 
 def test_kill_and_restart_target_failed_count_matches_records(tmp_path):
