@@ -54,7 +54,21 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
             model_path = str(checkpoint.build(checkpoint.DEFAULT_DIR))
         spec.llm = LLMOptions(model_path=str(model_path))
         spec.max_ongoing_requests = min(spec.max_ongoing_requests, 16)
+        check_llm_fits(cluster.topology, spec.llm)
     return spec
+
+
+def check_llm_fits(topology, llm: LLMOptions) -> None:
+    """One vLLM replica (its actor's CPU and its engine's bundle, ``serve_apps.llm_app``) must fit a worker
+    of every zone, or Serve leaves it STARTING for ever: refused in one line, naming the nodes."""
+    need = 1 + llm.num_cpus
+    for zone in topology.zones:
+        nodes = topology.nodes_in(zone=zone)
+        if not any(n.cpus >= need for n in nodes):
+            sizes = ", ".join(f"{n.name} {n.cpus}" for n in nodes)
+            raise UsageError(f"{topology.source}: no worker of zone {zone} can hold a vLLM replica (it reserves "
+                             f"{need:g} logical CPUs: 1 for the replica, {llm.num_cpus:g} for its engine; cpus: "
+                             f"{sizes})")
 
 
 def ensure_system(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = "",

@@ -108,3 +108,28 @@ def test_idle_workers_kept_defaults_to_none_kept_and_accepts_ray_default():
     doc["idle_workers_kept"] = -1
     with pytest.raises(UsageError, match="idle_workers_kept"):
         topology.parse(doc)
+
+
+@pytest.mark.parametrize("name", ["default", "two-regions"])
+def test_every_shipped_topology_holds_one_vllm_replica_per_worker_and_never_two(name):
+    """A vLLM replica reserves 1 + its engine's bundle of logical CPUs (serve_apps.llm_app): it must fit
+    every zone's worker, or Serve leaves it STARTING (two-regions had 4 CPUs: region-loss never deployed
+    with vLLM), and two must not (that is what spreads them one per node)."""
+    from chaos.provision import check_llm_fits
+    from serve_apps.config import LLMOptions
+
+    t, llm = topology.load(name), LLMOptions()
+    check_llm_fits(t, llm)
+    assert all(n.cpus < 2 * (1 + llm.num_cpus) for z in t.zones for n in t.nodes_in(zone=z))
+
+
+def test_a_topology_too_small_for_a_vllm_replica_is_refused_in_one_line():
+    from chaos.errors import UsageError
+    from chaos.provision import check_llm_fits
+    from serve_apps.config import LLMOptions
+
+    d = topology.load("two-regions").to_doc()
+    d["regions"][1]["zones"][0]["nodes"][0]["cpus"] = 4
+    with pytest.raises(UsageError, match=r"no worker of zone west-1 can hold a vLLM replica \(it reserves 6 logical "
+                                         r"CPUs: 1 for the replica, 5 for its engine; cpus: worker-w1 4\)"):
+        check_llm_fits(topology.parse(d, source="small.yaml"), LLMOptions())
