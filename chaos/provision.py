@@ -122,6 +122,8 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
     if cluster is not None and cluster.running():
         have, need = _cluster_kind(cluster.topology.name, cluster.state.gcs_fault_tolerance, cluster.state.netns_mode), \
             _cluster_kind(wanted.name, settings.gcs_fault_tolerance, netns_mode)
+        if have == need and cluster.topology.to_doc() != wanted.to_doc():  # the same name, its file since changed
+            have, need = f"{have}, as it was", f"{need}, as {wanted.source} now says (nodes, sizes or domains)"
         if have != need and options.replace_cluster:
             log("the running cluster differs from what this experiment needs: replacing it")
             cluster.down()
