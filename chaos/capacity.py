@@ -315,7 +315,9 @@ def table(steps: list[Step], decision: Decision) -> str:
              f"{'p95 TTFT':>9}  verdict"]
     lines += [f"{s.index:>4} {row(s, j)}" for s, j in zip(steps, decision.judged)]
     lines.append(f"stopped: {decision.reason}")
-    lines.append(f"sustained: {decision.sustained_rps:g} req/s" if decision.sustained_rps is not None
+    lower = " at least (the sweep stopped at its own limit: raise --max-steps or --max-rate to find more)" \
+        if decision.stop in (MAX_STEPS_RULE, MAX_RATE) else ""
+    lines.append(f"sustained: {decision.sustained_rps:g} req/s{lower}" if decision.sustained_rps is not None
                  else f"sustained: none ({decision.sustained_reason})")
     return "\n".join(lines)
 
@@ -341,6 +343,8 @@ def document(steps: list[Step], decision: Decision, plan: SweepPlan, slo: SLO, s
         "stopped": {"rule": decision.stop, "reason": decision.reason},
         "sustained_rps": decision.sustained_rps,
         "sustained_reason": decision.sustained_reason,
+        # the sweep ended on its own limits with every step sustained: the deployment may carry more
+        "sustained_is_lower_bound": decision.sustained_rps is not None and decision.stop in (MAX_STEPS_RULE, MAX_RATE),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rig": rig(),
         "machine": machine(),

@@ -79,7 +79,8 @@ def derive(shape: LoadShape, app: str | None = None, capacity: str | Path | None
                          f"`availproof capacity EXPERIMENT --app {app}` or run with --app {doc['app']}")
     return {"utilization": shape.utilization, "capacity": str(path), "sustained_rps": doc["sustained_rps"],
             "measured_at": doc["measured_at"], "rate_rps": shape.utilization * doc["sustained_rps"],
-            "app": doc["app"], "front": doc["front"], "topology": doc["topology"]}
+            "app": doc["app"], "front": doc["front"], "topology": doc["topology"],
+            "capacity_is_lower_bound": bool(doc.get("sustained_is_lower_bound"))}
 
 
 def apply(shape: LoadShape, rate_from: dict[str, Any]) -> None:
@@ -94,7 +95,8 @@ def describe(rate_from: dict[str, Any]) -> str:
         v = rate_from.get(key)
         return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
 
-    return (f"{num('rate_rps')} req/s = {num('utilization')} x {num('sustained_rps')} req/s sustained "
+    bound = " (a lower bound: the sweep stopped at its own limit)" if rate_from.get("capacity_is_lower_bound") else ""
+    return (f"{num('rate_rps')} req/s = {num('utilization')} x {num('sustained_rps')} req/s sustained{bound} "
             f"({rate_from.get('capacity')}, measured {rate_from.get('measured_at')})")
 
 

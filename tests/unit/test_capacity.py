@@ -190,6 +190,18 @@ def test_the_sweep_stops_at_the_first_step_beyond_the_knee_and_writes_a_valid_ca
     assert doc["machine"]["cpus"] >= 1 and doc["measured_at"].endswith("Z") and doc["sweep"]["rates"][-1] == 64
     table = capacity.table(steps, d)
     assert table.splitlines()[-1] == "sustained: 8 req/s" and "SLO broke" in table
+    assert doc["sustained_is_lower_bound"] is False  # the knee was found
+
+
+def test_a_sweep_that_stops_at_its_own_limit_says_its_rate_is_a_lower_bound():
+    """Every step sustained up to max_steps: the deployment may carry more; the document, the table and
+    a rate stated as a share of it say so."""
+    plan = SweepPlan(start_rps=1, factor=2, max_rps=64, max_steps=3, step_s=10, warmup_s=2)
+    steps, d = capacity.sweep(LoadShape(), SLO(), plan, FakeSteps(knee=100), log=lambda m: None)
+    doc = capacity.document(steps, d, plan, SLO(), LoadShape(), {"app": "stream", "front": "lb", "topology": "default"})
+    CAPACITY.validate(doc)
+    assert d.stop == capacity.MAX_STEPS_RULE and doc["sustained_rps"] == 4 and doc["sustained_is_lower_bound"] is True
+    assert capacity.table(steps, d).splitlines()[-1].startswith("sustained: 4 req/s at least (the sweep stopped")
 
 
 def test_a_sweep_whose_first_step_breaks_writes_null_with_its_reason_and_the_schema_holds_it_to_that():

@@ -90,7 +90,7 @@ def test_utilization_is_recorded_in_the_run_header_summary_and_report(tmp_path, 
     rate_from = summary["rate_from"]
     assert rate_from == {"utilization": 0.25, "capacity": str(cap), "sustained_rps": 12, "rate_rps": 3.0,
                          "measured_at": rate_from["measured_at"], "app": "stream", "front": "lb",
-                         "topology": "three-zones"}
+                         "topology": "three-zones", "capacity_is_lower_bound": False}
     Draft202012Validator(json.loads((ROOT / "chaos" / "schemas" / "summary.schema.json").read_text())).validate(summary)
     header = rec.read(tmp_path / "out" / "records.ndjson").header
     assert header["rate_from"] == rate_from
