@@ -254,19 +254,40 @@ def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(s
     assert_healthy_after(shared_cluster.cluster_dir)
 
 
-def test_a_bursty_load_from_two_workers_runs_and_re_derives(shared_cluster, test_root, tmp_path):
-    """The replica kill under gamma arrivals of burstiness 0.5 sent by two harness processes: the
-    send instants' inter-arrival CV is 1/sqrt(0.5) = 1.41 (+-0.15), both workers' lines are in the
-    run's records, and `availproof analyse` derives the same figures from them."""
+def test_a_bursty_load_from_two_workers_at_a_share_of_the_measured_capacity(shared_cluster, test_root, tmp_path):
+    """`availproof capacity` on the real cluster: a short stepped sweep (6, 12, 24 req/s, 5 s each) of
+    the replica kill's load, gamma arrivals of burstiness 0.5 from two harness processes, no fault: a
+    capacity.json with a sustained rate. Then the replica kill at a share of it (load.utilization:
+    12 req/s when 24 was sustained): the rate it ran at is the share, the send instants' inter-arrival
+    CV is 1/sqrt(0.5) = 1.41 (+-0.15), both workers' lines are in the run's records, and
+    `availproof analyse` derives the same figures from them."""
+    from chaos import cli as availproof_cli
+
     doc = json.loads(suite.experiment_path("replica-kill").read_text())
     ext = next(e for e in doc["extensions"] if e["name"] == "availproof")
     ext["load"] = {**ext["load"], "arrival": "gamma", "burstiness": 0.5, "workers": 2, "rate": 12}
     path = tmp_path / "replica-kill-bursty.json"
     path.write_text(json.dumps(doc))
+    cap_out = test_root / "runs" / "capacity-bursty-2-workers"
+    code = availproof_cli.main(["capacity", str(path), "--out", str(cap_out), "--start-rate", "6", "--factor", "2",
+                                "--max-steps", "3", "--step-s", "5", "--warmup-s", "1", "--keep-cluster",
+                                "--cluster-dir", str(shared_cluster.cluster_dir)])
+    cap = json.loads((cap_out / "capacity.json").read_text())
+    assert code == 0 and cap["sustained_rps"] in (6, 12, 24), cap
+    assert cap["sustained_is_lower_bound"] == (cap["stopped"]["rule"] == "max_steps"), cap  # 24 sustained: at least
+    assert [s["rate_offered"] for s in cap["steps"]][:2] == [6, 12] and all(s["sent"] > 0 for s in cap["steps"]), cap
+    marks = [o for _, o in rec.iter_lines(cap_out / "records.ndjson") if o and o.get("kind") == "mark"]
+    assert marks == [], marks  # no fault
+    assert_healthy_after(shared_cluster.cluster_dir)
+    utilization = min(1.0, 12 / cap["sustained_rps"])
+    ext["load"].update(utilization=utilization, capacity=str(cap_out / "capacity.json"))
+    path.write_text(json.dumps(doc))
     out = test_root / "runs" / "replica-kill-bursty-2-workers"
     verdict, result = runner.run_experiment(path, out, app="stream", cluster_dir=shared_cluster.cluster_dir)
     check_result(verdict, result, out, "replica")
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["rate_from"]["sustained_rps"] == cap["sustained_rps"], summary["rate_from"]
+    assert summary["environment"]["load"]["rate"] == pytest.approx(utilization * cap["sustained_rps"])
     sent = summary["arrivals"]
     assert abs(sent["interarrival_cv"] - 2 ** 0.5) <= 0.15, sent
     assert set(sent["per_worker"]) == {"0", "1"} and min(sent["per_worker"].values()) > 50, sent
