@@ -24,6 +24,13 @@ The decision (:func:`decide`, a pure function of the steps measured so far and t
    before it: stop (``goodput_plateau``; the extra load offered was not served within the SLO);
 4. ``max_steps`` measured (``max_steps``), or the next rate above ``max_rps`` (``max_rate``): stop.
 
+Before 2 and 3, a step whose client fell behind its schedule (the p99 of sent - planned over its
+measured requests, ``send_lag_p99_s``, above ``max_send_lag_s``, 50 ms) stops the sweep
+(``client_behind``): an open loop sends every request however late, so such a step measured the
+rig's process, not the deployment. A step that raised (``error``) or Ctrl-C (``interrupted``) ends
+it with the steps measured kept. When the sweep ended on any of these or on 4 with a sustained rate,
+that rate is a **lower bound** (``sustained_is_lower_bound``): the deployment may carry more.
+
 A step is **sustained** when it is within the SLO and (but for the first) its goodput rose: every
 step before the one that stopped the sweep. The sustained rate is the highest rate offered of a
 sustained step; ``None`` with its reason when there is none (the first step broke the SLO, or sent
@@ -55,8 +62,10 @@ STEP_MARGIN_S = 10.0  # beyond a step's sending and drain, before it is stopped
 # why a sweep ended
 NO_REQUESTS, SLO_BROKE, GOODPUT_PLATEAU, MAX_STEPS_RULE, MAX_RATE = (
     "no_requests", "slo_broke", "goodput_plateau", "max_steps", "max_rate")
-INTERRUPTED = "interrupted"
-RULES = (NO_REQUESTS, SLO_BROKE, GOODPUT_PLATEAU, MAX_STEPS_RULE, MAX_RATE, INTERRUPTED)
+INTERRUPTED, STEP_ERROR, CLIENT_BEHIND = "interrupted", "error", "client_behind"
+RULES = (NO_REQUESTS, SLO_BROKE, GOODPUT_PLATEAU, MAX_STEPS_RULE, MAX_RATE, INTERRUPTED, STEP_ERROR, CLIENT_BEHIND)
+# the sweep ended before it found where the SLO breaks or goodput stops rising: the deployment may carry more
+LOWER_BOUND_RULES = (MAX_STEPS_RULE, MAX_RATE, INTERRUPTED, STEP_ERROR, CLIENT_BEHIND)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,7 @@ class SweepPlan:
     target_attainment: float = 0.99  # the share of requests that must meet the SLO
     max_failed_share: float = 0.01  # failed requests beyond this share of those sent break the SLO
     min_gain: float = 0.05  # goodput must rise by at least this over the best step before
+    max_send_lag_s: float = 0.05  # p99 of sent - planned beyond this: the client, not the deployment, fell behind
 
     def __post_init__(self):
         problems = []
@@ -125,6 +135,7 @@ class Step:
     met_slo: int
     failed: int
     p95_ttft_s: float | None
+    send_lag_p99_s: float | None = None  # p99 of (sent - planned): how far behind its schedule the client sent
 
     @property
     def rate_achieved(self) -> float:
@@ -147,16 +158,18 @@ class Step:
                 "sent": self.sent, "rate_achieved": round(self.rate_achieved, 3),
                 "met_slo": self.met_slo, "goodput_rps": round(self.goodput_rps, 3),
                 "attainment": None if self.attainment is None else round(self.attainment, 4),
-                "failed": self.failed, "p95_ttft_s": self.p95_ttft_s}
+                "failed": self.failed, "p95_ttft_s": self.p95_ttft_s, "send_lag_p99_s": self.send_lag_p99_s}
 
 
 def measure(index: int, rate: float, records: list[rec.RequestRecord], slo: SLO, duration_s: float) -> Step:
     """A step's figures from its records (warm-up requests left out)."""
     measured = [r for r in records if r.phase == rec.MEASURE]
     ttfts = [r.ttft_s for r in measured if r.ok and r.ttft_s is not None]
+    lags = [max(0, r.sent_ns - r.planned_ns) / 1e9 for r in measured]
+    lag = percentile(lags, 0.99)
     return Step(index=index, rate_offered=rate, duration_s=duration_s, sent=len(measured),
                 met_slo=sum(1 for r in measured if slo.met(r)), failed=sum(1 for r in measured if not r.ok),
-                p95_ttft_s=percentile(ttfts, 0.95))
+                p95_ttft_s=percentile(ttfts, 0.95), send_lag_p99_s=None if lag is None else round(lag, 6))
 
 
 @dataclass
@@ -167,11 +180,12 @@ class Judgement:
     broke: str | None = None  # why the SLO broke (or why the step says nothing)
     gain: float | None = None  # goodput over the best step before, minus 1 (None: the first step)
     sustained: bool = False
+    client_behind: str | None = None  # the client sent late: not a judgement of the deployment
 
     def to_dict(self) -> dict[str, Any]:
         return {"within_slo": self.within_slo, "broke": self.broke,
                 "goodput_gain": None if self.gain is None or math.isinf(self.gain) else round(self.gain, 4),
-                "sustained": self.sustained}
+                "sustained": self.sustained, "client_behind": self.client_behind}
 
 
 @dataclass
@@ -194,6 +208,10 @@ def decide(steps: list[Step], plan: SweepPlan, ended: tuple[str, str] | None = N
         if step.sent == 0:
             stop = (NO_REQUESTS, f"step {step.index} ({step.rate_offered:g} req/s) sent no measured request "
                                  f"in {step.duration_s} s: lengthen the step (--step-s)")
+        elif j.client_behind:
+            stop = (CLIENT_BEHIND, f"the client fell behind its schedule at step {step.index} "
+                                   f"({step.rate_offered:g} req/s): {j.client_behind}; the step says nothing of "
+                                   f"the deployment (more workers: load.workers)")
         elif j.broke:
             stop = (SLO_BROKE, f"the SLO broke at step {step.index} ({step.rate_offered:g} req/s): {j.broke}")
         elif not j.sustained:
@@ -221,6 +239,9 @@ def decide(steps: list[Step], plan: SweepPlan, ended: tuple[str, str] | None = N
 def _judge(step: Step, before: list[Step], plan: SweepPlan) -> Judgement:
     if step.sent == 0:
         return Judgement(within_slo=False, broke="no measured request")
+    if step.send_lag_p99_s is not None and step.send_lag_p99_s > plan.max_send_lag_s:
+        return Judgement(within_slo=False, client_behind=f"p99 of sent - planned {step.send_lag_p99_s:.3f} s, "
+                                                          f"over {plan.max_send_lag_s:g} s")
     why = []
     if step.attainment < plan.target_attainment:
         why.append(f"attainment {step.attainment:.4f} below {plan.target_attainment} "
@@ -292,6 +313,9 @@ def sweep(shape: LoadShape, slo: SLO, plan: SweepPlan, run_step: StepRunner,
             records = run_step(step_shape(shape, plan, rate, index), index)
         except KeyboardInterrupt:
             return steps, decide(steps, plan, ended=(INTERRUPTED, f"interrupted during step {index} ({rate:g} req/s)"))
+        except Exception as e:  # noqa: BLE001 - the steps measured are kept, the failure said
+            return steps, decide(steps, plan, ended=(STEP_ERROR, f"step {index} ({rate:g} req/s) failed: "
+                                                                 f"{type(e).__name__}: {str(e)[:200]}"))
         steps.append(measure(index, rate, records, slo, plan.step_s))
         decision = decide(steps, plan)
         log(f"step {index}: {row(steps[-1], decision.judged[-1])}  ({time.monotonic() - t0:.0f} s)")
@@ -315,8 +339,8 @@ def table(steps: list[Step], decision: Decision) -> str:
              f"{'p95 TTFT':>9}  verdict"]
     lines += [f"{s.index:>4} {row(s, j)}" for s, j in zip(steps, decision.judged)]
     lines.append(f"stopped: {decision.reason}")
-    lower = " at least (the sweep stopped at its own limit: raise --max-steps or --max-rate to find more)" \
-        if decision.stop in (MAX_STEPS_RULE, MAX_RATE) else ""
+    lower = f" at least (the sweep ended before the SLO broke or goodput stopped rising: {decision.stop})" \
+        if decision.stop in LOWER_BOUND_RULES else ""
     lines.append(f"sustained: {decision.sustained_rps:g} req/s{lower}" if decision.sustained_rps is not None
                  else f"sustained: none ({decision.sustained_reason})")
     return "\n".join(lines)
@@ -344,7 +368,7 @@ def document(steps: list[Step], decision: Decision, plan: SweepPlan, slo: SLO, s
         "sustained_rps": decision.sustained_rps,
         "sustained_reason": decision.sustained_reason,
         # the sweep ended on its own limits with every step sustained: the deployment may carry more
-        "sustained_is_lower_bound": decision.sustained_rps is not None and decision.stop in (MAX_STEPS_RULE, MAX_RATE),
+        "sustained_is_lower_bound": decision.sustained_rps is not None and decision.stop in LOWER_BOUND_RULES,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rig": rig(),
         "machine": machine(),

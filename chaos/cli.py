@@ -298,6 +298,8 @@ def cmd_capacity(args) -> int:
         cmd_cluster_down(args)
     if decision.stop == capacity.INTERRUPTED:
         return 130
+    if decision.stop == capacity.STEP_ERROR:  # capacity.json holds the steps measured and why it stopped
+        return 2
     return 0 if doc["sustained_rps"] is not None else 1
 
 

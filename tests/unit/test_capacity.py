@@ -111,9 +111,10 @@ def test_an_interrupted_sweep_keeps_what_it_measured():
 
 
 # ---------------------------------------------------------------- a step's figures from its records
-def _record(i: int, phase: str = rec.MEASURE, ok: bool = True, ttft: float | None = 0.1) -> rec.RequestRecord:
+def _record(i: int, phase: str = rec.MEASURE, ok: bool = True, ttft: float | None = 0.1,
+            lag_s: float = 0.0) -> rec.RequestRecord:
     return rec.RequestRecord(id=i, target="t", url="http://127.0.0.1:1", zone=None, route="/v1/chat/completions",
-                             phase=phase, planned_ns=i, sent_ns=i, sent_offset_s=i / 10, ok=ok,
+                             phase=phase, planned_ns=i, sent_ns=i + int(lag_s * 1e9), sent_offset_s=i / 10, ok=ok,
                              failure=None if ok else rec.CONNECT_REFUSED, ttft_s=ttft if ok else None, e2e_s=0.2)
 
 
@@ -168,13 +169,15 @@ def test_a_load_without_one_rate_to_step_is_refused(kw, needle):
 class FakeSteps:
     """A deployment that sustains ``knee`` req/s: every request within the SLO below it, a third above it."""
 
-    def __init__(self, knee: float, interrupt_at: int | None = None):
-        self.knee, self.interrupt_at, self.calls = knee, interrupt_at, []
+    def __init__(self, knee: float, interrupt_at: int | None = None, fail_at: int | None = None):
+        self.knee, self.interrupt_at, self.fail_at, self.calls = knee, interrupt_at, fail_at, []
 
     def __call__(self, shape: LoadShape, index: int) -> list[rec.RequestRecord]:
         self.calls.append((index, shape.rate))
         if index == self.interrupt_at:
             raise KeyboardInterrupt
+        if index == self.fail_at:
+            raise RuntimeError("a worker died")
         n = round(shape.rate * (shape.duration_s - shape.warmup_s))
         return [_record(i, ttft=0.1 if shape.rate <= self.knee or i % 3 == 0 else 5.0) for i in range(n)]
 
@@ -201,7 +204,30 @@ def test_a_sweep_that_stops_at_its_own_limit_says_its_rate_is_a_lower_bound():
     doc = capacity.document(steps, d, plan, SLO(), LoadShape(), {"app": "stream", "front": "lb", "topology": "default"})
     CAPACITY.validate(doc)
     assert d.stop == capacity.MAX_STEPS_RULE and doc["sustained_rps"] == 4 and doc["sustained_is_lower_bound"] is True
-    assert capacity.table(steps, d).splitlines()[-1].startswith("sustained: 4 req/s at least (the sweep stopped")
+    assert capacity.table(steps, d).splitlines()[-1] == ("sustained: 4 req/s at least (the sweep ended before the SLO "
+                                                         "broke or goodput stopped rising: max_steps)")
+
+
+def test_a_sweep_cut_short_by_ctrl_c_or_a_failing_step_keeps_its_steps_and_says_lower_bound():
+    for run_step, rule in ((FakeSteps(knee=100, interrupt_at=3), capacity.INTERRUPTED),
+                           (FakeSteps(knee=100, fail_at=3), capacity.STEP_ERROR)):
+        steps, d = capacity.sweep(LoadShape(), SLO(), PLAN, run_step, log=lambda m: None)
+        doc = capacity.document(steps, d, PLAN, SLO(), LoadShape(), {"app": "stream", "front": "lb", "topology": None})
+        CAPACITY.validate(doc)
+        assert d.stop == rule and len(steps) == 2 and doc["sustained_rps"] == 2 and doc["sustained_is_lower_bound"]
+    assert "step 3 (4 req/s) failed: RuntimeError: a worker died" in d.reason
+
+
+def test_a_step_whose_client_fell_behind_its_schedule_stops_the_sweep_and_judges_nothing():
+    """An open loop sends every request however late: a step sent 80 ms late at p99 measured the rig's
+    process, not the deployment; the rate before it is a lower bound."""
+    late = capacity.measure(3, 4, [_record(i, lag_s=0.08 if i % 10 == 0 else 0.0) for i in range(40)], SLO(), 10)
+    assert late.send_lag_p99_s == pytest.approx(0.08)
+    d = decide(good(1, 2) + [late], PLAN)
+    assert d.stop == capacity.CLIENT_BEHIND and d.sustained_rps == 2 and not d.judged[2].sustained
+    assert "p99 of sent - planned 0.080 s, over 0.05 s" in d.reason and "load.workers" in d.reason
+    on_time = capacity.measure(3, 4, [_record(i, lag_s=0.001) for i in range(40)], SLO(), 10)
+    assert decide(good(1, 2) + [on_time], PLAN).stop is None
 
 
 def test_a_sweep_whose_first_step_breaks_writes_null_with_its_reason_and_the_schema_holds_it_to_that():
