@@ -14,8 +14,8 @@ workers of ``load.workers`` stay processes of the rig (:mod:`chaos.load.workers`
   be sent twice); ``activeDeadlineSeconds`` bounds the whole Job (the controller then terminates its
   pods); ``ttlSecondsAfterFinished`` removes a Job its rig never deleted;
 - placement: ``nodeSelector`` (and tolerations) from the settings, and a required pod anti-affinity on
-  ``kubernetes.io/hostname`` against the pods labelled ``ray.io/cluster=<the cluster under test>``:
-  no load pod shares a node with a Ray pod of that cluster; a soft topology spread puts the workers on
+  ``kubernetes.io/hostname`` against every pod labelled ``ray.io/cluster`` (any RayCluster: a
+  ``cluster`` upgrade's new RayCluster has another name): no load pod shares a node with a Ray pod; a soft topology spread puts the workers on
   different nodes where there are several. The backend's blast-radius checks refuse a
   fault whose scope reaches a node hosting a load pod (:meth:`KubeRayBackend.refuse_reaching_load`);
 - every object carries :data:`RUN_LABEL` (the run id): a crashed run's Job is a leftover, found by it.
@@ -119,7 +119,7 @@ def check_load(shape, sends_token: bool) -> None:
 
 
 def job_name(run_id: str, load_id: str) -> str:
-    """``availproof-load-<run id>-<load id>`` (a run may start several loads: a capacity sweep's steps), a DNS
+    """``availproof-load-<run id>-<load id>`` (a run may start several loads), a DNS
     label short enough for the pods' ``<job>-<index>`` hostnames."""
     def part(x: str, n: int) -> str:
         return re.sub(r"[^a-z0-9-]", "-", x.lower()).strip("-")[:n].strip("-") or "x"
@@ -177,7 +177,7 @@ def job_manifest(settings: LoadJobSettings, run_id: str, job: str, n: int, clust
         "enableServiceLinks": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchExpressions": [{"key": "ray.io/cluster", "operator": "In", "values": [cluster]}]},
+            "labelSelector": {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]},
             "topologyKey": HOSTNAME_KEY}]}},
         # the workers spread over the load's nodes where they can (their CPU is the load's bottleneck)
         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": HOSTNAME_KEY, "whenUnsatisfiable": "ScheduleAnyway",

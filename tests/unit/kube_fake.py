@@ -170,8 +170,9 @@ def _selects(selector: dict, labels: dict) -> bool:
 def node_fits(server: "FakeServer", pod: dict, node_obj: dict) -> bool:
     """The scheduler's filters the tests need (kube-scheduler plugins NodeUnschedulable, NodeAffinity's
     nodeSelector, InterPodAffinity's required anti-affinity): the node is not cordoned, carries the pod's
-    nodeSelector, and no pod of the namespace on a node with the same ``topologyKey`` value matches a
-    required anti-affinity term of the pod."""
+    nodeSelector, no pod of the namespace on a node with the same ``topologyKey`` value matches a
+    required anti-affinity term of the pod, and (symmetry: the existing pods' required anti-affinity)
+    no pod in such a domain has a required anti-affinity term that matches this pod."""
     spec = pod.get("spec") or {}
     labels = node_obj["metadata"].get("labels") or {}
     if (node_obj.get("spec") or {}).get("unschedulable") or not _labels_match(labels, spec.get("nodeSelector") or {}):
@@ -186,6 +187,15 @@ def node_fits(server: "FakeServer", pod: dict, node_obj: dict) -> bool:
         for other in server.pods.values():
             if (other.get("spec") or {}).get("nodeName") in domain and \
                     _selects(term.get("labelSelector") or {}, (other.get("metadata") or {}).get("labels") or {}):
+                return False
+    mine = (pod.get("metadata") or {}).get("labels") or {}
+    for other in server.pods.values():
+        where = (other.get("spec") or {}).get("nodeName")
+        for term in ((((other.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
+                     .get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+            key = term["topologyKey"]
+            there = (server.nodes.get(where, {}).get("metadata", {}).get("labels") or {}).get(key)
+            if there is not None and labels.get(key) == there and _selects(term.get("labelSelector") or {}, mine):
                 return False
     return True
 
