@@ -116,8 +116,10 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
     from chaos import topology
 
     cdir = options.cluster_dir
-    cluster = LocalCluster.find(cdir, log=log)
     wanted = topology.load(settings.topology)
+    if options.app == "llm":  # before a cluster is looked at or started for it
+        check_llm_fits(wanted, LLMOptions())
+    cluster = LocalCluster.find(cdir, log=log)
     netns_mode = settings.network == "netns"
     if cluster is not None and cluster.running():
         have, need = _cluster_kind(cluster.topology.name, cluster.state.gcs_fault_tolerance, cluster.state.netns_mode), \

@@ -192,6 +192,8 @@ class JobPool(LoadPool):
                 try:
                     for chunk in resp.stream(amt=None, decode_content=False):
                         for line in self._lines[w].feed(chunk):
+                            if self._closing.is_set():  # the footer is (being) written: nothing after it
+                                return
                             n += 1
                             if n <= skip:
                                 continue
@@ -303,6 +305,7 @@ class JobPool(LoadPool):
         self._signal(pw.EXIT_SCRIPT, list(range(self.n)))
         for w, t in enumerate(self._followers):
             t.join(timeout=5)
+        self._stop_following()  # nothing is published after the footer: a pod past the bound is cut off here
         self.end([self.per_worker(w, pod=self.pods[w], node=self.nodes[w], **self._timestamps(w))
                   for w in range(self.n)], problems, job=self.job)  # the records whole before the Job goes
         try:
@@ -350,14 +353,21 @@ class JobPool(LoadPool):
 
     def _abort(self) -> None:
         """After a failed start or supervision: stop following the logs, delete the Job (its pods, its ConfigMaps)."""
+        self._stop_following()
+        if self.job_uid is not None:
+            with contextlib.suppress(Exception):  # the cause is raised; a leftover Job is refused by the next run
+                self._delete_job(wait_s=DELETE_WAIT_S)
+
+
+    def _stop_following(self) -> None:
+        """No pod's log is read from here on: the followers end at their next line or retry."""
         self._closing.set()
         for resp in self._responses:
             if resp is not None:
                 with contextlib.suppress(Exception):
                     resp.close()
-        if self.job_uid is not None:
-            with contextlib.suppress(Exception):  # the cause is raised; a leftover Job is refused by the next run
-                self._delete_job(wait_s=DELETE_WAIT_S)
+        for t in self._followers:
+            t.join(timeout=2)
 
 
 def _name(obj: dict) -> str:

@@ -62,3 +62,21 @@ def test_a_running_cluster_as_the_file_says_is_reused(monkeypatch, tmp_path):
         provision.ensure_local(Settings(scope="region", topology="two-regions"),
                                Options(cluster_dir=tmp_path, replace_cluster=False))
     assert not cluster.downed
+
+
+def test_a_topology_too_small_for_vllm_is_refused_before_any_cluster_is_looked_at(monkeypatch, tmp_path):
+    import json
+
+    from chaos.errors import UsageError
+
+    doc = topology.load("default").to_doc()
+    doc["regions"][0]["zones"][2]["nodes"][0]["cpus"] = 4
+    path = tmp_path / "small.yaml"
+    path.write_text(json.dumps(doc))  # JSON is YAML
+
+    def find(*a, **k):
+        raise AssertionError("a cluster was looked up")
+
+    monkeypatch.setattr(provision.LocalCluster, "find", staticmethod(find))
+    with pytest.raises(UsageError, match="no worker of zone zone-c can hold a vLLM replica"):
+        provision.ensure_local(Settings(scope="zone", topology=str(path)), Options(app="llm", cluster_dir=tmp_path))
