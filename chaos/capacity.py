@@ -284,7 +284,7 @@ def step_shape(shape: LoadShape, plan: SweepPlan, rate: float, index: int) -> Lo
 
 def step_bound_s(shape: LoadShape) -> float:
     """How long one step may take at most: its sending, the drain of requests in flight, a margin."""
-    drain = shape.drain_s if shape.drain_s is not None else shape.timeout_s + 1.0
+    drain = shape.drain_bound_s()
     return shape.duration_s + drain + STEP_MARGIN_S
 
 

@@ -148,7 +148,7 @@ def serve_url(settings: LoadJobSettings, service: str | None, namespace: str) ->
 
 def deadline_s(shape, start_timeout_s: float) -> int:
     """activeDeadlineSeconds: the start, the sending phase, the drain, the end's clock and a margin."""
-    drain = shape.drain_s if shape.drain_s is not None else shape.timeout_s + 1.0
+    drain = shape.drain_bound_s()
     return int(math.ceil(start_timeout_s + shape.duration_s + drain + pod_worker.LINGER_S + 120))
 
 

@@ -273,7 +273,7 @@ class JobPool(LoadPool):
     # ---------------------------------------------------------------- the end
     def _supervise(self) -> None:
         s = self.shape
-        drain = s.drain_s if s.drain_s is not None else s.timeout_s + 1.0
+        drain = s.drain_bound_s()
         deadline = self.t0 + s.duration_s + drain + 60.0  # every pod ends by itself well before
         next_look = time.monotonic() + 2.0
         while any(d is None for d in self._done) and time.monotonic() < deadline:

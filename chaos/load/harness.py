@@ -174,7 +174,7 @@ class LoadRun:
                     reason = await self._open_loop(client, inflight, timer)
                 else:
                     reason = await self._closed_loop(client, inflight)
-                drain = s.drain_s if s.drain_s is not None else s.timeout_s + 1.0
+                drain = s.drain_bound_s()
                 if inflight:
                     done, pending = await asyncio.wait(inflight, timeout=drain + SEND_LEAD_S)
                     for t in pending:

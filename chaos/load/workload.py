@@ -113,6 +113,10 @@ class LoadShape:
         except TypeError as e:
             raise UsageError(f"load: {e}") from None
 
+    def drain_bound_s(self) -> float:
+        """How long requests in flight are waited for once sending stops: ``drain_s``, else one timeout and a second."""
+        return self.drain_s if self.drain_s is not None else self.timeout_s + 1.0
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
