@@ -155,8 +155,28 @@ def main(env: dict | None = None, out: TextIO | None = None, clock_ns: Callable[
         print(f"{ENV_INDEX} is not set: run by the rig's Kubernetes Job (chaos.backends.kube_load_pool)",
               file=sys.stderr)
         return 2
-    return serve(Path(env.get(ENV_SPEC_DIR, SPEC_DIR)), Path(env.get(ENV_CONTROL_DIR, CONTROL_DIR)),
-                 int(env[ENV_INDEX]), out or sys.stdout, clock_ns=clock_ns)
+    control = Path(env.get(ENV_CONTROL_DIR, CONTROL_DIR))
+    stop_on_sigterm(control)
+    return serve(Path(env.get(ENV_SPEC_DIR, SPEC_DIR)), control, int(env[ENV_INDEX]), out or sys.stdout,
+                 clock_ns=clock_ns)
+
+
+def stop_on_sigterm(control: Path) -> None:
+    """The kubelet's SIGTERM (a pod deleted: the Job at the run's end, a drain) as the rig's stop then exit:
+    the worker stops sending, writes its done line and ends within the grace period. Without a handler a
+    process that is its container's PID 1 ignores SIGTERM and is SIGKILLed at the grace period's end,
+    its done line never written."""
+    import signal
+
+    def handler(signum, frame):
+        for name in (STOP, EXIT):
+            try:
+                (control / name).touch()
+            except OSError:
+                pass
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 if __name__ == "__main__":

@@ -443,3 +443,20 @@ def test_a_pod_worker_never_started_ends_by_itself(tmp_path):
     assert pw.serve(tmp_path / "spec", tmp_path / "control", 0, out) == 0
     assert json.loads(out.getvalue().splitlines()[-1])["error"] == "stopped before the start"
     assert pw.main(env={}, out=io.StringIO()) == 2  # not run by the Job: no index
+
+
+def test_a_pod_workers_sigterm_is_the_rigs_stop_then_exit(tmp_path):
+    """A pod's worker is its container's PID 1: without a handler the kubelet's SIGTERM would be ignored
+    and the worker SIGKILLed at the grace period's end, its done line lost."""
+    import os
+    import signal
+
+    from chaos.load import pod_worker
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        pod_worker.stop_on_sigterm(tmp_path)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert (tmp_path / pod_worker.STOP).exists() and (tmp_path / pod_worker.EXIT).exists()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
