@@ -185,15 +185,11 @@ def risk_value(risk: Any) -> float:
 
 
 # ---------------------------------------------------------------- the suite's runs
-def _is_run(d: Path) -> bool:
-    return (d / "summary.json").is_file() or (d / "records.ndjson").is_file()
-
-
 def _trial_dirs(d: Path) -> list[tuple[int, Path]]:
     out = []
     for p in d.glob("trial-*"):
         n = p.name.split("-", 1)[1]
-        if p.is_dir() and n.isdigit() and _is_run(p):
+        if p.is_dir() and n.isdigit() and rec.is_run_dir(p):
             out.append((int(n), p))
     return sorted(out)
 
@@ -204,13 +200,13 @@ def find_runs(suite_dir: str | Path) -> list[tuple[str, int | None, Path]]:
     root = Path(suite_dir)
     if not root.is_dir():
         raise UsageError(f"{root}: no such suite directory")
-    if _is_run(root):
+    if rec.is_run_dir(root):
         return [(root.name, None, root)]
     if _trial_dirs(root):
         return [(root.name, n, p) for n, p in _trial_dirs(root)]
     out: list[tuple[str, int | None, Path]] = []
     for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        if _is_run(sub):
+        if rec.is_run_dir(sub):
             out.append((sub.name, None, sub))
         else:
             out += [(sub.name, n, p) for n, p in _trial_dirs(sub)]

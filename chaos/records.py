@@ -280,6 +280,23 @@ def order_by_send_time(path: str | Path) -> int:
     return len(reqs)
 
 
+def is_run_dir(d: Path) -> bool:
+    """An experiment run's directory: a ``summary.json`` or a ``records.ndjson`` in it, and not a capacity
+    sweep's (``availproof capacity``: a ``capacity.json`` beside its records, or records whose first run
+    header is a sweep's step), which measured no fault and is no run of an experiment."""
+    d = Path(d)
+    if not ((d / "summary.json").is_file() or (d / "records.ndjson").is_file()):
+        return False
+    if (d / "capacity.json").is_file():
+        return False
+    try:
+        with open(d / "records.ndjson", "rb") as f:
+            first = json.loads(f.readline() or b"{}")
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(first, dict) and first.get("kind") == "run" and "capacity_step" in first)
+
+
 def iter_lines(path: str | Path) -> Iterator[tuple[int, dict | None]]:
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):

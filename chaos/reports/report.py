@@ -61,12 +61,8 @@ POPULATIONS = analysis.POPULATIONS  # ("affected", "service")
 
 
 # ---------------------------------------------------------------- loading
-def _is_run(d: Path) -> bool:
-    return (d / "summary.json").exists() or (d / "records.ndjson").exists()
-
-
 def _trial_dirs(d: Path) -> list[Path]:
-    trials = [p for p in d.glob("trial-*") if p.is_dir() and _is_run(p)]
+    trials = [p for p in d.glob("trial-*") if p.is_dir() and rec.is_run_dir(p)]
     return sorted(trials, key=lambda p: int(p.name.split("-", 1)[1]) if p.name.split("-", 1)[1].isdigit() else 0)
 
 
@@ -202,7 +198,7 @@ def build(run_dir: Path) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run directory")
     order_source = None
-    if _is_run(run_dir):
+    if rec.is_run_dir(run_dir):
         experiments = [_experiment(run_dir.name, [run_dir])]
     elif _trial_dirs(run_dir):
         experiments = [_experiment(run_dir.name, _trial_dirs(run_dir))]
@@ -212,7 +208,7 @@ def build(run_dir: Path) -> dict[str, Any]:
         experiments = []
         for sub in sorted((p for p in run_dir.iterdir() if p.is_dir()),
                           key=lambda p: (rank.get(p.name, len(rank)), p.name)):
-            if _is_run(sub):
+            if rec.is_run_dir(sub):
                 experiments.append(_experiment(sub.name, [sub]))
             elif _trial_dirs(sub):
                 experiments.append(_experiment(sub.name, _trial_dirs(sub)))

@@ -722,3 +722,19 @@ def test_timeline_png_with_the_plane_lanes_keeps_its_size(tmp_path):
     assert len(run.samples) == 60
     data = timeline.png(run, json.loads((d / "summary.json").read_text()))
     assert struct.unpack(">II", data[16:24]) == (1000, 560)
+
+
+def test_a_capacity_sweeps_directory_is_not_a_run_of_the_suite(tmp_path):
+    """`availproof capacity` writes records.ndjson (a run header per step) and capacity.json: the report, the
+    claim and `analyse` of a suite directory leave it out (it measured no fault); a sweep cut short before
+    its capacity.json is told by its records' first header."""
+    from chaos import records as rec
+
+    run, sweep, cut = tmp_path / "replica-kill", tmp_path / "capacity", tmp_path / "capacity-cut"
+    for d in (run, sweep, cut):
+        d.mkdir()
+    (run / "records.ndjson").write_text('{"kind": "run", "run_id": "r"}\n')
+    (sweep / "records.ndjson").write_text('{"kind": "run", "run_id": "c", "capacity_step": {"index": 1, "rate_rps": 2}}\n')
+    (sweep / "capacity.json").write_text("{}")
+    (cut / "records.ndjson").write_text('{"kind": "run", "run_id": "c", "capacity_step": {"index": 1, "rate_rps": 2}}\n')
+    assert [rec.is_run_dir(d) for d in (run, sweep, cut, tmp_path)] == [True, False, False, False]
