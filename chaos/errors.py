@@ -23,6 +23,29 @@ class ClusterError(AvailproofError):
     """The cluster did something unexpected while we drove it (exit 2)."""
 
 
+TRUE_WORDS = ("true", "1", "yes")
+FALSE_WORDS = ("false", "0", "no")
+
+
+def parse_bool(value, name: str, default: bool = False) -> bool:
+    """A yes/no setting as the user gave it (experiment configuration, environment, a flag): a bool,
+    0 or 1, or ``true/false/1/0/yes/no`` in any case; None (not given) is ``default``. Anything else is
+    a one-line UsageError naming the setting (``bool("false")`` is True: never that)."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+    raise UsageError(f"{name} must be true or false (true/false, 1/0, yes/no), got {value!r}")
+
+
 def read_input(path, what: str) -> str:
     """The text of a user's input file, or a one-line UsageError naming it."""
     from pathlib import Path

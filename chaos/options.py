@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.backends.local.cluster import default_cluster_dir
-from chaos.errors import UsageError
+from chaos.errors import UsageError, parse_bool
 
 BACKENDS = ("local", "kuberay")
 FRONTS = ("direct", "lb", "zonal-lb")
@@ -43,6 +43,7 @@ class Options:
             raise UsageError(f"app must be stream or llm, got {self.app!r}")
         if self.front is not None and self.front not in FRONTS:
             raise UsageError(f"front must be one of {', '.join(FRONTS)}, got {self.front!r}")
+        self.replace_cluster = parse_bool(self.replace_cluster, "replace_cluster")
         self.cluster_dir = Path(self.cluster_dir)
         self.out_dir = Path(self.out_dir) if self.out_dir else None
         self.capacity = Path(self.capacity) if self.capacity else None
@@ -61,6 +62,6 @@ class Options:
                    model_path=c.get("availproof_model_path") or "",
                    model=c.get("availproof_model"),
                    deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
-                   replace_cluster=bool(c.get("availproof_replace_cluster", False)),
+                   replace_cluster=parse_bool(c.get("availproof_replace_cluster"), "availproof_replace_cluster"),
                    front=c.get("availproof_front") or None,
                    capacity=c.get("availproof_capacity") or None)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from chaos import deploy
 from chaos.backends.local import LocalCluster
 from chaos.backends.local.backend import LocalBackend
-from chaos.errors import SetupError, UsageError
+from chaos.errors import SetupError, UsageError, parse_bool
 from chaos.options import backend_kind
 from serve_apps.config import AppSpec, LLMOptions
 
@@ -258,7 +258,8 @@ def kuberay_backend(k: dict):
     b = KubeRayBackend(k["namespace"], k["context"], k.get("ray_cluster", "availproof"),
                        max_pods=int(k.get("max_pods", 1)), serve_url=k["serve_url"], dashboard_url=k["dashboard_url"],
                        partition_method=k.get("partition_method") or "node-filter",
-                       allow_autoscaled_zone_loss=bool(k.get("allow_autoscaled_zone_loss")),
+                       allow_autoscaled_zone_loss=parse_bool(k.get("allow_autoscaled_zone_loss"),
+                                                             "kubernetes.allow_autoscaled_zone_loss"),
                        load=kube_load.settings_of(k))  # kubernetes.load: the load workers as a Job (or None)
     b.resolve_cluster()
     return b

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.errors import UsageError
+from chaos.errors import UsageError, parse_bool
 from chaos.load import pod_worker
 
 RUN_LABEL = "availproof.io/load-run"  # on the Job, its pods and ConfigMaps: the run id
@@ -99,7 +99,7 @@ def settings_of(kube: dict) -> LoadJobSettings | None:
     """The in-cluster load's settings from the KubeRay target (``kubernetes`` section merged with the flags:
     ``load_in_cluster``, ``load_image``); None when the workers stay processes of the rig."""
     d = dict(kube.get("load") or {})
-    if kube.get("load_in_cluster"):
+    if parse_bool(kube.get("load_in_cluster"), "load_in_cluster"):
         d["in_cluster"] = True
     if kube.get("load_image"):
         d["image"] = kube["load_image"]

@@ -63,7 +63,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from chaos.backends import kube_access, kube_exec, kube_load as kl, kube_partition as kp
-from chaos.errors import ClusterError, SetupError, UsageError
+from chaos.errors import ClusterError, SetupError, UsageError, parse_bool
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -397,7 +397,7 @@ class KubeRayBackend:
             batch = client.BatchV1Api(core.api_client)
         self.batch = batch
         self.load_job = load if load is not None and load.in_cluster else None  # the load workers as a Job: kube_load
-        self.allow_autoscaled_zone_loss = bool(allow_autoscaled_zone_loss)
+        self.allow_autoscaled_zone_loss = parse_bool(allow_autoscaled_zone_loss, "allow_autoscaled_zone_loss")
         self.exec_core = exec_core if exec_core is not None else kube_exec.own_core(core)
         self.stream_fn = stream_fn
         self.max_nodes = max_pods if max_nodes is None else max_nodes
