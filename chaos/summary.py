@@ -83,8 +83,12 @@ def reanalyse(run_dir: str | Path, experiment: str | Path | None = None) -> tupl
     if "experiment" not in summary and recorded.get("title"):
         summary["experiment"], summary["scope"] = recorded["title"], recorded.get("scope")
     summary["derived_from"] = {"records": str(path), "definitions": origin}
-    # the verdict decided again, from the new figures and the journal the run left (chaos.verdict)
-    summary["verdict"] = verdict.decide(summary, _json_file(run_dir / "journal.json"))
+    # the verdict decided again, from the new figures and the journal the run left (chaos.verdict);
+    # the run's own error and failed heal, known only at its end (after its records were closed), are
+    # in the verdicts it recorded (summary.json's, the journal's): a run that ended ERROR stays ERROR
+    journal = _json_file(run_dir / "journal.json")
+    errors = verdict.recorded_errors(old.get("verdict"), ((journal or {}).get("availproof") or {}).get("verdict"))
+    summary["verdict"] = verdict.decide(summary, journal, **errors)
     return summary, origin
 
 

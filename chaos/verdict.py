@@ -29,6 +29,12 @@ PASS, VIOLATED, UNMEASURED, ERROR = "PASS", "VIOLATED", "UNMEASURED", "ERROR"
 EXIT = {PASS: 0, VIOLATED: 1, UNMEASURED: 1, ERROR: 2}
 
 
+# how a verdict says the run's own errors (read back by :func:`recorded_errors` when a summary is re-derived)
+RUN_FAILED = "the run failed: "
+NOT_HEALED = "the run's faults were not healed: "
+RECOVER_HINT = " (`availproof recover` restores the cluster)"
+
+
 def _make(word: str, reasons: list[str]) -> dict[str, Any]:
     return {"word": word, "exit_code": EXIT[word], "reasons": reasons}
 
@@ -59,9 +65,9 @@ def decide(summary: dict[str, Any] | None, journal: dict[str, Any] | None = None
     journal = journal or {}
     status = journal.get("status")
     if heal_error:
-        return _make(ERROR, [f"the run's faults were not healed: {heal_error} (`availproof recover` restores the cluster)"])
+        return _make(ERROR, [f"{NOT_HEALED}{heal_error}{RECOVER_HINT}"])
     if run_error:
-        return _make(ERROR, [f"the run failed: {run_error}"])
+        return _make(ERROR, [f"{RUN_FAILED}{run_error}"])
     if status == "aborted":
         return _make(ERROR, [f"the experiment aborted: {first_failure(journal) or 'an activity raised'}"])
     if not summary or not summary.get("faults"):
@@ -93,6 +99,27 @@ def decide(summary: dict[str, Any] | None, journal: dict[str, Any] | None = None
     if not (summary.get("bounds") or {}).get("stated") and not results:
         return _make(PASS, ["no bounds stated: nothing was checked"])
     return _make(PASS, [])
+
+
+def recorded_errors(*verdicts: dict[str, Any] | None) -> dict[str, str | None]:
+    """The run's own errors as the verdicts it recorded say them (summary.json's, the journal's
+    ``availproof.verdict``, which ``availproof analyse`` never rewrites): ``{"run_error", "heal_error"}``,
+    each the first one a verdict says, else None. A run's error and its failed heal are known only at its
+    end, after its records are closed: re-deriving its summary from the records passes them to
+    :func:`decide` again, so a run that ended ERROR stays ERROR."""
+    out: dict[str, str | None] = {"run_error": None, "heal_error": None}
+    for v in verdicts:
+        if not isinstance(v, dict) or v.get("word") != ERROR or not isinstance(v.get("reasons"), list):
+            continue
+        for r in v["reasons"]:
+            if not isinstance(r, str):
+                continue
+            if r.startswith(NOT_HEALED) and out["heal_error"] is None:
+                e = r[len(NOT_HEALED):]
+                out["heal_error"] = (e[:-len(RECOVER_HINT)] if e.endswith(RECOVER_HINT) else e) or "not healed"
+            elif r.startswith(RUN_FAILED) and out["run_error"] is None:
+                out["run_error"] = r[len(RUN_FAILED):] or "failed"
+    return out
 
 
 def of(summary: dict[str, Any] | None, journal: dict[str, Any] | None = None) -> dict[str, Any]:

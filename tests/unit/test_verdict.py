@@ -99,3 +99,44 @@ def test_analyse_decides_the_verdict_again_from_the_new_summary_and_the_journal(
     (run_dir / "journal.json").write_text(json.dumps({"status": "interrupted", "run": []}))
     again, _ = summary_mod.reanalyse(run_dir)
     assert again["verdict"]["word"] == verdict.ERROR
+
+
+@pytest.mark.parametrize("error", [{"run_error": "the analysis: KeyError: 'faults'"},
+                                   {"heal_error": "TimeoutError: nodes not healthy after 240 s"}])
+def test_analyse_keeps_the_error_a_run_ended_with(tmp_path, error):
+    """A run that ended ERROR (a step failed, its faults not healed: known only after its records were
+    closed) stays ERROR when its summary is derived again from the records (issue 36)."""
+    import json
+
+    from chaos import cli, records as rec, summary as summary_mod
+    from .test_summary import DEFS, zone_loss_run
+
+    met = {"max_failed_requests": 100_000}  # a bound the zone loss meets
+    run_dir = zone_loss_run(tmp_path / "run", summary_mod.header_block("zone-loss", "zone", DEFS, met, "src", "stream"))
+    at_end = summary_mod.derive(rec.read(run_dir / "records.ndjson"), DEFS, met, "src")
+    assert verdict.decide(at_end, DONE)["word"] == verdict.PASS  # the figures alone pass
+    ended = verdict.decide(at_end, DONE, **error)
+    assert ended["word"] == verdict.ERROR
+    (run_dir / "summary.json").write_text(json.dumps({**at_end, "verdict": ended}))
+    (run_dir / "journal.json").write_text(json.dumps({**DONE, "availproof": {"verdict": ended}}))
+    again, _ = summary_mod.reanalyse(run_dir)
+    assert again["verdict"] == ended
+    # what `availproof analyse` writes keeps it too, analysed once more
+    assert cli.main(["analyse", str(run_dir)]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["verdict"] == ended
+    assert summary_mod.reanalyse(run_dir)[0]["verdict"] == ended
+    # a summary.json rewritten without it (derived again before this fix): the journal still says it
+    (run_dir / "summary.json").write_text(json.dumps({**at_end, "verdict": verdict.decide(at_end, DONE)}))
+    assert summary_mod.reanalyse(run_dir)[0]["verdict"] == ended
+    # the journal alone (no summary.json: the analysis failed before writing it)
+    (run_dir / "summary.json").unlink()
+    assert summary_mod.reanalyse(run_dir)[0]["verdict"] == ended
+
+
+def test_recorded_errors_reads_back_what_decide_wrote():
+    s = _summary([MET])
+    for kw in ({"run_error": "start_load: OSError: x"}, {"heal_error": "boom (twice)"}, {}):
+        want = {"run_error": None, "heal_error": None, **kw}
+        assert verdict.recorded_errors(verdict.decide(s, DONE, **kw)) == want
+    assert verdict.recorded_errors(None, {"word": "PASS", "exit_code": 0, "reasons": ["the run failed: x"]}) == {
+        "run_error": None, "heal_error": None}  # only an ERROR verdict says the run's errors
