@@ -218,12 +218,24 @@ def assert_the_replacement_started_cold(result, out, must_warm: bool) -> dict:
     """replica-kill-warm-cache's proof of the cold cache, for either app: one replacement; in its
     first 5 s of serving its prefix-sharing requests find fewer cached tokens than the warm replicas'
     in the same seconds; `warmup` judged it against them (and, with ``must_warm``, found it warm after
-    it first served); every served request says who served it; no turn passed the model's context."""
+    it first served); every served request says who served it; no turn passed the model's context.
+
+    Without ``must_warm`` (vLLM, whose engine may first serve late on a slow machine: 81.4 s after the
+    kill once, the recovery window closing before any 5 s window held enough of its prefix-sharing
+    requests) a warm-up that could not be judged is accepted as what it honestly is: ``warmed`` and
+    ``time_to_warm_s`` null, with its reason recorded (issue 36)."""
     f = result["summary"]["faults"][0]
     w = f["warmup"]
     new = [x["replica"] for x in f["replacement"]["new"]]
     assert w["baseline_p95_ttft_s"] is not None and w["replacements"] == new and len(new) == 1, (w, f["replacement"])
-    assert w["first_served_by_replacement_s"] > 0 and w["windows_judged"] > 0 and w["warmed"] in (True, False), w
+    assert w["first_served_by_replacement_s"] > 0, w
+    judged = w["windows_judged"] > 0
+    if must_warm or judged:
+        assert judged and w["warmed"] in (True, False), w
+    else:  # not judged: null, with its reason, never a guess
+        assert w["warmed"] is None and w["time_to_warm_s"] is None and w["pooled_p95_ttft_s"] is None, w
+        assert isinstance(w["reason"], str) and w["reason"].strip(), w
+        assert f["unmeasurable"].get("warmup.time_to_warm_s") == w["reason"], (w, f["unmeasurable"])
     if must_warm:
         assert w["warmed"] is True, w
     if w["warmed"]:
@@ -234,7 +246,11 @@ def assert_the_replacement_started_cold(result, out, must_warm: bool) -> dict:
     early = [r for r in requests if r.ok and r.session is not None and first <= r.sent_ns < first + 5 * NS]
     cold = [r.cached_tokens or 0 for r in early if r.served_replica == new[0]]
     warm = [r.cached_tokens or 0 for r in early if r.served_replica != new[0]]
-    assert cold and warm and sum(cold) / len(cold) < sum(warm) / len(warm), (cold, warm)  # its cache starts empty
+    if must_warm or judged or (cold and warm):
+        assert cold and warm and sum(cold) / len(cold) < sum(warm) / len(warm), (cold, warm)  # its cache starts empty
+    else:  # no successful prefix-sharing request of the replacement's (or of a warm replica's) in its first 5 s
+        # to compare: the run says why its warm-up could not be judged (asserted above)
+        assert not judged and w["reason"], (cold, warm, w)
     assert not [r for r in requests if r.failure == "http_4xx"]  # a session ends before max_model_len
     assert all(r.served_replica for r in requests if r.ok), "a served request that does not say who served it"
     assert {r.session for r in requests if r.session is not None} and max(r.turn or 0 for r in requests) >= 2
