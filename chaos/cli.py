@@ -11,13 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from chaos.errors import AvailproofError, SetupError, UsageError
+from chaos.frontdoor import FRONTS
 
 
 def _say(msg: str) -> None:
     print(f"availproof: {msg}", file=sys.stderr, flush=True)
-
-
-FRONTS = ("direct", "lb", "zonal-lb")
 
 
 def _fronts(text: str) -> list[str]:

@@ -62,7 +62,7 @@ import io
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-FRONTS = ("direct", "lb", "zonal-lb")
+FRONTS = ("direct", "lb", "zonal-lb")  # an experiment's ``front`` / ``--front``: the one list (cli, options)
 NS = 1_000_000_000
 TOKEN_VAR = "AVAILPROOF_FRONT_TOKEN"  # the balancer's environment variable holding the expected token
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from chaos.backends.local.cluster import default_cluster_dir
 from chaos.errors import UsageError, parse_bool
+from chaos.frontdoor import FRONTS
 
 BACKENDS = ("local", "kuberay")
-FRONTS = ("direct", "lb", "zonal-lb")
 
 
 def backend_kind(kind: str | None) -> str:

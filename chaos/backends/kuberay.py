@@ -177,10 +177,6 @@ def limit(selected: list[dict], max_pods: int, what: str) -> list[dict]:
     return selected
 
 
-def zone_nodes(nodes: list[dict], zones: list[str]) -> list[str]:
-    return sorted(_name(n) for n in nodes if _labels(n).get(ZONE_LABEL) in set(zones))
-
-
 def zone_loss_nodes(nodes: list[dict], pods: list[dict], zones: list[str]) -> tuple[list[str], list[str]]:
     """The nodes a loss of ``zones`` takes out: those of the zones that host one of ``pods`` (this
     RayCluster's), plus those of the zones labelled :data:`ZONE_LOSS_LABEL` ``=true`` (spare nodes a

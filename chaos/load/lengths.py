@@ -30,7 +30,6 @@ from typing import Any, Callable
 
 DISTS = ("fixed", "uniform", "normal", "file")
 CLIP = ("prompt", "output")
-KEYS = ("dist", "value", "min", "max", "mean", "std", "path", "field")
 
 # one token each (after a space) in the tiny checkpoint's tokenizer: serve_apps.checkpoint.corpus
 TOKEN_WORDS = tuple(

@@ -1,0 +1,25 @@
+"""One definition of each name, and no dead ones (issue 36): ``FRONTS`` was written three times
+(cli, options, frontdoor); ``kuberay.zone_nodes`` and ``lengths.KEYS`` were used nowhere."""
+
+import json
+import re
+from pathlib import Path
+
+from chaos import cli, frontdoor, options
+from chaos.backends import kuberay
+from chaos.load import lengths
+
+CHAOS = Path(frontdoor.__file__).resolve().parent
+
+
+def test_fronts_is_defined_once_and_imported():
+    defined = [str(p.relative_to(CHAOS)) for p in CHAOS.rglob("*.py")
+               if re.search(r"^FRONTS\s*=", p.read_text(), re.MULTILINE)]
+    assert defined == ["frontdoor.py"], defined
+    assert cli.FRONTS is frontdoor.FRONTS and options.FRONTS is frontdoor.FRONTS
+    schema = json.loads((CHAOS / "schemas" / "experiment-extension.schema.json").read_text())
+    assert tuple(schema["properties"]["front"]["enum"]) == frontdoor.FRONTS  # the experiment file's list agrees
+
+
+def test_the_dead_names_are_gone():
+    assert not hasattr(kuberay, "zone_nodes") and not hasattr(lengths, "KEYS")
