@@ -1,21 +1,25 @@
-"""`availproof claim`: the claim document (:mod:`chaos.claim`) as Markdown and self-contained HTML, and
-``claim.json`` / ``claim.md`` / ``claim.html`` written into the suite directory. Every number is the
+"""`availproof claim`: the claim document (:mod:`chaos.claim`) as Markdown, self-contained HTML and one
+picture (each scope's expected loss and its 90 % interval against the error budget, SVG), written into the
+suite directory as ``claim.json`` / ``claim.md`` / ``claim.html`` / ``claim.svg``. Every number is the
 document's, unchanged; a null reads ``unmeasurable`` with its reason, never 0."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from chaos.reports.report import CSS, _h, _html_table, _md_table, _ul
 
-FIGURE_COLUMNS = ("figure", "value", "95 % interval", "note")
-SCOPE_COLUMNS = ("scope", "events / period", "duration s", "source", "runs", "trials", "mean lost s",
-                 "95 % interval", "mean SLO-lost s", "expected lost s", "budget share", "max events",
-                 "max events alone", "longest outage tested s")
+FIGURE_COLUMNS = ("figure", "value", "90 % interval", "95 % interval", "note")
+SCOPE_COLUMNS = ("scope", "rate / period", "duration s", "source", "runs", "trials", "unrecovered",
+                 "mean lost s", "expected lost s / period", "90 % interval", "budget share", "outage length covered by",
+                 "longest outage tested s")
 RUN_COLUMNS = ("run", "scope", "verdict", "counted", "failed / requests", "window s", "baseline failed / requests",
-               "lost s", "SLO-lost s", "lower bound, or why not counted")
+               "model", "lost s", "SLO-lost s", "lower bound, or why not counted")
+PLAN_COLUMNS = ("scope", "trials", "expected lost upper 95 % s", "after one more", "lowers by s", "suggested trials",
+                "command")
 
 
 def _num(v: Any, digits: int = 4) -> str:
@@ -40,35 +44,64 @@ def _unm(doc: dict[str, Any], key: str, value: str) -> str:
 
 
 def headline(doc: dict[str, Any]) -> str:
+    slo = doc["target"].get("slo_percent")
     return (f"{doc['verdict']['word']}: {doc['target']['percent']:g} % over {doc['period']['days']:g} days for the "
-            f"{doc['population']} population, risk {doc['risk']:g}")
+            f"{doc['population']} population, risk {doc['risk']:g}"
+            + (f", SLO attainment {slo:g} %" if slo is not None else ""))
+
+
+def _predictive_row(doc: dict[str, Any], key: str, note: str) -> list[str]:
+    a = doc[key]
+    pm = a.get("p_miss")
+    p = "" if not pm else (f"; P(at least the target) {a['p_at_least_target']:.4f}, miss share {_num(pm['value'])} "
+                           f"(upper 95 % {_num(pm['upper95'])}, {pm['periods']} periods)")
+    return [f"{key} (predictive mean)", _unm(doc, f"{key}.mean", _pct(a.get("mean"))),
+            _interval(a.get("interval90"), _pct), _interval(a.get("interval95"), _pct), note + p]
 
 
 def figure_rows(doc: dict[str, Any]) -> list[list[str]]:
-    a, s, b, pm, ov = doc["availability"], doc["slo_attainment"], doc["error_budget"], doc["p_miss"], doc["overlap"]
+    b, ov = doc["error_budget"], doc["overlap"]
     dom, wz = doc["dominant_scope"], doc["worst_zone"]
+    a = doc["availability"]
     rows = [
-        ["availability", _unm(doc, "availability.value", _pct(a["value"])),
-         _unm(doc, "availability.ci95", _interval(a["ci95"], _pct)),
-         "an upper bound: 1 - sum(events x mean lost s) / period over " + (", ".join(a["scopes"]) or "no scope")
+        _predictive_row(doc, "availability", "a period's availability under the tested faults (an upper bound: "
+                                             "untested causes are not in it)"),
+        ["availability (point)", _pct(a["point"]), "-", "-",
+         "1 - sum(mean events x mean lost s) / period over " + (", ".join(a["scopes"]) or "no scope")
          + ("; left out: " + ", ".join(f"{k} ({v})" for k, v in a["left_out"].items()) if a["left_out"] else "")],
-        ["slo_attainment", _unm(doc, "slo_attainment.value", _pct(s["value"])),
-         _unm(doc, "slo_attainment.ci95", _interval(s["ci95"], _pct)),
-         "the same with requests outside the SLO counted"],
-        ["error budget s", _num(b["seconds"]), "-",
-         f"(1 - target) x period; expected lost {_num(b['expected_lost_s'])} s = {_pct(b['used'], 2)} of it"],
-        ["p_miss", _unm(doc, "p_miss.value", _num(pm.get("value"))), "-",
-         f"{pm['simulations']} simulated periods, seed {pm['seed']}, standard error {_num(pm['stderr'])}"
-         if pm.get("value") is not None else ""],
-        ["dominant scope", _unm(doc, "dominant_scope", dom["scope"] if dom else "n/a"), "-",
+        _predictive_row(doc, "slo_attainment", "the same with requests outside the SLO counted"),
+        ["error budget s", _num(b["seconds"]), "-", "-",
+         f"(1 - target) x period; expected lost {_num(b['expected_lost_s'])} s = {_pct(b['used'], 2)} of it"
+         if b["expected_lost_s"] is not None else "(1 - target) x period"],
+        ["dominant scope", _unm(doc, "dominant_scope", dom["scope"] if dom else "n/a"), "-", "-",
          f"{_num(dom['expected_lost_s'])} s per period, {_pct(dom['budget_share'], 2)} of the budget" if dom else ""],
-        ["overlap probability", _num(ov["probability"]), "-",
+        ["overlap probability", _num(ov["probability"]), "-", "-",
          f"two events at once in a period, roughly ({_num(ov['expected'])} overlaps expected)"],
     ]
     if doc["population"] == "affected":
         note = f"availability {_pct(wz['availability'])} for its users ({', '.join(wz['scopes'])})" if wz else ""
-        rows.append(["worst zone", _unm(doc, "worst_zone", wz["zone"] if wz else "n/a"), "-", note])
+        rows.append(["worst zone", _unm(doc, "worst_zone", wz["zone"] if wz else "n/a"), "-", "-", note])
     return rows
+
+
+def rate_text(r: dict[str, Any]) -> str:
+    if r["kind"] == "point":
+        return f"{_num(r['events'])} (point)"
+    iv = r.get("interval90_events")
+    return (f"{r['count']} in {_num(r['exposure_days'])} days: {_num(r.get('mean_events'))}"
+            + (f" [{_num(iv[0])} .. {_num(iv[1])}]" if iv else ""))
+
+
+def _covered_by(e: dict[str, Any]) -> str:
+    c = e["coverage"]
+    if c["duration_s"] is None:
+        return "no length stated"
+    if not c["covered"]:
+        return "not covered"
+    if c["by"] == "runs":
+        return f"{c['runs_at_or_beyond']} runs at or beyond it"
+    f = c["fit"]
+    return f"fit: b {_num(f['b'])} [{_num(f['b_ci90'][0])} .. {_num(f['b_ci90'][1])}] s per s"
 
 
 def scope_rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -77,17 +110,17 @@ def scope_rows(doc: dict[str, Any]) -> list[list[str]]:
     for n in names:
         rate = doc["rates"]["scopes"].get(n)
         e = doc["scopes"].get(n)
-        r = [n, _num(rate["events"]) if rate else "no rate", _num(rate["duration_s"]) if rate else "-",
+        r = [n, rate_text(rate) if rate else "no rate", _num(rate["duration_s"]) if rate else "-",
              rate["basis"] if rate else "-"]
         if e is None:
-            rows.append(r + ["0", "0"] + ["not covered"] + ["-"] * 7)
+            rows.append(r + ["0", "0", "-", "not covered"] + ["-"] * 5)
             continue
-        lost, slo = e["lost_service_s"], e["slo_lost_service_s"]
-        r += [str(e["runs"]), str(e["trials"]),
-              _num(lost["mean"]) + (" (lower bound)" if lost["lower_bound"] else ""),
-              _interval(lost["ci95"]), _num(slo["mean"]), _num(e.get("expected_lost_s")),
-              _pct(e.get("budget_share"), 2), _num(e.get("max_events")), _num(e.get("max_events_alone")),
-              _num(e["outage_tested_s"])]
+        lost, exp = e["lost_service_s"], e["expected_lost_s"]
+        unrec = e["unrecovered"]
+        r += [str(e["runs"]), str(e["trials"]), f"{unrec['runs']} of {unrec['of']}",
+              _num(lost["mean"]) + (" (a lower bound in some)" if lost["lower_bound"] else ""),
+              _num(exp["mean"]) if exp else "n/a", _interval(exp["interval90"]) if exp else "-",
+              _pct(e.get("budget_share"), 2), _covered_by(e), _num(e["outage_tested_s"])]
         rows.append(r)
     return rows
 
@@ -96,22 +129,39 @@ def _run_name(r: dict[str, Any]) -> str:
     return r["experiment"] + (f"/trial-{r['trial']}" if r["trial"] is not None else "")
 
 
+def _model(m: dict[str, Any] | None) -> str:
+    if not m:
+        return "n/a"
+    if m["name"] == "closed":
+        return f"closed, {_num(m.get('users'))} users" if "users" in m else "closed"
+    if "width_s" not in m:
+        return "open"
+    return f"open, {_num(m['width_s'])} s buckets" + (f", {m['empty_buckets']} empty" if m["empty_buckets"] else "")
+
+
 def run_rows(doc: dict[str, Any]) -> list[list[str]]:
     rows = []
     for r in doc["runs"]:
         for i, f in enumerate(r["faults"]):
             base = f["baseline"]
+            lost = (_num(f["lost_service_s"]) + (f" (clipped from {_num(f['clipped_from'])})"
+                                                if f["clipped_from"] is not None else "")
+                    if f["lost_service_s"] is not None
+                    else "unmeasurable: " + f["unmeasurable"].get("lost_service_s", ""))
             rows.append([
                 _run_name(r) + (f" fault {i + 1}" if len(r["faults"]) > 1 else ""), f["scope"], str(r["verdict"]),
                 "yes" if r["counted"] else "no",
-                f"{f['failed']} / {f['requests']}", _num(f["window_s"]),
-                f"{base['failed']} / {base['requests']}" if base else "n/a",
-                _num(f["lost_service_s"]) if f["lost_service_s"] is not None
-                else "unmeasurable: " + f["unmeasurable"].get("lost_service_s", ""),
+                f"{_num(f['failed'])} / {_num(f['requests'])}", _num(f["window_s"]),
+                f"{base['failed']} / {base['requests']}" if base else "n/a", _model(f["model"]), lost,
                 _num(f["slo_lost_service_s"]) if f["slo_lost_service_s"] is not None else "unmeasurable",
                 (r["not_counted"] or r["lower_bound"] or "-") if i == len(r["faults"]) - 1 else "",
             ])
     return rows
+
+
+def plan_rows(doc: dict[str, Any]) -> list[list[str]]:
+    return [[p["scope"], str(p["trials"]), _num(p["expected_lost_upper95_s"]), _num(p["after_one_more_s"]),
+             _num(p["lowers_by_s"]), str(p["suggested_trials"]), p["command"]] for p in doc["plan"]]
 
 
 def env_lines(doc: dict[str, Any]) -> list[str]:
@@ -126,9 +176,10 @@ def env_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def rate_lines(doc: dict[str, Any]) -> list[str]:
-    return [f"{n}: {r['events']:g} per {doc['period']['days']:g} days"
+    return [f"{n}: {rate_text(r)} per {doc['period']['days']:g} days"
             + (f", {r['duration_s']:g} s each" if r["duration_s"] else "")
-            + f" ({r['basis']}): {r['source'] or 'no source given'}" for n, r in doc["rates"]["scopes"].items()]
+            + f", unrecovered {r['unrecovered_cost_s']:g} s ({r['basis']}): {r['source'] or 'no source given'}"
+            for n, r in doc["rates"]["scopes"].items()]
 
 
 def left_out_lines(doc: dict[str, Any]) -> list[str]:
@@ -143,18 +194,73 @@ def left_out_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def svg(doc: dict[str, Any]) -> str:
+    """Each scope's expected lost seconds per period (dot) and its 90 % interval (bar), log scale, against
+    the error budget (red line)."""
+    rows = [(n, e["expected_lost_s"]) for n, e in doc["scopes"].items() if e.get("expected_lost_s")]
+    budget = doc["error_budget"]["seconds"]
+    W, left, right, top, rh = 720, 110, 30, 40, 28
+    H = top + rh * max(1, len(rows)) + 40
+    vals = [budget] + [v for _, x in rows for v in (x["mean"], *x["interval90"]) if v > 0]
+    lo = 10 ** math.floor(math.log10(max(min(vals), 1e-3)))
+    hi = 10 ** math.ceil(math.log10(max(vals)))
+    if hi <= lo:
+        hi = lo * 10
+
+    def x(v: float) -> float:
+        v = min(max(v, lo), hi)
+        return left + (W - left - right) * (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" '
+             f'font-size="12"><text x="{left}" y="18">expected lost seconds per {doc["period"]["days"]:g} days, '
+             f'90 % interval, against the error budget ({_num(budget)} s)</text>']
+    d = lo
+    while d <= hi:
+        parts.append(f'<line x1="{x(d):.1f}" y1="{top - 6}" x2="{x(d):.1f}" y2="{H - 30}" stroke="#ddd"/>'
+                     f'<text x="{x(d):.1f}" y="{H - 14}" text-anchor="middle">{_num(d)}</text>')
+        d *= 10
+    for i, (n, e) in enumerate(rows):
+        y = top + rh * i + rh / 2
+        a, b = e["interval90"]
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{_h(n)}</text>'
+                     f'<line x1="{x(max(a, lo)):.1f}" y1="{y}" x2="{x(max(b, lo)):.1f}" y2="{y}" stroke="#36c" '
+                     f'stroke-width="6"/><circle cx="{x(max(e["mean"], lo)):.1f}" cy="{y}" r="5" fill="#123"/>')
+    parts.append(f'<line x1="{x(budget):.1f}" y1="{top - 10}" x2="{x(budget):.1f}" y2="{H - 30}" stroke="#c00" '
+                 f'stroke-width="2"/><text x="{x(budget):.1f}" y="{top - 12}" fill="#c00" '
+                 f'text-anchor="middle">budget</text></svg>')
+    return "".join(parts)
+
+
+def _sections(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    needed = doc.get("trials_needed") or {}
+    need = []
+    if needed.get("found"):
+        need.append(", ".join(f"{k} more trial(s) of {n}" for n, k in needed["extra"].items())
+                    + " would support the claim, if they recover and cost what the recovered runs so far cost")
+    elif needed:
+        need.append(needed.get("why", ""))
+    return [("Trials needed", need), ("Left out", left_out_lines(doc)), ("Rates", rate_lines(doc)),
+            ("Load and environment", env_lines(doc)), ("Assumptions", doc["assumptions"]),
+            ("Unmeasurable", [f"{k}: {v}" for k, v in doc["unmeasurable"].items()])]
+
+
+RUNS_NOTE = ("lost s: the population's lost service-seconds net of its baseline: an open loop's failed fraction "
+             "integrated over time buckets by send instant, a closed loop's failed requests' spans over its users "
+             "(chaos.lost_service); never below 0.")
+
+
 def markdown(doc: dict[str, Any]) -> str:
     lines = [f"# availproof claim: {doc['suite_dir']}", "", f"**{headline(doc)}**", ""]
     lines += [f"- {r}" for r in doc["verdict"]["reasons"]] + [""]
     lines += ["## Figures", ""] + _md_table(FIGURE_COLUMNS, figure_rows(doc)) + [""]
+    if doc["scopes"]:
+        lines += ["![expected loss per scope against the error budget](claim.svg)", ""]
     lines += ["## Per scope", ""] + _md_table(SCOPE_COLUMNS, scope_rows(doc)) + [""]
-    lines += ["## Runs", "", "lost s = failed x window s / requests, minus baseline failed x window s / baseline "
-              "requests (population: " + doc["population"] + ").", ""]
+    if doc["plan"]:
+        lines += ["## Plan: the next trials", ""] + _md_table(PLAN_COLUMNS, plan_rows(doc)) + [""]
+    lines += ["## Runs", "", RUNS_NOTE + " Population: " + doc["population"] + ".", ""]
     lines += _md_table(RUN_COLUMNS, run_rows(doc)) + [""]
-    for title, items in (("Left out", left_out_lines(doc)), ("Rates", rate_lines(doc)),
-                         ("Load and environment", env_lines(doc)), ("Assumptions", doc["assumptions"]),
-                         ("Derived from records.ndjson", doc["derived_from_records"]),
-                         ("Unmeasurable", [f"{k}: {v}" for k, v in doc["unmeasurable"].items()])):
+    for title, items in _sections(doc):
         if items:
             lines += [f"## {title}", ""] + [f"- {s}" for s in items] + [""]
     return "\n".join(lines)
@@ -165,25 +271,42 @@ def html(doc: dict[str, Any]) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>availproof claim</title><style>{CSS}</style>"
              f"</head><body><h1>availproof claim</h1><p>{_h(doc['suite_dir'])}</p>",
              f"<p class='{'bad' if bad else ''}'>{_h(headline(doc))}</p>", _ul(doc["verdict"]["reasons"]),
-             "<h2>Figures</h2>" + _html_table(FIGURE_COLUMNS, figure_rows(doc), "figures"),
-             "<h2>Per scope</h2>" + _html_table(SCOPE_COLUMNS, scope_rows(doc), "scopes"),
-             f"<h2>Runs</h2><p>lost s = failed x window s / requests, minus baseline failed x window s / baseline "
-             f"requests (population: {_h(doc['population'])}).</p>" + _html_table(RUN_COLUMNS, run_rows(doc), "runs")]
-    for title, items in (("Left out", left_out_lines(doc)), ("Rates", rate_lines(doc)),
-                         ("Load and environment", env_lines(doc)), ("Assumptions", doc["assumptions"]),
-                         ("Derived from records.ndjson", doc["derived_from_records"]),
-                         ("Unmeasurable", [f"{k}: {v}" for k, v in doc["unmeasurable"].items()])):
+             "<h2>Figures</h2>" + _html_table(FIGURE_COLUMNS, figure_rows(doc), "figures")]
+    if doc["scopes"]:
+        parts.append(svg(doc))
+    parts.append("<h2>Per scope</h2>" + _html_table(SCOPE_COLUMNS, scope_rows(doc), "scopes"))
+    if doc["plan"]:
+        parts.append("<h2>Plan: the next trials</h2>" + _html_table(PLAN_COLUMNS, plan_rows(doc), "plan"))
+    parts.append(f"<h2>Runs</h2><p>{_h(RUNS_NOTE)} Population: {_h(doc['population'])}.</p>"
+                 + _html_table(RUN_COLUMNS, run_rows(doc), "runs"))
+    for title, items in _sections(doc):
         if items:
             parts.append(f"<h2>{_h(title)}</h2>" + _ul(items))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
+def plan_text(doc: dict[str, Any]) -> str:
+    """``availproof claim --plan``: the verdict and the next trials, one per line, with their commands."""
+    lines = [headline(doc)] + [f"  {r}" for r in doc["verdict"]["reasons"]]
+    if not doc["plan"]:
+        lines.append("no plan: no rated scope has a covered, measured cost yet; run one experiment of each rated "
+                     "scope first")
+    for i, p in enumerate(doc["plan"], 1):
+        lines.append(f"{i}. {p['scope']}: {p['trials']} trial(s); one more lowers the expected loss's upper 95 % bound "
+                     f"by {_num(p['lowers_by_s'])} s (from {_num(p['expected_lost_upper95_s'])} s); "
+                     f"suggested {p['suggested_trials']}: {p['command']}")
+    return "\n".join(lines) + "\n"
+
+
 def write(suite_dir: Path, doc: dict[str, Any], formats: tuple[str, ...] = ("md",)) -> dict[str, Path]:
-    """claim.json always, and claim.md / claim.html as asked, into ``suite_dir``; returns the paths."""
+    """claim.json always, claim.md / claim.html as asked (claim.svg with either), into ``suite_dir``."""
     suite_dir = Path(suite_dir)
     out = {"json": suite_dir / "claim.json"}
     out["json"].write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    if ("md" in formats or "html" in formats) and doc["scopes"]:
+        out["svg"] = suite_dir / "claim.svg"
+        out["svg"].write_text(svg(doc))
     if "md" in formats:
         out["md"] = suite_dir / "claim.md"
         out["md"].write_text(markdown(doc))

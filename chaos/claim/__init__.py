@@ -1,0 +1,46 @@
+"""From evidence to an availability claim: ``availproof claim SUITE_DIR --faults RATES``. Plain Python (no Ray):
+it reads a suite's summaries and records and returns one document; :mod:`chaos.reports.claim` renders and
+writes it (``claim.json``, ``claim.md``, ``claim.html``, ``claim.svg``). The claim is the rig's last word to
+people who publish SLAs, so every figure that feeds its verdict carries its uncertainty into it.
+
+The parts, one module each:
+- :mod:`chaos.claim.rates`: RATES, per scope a point figure (``events``) or an observed history (``count`` over
+  ``exposure_days``, whose rate is uncertain), the stated outage length, the cost of an unrecovered event.
+- :mod:`chaos.claim.evidence`: the suite's runs, summaries and records.
+- :mod:`chaos.claim.cost`: each run's cost, lost service-seconds net of its baseline, for any load shape
+  (:mod:`chaos.lost_service`), and whether the run counts.
+- :mod:`chaos.claim.coverage`: whether a stated outage length was tested, and the line through the costs
+  of the lengths that were.
+- :mod:`chaos.claim.scope_entry`: one scope's runs, costs and event model.
+- :mod:`chaos.claim.predict`: the predictive distribution of a period's lost seconds (rates, counts, a
+  Bayesian bootstrap of costs, the unrecovered share), seeded.
+- :mod:`chaos.claim.decide`: the verdict (``not_covered``, ``not_supported``, ``insufficient_evidence``,
+  ``supported``), the trials that would change it, the plan.
+- :mod:`chaos.claim.document`: the document.
+
+Honest nulls: a figure that cannot be measured is null and its reason is in the ``unmeasurable`` map of
+the object holding it (the claim's, a run's), never 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chaos.claim.cost import POPULATIONS, fault_cost, fault_lost, outage_tested, run_cost  # noqa: F401
+from chaos.claim.decide import INSUFFICIENT, NOT_COVERED, NOT_SUPPORTED, SUPPORTED, VERDICTS  # noqa: F401
+from chaos.claim.document import FORMAT_VERSION, SIMULATIONS, build  # noqa: F401
+from chaos.claim.evidence import find_runs, read_records, read_summary  # noqa: F401
+from chaos.claim.rates import (DEFAULT_RISK, DEFAULT_TARGET_PCT, DEFAULT_UNRECOVERED_COST_S, Rate,  # noqa: F401
+                               Rates, checkable, load_rates, parse_rates, risk_value, target_fraction)
+
+
+def claim(suite_dir: str | Path, rates: Rates, target: float, risk: float, population: str = "service",
+          seed: int = 0, slo_target: float | None = None, simulations: int = SIMULATIONS) -> dict[str, Any]:
+    """Read the suite's runs and build the claim (nothing is written)."""
+    runs, summaries = [], []
+    for name, trial, d in find_runs(suite_dir):
+        s = read_summary(d)
+        runs.append(run_cost(name, trial, str(d), s, read_records(d), population))
+        summaries.append(s)
+    return build(runs, summaries, rates, target, risk, population, seed, str(suite_dir), simulations, slo_target)

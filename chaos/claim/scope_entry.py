@@ -1,0 +1,109 @@
+"""One scope of a claim: its runs, its costs, what its stated outage length is covered by, and the model
+the prediction draws its events from (:class:`chaos.claim.predict.ScopeModel`)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from chaos import scopes
+from chaos.claim import coverage as cov, predict
+from chaos.claim.cost import run_name
+from chaos.claim.rates import Rate
+
+ENV_FIELDS = {"backend": ("cluster", "backend"), "topology": ("cluster", "topology"),
+              "gcs_fault_tolerance": ("cluster", "gcs_fault_tolerance"), "network": ("cluster", "network"),
+              "app": ("app",), "front_door": ("environment", "front_door", "shape"),
+              "platform": ("environment", "platform"), "cpus": ("environment", "cpus"),
+              "availproof": ("environment", "availproof"), "ray": ("environment", "ray"),
+              "vllm": ("environment", "vllm"), "python": ("environment", "python")}
+LOAD_FIELDS = ("mode", "arrival", "rate", "concurrency", "stream", "route", "max_tokens", "timeout_s")
+
+
+def _get(d: dict[str, Any] | None, *path: str) -> Any:
+    for p in path:
+        d = d.get(p) if isinstance(d, dict) else None
+    return d
+
+
+def distinct(values: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def rnd(v: float | None, n: int = 6) -> float | None:
+    return None if v is None else round(v, n)
+
+
+def environment(summaries: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each field's distinct values over the runs (null: a run that did not record it)."""
+    return {k: distinct(_get(s, *path) for s in summaries) for k, path in ENV_FIELDS.items()}
+
+
+def mixed(env: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The fields with more than one recorded value: runs on different set-ups."""
+    return {k: [x for x in v if x is not None] for k, v in env.items() if len([x for x in v if x is not None]) > 1}
+
+
+def offered_load(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return distinct({k: (_get(s, "environment", "load") or {}).get(k) for k in LOAD_FIELDS} for s in summaries)
+
+
+def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str, Any]],
+                rate: Rate | None) -> dict[str, Any]:
+    """One scope: its runs, its costs, coverage of the stated length, its unrecovered share, its load."""
+    counted = [r for r in runs if r["counted"]]
+    values = [r["lost_service_s"] for r in counted]
+    slo_values = [r["slo_lost_service_s"] for r in counted if r["slo_lost_service_s"] is not None]
+    measured = [r for r in runs if r["measurement"]]
+    outages = [r["outage_tested_s"] for r in measured if r["outage_tested_s"] is not None]
+    spans = [r["span_s"] for r in counted if r["span_s"] is not None]
+    rates_rps = [c["rate_rps"] for r in counted for c in r["faults"] if c["rate_rps"] is not None]
+    lower = [r for r in counted if r["lower_bound"]]
+    n, u = len(counted), len(lower)
+    covers = cov.coverage(None if rate is None else rate.duration_s, counted)
+    return {
+        "scope": scope, "label": scopes.label(scope) or scope,
+        "rate": None if rate is None else rate.to_dict(),
+        "experiments": distinct(r["experiment"] for r in runs),
+        "runs": len(runs), "trials": n,
+        "not_counted": [{"run": run_name(r), "why": r["not_counted"]} for r in runs if not r["counted"]],
+        "lost_service_s": {"mean": rnd(mean(values)), "values": values,
+                           "lower_bound": [{"run": run_name(r), "why": r["lower_bound"]} for r in lower],
+                           "clipped": [run_name(r) for r in counted if r["clipped"]]},
+        "slo_lost_service_s": {"mean": rnd(mean(slo_values)), "values": slo_values},
+        "unrecovered": {"runs": u, "of": n,
+                        "share_mean": rnd((u + 0.5) / (n + 1.0)) if n else None,
+                        "prior": "Beta(u + 0.5, n - u + 0.5)"},
+        "coverage": {k: v for k, v in covers.items() if k != "use"},
+        "load_modes": distinct(r.get("load_mode") for r in counted),
+        "environment_mixed": mixed(environment([s for r, s in zip(runs, summaries) if r["counted"]])),
+        "outage_tested_s": max(outages) if outages else None,
+        "span_s": max(spans) if spans else None,
+        "load": {"offered": offered_load(summaries), "measured_rps": rnd(mean(rates_rps), 4), "utilization": None},
+        "_counted": counted, "_use": covers["use"],  # removed before the claim is returned
+    }
+
+
+def model(entry: dict[str, Any], rate: Rate, figure: str = "lost_service_s") -> predict.ScopeModel | None:
+    """The scope's event model for the prediction; None when no counted run has a cost."""
+    counted = entry["_counted"]
+    if not counted:
+        return None
+    use = [counted[i] for i in entry["_use"]]
+    recovered = [r for r in use if not r["lower_bound"] and r[figure] is not None]
+    by_fit = entry["coverage"]["by"] == "fit"
+    fit = entry["coverage"]["fit"]
+    return predict.ScopeModel(
+        name=entry["scope"], values=tuple(r[figure] for r in recovered),
+        n=len(use), u=sum(1 for r in use if r["lower_bound"]), unrecovered_cost_s=rate.unrecovered_cost_s,
+        events=rate.events, count=rate.count, exposure_days=rate.exposure_days,
+        outages=tuple(r["outage_tested_s"] for r in recovered) if by_fit else None,
+        fit=(fit["b"], fit["b_se"], fit["df"]) if by_fit else None,
+        duration_s=rate.duration_s if by_fit else None)

@@ -1,0 +1,123 @@
+"""Lost service-seconds: how much of its users' service a fault took, in seconds of full outage, for any
+load shape. Plain Python on plain tuples: :mod:`chaos.claim` and the soak feed it a fault's requests.
+
+Open loops (constant, Poisson, gamma, stages, traces, sessions): **a time-bucket integral by send instant**.
+The fault's window is cut into buckets of ``width`` = 1 s, or the mean inter-arrival time when that is
+longer (arrivals counted as distinct send instants to the millisecond: a trace's burst of 28 requests at
+one instant is one arrival), aligned on the injection; each bucket's failed fraction (of the population's requests *sent* in it)
+times its width, summed. A request in flight at the injection is the fault's: the integral starts at the
+bucket holding the earliest of them, and every request sent in those buckets (the ones that had already
+ended too) makes the fraction. A bucket with no request takes the mean of its nearest non-empty neighbours'
+fractions and is counted (``empty_buckets``); a window more than half of whose buckets are empty is
+flagged ``mostly_empty``: its figure is a lower bound. For a constant open loop with no request in flight at
+the injection the integral is ``failed x window / requests``, the rig's earlier figure (a unit test holds it);
+with requests in flight it is ``failed / rate``.
+
+Closed loops (a fixed number of users, each sending when its last request ended): **a failure covers its own
+span**. Each failed request's span (sent to ended: a 10 s timeout is 10 s of a user's service lost, a fast
+refusal a few ms, after which the user sends again) summed, over the population's users
+(``concurrency`` x the population's share of the baseline's requests).
+
+The baseline is taken off as a rate: the open loop's baseline failed fraction off every bucket's; the closed
+loop's share of user-seconds lost before the injection times the integral's span. The result is never below 0:
+a negative figure is clipped and said (``clipped_from``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+NS = 1_000_000_000
+OPEN, CLOSED = "open", "closed"
+
+
+@dataclass(frozen=True)
+class Req:
+    sent_ns: int
+    end_ns: int
+    bad: bool  # failed (or, for the SLO figure, outside the SLO)
+
+
+def width_s(arrivals_in_window: int, window_s: float) -> float:
+    """A bucket's width: 1 s, or the mean inter-arrival time when that is longer."""
+    if arrivals_in_window <= 0:
+        return max(1.0, window_s)
+    return max(1.0, window_s / arrivals_in_window)
+
+
+def _fill(fracs: list[float | None]) -> list[float]:
+    """Empty buckets (None) take the mean of their nearest non-empty neighbours' fractions."""
+    known = [i for i, f in enumerate(fracs) if f is not None]
+    out = []
+    for i, f in enumerate(fracs):
+        if f is not None:
+            out.append(f)
+            continue
+        left = max((k for k in known if k < i), default=None)
+        right = min((k for k in known if k > i), default=None)
+        near = [fracs[k] for k in (left, right) if k is not None]
+        out.append(sum(near) / len(near) if near else 0.0)
+    return out
+
+
+def open_loop(requests: Iterable[Req], t0_ns: int, window_end_ns: int, base_fraction: float = 0.0,
+              width: float | None = None) -> dict[str, Any]:
+    """The time-bucket integral of the failed fraction over the fault's window (see the module docstring).
+    ``requests``: the population's measured requests sent from before the injection (at least every one in
+    flight at it, and the others sent in those seconds) to the window's end."""
+    rs = [r for r in requests if r.sent_ns < window_end_ns]
+    in_flight = [r for r in rs if r.sent_ns < t0_ns < r.end_ns]
+    window_s = (window_end_ns - t0_ns) / NS
+    instants = len({r.sent_ns // 1_000_000 for r in rs if r.sent_ns >= t0_ns})
+    w = width if width is not None else width_s(instants, window_s)
+    wn = int(round(w * NS))
+    first = min((r.sent_ns for r in in_flight), default=t0_ns)
+    pre = math.ceil((t0_ns - first) / wn) if first < t0_ns else 0
+    start = t0_ns - pre * wn
+    n_buckets = pre + max(1, math.ceil((window_end_ns - t0_ns) / wn))
+    sent = [0] * n_buckets
+    bad = [0] * n_buckets
+    for r in rs:
+        if r.sent_ns < start:
+            continue
+        i = min(n_buckets - 1, (r.sent_ns - start) // wn)
+        sent[i] += 1
+        bad[i] += r.bad
+    widths = [min(wn, window_end_ns - (start + i * wn)) / NS for i in range(n_buckets)]
+    fracs = _fill([b / s if s else None for b, s in zip(bad, sent)])
+    raw = sum((f - base_fraction) * dw for f, dw in zip(fracs, widths))
+    empty = sum(1 for s in sent if not s)
+    return {"model": OPEN, "value_s": max(0.0, raw), "raw_s": raw, "clipped_from": raw if raw < 0 else None,
+            "width_s": round(w, 6), "buckets": n_buckets, "empty_buckets": empty,
+            "mostly_empty": empty * 2 > n_buckets, "span_s": round((window_end_ns - start) / NS, 6),
+            "base_fraction": base_fraction}
+
+
+def closed_loop(requests: Iterable[Req], t0_ns: int, window_end_ns: int, users: float,
+                base_share: float = 0.0) -> dict[str, Any]:
+    """The failed requests' spans over the users (see the module docstring). ``requests``: the population's
+    measured requests sent in the window or in flight at the injection; ``base_share``: the share of
+    user-seconds lost to failures before the injection."""
+    rs = [r for r in requests if r.sent_ns < window_end_ns and (r.sent_ns >= t0_ns or r.end_ns > t0_ns)]
+    start = min((r.sent_ns for r in rs), default=t0_ns)
+    start = min(start, t0_ns)
+    span_s = (window_end_ns - start) / NS
+    lost_user_s = sum((r.end_ns - r.sent_ns) / NS for r in rs if r.bad)
+    raw = lost_user_s / users - base_share * span_s
+    return {"model": CLOSED, "value_s": max(0.0, raw), "raw_s": raw, "clipped_from": raw if raw < 0 else None,
+            "users": users, "lost_user_s": round(lost_user_s, 6), "span_s": round(span_s, 6),
+            "base_share": base_share, "mostly_empty": False}
+
+
+def base_fraction(requests: Iterable[Req]) -> float | None:
+    """The open loop's baseline: the failed fraction of the requests before the injection."""
+    rs = list(requests)
+    return sum(r.bad for r in rs) / len(rs) if rs else None
+
+
+def base_share(requests: Iterable[Req], users: float, span_s: float) -> float | None:
+    """The closed loop's baseline: user-seconds lost to failures over the user-seconds of the baseline."""
+    if users <= 0 or span_s <= 0:
+        return None
+    return sum((r.end_ns - r.sent_ns) / NS for r in requests if r.bad) / (users * span_s)
