@@ -136,7 +136,8 @@ def _options(args, out: Path, front: str | None = None):
                    model_path=getattr(args, "model_path", None) or "",
                    replace_cluster=bool(getattr(args, "replace_cluster", False)),
                    front=front or (args.front if isinstance(getattr(args, "front", None), str) else None),
-                   capacity=getattr(args, "capacity", None), **kw)
+                   capacity=getattr(args, "capacity", None),
+                   inject_anyway=bool(getattr(args, "inject_anyway", False)), **kw)
 
 
 def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False) -> dict:
@@ -557,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     for c in (run, su):
         c.add_argument("--prometheus", action="store_true",
                        help="run a Prometheus server (Debian's) scraping the harness and every Ray node meanwhile")
+        c.add_argument("--inject-anyway", action="store_true",
+                       help="inject the faults even when the baseline is out of steady state (the run is marked so in "
+                            "summary.json's baseline_gate; by default such a run stops before any fault, ERROR)")
     for c in (run, su, rec_):
         k = c.add_argument_group("KubeRay backend (flags override the experiment's kubernetes section)")
         k.add_argument("--backend", choices=("local", "kuberay"), default="local")

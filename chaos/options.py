@@ -36,6 +36,7 @@ class Options:
     front: str | None = None  # direct | lb | zonal-lb over the experiment's ``front`` (--front)
     capacity: Path | None = None  # the capacity file load.utilization takes its share of (--capacity; chaos.utilization)
     experiment_file: Path | None = None  # the file run (its load.capacity is relative to it; None: the working dir)
+    inject_anyway: bool = False  # a baseline out of steady state does not stop the run (chaos.baseline_gate)
 
     def __post_init__(self) -> None:
         self.backend = backend_kind(self.backend)
@@ -44,6 +45,7 @@ class Options:
         if self.front is not None and self.front not in FRONTS:
             raise UsageError(f"front must be one of {', '.join(FRONTS)}, got {self.front!r}")
         self.replace_cluster = parse_bool(self.replace_cluster, "replace_cluster")
+        self.inject_anyway = parse_bool(self.inject_anyway, "inject_anyway")
         self.cluster_dir = Path(self.cluster_dir)
         self.out_dir = Path(self.out_dir) if self.out_dir else None
         self.capacity = Path(self.capacity) if self.capacity else None
@@ -64,4 +66,5 @@ class Options:
                    deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
                    replace_cluster=parse_bool(c.get("availproof_replace_cluster"), "availproof_replace_cluster"),
                    front=c.get("availproof_front") or None,
-                   capacity=c.get("availproof_capacity") or None)
+                   capacity=c.get("availproof_capacity") or None,
+                   inject_anyway=parse_bool(c.get("availproof_inject_anyway"), "availproof_inject_anyway"))

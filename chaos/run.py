@@ -3,7 +3,8 @@
 One public function per step; a driver calls them in this order::
 
     run = open_run(experiment, options)   # the system ready (provision + deploy), records open
-    start_load(run)                        # load and stop conditions on; warm-up and baseline waited out
+    start_load(run)                        # load and stop conditions on; warm-up and baseline waited out,
+                                           #   the baseline judged (chaos.baseline_gate: unsteady, no method)
     ...                                    # the method: faults through run.backend, marks through run.marker
     keep_load_for_recovery(run)            # the recovery window, load still on
     finish(run)                            # load off; analyse, check the bounds, write summary.json
@@ -34,7 +35,7 @@ from typing import Any, Callable
 
 from chaos import analysis, bounds, environment, faults, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
-from chaos import plan, utilization
+from chaos import baseline_gate as gate, plan, utilization
 from chaos import verdict as verdict_mod
 from chaos.faults import Marker
 from chaos.options import Options
@@ -86,6 +87,7 @@ class Run:
     heal_error: str | None = None  # the last heal that failed (verdict ERROR: the run's faults not healed)
     error: str | None = None  # a step of the lifecycle that failed (start_load, finish: verdict ERROR)
     interrupted: bool = False  # Ctrl-C or SIGTERM (the runner's handler): no recovery window, heal at once
+    baseline_gate: dict[str, Any] | None = None  # the baseline's steady state, judged before the method
     # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
     # True when it did (else the stop stays pending for take_stop()).
     on_stop: Callable[[str], bool] | None = None
@@ -121,7 +123,7 @@ class Run:
     def measuring(self) -> bool:
         """The load is on and records are taken: the only time a fault may be injected."""
         return (not self._finishing and self.load is not None and self.load.running
-                and self.stop_reason is None)
+                and self.stop_reason is None and not gate.blocks(self.baseline_gate))
 
     def take_stop(self) -> str | None:
         """The stop reason if a stop is pending (nobody interrupted the method for it yet); then no longer pending."""
@@ -221,7 +223,9 @@ def definitions(settings: exp_mod.Settings) -> analysis.Definitions:
 
 def start_load(run: Run) -> None:
     """Start the control-plane sampler, the load harness and the stop conditions; wait out the
-    warm-up and the baseline. Raises :class:`Stopped` when a stop condition trips meanwhile."""
+    warm-up and the baseline, then judge the baseline (:func:`chaos.baseline_gate.check`). Raises
+    :class:`Stopped` when a stop condition trips meanwhile, :class:`chaos.baseline_gate.Unsteady` when
+    the baseline is out of steady state (nothing may be injected)."""
     s = run.settings
     shape = s.load
     shape.model = run.options.model or shape.model
@@ -240,6 +244,7 @@ def start_load(run: Run) -> None:
         f"{f' from {shape.workers} worker processes' if shape.workers > 1 else ''}; "
         f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
     wait(run, shape.warmup_s + s.baseline_s)
+    gate.check(run, log=log)
 
 
 def new_load(run: Run, shape, header: dict[str, Any]):
@@ -394,6 +399,7 @@ def finish(run: Run) -> dict[str, Any]:
     summary["app"] = run.app
     summary["cluster"] = run.backend.describe()
     summary["recovery_window"] = run.recovery_window
+    summary["baseline_gate"] = gate.summary_field(run.baseline_gate)
     if run.rate_from is not None:
         summary["rate_from"] = run.rate_from  # the rate as a share of a measured capacity (chaos.utilization)
     # app and cluster are in the summary already; the report adds them to the environment

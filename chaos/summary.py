@@ -22,7 +22,8 @@ from chaos import analysis, bounds, records as rec, verdict
 from chaos.errors import UsageError
 
 # what a run adds around the derived figures, kept as they were when a run is analysed again
-CONTEXT_KEYS = ("experiment", "scope", "app", "cluster", "environment", "recovery_window", "rate_from")
+CONTEXT_KEYS = ("experiment", "scope", "app", "cluster", "environment", "recovery_window", "rate_from",
+                "baseline_gate")
 
 
 def header_block(title: str, scope: str, definitions: analysis.Definitions, bounds_spec: dict[str, Any],

@@ -9,7 +9,8 @@ journal in hand: status, deviated, failed activities) and written into ``summary
 The words, in the order they are decided:
 
 - ``ERROR`` (exit 2): the set-up failed, the run's faults could not be healed, a step of the run
-  failed (its load, its analysis), the experiment aborted, nothing was injected, a fault was not
+  failed (its load, its analysis), the baseline was out of steady state (nothing injected:
+  :mod:`chaos.baseline_gate`), the experiment aborted, nothing was injected, a fault was not
   seen in effect, the run was interrupted (Ctrl-C, SIGTERM) without a stop condition, or a method
   activity failed: the run is no measurement, neither a pass nor a violation;
 - ``VIOLATED`` (exit 1): a stop condition tripped, a bound was violated, or the steady-state
@@ -68,6 +69,9 @@ def decide(summary: dict[str, Any] | None, journal: dict[str, Any] | None = None
         return _make(ERROR, [f"{NOT_HEALED}{heal_error}{RECOVER_HINT}"])
     if run_error:
         return _make(ERROR, [f"{RUN_FAILED}{run_error}"])
+    gate = (summary or {}).get("baseline_gate") or {}
+    if gate.get("steady") is False and not gate.get("injected_anyway"):  # the gate stopped it before any fault
+        return _make(ERROR, [gate.get("reason") or "baseline: out of steady state; nothing injected"])
     if status == "aborted":
         return _make(ERROR, [f"the experiment aborted: {first_failure(journal) or 'an activity raised'}"])
     if not summary or not summary.get("faults"):

@@ -7,7 +7,9 @@ control opens it. Either way:
   the runner already did; a set-up that fails is recorded and raises ``InterruptExecution``, so
   nothing is injected (the actions refuse outside a measuring run too, and the rollback has
   nothing to heal); plain ``chaos run`` then exits 2 with the error's one line;
-- before the method: :func:`chaos.run.start_load` (load on, warm-up and baseline waited out);
+- before the method: :func:`chaos.run.start_load` (load on, warm-up and baseline waited out, the
+  baseline judged: one out of steady state interrupts the experiment before any fault, verdict ERROR,
+  :mod:`chaos.baseline_gate`);
 - after the method: :func:`chaos.run.keep_load_for_recovery`, then :func:`chaos.run.finish`
   (analysis, bounds, ``summary.json``);
 - after the experiment (after the rollbacks, the journal final): :func:`chaos.run.end` heals what
@@ -31,6 +33,7 @@ import signal
 from chaoslib.exceptions import InterruptExecution
 from chaoslib.exit import exit_gracefully
 
+from chaos import baseline_gate
 from chaos import run as core
 from chaos import verdict
 from chaos.errors import AvailproofError
@@ -97,6 +100,8 @@ def before_method_control(context: dict, configuration: dict | None = None, **kw
         core.start_load(run)
     except core.Stopped as e:
         raise _interrupted(str(e)) from None
+    except baseline_gate.Unsteady as e:  # the verdict (ERROR) reads it from the summary's baseline_gate
+        raise InterruptExecution(f"availproof: {e}") from None
     except Exception as e:  # noqa: BLE001 - Chaos Toolkit would log it at debug level and go on to the method
         raise _failed(run, "starting the load", e) from None
     with run.lock:
@@ -135,7 +140,7 @@ def after_method_control(context: dict, configuration: dict | None = None, **kwa
         _method.running = _method.in_activity = False
     if run.load is None:
         return
-    if run.stop_reason is None and not run.interrupted:
+    if run.stop_reason is None and not run.interrupted and not baseline_gate.blocks(run.baseline_gate):
         try:
             core.keep_load_for_recovery(run)
         except core.Stopped as e:
@@ -143,9 +148,9 @@ def after_method_control(context: dict, configuration: dict | None = None, **kwa
         except Exception as e:  # noqa: BLE001
             raise _failed(run, "the recovery window", e) from None
     else:
-        # a stop condition or Ctrl-C ended the method: no recovery window; what it injected is healed
-        # now, the load still on, so the heal is in the records and the summary (the rollbacks find it
-        # healed)
+        # a stop condition, Ctrl-C or the baseline gate ended the method: no recovery window; what it
+        # injected (the gate: nothing) is healed now, the load still on, so the heal is in the records
+        # and the summary (the rollbacks find it healed)
         core.heal_quietly(run)
     try:
         core.finish(run)
