@@ -307,17 +307,19 @@ EXAMPLE_RATES = Path(__file__).resolve().parent.parent / "experiments" / "rates"
 
 def _demo_claim(out: Path) -> None:
     """The demo ends with the claim its suite supports under the shipped example rates (claim.md, .html,
-    .json in the suite directory): with one trial per scope it says insufficient_trials or not_covered,
+    .json in the suite directory): with one trial per scope it says not_covered or insufficient_evidence,
     and why. It does not change the demo's exit code (the bounds' verdicts)."""
     from chaos import claim
     from chaos.reports import claim as claim_report
 
-    doc = claim.claim(out, claim.load_rates(str(EXAMPLE_RATES)), claim.target_fraction(99.9), claim.risk_value(0.05),
-                      "service", 0)
+    doc = claim.claim(out, claim.load_rates(str(EXAMPLE_RATES)), claim.target_fraction(claim.DEFAULT_TARGET_PCT),
+                      claim.risk_value(claim.DEFAULT_RISK), "service", 0)
     paths = claim_report.write(out, doc, ("md", "html"))
-    a = doc["availability"]["value"]
-    _say(f"claim (example rates, 99.9 % a month): {doc['verdict']['word']}; availability from the tested faults "
-         f"{'unmeasured' if a is None else f'{a * 100:.4f} %'}; {paths['md']}")
+    a = doc["availability"]
+    figure = ("unmeasured" if a.get("mean") is None else
+              f"{a['mean'] * 100:.4f} % (90 % interval {a['interval90'][0] * 100:.4f} .. {a['interval90'][1] * 100:.4f} %)")
+    _say(f"claim (example rates, {claim.DEFAULT_TARGET_PCT:g} % a month): {doc['verdict']['word']}; predicted "
+         f"availability under the tested faults {figure}; {paths['md']}")
     for reason in doc["verdict"]["reasons"][:6]:
         _say(f"  {reason}")
 
@@ -414,11 +416,14 @@ def cmd_claim(args) -> int:
 
     target = claim.target_fraction(args.target)  # every input checked before anything is read or written
     risk = claim.risk_value(args.risk)
+    slo_target = None if args.slo_target is None else claim.target_fraction(args.slo_target, "--slo-target")
     rates = claim.load_rates(args.faults)
-    doc = claim.claim(Path(args.suite_dir), rates, target, risk, args.population, args.seed)
+    doc = claim.claim(Path(args.suite_dir), rates, target, risk, args.population, args.seed, slo_target)
     formats = ("md", "html") if args.format == "all" else (args.format,)
     paths = claim_report.write(Path(args.suite_dir), doc, formats)
-    if args.format == "json":
+    if args.plan:
+        print(claim_report.plan_text(doc), end="")
+    elif args.format == "json":
         print(paths["json"].read_text(), end="")
     elif "md" in paths:
         print(paths["md"].read_text(), end="")
@@ -503,13 +508,22 @@ def build_parser() -> argparse.ArgumentParser:
     ana.add_argument("run_dir", help="a run, a run with trials, or a suite directory")
     ana.add_argument("--experiment", default=None, help="take the definitions and bounds from this experiment file")
     ana.set_defaults(func=cmd_analyse)
+    from chaos.claim.rates import DEFAULT_TARGET_PCT
+
     cl = sub.add_parser("claim", help="an availability claim from a suite's runs and expected fault rates: "
                                       "claim.json (+ md/html) in the suite directory; exit 0 only when supported")
     cl.add_argument("suite_dir", metavar="SUITE_DIR", help="a suite, an experiment's trials, or one run")
     cl.add_argument("--faults", required=True, metavar="RATES",
-                    help="YAML: period_days and, per scope, events (per period), duration_s, source "
+                    help="YAML: period_days and, per scope, events (per period) or count and exposure_days, "
+                         "duration_s, unrecovered_cost_s, source "
                          "(experiments/rates/example-rates.yaml)")
-    cl.add_argument("--target", default="99.9", metavar="PCT", help="the availability claimed, in percent (99.9)")
+    cl.add_argument("--target", default=str(DEFAULT_TARGET_PCT), metavar="PCT",
+                    help=f"the availability claimed, in percent ({DEFAULT_TARGET_PCT:g})")
+    cl.add_argument("--slo-target", default=None, metavar="PCT",
+                    help="also claim this share of a period's service within the SLO, in percent (latency included)")
+    cl.add_argument("--plan", action="store_true",
+                    help="print which trials to run next (the one that narrows the expected loss most first), with "
+                         "their commands, instead of the claim")
     cl.add_argument("--risk", default="0.05", help="the largest acceptable chance that a period misses the target")
     cl.add_argument("--population", choices=("service", "affected"), default="service",
                     help="whose requests count: every target's, or the lost domain's users (needs zonal-lb or direct runs)")
