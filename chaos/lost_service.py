@@ -4,7 +4,7 @@ load shape. Plain Python on plain tuples: :mod:`chaos.claim` and the soak feed i
 Open loops (constant, Poisson, gamma, stages, traces, sessions): **a time-bucket integral by send instant**.
 The fault's window is cut into buckets of ``width`` = 1 s, or the mean inter-arrival time when that is
 longer (arrivals counted as distinct send instants to the millisecond: a trace's burst of 28 requests at
-one instant is one arrival), aligned on the injection; each bucket's failed fraction (of the population's requests *sent* in it)
+one instant is one arrival), aligned on the injection (a last sliver narrower than half a bucket joins the one before it); each bucket's failed fraction (of the population's requests *sent* in it)
 times its width, summed. A request in flight at the injection is the fault's: the integral starts at the
 bucket holding the earliest of them, and every request sent in those buckets (the ones that had already
 ended too) makes the fraction. A bucket with no request takes the mean of its nearest non-empty neighbours'
@@ -75,7 +75,10 @@ def open_loop(requests: Iterable[Req], t0_ns: int, window_end_ns: int, base_frac
     first = min((r.sent_ns for r in in_flight), default=t0_ns)
     pre = math.ceil((t0_ns - first) / wn) if first < t0_ns else 0
     start = t0_ns - pre * wn
-    n_buckets = pre + max(1, math.ceil((window_end_ns - t0_ns) / wn))
+    after = max(1, math.ceil((window_end_ns - t0_ns) / wn))
+    if after > 1 and (window_end_ns - t0_ns) - (after - 1) * wn < wn / 2:
+        after -= 1  # a last sliver narrower than half a bucket joins the bucket before it
+    n_buckets = pre + after
     sent = [0] * n_buckets
     bad = [0] * n_buckets
     for r in rs:
@@ -84,7 +87,7 @@ def open_loop(requests: Iterable[Req], t0_ns: int, window_end_ns: int, base_frac
         i = min(n_buckets - 1, (r.sent_ns - start) // wn)
         sent[i] += 1
         bad[i] += r.bad
-    widths = [min(wn, window_end_ns - (start + i * wn)) / NS for i in range(n_buckets)]
+    widths = [(wn if i < n_buckets - 1 else window_end_ns - (start + i * wn)) / NS for i in range(n_buckets)]
     fracs = _fill([b / s if s else None for b, s in zip(bad, sent)])
     raw = sum((f - base_fraction) * dw for f, dw in zip(fracs, widths))
     empty = sum(1 for s in sent if not s)

@@ -459,7 +459,10 @@ def independent_lost_s(records_path: Path, f: dict) -> float:
     w = int(round(max(1.0, f["window_s"] / arrivals) * NS)) if arrivals else int(f["window_s"] * NS)
     first = min([s for s, e, _ in window if s < t0 < e], default=t0)
     start = t0 - math.ceil((t0 - first) / w) * w
-    n = (t0 - start) // w + math.ceil((end - t0) / w)
+    after = math.ceil((end - t0) / w)
+    if after > 1 and (end - t0) - (after - 1) * w < w / 2:
+        after -= 1  # a sliver at the end joins the last bucket
+    n = (t0 - start) // w + after
     sent, bad = [0] * n, [0] * n
     for s, _, b in window:
         if s >= start:
@@ -475,7 +478,7 @@ def independent_lost_s(records_path: Path, f: dict) -> float:
             near = [share[j] for j in (max((j for j in known if j < k), default=None),
                                        min((j for j in known if j > k), default=None)) if j is not None]
             x = sum(near) / len(near)
-        total += (x - base_share) * min(w, end - (start + k * w)) / NS
+        total += (x - base_share) * (w if k < n - 1 else end - (start + k * w)) / NS
     return max(0.0, total)
 
 
