@@ -384,11 +384,11 @@ def cmd_analyse(args) -> int:
     """Derive summary.json again from each run's records.ndjson (a run, its trials, or a suite), then the report."""
     import json as _json
 
-    from chaos import records as rec, summary as summary_mod
+    from chaos import evidence, summary as summary_mod
     from chaos.reports import report
 
     root = Path(args.run_dir)
-    runs = sorted({p.parent for p in root.rglob("records.ndjson") if rec.is_run_dir(p.parent)})
+    runs = evidence.run_dirs(root)
     if not runs:
         raise UsageError(f"{root}: no records.ndjson below it (not a run directory)")
     for run_dir in runs:

@@ -6,7 +6,7 @@ people who publish SLAs, so every figure that feeds its verdict carries its unce
 The parts, one module each:
 - :mod:`chaos.claim.rates`: RATES, per scope a point figure (``events``) or an observed history (``count`` over
   ``exposure_days``, whose rate is uncertain), the stated outage length, the cost of an unrecovered event.
-- :mod:`chaos.claim.evidence`: the suite's runs, summaries and records.
+- :mod:`chaos.evidence` (shared with the report and ``analyse``): the suite's runs, summaries and records.
 - :mod:`chaos.claim.cost`: each run's cost, lost service-seconds net of its baseline, for any load shape
   (:mod:`chaos.lost_service`), and whether the run counts.
 - :mod:`chaos.claim.coverage`: whether a stated outage length was tested, and the line through the costs
@@ -27,10 +27,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chaos import evidence
 from chaos.claim.cost import POPULATIONS, fault_cost, fault_lost, outage_tested, run_cost  # noqa: F401
 from chaos.claim.decide import INSUFFICIENT, NOT_COVERED, NOT_SUPPORTED, SUPPORTED, VERDICTS  # noqa: F401
 from chaos.claim.document import FORMAT_VERSION, SIMULATIONS, build  # noqa: F401
-from chaos.claim.evidence import find_runs, read_records, read_summary  # noqa: F401
+from chaos.errors import UsageError
 from chaos.claim.rates import (DEFAULT_RISK, DEFAULT_TARGET_PCT, DEFAULT_UNRECOVERED_COST_S, Rate,  # noqa: F401
                                Rates, checkable, load_rates, parse_rates, risk_value, target_fraction)
 
@@ -38,9 +39,13 @@ from chaos.claim.rates import (DEFAULT_RISK, DEFAULT_TARGET_PCT, DEFAULT_UNRECOV
 def claim(suite_dir: str | Path, rates: Rates, target: float, risk: float, population: str = "service",
           seed: int = 0, slo_target: float | None = None, simulations: int = SIMULATIONS) -> dict[str, Any]:
     """Read the suite's runs and build the claim (nothing is written)."""
+    found = evidence.find_runs(suite_dir, "suite directory")
+    if not found:
+        raise UsageError(f"{suite_dir}: no summary.json or records.ndjson in it or its sub-directories: "
+                         "no run to claim from")
     runs, summaries = [], []
-    for name, trial, d in find_runs(suite_dir):
-        s = read_summary(d)
-        runs.append(run_cost(name, trial, str(d), s, read_records(d), population))
+    for name, trial, d in found:
+        s = evidence.load_summary(d)
+        runs.append(run_cost(name, trial, str(d), s, evidence.read_records(d), population))
         summaries.append(s)
     return build(runs, summaries, rates, target, risk, population, seed, str(suite_dir), simulations, slo_target)

@@ -45,7 +45,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, bounds, records as rec, scopes, stats, suite
+from chaos import analysis, bounds, evidence, records as rec, scopes, stats, suite
 from chaos import verdict as verdict_mod
 from chaos.errors import UsageError
 from chaos.reports.cells import fmt, figure, plane_figure, unaffected_zones
@@ -60,65 +60,9 @@ FIGURES = {k: LABELS[k] for k in stats.RECOVERY_FIGURES}
 POPULATIONS = analysis.POPULATIONS  # ("affected", "service")
 
 
-# ---------------------------------------------------------------- loading
-def _trial_dirs(d: Path) -> list[Path]:
-    trials = [p for p in d.glob("trial-*") if p.is_dir() and rec.is_run_dir(p)]
-    return sorted(trials, key=lambda p: int(p.name.split("-", 1)[1]) if p.name.split("-", 1)[1].isdigit() else 0)
-
-
-def summary_version(summary: dict[str, Any]) -> int:
-    """The summary's format version; a summary without one is format 1."""
-    v = summary.get("format_version")
-    return v if isinstance(v, int) and not isinstance(v, bool) else 1
-
-
-def _derive(run_dir: Path) -> tuple[dict[str, Any], str]:
-    """The summary derived from the run's records (:func:`chaos.summary.reanalyse`: the definitions and
-    bounds the run header recorded, else an old summary's, else the defaults), and where they came from."""
-    from chaos import summary as summary_mod
-
-    return summary_mod.reanalyse(run_dir)
-
-
-def _rederive(old: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """A current summary from the records of a run whose summary.json is of an older format:
-    the run's context kept, its stated bounds checked again on the new figures."""
-    new, origin = _derive(run_dir)
-    new["partial"] = bool(old.get("partial")) or bool(new.get("partial"))
-    version = summary_version(old)
-    new["rederived"] = {"from_format": version, "definitions": origin}
-    new["note"] = (f"summary.json is of format {version}, older than format {analysis.FORMAT_VERSION}: the figures "
-                   f"and bound results are re-derived from records.ndjson with the definitions of {origin}")
-    return new
-
-
-def load_summary(run_dir: Path) -> dict[str, Any]:
-    """The summary of one experiment run: summary.json; re-derived from the records when it is of
-    an older format; recomputed from the records (PARTIAL) when missing."""
-    run_dir = Path(run_dir)
-    summary_path, records_path = run_dir / "summary.json", run_dir / "records.ndjson"
-    if summary_path.exists():
-        try:
-            summary = json.loads(summary_path.read_text())
-        except ValueError as e:
-            raise UsageError(f"{summary_path}: not valid JSON ({e})") from None
-        if not isinstance(summary, dict) or not isinstance(summary.get("requests"), dict) \
-                or not isinstance(summary.get("faults"), list):
-            raise UsageError(f"{summary_path}: not an availproof summary (no requests/faults)")
-        summary.setdefault("partial", False)
-        if summary_version(summary) >= analysis.FORMAT_VERSION:
-            return summary
-        if not records_path.exists():
-            raise UsageError(f"{summary_path}: a format {summary_version(summary)} summary (before format "
-                             f"{analysis.FORMAT_VERSION}) and no records.ndjson to re-derive it from")
-        return _rederive(summary, run_dir)
-    if records_path.exists():
-        summary, origin = _derive(run_dir)
-        summary["partial"] = True
-        summary["note"] = (f"no summary.json: the run did not finish; figures recomputed from the records taken, "
-                           f"with the definitions of {origin}")
-        return summary
-    raise UsageError(f"{run_dir}: no summary.json or records.ndjson: not a run directory")
+# ---------------------------------------------------------------- loading (chaos.evidence: one reader, one version rule)
+load_summary = evidence.load_summary
+summary_version = evidence.summary_version
 
 
 def _experiment(name: str, dirs: list[Path]) -> dict[str, Any]:
@@ -198,20 +142,12 @@ def build(run_dir: Path) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run directory")
     order_source = None
-    if rec.is_run_dir(run_dir):
-        experiments = [_experiment(run_dir.name, [run_dir])]
-    elif _trial_dirs(run_dir):
-        experiments = [_experiment(run_dir.name, _trial_dirs(run_dir))]
-    else:
+    found = evidence.experiments(run_dir)
+    if not (rec.is_run_dir(run_dir) or evidence.trial_dirs(run_dir)):
         order, order_source = suite_order(run_dir)
         rank = {n: i for i, n in enumerate(order)}
-        experiments = []
-        for sub in sorted((p for p in run_dir.iterdir() if p.is_dir()),
-                          key=lambda p: (rank.get(p.name, len(rank)), p.name)):
-            if rec.is_run_dir(sub):
-                experiments.append(_experiment(sub.name, [sub]))
-            elif _trial_dirs(sub):
-                experiments.append(_experiment(sub.name, _trial_dirs(sub)))
+        found = dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+    experiments = [_experiment(name, dirs) for name, dirs in found.items()]
     if not experiments:
         raise UsageError(f"{run_dir}: no summary.json or records.ndjson in it or its sub-directories: not a run directory")
     return {"run_dir": str(run_dir), "format_version": analysis.FORMAT_VERSION,
