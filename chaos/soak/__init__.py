@@ -1,0 +1,14 @@
+"""``availproof soak`` (issue 32): one long run under one experiments' load in which the faults of several
+experiments' scopes arrive at Poisson instants, at the rates of a RATES file times a speed-up K (a month's
+events compressed into minutes), each healed as its experiment heals it; its observed lost service-seconds
+are then set against the claim's predictive distribution for the counts injected.
+
+Pure and cluster-free, one module each:
+- :mod:`chaos.soak.schedule`: what each experiment injects (:class:`~chaos.soak.schedule.SoakFault`), the
+  seeded Poisson schedule and the rules for what cannot run at once on one cluster (:func:`draw`).
+- :mod:`chaos.soak.figures`: the soak's observed lost service-seconds from its records, and the prediction
+  it is compared with (:func:`~chaos.soak.figures.soak_summary`).
+"""
+
+from chaos.soak.schedule import (CONFLICTS, SAME_ZONE, Planned, Schedule, SoakFault, apply_rules, check,  # noqa: F401
+                                 conflict, draw, fault_from_experiment, faults_from_experiments)

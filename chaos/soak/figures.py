@@ -1,0 +1,205 @@
+"""The soak's own figures, from its records (:class:`chaos.records.RunRecords`) and its schedule.
+
+**Observed lost service-seconds** (:func:`observed_lost_service_s`): the time-bucket integral of
+:func:`chaos.lost_service.open_loop` over the measured requests, from the first injection (its
+``inject_start`` mark, with the requests in flight at it, as the rig's figure starts) to the run's end
+(:func:`chaos.analysis.run_end_ns`), the baseline taken off as a rate: the failed fraction of the measured
+requests sent and ended before the first injection. ``total`` is that integral over the whole soak.
+A fault's **window** runs from its ``inject_start`` mark to its heal's end (its ``heal_end`` mark, else its
+``heal_start``; a fault with no heal of its own: its injection plus its occupancy bound ``heal_s``) plus its
+experiment's settle (``settle_s``), clipped to the run's end; a fault that should heal and has no heal mark
+holds to the run's end. (Not *to the next injection*, the rig's window for one experiment: in a soak faults
+of other scopes arrive while one heals, and that window would hide every overlap.) The soak is cut into
+*stretches* by which scopes' windows are active: ``per_scope[s]`` is the integral over the stretches where
+only scope ``s``'s windows are, ``overlapping`` over those where two scopes' or more are (each stretch
+listed), ``quiet`` over those where none is. Each stretch is integrated on its own (buckets of the total's
+width aligned on its start; a request belongs to the stretch it was sent in; the first one also takes the
+requests in flight at the first injection), so the parts add up to ``total`` but for the buckets cut at the
+stretches' edges. A part is the sum of its stretches' unclipped integrals, clipped at 0 at the end.
+Instants are seconds since the first injection.
+
+**The prediction** (:func:`prediction`): per injected scope, the claim's event model rebuilt from its
+document (:func:`scope_model`), simulated with the injected counts fixed (:func:`chaos.claim.predict.simulate`,
+``fixed_counts``), an unrecovered event costing at most the soak's duration. Its costs are the tested runs'
+as measured: the soak injects each experiment's own outage length, the one its runs tested, so none is moved
+along a coverage fit. The prediction adds events' costs as if they never overlapped: the overlaps that happened
+are listed as not modelled (``from.not_modelled``)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from chaos import analysis, lost_service as ls, records as rec
+from chaos.claim import predict
+from chaos.claim.cost import run_name
+from chaos.claim.rates import DAY_S, DEFAULT_UNRECOVERED_COST_S
+from chaos.errors import UsageError
+from chaos.soak.schedule import Schedule
+
+NS = ls.NS
+QUIET, OVERLAP = "quiet", "overlapping"
+
+
+def _s(ns: int, t0: int) -> float:
+    return round((ns - t0) / NS, 6)
+
+
+def windows(records: rec.RunRecords, schedule: Schedule) -> list[dict[str, Any]]:
+    """Each injected fault's window (see the module docstring), in injection order, in ns."""
+    end = analysis.run_end_ns(records)
+    by: dict[str, dict[str, int]] = {}
+    scope_of: dict[str, str] = {}
+    for m in records.marks:
+        by.setdefault(m.fault_id, {}).setdefault(m.event, m.t_ns)
+        scope_of[m.fault_id] = m.scope
+    out = []
+    for fid, ev in by.items():
+        if rec.INJECT_START not in ev:
+            continue
+        f = schedule.faults.get(scope_of[fid])
+        settle = int(round((f.settle_s if f else 0.0) * NS))
+        healed = ev.get(rec.HEAL_END, ev.get(rec.HEAL_START))
+        if healed is None and f is not None and f.healed_by == "occupancy":
+            healed = ev[rec.INJECT_START] + int(round(f.heal_s * NS))
+        stop = end if healed is None else min(end, healed + settle)
+        out.append({"fault_id": fid, "scope": scope_of[fid], "start_ns": ev[rec.INJECT_START], "end_ns": stop})
+    return sorted(out, key=lambda w: (w["start_ns"], w["fault_id"]))
+
+
+def stretches(wins: list[dict[str, Any]], t0_ns: int, end_ns: int) -> list[tuple[int, int, frozenset]]:
+    """``[t0_ns, end_ns)`` cut where the set of scopes with an active window changes: (from, to, scopes)."""
+    cuts = sorted({t0_ns, end_ns} | {min(max(t, t0_ns), end_ns) for w in wins for t in (w["start_ns"], w["end_ns"])})
+    out: list[tuple[int, int, frozenset]] = []
+    for a, b in zip(cuts, cuts[1:]):
+        active = frozenset(w["scope"] for w in wins if w["start_ns"] <= a and w["end_ns"] >= b)
+        if out and out[-1][2] == active:
+            out[-1] = (out[-1][0], b, active)
+        else:
+            out.append((a, b, active))
+    return out
+
+
+def _reqs(rs: Iterable[rec.RequestRecord]) -> list[ls.Req]:
+    return [ls.Req(r.sent_ns, analysis._end_ns(r), not r.ok) for r in rs]
+
+
+def observed_lost_service_s(records: rec.RunRecords, schedule: Schedule) -> dict[str, Any]:
+    """The soak's observed lost service-seconds: total, per scope, overlapping, quiet (the module docstring)."""
+    measured = [r for r in records.requests if r.phase == rec.MEASURE]
+    injects = [m.t_ns for m in records.marks if m.event == rec.INJECT_START]
+    out: dict[str, Any] = {"total": None, "per_scope": {}, "overlapping": None, "quiet": None, "unmeasurable": {}}
+    if (records.header.get("load") or {}).get("mode") == "closed":
+        out["unmeasurable"]["total"] = "a closed loop's soak: its figure is the open loop's time-bucket integral"
+        return out
+    if not injects:
+        out["unmeasurable"]["total"] = "no fault was injected"
+        return out
+    t0, end = min(injects), analysis.run_end_ns(records)
+    base = [r for r in measured if r.sent_ns < t0 and analysis._end_ns(r) <= t0]
+    if not base:
+        out["unmeasurable"]["total"] = "no baseline: no measured request ended before the first injection"
+        return out
+    frac = ls.base_fraction(_reqs(base))
+    reqs = _reqs(measured)
+    whole = ls.open_loop(reqs, t0, end, frac)
+    out.update(total=round(whole["value_s"], 6), base_fraction=frac, width_s=whole["width_s"],
+               span_s=round((end - t0) / NS, 6), windows=[])
+    wins = windows(records, schedule)
+    out["windows"] = [{"fault_id": w["fault_id"], "scope": w["scope"], "from_s": _s(w["start_ns"], t0),
+                       "to_s": _s(w["end_ns"], t0)} for w in wins]
+    raw: dict[str, float] = {}
+    overl: list[dict[str, Any]] = []
+    for a, b, active in stretches(wins, t0, end):
+        mine = [q for q in reqs if q.sent_ns < b and (q.sent_ns >= a or a == t0)]
+        v = ls.open_loop(mine, a, b, frac, width=whole["width_s"])["raw_s"] if mine else 0.0
+        key = QUIET if not active else next(iter(active)) if len(active) == 1 else OVERLAP
+        raw[key] = raw.get(key, 0.0) + v
+        if key == OVERLAP:
+            overl.append({"scopes": sorted(active), "from_s": _s(a, t0), "to_s": _s(b, t0),
+                          "lost_s": round(max(0.0, v), 6)})
+    out["per_scope"] = {k: round(max(0.0, v), 6) for k, v in sorted(raw.items()) if k not in (QUIET, OVERLAP)}
+    for w in wins:
+        out["per_scope"].setdefault(w["scope"], 0.0)
+    out["overlapping"] = {"value_s": round(max(0.0, raw.get(OVERLAP, 0.0)), 6), "stretches": overl}
+    out["quiet"] = round(max(0.0, raw.get(QUIET, 0.0)), 6)
+    return out
+
+
+def scope_model(name: str, entry: dict[str, Any], rate: dict[str, Any], runs: list[dict[str, Any]] | None = None,
+                cap_s: float | None = None) -> predict.ScopeModel:
+    """A scope's event model from a claim *document* (its private fields dropped): the recovered runs' costs
+    (``lost_service_s.values`` less those of the runs listed in ``lost_service_s.lower_bound``, told apart
+    by the document's ``runs``), ``unrecovered`` (``runs`` of ``of``: ``u`` of ``n``) and the rate dict (point
+    ``events`` or ``count`` + ``exposure_days``, ``unrecovered_cost_s``, capped at ``cap_s``)."""
+    values = list(entry["lost_service_s"]["values"])
+    lower = {x["run"] for x in entry["lost_service_s"].get("lower_bound") or []}
+    if lower:
+        if runs is None:
+            raise UsageError(f"claim document: scopes.{name}: its lower-bound runs cannot be told from its recovered "
+                             "ones without the document's runs")
+        mine = [r for r in runs if r.get("pooled") and r.get("counted") and (r.get("scopes") or [None])[0] == name]
+        if len(mine) != len(values):
+            raise UsageError(f"claim document: scopes.{name}: {len(values)} values but {len(mine)} counted runs")
+        values = [v for v, r in zip(values, mine) if run_name(r) not in lower]
+    cost = float(rate.get("unrecovered_cost_s") or DEFAULT_UNRECOVERED_COST_S)
+    return predict.ScopeModel(
+        name=name, values=tuple(float(v) for v in values), n=int(entry["unrecovered"]["of"]),
+        u=int(entry["unrecovered"]["runs"]), unrecovered_cost_s=cost if cap_s is None else min(cost, cap_s),
+        events=rate.get("events"), count=rate.get("count"), exposure_days=rate.get("exposure_days"))
+
+
+def prediction(claim_doc: dict[str, Any], injected_counts: dict[str, int], soak_duration_s: float,
+               periods: int = 20_000, seed: int = 0, observed_s: float | None = None,
+               overlaps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The claim's predictive distribution of the soak's lost seconds for the injected counts, and where the
+    observed figure falls in it (mid-rank percentile; ``inside_90``: within the 5th to 95th percentiles)."""
+    counts = {s: int(k) for s, k in injected_counts.items() if k}
+    rates = (claim_doc.get("rates") or {}).get("scopes") or {}
+    models, left_out = [], {}
+    for name in sorted(counts):
+        e, r = (claim_doc.get("scopes") or {}).get(name), rates.get(name)
+        if r is None:
+            left_out[name] = "no rate in the claim's RATES"
+        elif e is None or not e["unrecovered"]["of"]:
+            left_out[name] = "no counted run of this scope in the claim"
+        if name in left_out:
+            continue
+        models.append(scope_model(name, e, r, claim_doc.get("runs"), soak_duration_s))
+    frm = {"claim": claim_doc.get("suite_dir"), "population": claim_doc.get("population"),
+           "scopes": {m.name: counts[m.name] for m in models}, "left_out": left_out, "periods": periods,
+           "seed": seed, "unrecovered_cost_s": {m.name: m.unrecovered_cost_s for m in models},
+           "not_modelled": [dict(o) for o in overlaps or []]}
+    out = {"mean_s": None, "interval_90_s": None, "observed_percentile": None, "inside_90": None, "from": frm}
+    if not models:
+        frm["unmeasurable"] = "no injected scope has a model in the claim"
+        return out
+    loss = predict.simulate(models, soak_duration_s / DAY_S, periods, seed, fixed_counts=counts).loss
+    lo, hi = predict.quantiles(loss, (0.05, 0.95))
+    out.update(mean_s=round(float(loss.mean()), 6), interval_90_s=[round(lo, 6), round(hi, 6)])
+    if left_out:
+        frm["unmeasurable"] = ("the observed figure includes scopes the prediction leaves out: "
+                               + ", ".join(left_out))
+    elif observed_s is not None:
+        out.update(observed_percentile=predict.percentile_of(observed_s, loss), inside_90=bool(lo <= observed_s <= hi))
+    return out
+
+
+def injected_counts(records: rec.RunRecords) -> dict[str, int]:
+    """Faults actually injected per scope (their ``inject_start`` marks)."""
+    out: dict[str, int] = {}
+    for m in records.marks:
+        if m.event == rec.INJECT_START:
+            out[m.scope] = out.get(m.scope, 0) + 1
+    return out
+
+
+def soak_summary(schedule: Schedule, records: rec.RunRecords, claim_doc: dict[str, Any], periods: int = 20_000,
+                 seed: int = 0) -> dict[str, Any]:
+    """The run summary's ``soak`` object."""
+    observed = observed_lost_service_s(records, schedule)
+    counts = injected_counts(records)
+    pred = prediction(claim_doc, counts, schedule.end_s, periods, seed, observed["total"], schedule.overlaps)
+    return {"faults_injected": [p.to_dict() for p in schedule.injected],
+            "faults_skipped": [p.to_dict() for p in schedule.skipped],
+            "overlaps": [dict(o) for o in schedule.overlaps],
+            "observed_lost_service_s": observed, "prediction": pred}
