@@ -21,13 +21,19 @@ when ``max_p95_ttft_s`` is set, the p95 latency of the successes is within it). 
   windows held ``min_requests``: insufficient evidence): the method goes on, and the log and the
   summary say why.
 
+The load's **timeout** is checked at the gate too (:mod:`chaos.timeout_fit`): when the longest planned
+output cannot finish within ``load.timeout_s`` at the token rate measured so far (warm-up and baseline),
+the run is refused the same way (steady false, the reason saying what would fit), since every such
+request would fail as a deadline whatever the fault; the figures are in ``baseline_gate.timeout``.
+
 The baseline's requests are the measured ones (phase ``measure``, sent after the warm-up) that ended
 before the gate: a request still in flight then (a hang, up to the load's ``timeout_s``) is not seen.
 
 ``summary.json`` always has ``baseline_gate`` (:func:`summary_field`)::
 
     {"judged": bool, "steady": bool | null, "requests": int, "failed": int,
-     "failures": {class: count}, "reason": str | null, "injected_anyway": bool}
+     "failures": {class: count}, "reason": str | null, "injected_anyway": bool,
+     "timeout": {timeout_s, longest_output_tokens, per_token_s, ttft_p95_s, needs_s, fits, why} | null}
 
 :func:`judge` is pure (records in, that object out): a soak command calls it on its own span.
 """
@@ -36,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from chaos import analysis, records as rec
+from chaos import analysis, records as rec, timeout_fit
 from chaos.stats import percentile
 
 NS = analysis.NS
@@ -129,9 +135,16 @@ def check(run, log=print) -> dict[str, Any]:
     the baseline is out of steady state and the run's options do not say ``inject_anyway``."""
     try:
         records = rec.read(run.records_path)
-        gate = judge(records.requests, run.settings.steady_state, end_ns=rec.now_ns())
+        now = rec.now_ns()
+        gate = judge(records.requests, run.settings.steady_state, end_ns=now)
+        fit = timeout_fit.judge([r for r in records.requests if _end_ns(r) <= now],
+                                timeout_fit.longest_output(run.settings.load), run.settings.load.timeout_s)
     except OSError as e:
         gate = _gate(reason=f"baseline: the records could not be read ({type(e).__name__}: {e}): not judged")
+        fit = None
+    gate["timeout"] = fit
+    if fit is not None and fit["fits"] is False and gate["steady"] is not False:
+        gate.update(judged=True, steady=False, reason=f"baseline: {fit['why']}")
     run.baseline_gate = gate
     if not gate["judged"]:
         log(f"baseline not judged: {gate['reason']}; the method goes on")
