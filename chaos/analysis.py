@@ -612,10 +612,24 @@ def locality(fault: dict[str, Any], measured: list[rec.RequestRecord], window_en
     return out
 
 
+NO_PREFIX_SHARING = ("no prefix-sharing request was sent (the load has no sessions, and no trace rows that "
+                     "share a first prefix block)")
+
+
 def _prefix_sharing(r: rec.RequestRecord) -> bool:
-    """A request that shares a prefix with earlier ones: a session's turn (its group's system prompt,
-    its conversation so far: chaos.load.sessions)."""
-    return r.session is not None
+    """A request that shares a prefix with others: a session's turn (its group's system prompt, its
+    conversation so far: chaos.load.sessions), or a trace row whose first prefix block other rows begin
+    with (its ``prefix_group``: chaos.load.workload.plan)."""
+    return r.session is not None or r.prefix_group is not None
+
+
+def prefix_sharing_basis(rs: list[rec.RequestRecord]) -> dict[str, Any]:
+    """Which requests the warm-up counted as prefix-sharing: sessions' turns, trace rows by shared first
+    block, how many of each, and how many groups."""
+    turns = [r for r in rs if r.session is not None]
+    traced = [r for r in rs if r.session is None and r.prefix_group is not None]
+    return {"session_turns": len(turns), "trace_rows": len(traced),
+            "groups": len({r.prefix_group for r in turns + traced if r.prefix_group is not None})}
 
 
 def warmup(fault: dict[str, Any], every: list[rec.RequestRecord], measured: list[rec.RequestRecord],
@@ -647,9 +661,10 @@ def warmup(fault: dict[str, Any], every: list[rec.RequestRecord], measured: list
     if baseline is None:
         unmeasurable["warmup.baseline_p95_ttft_s"] = (
             "no successful prefix-sharing request was measured before the injection" if any(map(_prefix_sharing, every))
-            else "no prefix-sharing request was sent (the load has no sessions)")
+            else NO_PREFIX_SHARING)
+    out["prefix_sharing"] = prefix_sharing_basis([r for r in every if _prefix_sharing(r)])
     if not any(map(_prefix_sharing, every)):
-        why = "no prefix-sharing request was sent (the load has no sessions)"
+        why = NO_PREFIX_SHARING
     elif not any(r.served_replica is not None for r in every if _prefix_sharing(r)):
         why = "the responses named no replica (no x-availproof-replica header): the replacement cannot be told"
     elif not new:

@@ -111,6 +111,15 @@ def load(path: str) -> Trace:
         raise ValueError(f"{path}: cannot be read ({e.strerror or e})") from None
 
 
+def shared_first_blocks(trace: Trace) -> set[int]:
+    """The first prefix blocks (``hash_ids[0]``) that two rows or more of the trace begin with."""
+    seen: dict[int, int] = {}
+    for row in trace.rows:
+        if row.hash_ids:
+            seen[row.hash_ids[0]] = seen.get(row.hash_ids[0], 0) + 1
+    return {h for h, n in seen.items() if n > 1}
+
+
 def replay(trace: Trace, speed: float = 1.0, end: str = "stop") -> Iterator[tuple[float, TraceRow]]:
     """(offset in seconds, row) in send order; unbounded when looping (the caller bounds it)."""
     rows = trace.rows

@@ -237,7 +237,10 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
     In closed loop the offsets are meaningless (0); requests go out as workers free up.
     Stops at ``max_requests`` or at the first offset beyond ``duration_s`` (or the end of the
     stages, or of a trace that does not loop). Arrivals (:mod:`chaos.load.arrivals`) draw from
-    ``seed``, prompts and lengths from ``seed + 1``; a trace (:mod:`chaos.load.trace`) gives both.
+    ``seed``, prompts and lengths from ``seed + 1``; a trace (:mod:`chaos.load.trace`) gives both, and
+    a trace row whose first prefix block (``hash_ids[0]``) another row shares is a prefix-sharing request:
+    its ``prefix_group`` is that block's id (shared ids are shared prompt text, so the prefix cache can
+    reuse them: the warm-up figure counts these requests as it counts sessions' turns).
     """
     from chaos.load import arrivals, lengths, trace as trace_mod
 
@@ -245,9 +248,11 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
     budget = shape.max_model_len - (shape.template_tokens if shape.route == "chat" else 0)
     rows = None
     if shape.trace is not None:
-        replay = trace_mod.replay(trace_mod.load(shape.trace), shape.trace_speed, shape.trace_end)
+        loaded = trace_mod.load(shape.trace)
+        replay = trace_mod.replay(loaded, shape.trace_speed, shape.trace_end)
         blocks = trace_mod.Prompts(shape.seed, shape.trace_block_tokens)
         rows = replay
+        shared = trace_mod.shared_first_blocks(loaded)
     elif shape.mode == "open":
         times = arrivals.offsets(shape.arrival, shape.rate, shape.duration_s, shape.seed, shape.burstiness,
                                  shape.stages)
@@ -260,6 +265,7 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
                 return
             n, out, cut = lengths.clip(row.input_length, row.output_length, budget, shape.clip)
             text = blocks.text(row, n, prompts)
+            group = row.hash_ids[0] if row.hash_ids and row.hash_ids[0] in shared and n else None
         else:
             t = (next(times, None) if shape.mode == "open" else 0.0)
             if t is None:
@@ -272,8 +278,9 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
             n, out, cut = lengths.clip(n, out, budget, shape.clip)
             if text is None:
                 text = lengths.token_prompt(prompts, n)
+            group = None
         yield PlannedRequest(id=i, offset_s=t, target=router.pick(), prompt=text, max_tokens=out, prompt_len=n,
-                             clipped=cut)
+                             clipped=cut, prefix_group=group)
 
 
 def request_body(shape: LoadShape, req: PlannedRequest) -> tuple[str, dict[str, Any]]:

@@ -431,3 +431,22 @@ def test_an_arrival_field_the_load_would_ignore_is_refused_in_one_line(load, nee
     """A closed loop has no schedule to shape, and burstiness shapes gamma only: refused, not ignored."""
     with pytest.raises(UsageError, match=needle):
         LoadShape.from_dict(load)
+
+
+def test_trace_rows_that_begin_with_a_shared_block_carry_its_prefix_group(tmp_path):
+    """Rows whose first hash_id another row begins with are prefix-sharing (prefix_group = that id); a row
+    whose first block no other row has, or with no hash_ids, is not."""
+    import json as _json
+
+    from chaos.load import workload as wl
+
+    path = tmp_path / "t.jsonl"
+    rows = [{"timestamp": 0, "input_length": 100, "output_length": 8, "hash_ids": [7, 8]},
+            {"timestamp": 0, "input_length": 120, "output_length": 8, "hash_ids": [7, 9]},
+            {"timestamp": 1000, "input_length": 90, "output_length": 8, "hash_ids": [11]},
+            {"timestamp": 2000, "input_length": 90, "output_length": 8}]
+    path.write_text("\n".join(_json.dumps(r) for r in rows) + "\n")
+    shape = wl.LoadShape(trace=str(path), duration_s=10)
+    plan = list(wl.plan(shape, wl.Router([wl.Target("t", "http://127.0.0.1:9")])))
+    assert [p.prefix_group for p in plan] == [7, 7, None, None]
+    assert plan[0].prompt[:40] == plan[1].prompt[:40]  # the shared block is shared text

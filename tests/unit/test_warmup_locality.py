@@ -105,9 +105,20 @@ def test_no_prefix_sharing_request_is_null_with_its_reason():
     f = analyse(replica_kill(session=None))
     w = f["warmup"]
     assert w["time_to_warm_s"] is None and w["baseline_p95_ttft_s"] is None and w["warmed"] is None
-    assert w["reason"] == f["unmeasurable"]["warmup.time_to_warm_s"] == \
-        "no prefix-sharing request was sent (the load has no sessions)"
+    assert w["reason"] == f["unmeasurable"]["warmup.time_to_warm_s"] == analysis.NO_PREFIX_SHARING
     assert "warmup.baseline_p95_ttft_s" in f["unmeasurable"] and w["requests"] == 0
+    assert w["prefix_sharing"] == {"session_turns": 0, "trace_rows": 0, "groups": 0}
+
+
+def test_trace_rows_that_share_a_first_prefix_block_are_prefix_sharing_requests():
+    """A trace has no sessions; its rows that begin with the same prefix block share prompt text (issue 33:
+    the warm-up was unmeasurable on a real trace whose every request shared its first block)."""
+    rs = replica_kill(session=None)
+    for r in rs:
+        r.prefix_group = 46  # the trace's shared first block
+    w = analyse(rs)["warmup"]
+    assert w["prefix_sharing"] == {"session_turns": 0, "trace_rows": len(rs), "groups": 1}
+    assert w["warmed"] is True and w["time_to_warm_s"] == pytest.approx(after_last_cold(rs, 20.0))
 
 
 def test_nothing_replaced_is_null_with_its_reason():
