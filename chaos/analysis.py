@@ -493,7 +493,19 @@ def arrivals(reqs: list[rec.RequestRecord]) -> dict[str, Any]:
     span = (sent[-1] - sent[0]) / NS if len(sent) > 1 else 0.0
     return {"sent": len(reqs), "rate_rps": round((len(sent) - 1) / span, 3) if span > 0 else None,
             "interarrival_cv": cv, "per_worker": dict(sorted(per_worker.items(), key=lambda kv: int(kv[0]))),
-            "clipped": sum(1 for r in reqs if r.clipped)}
+            "clipped": sum(1 for r in reqs if r.clipped), "send_lag_ms": send_lag_ms(reqs)}
+
+
+def send_lag_ms(reqs: list[rec.RequestRecord]) -> dict[str, Any] | None:
+    """How late the client sent against its schedule (sent minus planned, ms): p50, p99, max, over the
+    open loop's requests; null for a closed loop (no schedule: every request is sent when a user is free).
+    A p99 of many ms means the client, not the system, set the timing (a burst sent one after another)."""
+    lags = [(r.sent_ns - r.planned_ns) / 1e6 for r in reqs if r.planned_ns != r.sent_ns]
+    if not lags:
+        return None
+    lags.sort()
+    return {"p50": round(percentile(lags, 0.5), 3), "p99": round(percentile(lags, 0.99), 3),
+            "max": round(lags[-1], 3), "requests": len(lags)}
 
 
 def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | None = None,

@@ -395,3 +395,16 @@ def test_a_request_ending_exactly_at_the_injection_was_not_in_flight():
 def test_a_reason_names_the_scope_with_its_article():
     assert [analysis.a_or_an(s) for s in ("engine-crash", "upgrade", "zone", "head")] == \
         ["an engine-crash", "an upgrade", "a zone", "a head"]
+
+
+def test_the_arrivals_report_the_clients_send_lag():
+    """Sent minus planned, per open-loop request: a burst of 4 planned at one instant, sent 0, 1, 2 and 20 ms
+    late; a closed loop (planned = sent) has no schedule and no lag."""
+    rs = [req(i, 1.0) for i in range(4)]
+    for r, lag_ms in zip(rs, (0.0, 1.0, 2.0, 20.0)):
+        r.planned_ns = r.sent_ns
+        r.sent_ns += int(lag_ms * 1e6)
+    rs[0].planned_ns -= 1  # 1 ns late: still the open loop's
+    lag = analysis.arrivals(rs)["send_lag_ms"]
+    assert lag == {"p50": 1.0, "p99": 20.0, "max": 20.0, "requests": 4}
+    assert analysis.arrivals([req(0, 1.0), req(1, 2.0)])["send_lag_ms"] is None
