@@ -208,10 +208,10 @@ def _write_report(out: Path) -> None:
 
 
 def cmd_run(args) -> int:
-    from chaos import runner, utilization, verdict
+    from chaos import runner, validate, verdict
 
     # one-line error on a bad file (or capacity file, for load.utilization), before anything starts
-    rate_from = utilization.check(args.experiment, args.app, args.capacity)
+    rate_from = validate.run_inputs(args.experiment, args.app, args.capacity)
     if args.capacity and rate_from is None:
         _say(f"--capacity {args.capacity}: not used, {args.experiment} states no load.utilization "
              "(its rate is load.rate)")
@@ -276,10 +276,10 @@ def cmd_suite(args) -> int:
 
 def _check_utilization(paths: list[Path], args) -> None:
     """Every experiment's rate as a share of a capacity (load.utilization) checked before the first runs."""
-    from chaos import utilization
+    from chaos import validate
 
     for path in paths:
-        utilization.check(path, args.app, getattr(args, "capacity", None))
+        validate.run_inputs(path, args.app, getattr(args, "capacity", None))
 
 
 def cmd_capacity(args) -> int:
@@ -434,7 +434,7 @@ def cmd_claim(args) -> int:
 
 def cmd_validate(args) -> int:
     """Every problem of each file on its own line (file, field path, message); `ok FILE` for a good one."""
-    from chaos.schemas import check_file
+    from chaos.validate import check_file
 
     bad = False
     for f in args.files:

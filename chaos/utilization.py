@@ -120,14 +120,3 @@ def topology_name(topology: str) -> str | None:
         return topology_mod.load(topology).name
     except Exception:  # noqa: BLE001 - a name for a note only: the run reads the topology itself
         return None
-
-
-def check(experiment_path: str | Path, app: str, capacity: str | Path | None = None) -> dict[str, Any] | None:
-    """What `run` and `suite` check of an experiment file before anything runs: the file (with the
-    capacity file, :func:`chaos.experiment.load`), then its utilization against the run's app.
-    Returns what the rate would be derived from (None: the experiment states its rate)."""
-    from chaos import experiment as exp_mod
-
-    doc = exp_mod.load(experiment_path, capacity=capacity)
-    settings = exp_mod.settings(doc, source=str(experiment_path), app=app)
-    return derive(settings.load, app, capacity, experiment_path, source=str(experiment_path))

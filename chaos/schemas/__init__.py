@@ -136,54 +136,18 @@ def _explain(e: ValidationError) -> list[tuple[list[Any], str]]:
         return [(parts + [k], "is required") for k in e.validator_value if k not in e.instance]
     if "propertyNames" in e.relative_schema_path:
         # the error is about a key of the object at ``parts``: the key is the instance
-        return [(parts + [e.instance], _described(e) or f"key {_one_line(e.message)}")]
-    return [(parts, _described(e) or _one_line(e.message))]
+        return [(parts + [e.instance], _described(e) or f"key {one_line(e.message)}")]
+    return [(parts, _described(e) or one_line(e.message))]
 
 
 def _described(e: ValidationError) -> str | None:
     """A pattern or ``not`` whose schema says in words what it wants: that, not the regex."""
     desc = e.schema.get("description") if isinstance(e.schema, dict) else None
     if e.validator in ("pattern", "not") and desc:
-        return _one_line(f"{desc}, got {e.instance!r}")
+        return one_line(f"{desc}, got {e.instance!r}")
     return None
 
 
-def _one_line(message: str) -> str:
+def one_line(message: str) -> str:
     message = " ".join(str(message).split())
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 3] + "..."
-
-
-def check_file(file: str | Path, capacity: str | Path | None = None) -> list[str]:
-    """Every problem of an experiment, topology or capacity file (told apart by content), one line each
-    starting with the file; an empty list when the file is good. ``capacity``: the capacity file an
-    experiment's ``load.utilization`` takes its share of, over its ``load.capacity`` (``--capacity``)."""
-    import yaml
-
-    from chaos import experiment, topology
-    from chaos.errors import UsageError, read_input, yaml_problem
-
-    source = str(file)
-    try:
-        text = read_input(file, "file")
-    except UsageError as e:
-        return [str(e)]
-    json_error = None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        json_error = f"{source}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
-        if Path(source).suffix == ".json":
-            return [json_error]
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as ye:
-            return [_one_line(yaml_problem(source, ye))]
-    if isinstance(doc, dict) and any(k in doc for k in ("method", "extensions", "steady-state-hypothesis")):
-        if json_error:  # availproof and Chaos Toolkit read experiment files as JSON
-            return [json_error]
-        return experiment.problems(doc, source, capacity=capacity, experiment_file=Path(source))
-    if isinstance(doc, dict) and doc.get("kind") == CAPACITY and not json_error:
-        return [f"{source}: {line}" for line in errors(doc, CAPACITY)]
-    if (isinstance(doc, dict) and "regions" in doc) or Path(source).suffix in (".yaml", ".yml"):
-        return topology.problems(doc, source)  # topology files are YAML
-    return [f"{source}: neither an experiment (no method, no extensions) nor a topology (no regions)"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from chaos import capacity, cli, records as rec, schemas
+from chaos import capacity, cli, records as rec, schemas, validate
 from chaos.analysis import SLO
 from chaos.capacity import Step, SweepPlan, decide
 from chaos.errors import UsageError
@@ -261,7 +261,7 @@ def test_availproof_capacity_brings_the_system_up_as_run_does_injects_nothing_an
     assert len(fake_system) == 1 and not (tmp_path / "started").exists()  # provisioned once, no method run
     cap = json.loads((out / "capacity.json").read_text())
     CAPACITY.validate(cap)
-    assert schemas.check_file(out / "capacity.json") == []  # `availproof validate` reads it too
+    assert validate.check_file(out / "capacity.json") == []  # `availproof validate` reads it too
     assert cap["sustained_rps"] is None and "first step (10 req/s) already broke the SLO" in cap["sustained_reason"]
     assert cap["app"] == "stream" and cap["front"] == "direct" and cap["topology"] == "three-zones"
     assert cap["experiment"]["file"] == str(path) and cap["slo"] == {"ttft_s": 2.0, "itl_s": 0.5, "e2e_s": None}

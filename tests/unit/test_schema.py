@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 from jsonschema import Draft202012Validator
 
-from chaos import bounds, cli, experiment, schemas, topology
+from chaos import bounds, cli, experiment, schemas, topology, validate
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError
 from chaos.records import SCOPES
@@ -107,7 +107,7 @@ def test_topology_schema_defaults_are_what_parse_fills_in():
 # ---------------------------------------------------------------- acceptance of the shipped files
 @pytest.mark.parametrize("path", EXPERIMENTS + TOPOLOGIES, ids=lambda p: p.name)
 def test_every_shipped_file_is_accepted(path):
-    assert schemas.check_file(path) == []
+    assert validate.check_file(path) == []
 
 
 def test_validate_cli_accepts_every_shipped_file(capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from chaos import capacity, cli, experiment as exp_mod, run as core, runner, schemas, suite, utilization
+from chaos import capacity, cli, experiment as exp_mod, run as core, runner, schemas, suite, utilization, validate as validate_mod
 from chaos.analysis import SLO
 from chaos.capacity import Step, SweepPlan
 from chaos.errors import UsageError
@@ -57,7 +57,7 @@ def test_the_rate_is_the_utilization_of_the_sustained_rate_of_the_capacity_file_
     cap = capacity_file(tmp_path / "exps" / "measured" / "capacity.json")
     path = experiment_file(tmp_path / "exps" / "x.json", utilization=0.7, capacity="measured/capacity.json")
     path = path.relative_to(tmp_path)
-    rate_from = utilization.check(path, "stream")
+    rate_from = validate_mod.run_inputs(path, "stream")
     assert rate_from["rate_rps"] == pytest.approx(8.4) and rate_from["sustained_rps"] == 12
     assert rate_from["utilization"] == 0.7 and rate_from["capacity"] == str(cap.relative_to(tmp_path))
     assert rate_from["measured_at"].endswith("Z") and rate_from["app"] == "stream"
@@ -72,8 +72,8 @@ def test_the_rate_is_the_utilization_of_the_sustained_rate_of_the_capacity_file_
 def test_the_capacity_option_wins_over_load_capacity(tmp_path):
     other = capacity_file(tmp_path / "other.json")
     path = experiment_file(tmp_path / "x.json", utilization=0.5, capacity="missing.json")
-    assert utilization.check(path, "stream", capacity=other)["rate_rps"] == 6
-    assert utilization.check(experiment_file(tmp_path / "y.json", rate=3), "stream", capacity=other) is None
+    assert validate_mod.run_inputs(path, "stream", capacity=other)["rate_rps"] == 6
+    assert validate_mod.run_inputs(experiment_file(tmp_path / "y.json", rate=3), "stream", capacity=other) is None
 
 
 def test_utilization_is_recorded_in_the_run_header_summary_and_report(tmp_path, fake_system):
@@ -200,4 +200,4 @@ def test_validate_reads_a_capacity_file_against_its_schema(tmp_path, capsys):
     cap.write_text(json.dumps({**json.loads(cap.read_text()), "measured_at": "yesterday"}))
     code, out = validate(capsys, cap)
     assert code == 2 and out[0].startswith(f"{cap}: measured_at: ")
-    assert schemas.check_file(cap) == out
+    assert validate_mod.check_file(cap) == out
