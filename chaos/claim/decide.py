@@ -2,7 +2,8 @@
 
 The verdict, the first that holds (every reason is listed, not only the first word's):
 1. ``not_covered``: a rated scope has no single-fault run with a measured cost, or its stated outage length
-   is not covered (:mod:`chaos.claim.coverage`). The claim never extrapolates.
+   is not covered (:mod:`chaos.claim.coverage`). The claim never extrapolates. What the covered scopes
+   alone say (2-4) is listed after it.
 2. ``supported``: P(a period's availability >= target) >= 1 - risk under the predictive distribution
    (:mod:`chaos.claim.predict`), read as the simulated miss share's one-sided 95 % upper bound being at most
    the risk; with ``--slo-target`` the same holds for ``slo_attainment``.
@@ -114,22 +115,29 @@ def expected_upper(models: list[predict.ScopeModel], period_days: float, periods
 
 
 def plan(models: list[predict.ScopeModel], period_days: float, seed: int, command: Callable[[str, int], str],
-         needed: dict[str, int] | None = None, periods: int = SEARCH_PERIODS) -> list[dict[str, Any]]:
-    """The next trials, the one that lowers the upper bound of the expected loss the most first: per scope,
-    that bound now and with one more trial costing what its recovered runs cost (a rise, which only the
-    simulation's noise can give, reads 0), and the command."""
+         needed: dict[str, int] | None = None, periods: int = SEARCH_PERIODS,
+         uncovered: list[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+    """The next trials: first each rated scope the claim does not cover (``uncovered``: scope, why), then the
+    one that lowers the upper bound of the expected loss the most: per scope, that bound now and with one
+    more trial costing what its recovered runs cost (a rise, which only the simulation's noise can give,
+    reads 0), the trials suggested (``needed``, else 1) and the command."""
+    rows = [{"scope": name, "trials": 0, "expected_lost_upper95_s": None, "after_one_more_s": None,
+             "lowers_by_s": None, "suggested_trials": 2, "command": command(name, 2), "why": why}
+            for name, why in uncovered]
+    if not models:
+        return rows
     now = expected_upper(models, period_days, periods, seed)
-    rows = []
+    covered = []
     for m in models:
         if not m.values:
             continue
         after = expected_upper(_more(models, {m.name: 1}), period_days, periods, seed)
         k = (needed or {}).get(m.name) or 1
-        rows.append({"scope": m.name, "trials": m.n, "expected_lost_upper95_s": round(now, 6),
-                     "after_one_more_s": round(after, 6), "lowers_by_s": round(max(0.0, now - after), 6),
-                     "suggested_trials": k, "command": command(m.name, k)})
-    rows.sort(key=lambda r: -r["lowers_by_s"])
-    return rows
+        covered.append({"scope": m.name, "trials": m.n, "expected_lost_upper95_s": round(now, 6),
+                        "after_one_more_s": round(after, 6), "lowers_by_s": round(max(0.0, now - after), 6),
+                        "suggested_trials": k, "command": command(m.name, k), "why": None})
+    covered.sort(key=lambda r: -r["lowers_by_s"])
+    return rows + covered
 
 
 def verdict(not_covered: list[str], avail: dict[str, Any], slo: dict[str, Any] | None, goal: Goal,
@@ -145,7 +153,7 @@ def verdict(not_covered: list[str], avail: dict[str, Any], slo: dict[str, Any] |
         if pm["upper95"] > goal.risk:
             short.append(f"P({name} >= {tgt * 100:g} %) = {1 - pm['value']:.4f} (miss share {pm['value']:.4g}, upper "
                          f"bound {pm['upper95']:.4g} > risk {goal.risk:g}; {pm['periods']} simulated periods)")
-    if short and not not_covered:
+    if short:  # listed under not_covered too: what the covered scopes alone say
         if limit_upper is not None and limit_upper > goal.risk:
             found[NOT_SUPPORTED] += short + [
                 f"even with endless trials costing what these cost, the miss share's upper bound is {limit_upper:.4g}"]

@@ -107,7 +107,7 @@ def experiment_for(scope: str, entry: dict[str, Any] | None) -> str:
     for n in names:
         if (EXPERIMENTS / f"{n}.json").is_file():
             return f"experiments/{n}.json"
-    for p in sorted(EXPERIMENTS.glob("*.json")):
+    for p in sorted(EXPERIMENTS.glob("*.json"), key=lambda p: (p.name.startswith("kuberay-"), p.name)):
         try:
             ext = json.loads(p.read_text()).get("extensions") or []
         except (OSError, ValueError):
@@ -147,6 +147,7 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
         entries[name] = scope_entry(name, [r for r, _ in mine], [s for _, s in mine], rates.scopes.get(name))
     unmeasurable: dict[str, str] = {}
     not_covered, models, slo_models = [], [], []
+    uncovered: list[tuple[str, str]] = []  # (scope, why) for the plan
     multi = [r for r in runs if not r["pooled"]]
     for name, rate in rates.rated().items():
         e = entries.get(name)
@@ -154,14 +155,18 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
             inside = sorted({r["experiment"] for r in multi if name in r["scopes"]})
             only = f" (only inside {', '.join(inside)}, which is never pooled)" if inside else ""
             not_covered.append(f"{name}: no single-fault run of this scope in the suite{only}")
+            uncovered.append((name, "no single-fault run of this scope: run its experiment"))
             continue
         m = model(e, rate)
         if m is None:
             not_covered.append(f"{name}: no run of this scope with a measured cost ("
                                + "; ".join(f"{x['run']}: {x['why']}" for x in e["not_counted"]) + ")")
+            uncovered.append((name, "no run of this scope with a measured cost"))
             continue
         if e["coverage"]["covered"] is False:
             not_covered.append(f"{name}: {e['coverage']['why']}")
+            uncovered.append((name, f"test the stated {rate.duration_s:g} s outage: set the fault's outage to at "
+                                    f"least that in a copy of the experiment, or state the length tested"))
             continue
         models.append(m)
         sm = model(e, rate, "slo_lost_service_s")
@@ -183,19 +188,19 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
             e["expected_lost_s"] = {"mean": round(float(x.mean()), 6), "interval90": [round(lo, 6), round(hi, 6)]}
             e["budget_share"] = round(float(x.mean()) / ((1 - target) * period_s), 6)
         short = avail["p_miss"]["upper95"] > risk or (slo_target is not None and slo["p_miss"]["upper95"] > risk)
-        if short and not not_covered:
+        if short:
             limit_upper = decide.miss_upper(models, slo_models, goal, search_periods, seed, limit=True)
             if limit_upper <= risk:
                 needed = decide.trials_needed(models, slo_models if slo_target is not None else None, goal, seed,
                                               search_periods)
-        suite = suite_dir or "SUITE_DIR"
-        plan_rows = decide.plan(models, rates.period_days, seed,
-                                lambda s, k: (f"availproof run {experiment_for(s, entries.get(s))} --trials {k} "
-                                              f"--out {suite}/{s}-more"),
-                                (needed or {}).get("extra"), search_periods)
     else:
         unmeasurable["availability.mean"] = unmeasurable["slo_attainment.mean"] = (
             "no rated scope has a covered, measured cost: nothing to predict from")
+    suite = suite_dir or "SUITE_DIR"
+    plan_rows = decide.plan(models, rates.period_days, seed,
+                            lambda s, k: (f"availproof run {experiment_for(s, entries.get(s))} --trials {k} "
+                                          f"--out {suite}/{s}-more"),
+                            (needed or {}).get("extra"), search_periods, uncovered)
     for name, e in entries.items():
         if "expected_lost_s" not in e:
             e["expected_lost_s"] = e["budget_share"] = None

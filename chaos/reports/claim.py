@@ -161,7 +161,8 @@ def run_rows(doc: dict[str, Any]) -> list[list[str]]:
 
 def plan_rows(doc: dict[str, Any]) -> list[list[str]]:
     return [[p["scope"], str(p["trials"]), _num(p["expected_lost_upper95_s"]), _num(p["after_one_more_s"]),
-             _num(p["lowers_by_s"]), str(p["suggested_trials"]), p["command"]] for p in doc["plan"]]
+             _num(p["lowers_by_s"]) if p["why"] is None else f"not covered: {p['why']}", str(p["suggested_trials"]),
+             p["command"]] for p in doc["plan"]]
 
 
 def env_lines(doc: dict[str, Any]) -> list[str]:
@@ -290,9 +291,11 @@ def plan_text(doc: dict[str, Any]) -> str:
     """``availproof claim --plan``: the verdict and the next trials, one per line, with their commands."""
     lines = [headline(doc)] + [f"  {r}" for r in doc["verdict"]["reasons"]]
     if not doc["plan"]:
-        lines.append("no plan: no rated scope has a covered, measured cost yet; run one experiment of each rated "
-                     "scope first")
+        lines.append("no plan: nothing is rated")
     for i, p in enumerate(doc["plan"], 1):
+        if p["why"] is not None:
+            lines.append(f"{i}. {p['scope']}: not covered: {p['why']}: {p['command']}")
+            continue
         lines.append(f"{i}. {p['scope']}: {p['trials']} trial(s); one more lowers the expected loss's upper 95 % bound "
                      f"by {_num(p['lowers_by_s'])} s (from {_num(p['expected_lost_upper95_s'])} s); "
                      f"suggested {p['suggested_trials']}: {p['command']}")

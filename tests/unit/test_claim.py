@@ -293,7 +293,11 @@ def test_a_rated_scope_without_a_run_is_not_covered(tmp_path):
     suite = suite_of(tmp_path)
     doc = make(suite, rates(tmp_path, {"replica": {"events": 4}, "zone": {"events": 0.1}, "region": {"events": 0.02}}))
     assert doc["verdict"]["word"] == "not_covered"
-    assert doc["verdict"]["reasons"] == ["not_covered: region: no single-fault run of this scope in the suite"]
+    assert doc["verdict"]["reasons"][0] == "not_covered: region: no single-fault run of this scope in the suite"
+    # what the covered scopes alone say comes after it, and the plan puts the uncovered scope first
+    assert all(r.startswith("insufficient_evidence: ") for r in doc["verdict"]["reasons"][1:])
+    assert doc["plan"][0]["scope"] == "region" and doc["plan"][0]["why"].startswith("no single-fault run")
+    assert doc["plan"][0]["command"].startswith("availproof run experiments/region-loss.json --trials 2")
     assert doc["availability"]["left_out"] == {"region": "no single-fault run of this scope"}
     assert doc["availability"]["mean"] is not None  # the measured figures are reported in every case
 
