@@ -213,7 +213,7 @@ def svg(doc: dict[str, Any]) -> str:
         return left + (W - left - right) * (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" '
-             f'font-size="12"><text x="{left}" y="18">expected lost seconds per {doc["period"]["days"]:g} days, '
+             f'font-size="12"><text x="{left}" y="18">expected lost seconds per {doc["period"]["days"]:g} days (log scale), '
              f'90 % interval, against the error budget ({_num(budget)} s)</text>']
     d = lo
     while d <= hi:
