@@ -9,6 +9,7 @@ One file per run, one JSON object per line, three kinds:
 - ``{"kind": "mark", ...}``     one fault event, see :class:`FaultMark`
 - ``{"kind": "sample", ...}``   one observation of the control plane and capacity, see :class:`Sample`
 - ``{"kind": "stop", ...}``     a stop condition ended the run early (``reason``): the run does not pass
+- ``{"kind": "soak", ...}``     a soak's own line (``event``: clock, injected, skipped, failed; :mod:`chaos.soak.run`)
 
 Every instant is ``time.time_ns()`` taken at the event and written once. Each line is
 flushed when written and the file is fsync'ed at least once a second, so a crash of the rig
@@ -244,6 +245,7 @@ class RunRecords:
     torn_lines: int = 0  # unparseable lines (a crash mid-write leaves at most one)
     samples: list[Sample] = field(default_factory=list)  # none in runs before the sampler (format 1)
     stop_reason: str | None = None  # a stop condition's reason, when one ended the run
+    soak: list[dict[str, Any]] = field(default_factory=list)  # a soak's own lines (chaos.soak.run), in order
 
     @property
     def partial(self) -> bool:
@@ -352,6 +354,7 @@ def read(path: str | Path) -> RunRecords:
     marks: list[FaultMark] = []
     samples: list[Sample] = []
     stop_reason = None
+    soak: list[dict[str, Any]] = []
     # kind -> (record class, its fields, their types, where it goes)
     kinds = {"request": (RequestRecord, _REQ_FIELDS, _REQ_TYPES, requests),
              "mark": (FaultMark, _MARK_FIELDS, _MARK_TYPES, marks),
@@ -372,7 +375,10 @@ def read(path: str | Path) -> RunRecords:
             footer = obj
         elif kind == "stop" and isinstance(obj.get("reason"), str):
             stop_reason = stop_reason or obj["reason"]
+        elif kind == "soak" and isinstance(obj.get("event"), str):
+            soak.append(obj)
         else:
             torn += 1
     return RunRecords(header=header, requests=requests, marks=marks, footer=footer, torn_lines=torn,
-                      samples=sorted(samples, key=lambda x: x.t_ns), stop_reason=stop_reason)
+                      samples=sorted(samples, key=lambda x: x.t_ns), stop_reason=stop_reason,
+                      soak=soak)

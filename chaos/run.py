@@ -88,6 +88,7 @@ class Run:
     error: str | None = None  # a step of the lifecycle that failed (start_load, finish: verdict ERROR)
     interrupted: bool = False  # Ctrl-C or SIGTERM (the runner's handler): no recovery window, heal at once
     baseline_gate: dict[str, Any] | None = None  # the baseline's steady state, judged before the method
+    header_extra: dict[str, Any] | None = None  # what a driver adds to the run header (a soak: its schedule)
     # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
     # True when it did (else the stop stays pending for take_stop()).
     on_stop: Callable[[str], bool] | None = None
@@ -235,6 +236,7 @@ def start_load(run: Run) -> None:
                                       run.app)
     if run.rate_from is not None:
         header["rate_from"] = run.rate_from
+    header.update(run.header_extra or {})
     run.load = new_load(run, shape, header).start()
     Guard(run).start()
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
