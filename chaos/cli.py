@@ -432,13 +432,48 @@ def cmd_claim(args) -> int:
     return 0 if doc["verdict"]["word"] == claim.SUPPORTED else 1
 
 
+def cmd_soak(args) -> int:
+    """A soak (chaos.soak): the faults of several experiments at RATES x a speed-up in one long run, its lost
+    service set against the claim's prediction; exit as a run's verdict (2: bad input, nothing started)."""
+    from chaos.soak import report as soak_report, run as soak_run, spec
+
+    flags = {"experiments": args.experiments, "faults": args.faults, "speedup": args.speedup,
+             "duration_s": args.duration, "seed": args.seed, "app": args.app, "front": args.front,
+             "claim_from": args.claim_from}
+    inp = spec.from_definition(args.definition, **flags) if args.definition else spec.from_flags(**flags)
+    prep = spec.prepare(inp)  # every input checked and the schedule drawn before any cluster is touched
+    s = prep.schedule
+    _say(f"soak: {len(s.injected)} faults to inject, {len(s.skipped)} skipped by the rules, {len(s.overlaps)} "
+         f"overlaps, load on for {s.end_s:.0f} s after the baseline")
+    if args.plan:
+        import json as _json
+
+        print(_json.dumps(s.to_dict(), indent=2))
+        return 0
+    args.app, args.front = inp.app, inp.front
+    out = Path(args.out) if args.out else _default_out("soak")
+    code, summary = soak_run.execute(prep, _options(args, out))
+    try:
+        paths = soak_report.write(out)
+        _say(f"soak report: {paths['md']}, {paths['png']}")
+    except Exception as e:  # noqa: BLE001 - the run's own outputs are written
+        _say(f"could not write the soak report of {out}: {e}")
+    _write_report(out)
+    for line in soak_report.comparison_lines(summary.get("soak") or {}):
+        _say(line)
+    return code
+
+
 def cmd_validate(args) -> int:
     """Every problem of each file on its own line (file, field path, message); `ok FILE` for a good one."""
     from chaos.validate import check_file
 
     bad = False
+    from chaos.soak.spec import check_file as soak_problems
+
     for f in args.files:
-        found = check_file(f, capacity=args.capacity)
+        found = soak_problems(f)  # a soak definition (kind: soak), else None
+        found = check_file(f, capacity=args.capacity) if found is None else found
         print("\n".join(found) if found else f"ok {f}")
         bad = bad or bool(found)
     return 2 if bad else 0
@@ -531,6 +566,23 @@ def build_parser() -> argparse.ArgumentParser:
                     help="claim.json is always written; md and json are printed too")
     cl.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the simulation")
     cl.set_defaults(func=cmd_claim)
+    so = sub.add_parser("soak", help="faults of several experiments at RATES x a speed-up in one long run, its lost "
+                                     "service-seconds set against the claim's prediction (summary.json's soak)")
+    so.add_argument("definition", nargs="?", default=None, help="a soak definition (experiments/soak.yaml); flags "
+                                                                 "given override its fields")
+    so.add_argument("--experiments", nargs="+", default=None, metavar="E", help="experiment files, one per scope")
+    so.add_argument("--faults", default=None, metavar="RATES", help="the RATES file (chaos.claim.rates)")
+    so.add_argument("--speedup", type=float, default=None, metavar="K", help="each scope's rate x K")
+    so.add_argument("--duration", type=float, default=None, metavar="D", help="the soak's length in seconds")
+    so.add_argument("--seed", type=int, default=None, help="the schedule's seed (0)")
+    so.add_argument("--claim-from", default=None, metavar="SUITE_DIR",
+                    help="a suite: its claim under the same RATES predicts the soak's lost service")
+    so.add_argument("--app", choices=("stream", "llm"), default=None)
+    so.add_argument("--front", choices=FRONTS, default=None, help="the front door over the experiments'")
+    so.add_argument("--out", default=None, help="run directory (default: runs/<time>-soak)")
+    so.add_argument("--plan", action="store_true", help="print the drawn schedule and start nothing")
+    so.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
+    so.set_defaults(func=cmd_soak)
     val = sub.add_parser("validate", help="check experiment and topology files against their schemas "
                                           "(chaos/schemas/): one line per problem, exit 2 if any")
     val.add_argument("files", nargs="+", metavar="FILE")
