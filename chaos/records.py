@@ -46,9 +46,11 @@ HTTP_4XX = "http_4xx"
 CONNECTION_CLOSED = "connection_closed"  # closed/reset before the first token
 STREAM_BROKEN = "stream_broken"  # failed after the first token: a mid-stream failure
 MALFORMED = "malformed_response"
+TRUNCATED = "truncated"  # ended cleanly but short: no finish_reason, or fewer tokens than it must have (chaos.load.integrity)
+CORRUPTED = "corrupted"  # content that differs from what it must be, or more tokens than the usage says
 OTHER = "other"
 FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTTP_5XX, HTTP_4XX,
-                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, OTHER)
+                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, TRUNCATED, CORRUPTED, OTHER)
 
 # Fault mark events and scopes.
 INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"

@@ -1,7 +1,8 @@
 """A model-free token-streaming target: a real Ray Serve deployment with the OpenAI surface.
 
 For clusters that cannot run a model (kind, fast CI): it waits a configurable "prefill"
-delay, then emits one token every ``token_s`` seconds with multiplicative jitter, over
+delay, then emits one token every ``token_s`` seconds with multiplicative jitter (the i-th token a
+function of the prompt and i alone, :mod:`serve_apps.stream_tokens`, so a client can check each one), over
 ``/v1/completions`` and ``/v1/chat/completions`` (SSE streaming or not) and lists its one
 model at ``/v1/models``. It is a load target with realistic timing, not a fake vLLM: it
 computes nothing and says so in every response (``system_fingerprint``).
@@ -36,13 +37,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from serve_apps import served_by
+from serve_apps import served_by, stream_tokens
 from serve_apps.prefix_cache import PrefixCache
 from serve_apps.stream_engine import EngineDead, EngineProcess, wait_ready
 
-VOCAB = ("the", "zone", "replica", "stays", "up", "while", "a", "node", "fails", "and", "traffic",
-         "moves", "to", "healthy", "ones", "so", "requests", "keep", "flowing", "quickly")
-FINGERPRINT = "availproof-stream-target"
+FINGERPRINT = stream_tokens.FINGERPRINT
 
 api = FastAPI(title="availproof stream target")
 
@@ -152,7 +151,8 @@ class StreamTarget:
             return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, you "
                                f"requested {prompt_tokens + body.get('max_tokens', 16)} tokens ({prompt_tokens} in the "
                                f"messages, {body.get('max_tokens', 16)} in the completion).")
-        words = [VOCAB[(i * 7 + prompt_tokens) % len(VOCAB)] for i in range(n)]
+        key = stream_tokens.prompt_key(prompt)  # the answer is a function of the prompt and the index alone
+        words = [stream_tokens.word(key, i) for i in range(n)]
         obj = "chat.completion" if chat else "text_completion"
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         try:

@@ -29,7 +29,7 @@ from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.stats import percentile
-from chaos.load import served as served_mod, sessions as sessions_mod
+from chaos.load import integrity, served as served_mod, sessions as sessions_mod
 from chaos.load.sse import DONE, MalformedStream, SSEParser, cached_tokens, parse_openai_event
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
 
@@ -310,6 +310,7 @@ class LoadRun:
                 self._http_failure(r, resp.status_code, text)
                 return
             parser = SSEParser()
+            check = integrity.StreamCheck(body)
             done = False
             async for chunk in resp.aiter_bytes():
                 for data in parser.feed(chunk):
@@ -317,6 +318,7 @@ class LoadRun:
                         done = True
                         continue
                     c = parse_openai_event(data)
+                    check.event(c)
                     if c.has_token:
                         token_times.append(time.monotonic())
                         if reply is not None:
@@ -331,6 +333,10 @@ class LoadRun:
                 return
             if not token_times and not r.output_tokens:
                 r.failure, r.detail = rec.MALFORMED, "stream finished without any output"
+                return
+            wrong = check.verdict(r.output_tokens)
+            if wrong:
+                r.failure, r.detail = wrong
                 return
             r.ok = True
 
@@ -352,11 +358,16 @@ class LoadRun:
         r.output_tokens = usage.get("completion_tokens")
         r.prompt_tokens = usage.get("prompt_tokens")
         r.cached_tokens = cached_tokens(usage)
+        first = choices[0] if isinstance(choices[0], dict) else {}
+        text = first.get("text") if "text" in first else (first.get("message") or {}).get("content")
         if reply is not None:
-            first = choices[0] if isinstance(choices[0], dict) else {}
-            text = first.get("text") if "text" in first else (first.get("message") or {}).get("content")
             reply.append(text if isinstance(text, str) else "")
         r.ttft_s = None  # not observable without streaming
+        if obj.get("system_fingerprint") == integrity.stream_tokens.FINGERPRINT:
+            wrong = integrity.deterministic(text if isinstance(text, str) else "", body, r.output_tokens)
+            if wrong:
+                r.failure, r.detail = wrong
+                return
         r.ok = True
 
     # ---------------------------------------------------------------- sessions (load.sessions)

@@ -72,6 +72,7 @@ class Chunk:
     completion_tokens: int | None  # from a usage block, when present
     prompt_tokens: int | None
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (vLLM's prefix cache hits)
+    fingerprint: str | None = None  # system_fingerprint, when the server says (the stream target does)
 
 
 def parse_openai_event(data: str) -> Chunk:
@@ -105,6 +106,7 @@ def parse_openai_event(data: str) -> Chunk:
         completion_tokens=usage.get("completion_tokens"),
         prompt_tokens=usage.get("prompt_tokens"),
         cached_tokens=cached_tokens(usage),
+        fingerprint=obj.get("system_fingerprint") if isinstance(obj.get("system_fingerprint"), str) else None,
     )
 
 

@@ -63,7 +63,8 @@ class Handler(BaseHTTPRequestHandler):
         for i in range(tokens):
             if SERVICE_S is None:
                 time.sleep(0.02)
-            ev = {"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
+            ev = {"choices": [{"index": 0, "delta": {"content": f"t{i} "},
+                               "finish_reason": "length" if i == tokens - 1 else None}]}
             chunk(f"data: {json.dumps(ev)}\n\n".encode())
         chunk(f'data: {{"choices":[],"usage":{{"completion_tokens":{tokens},"prompt_tokens":3}}}}\n\n'.encode())
         chunk(b"data: [DONE]\n\n")

@@ -266,7 +266,9 @@ class OpenAIServer:
             w.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n%s\r\n%s" % (len(msg), extra, msg))
             return
         cached = replica.cache.serve(words)
-        events = [{"choices": [{"index": 0, "delta": {"content": f" w{i}"}}]} for i in range(body["max_tokens"])]
+        n = body["max_tokens"]
+        events = [{"choices": [{"index": 0, "delta": {"content": f" w{i}"}, "finish_reason": "length" if i == n - 1
+                                else None}]} for i in range(n)]
         events.append({"choices": [], "usage": {"prompt_tokens": len(words), "completion_tokens": body["max_tokens"],
                                                 "prompt_tokens_details": {"cached_tokens": cached}}})
         payload = b"".join(b"data: %s\n\n" % json.dumps(e).encode() for e in events) + b"data: [DONE]\n\n"

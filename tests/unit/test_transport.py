@@ -20,7 +20,8 @@ from chaos.load._transport import LeanTransport
 from chaos.load.harness import LoadRun, classify_exception
 from chaos.load.workload import LoadShape, Target
 
-SSE = [b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b"}]}\n\n', b"data: [DONE]\n\n"]
+SSE = [b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b","finish_reason":"length"}]}\n\n',
+       b"data: [DONE]\n\n"]
 
 
 def chunk(data: bytes) -> bytes:
