@@ -233,6 +233,10 @@ def test_a_soak_injects_on_its_clock_marks_overlaps_skips_and_heals(tmp_path, sy
     assert [c for c, _ in made[-1].calls].count("start_node") == 1
     assert made[-1].healed and set(made[-1].healed[-1]) == set(starts)
     assert summary["verdict"]["word"] == "PASS" and code == 0
+    import jsonschema
+
+    schema = json.loads((Path(cli.__file__).parent / "schemas" / "summary.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(json.loads((out / "summary.json").read_text()))
     # analyse derives the same soak object again from the records
     assert cli.main(["analyse", str(out)]) == 0
     again = json.loads((out / "summary.json").read_text())
