@@ -6,7 +6,8 @@
 (:func:`chaos.analysis.run_end_ns`), the baseline taken off as a rate: the failed fraction of the measured
 requests sent and ended before the first injection. ``total`` is that integral over the whole soak.
 A fault's **window** runs from its ``inject_start`` mark to its heal's end (its ``heal_end`` mark, else its
-``heal_start``; a fault with no heal of its own: its injection plus its occupancy bound ``heal_s``) plus its
+``heal_start``; a fault with no heal of its own: its injection plus its occupancy bound ``heal_s``, or its heal
+marks when sooner: the soak's closing rollback marks every fault healed at the soak's end) plus its
 experiment's settle (``settle_s``), clipped to the run's end; a fault that should heal and has no heal mark
 holds to the run's end. (Not *to the next injection*, the rig's window for one experiment: in a soak faults
 of other scopes arrive while one heals, and that window would hide every overlap.) The soak is cut into
@@ -59,8 +60,9 @@ def windows(records: rec.RunRecords, schedule: Schedule) -> list[dict[str, Any]]
         f = schedule.faults.get(scope_of[fid])
         settle = int(round((f.settle_s if f else 0.0) * NS))
         healed = ev.get(rec.HEAL_END, ev.get(rec.HEAL_START))
-        if healed is None and f is not None and f.healed_by == "occupancy":
-            healed = ev[rec.INJECT_START] + int(round(f.heal_s * NS))
+        if f is not None and f.healed_by == "occupancy":  # the soak's closing rollback marks it healed at the end
+            bound = ev[rec.INJECT_START] + int(round(f.heal_s * NS))
+            healed = bound if healed is None else min(healed, bound)
         stop = end if healed is None else min(end, healed + settle)
         out.append({"fault_id": fid, "scope": scope_of[fid], "start_ns": ev[rec.INJECT_START], "end_ns": stop})
     return sorted(out, key=lambda w: (w["start_ns"], w["fault_id"]))

@@ -186,3 +186,12 @@ def test_the_soak_summary():
     assert s["prediction"]["observed_percentile"] == 50.0 and s["prediction"]["inside_90"] is True
     assert s["prediction"]["from"]["not_modelled"] == ov
     json.dumps(s)
+
+
+def test_the_closing_rollbacks_heal_marks_do_not_stretch_an_occupancy_window():
+    """The soak heals every fault at its end, replica kills too: their windows stay their occupancy bound."""
+    rs = load(200, fails=[(50, 52)])
+    marks = inject(50, "r1", "replica", heal_t=190) + inject(100, "n1", "node", heal_t=120)
+    got = fig.observed_lost_service_s(records(rs, marks, 200), schedule())
+    assert got["windows"][0] == {"fault_id": "r1", "scope": "replica", "from_s": 0.0, "to_s": 40.0}
+    assert got["overlapping"] == {"value_s": 0.0, "stretches": []}
