@@ -62,13 +62,14 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_access, kube_exec, kube_load as kl, kube_partition as kp
+from chaos.backends import kube_access, kube_exec, kube_load as kl, kube_partition as kp, kube_zone as kz
 from chaos.errors import ClusterError, SetupError, UsageError, parse_bool
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 CORDON_MARK = "availproof.io/cordoned"  # annotation on a node a zone loss cordoned; its value: the run id
-ZONE_LOSS_LABEL = "availproof.io/zone-loss-node"  # "true" on a node a zone loss may cordon though no Ray pod of ours is on it
+ZONE_LOSS_LABEL = kz.ZONE_LOSS_LABEL  # "true" on a node a zone loss may cordon though no template of ours admits it
+ZONE_WATCH_POLL_S = 2.0  # how often a zone loss's watch looks for a Ray pod Ready in the lost zones (kube_zone)
 # The crash of a pod's processes from inside its main container: SIGKILL to every process of the
 # container's PID namespace but its PID 1 (the kernel protects a namespace's init from signals sent
 # inside it) and the caller. Exit 0: sent; 137: the exec'd shell itself was SIGKILLed, as the kernel
@@ -177,19 +178,7 @@ def limit(selected: list[dict], max_pods: int, what: str) -> list[dict]:
     return selected
 
 
-def zone_loss_nodes(nodes: list[dict], pods: list[dict], zones: list[str]) -> tuple[list[str], list[str]]:
-    """The nodes a loss of ``zones`` takes out: those of the zones that host one of ``pods`` (this
-    RayCluster's), plus those of the zones labelled :data:`ZONE_LOSS_LABEL` ``=true`` (spare nodes a
-    replacement could land on). Returned as (to cordon, already unschedulable: someone else's cordon,
-    left alone). No other node of the zones, of any other workload, is touched."""
-    wanted, hosting = set(zones), {_node_of(p) for p in pods}
-    cordon, skip = [], []
-    for n in nodes:
-        lab = _labels(n)
-        if lab.get(ZONE_LABEL) not in wanted or (_name(n) not in hosting and lab.get(ZONE_LOSS_LABEL) != "true"):
-            continue
-        (skip if (n.get("spec") or {}).get("unschedulable") else cordon).append(_name(n))
-    return sorted(cordon), sorted(skip)
+zone_loss_nodes = kz.zone_loss_nodes  # which nodes a zone loss takes out: chaos.backends.kube_zone
 
 
 def check(what: str, ok: bool, seen: str) -> dict:
@@ -362,7 +351,7 @@ class KubeRayBackend:
                  max_nodes: int | None = None, exec_core=None, run_id: str | None = None,
                  helper_deadline_s: float = kp.DEFAULT_DEADLINE_S, gcs_exit_window_s: float = GCS_EXIT_WINDOW_S,
                  authz=None, allow_autoscaled_zone_loss: bool = False, batch=None,
-                 load: kl.LoadJobSettings | None = None):
+                 load: kl.LoadJobSettings | None = None, zone_watch_poll_s: float = ZONE_WATCH_POLL_S):
         if not namespace or not context:
             raise UsageError("the Kubernetes backend needs an explicit namespace and kube context")
         if partition_method not in kp.METHODS:
@@ -409,6 +398,14 @@ class KubeRayBackend:
         self.head_at_kill: dict | None = None
         self.lost_nodes: dict[tuple[str, ...], list[str]] = {}
         self.cuts: dict[str, dict] = {}
+        # zone and region loss, proven from the injection to the heal (kube_zone.ZoneWatch): one watch per
+        # loss, keyed by its zones; every node name known when the loss began (a later one was added since)
+        self.zone_watch_poll_s = float(zone_watch_poll_s)
+        self.zone_watches: dict[tuple[str, ...], kz.ZoneWatch] = {}
+        self.nodes_at_loss: dict[tuple[str, ...], set[str]] = {}
+        # tests only: False leaves the cordon of the zone's spare nodes out (only those hosting the pods, or
+        # labelled, are cordoned: the loss as it was before, which KubeRay's replacements undid on a spare node)
+        self.cordon_spare_nodes = True
 
     # ------------------------------------------------------------- reads
     def _pods(self, label_selector: str | None = None) -> list[dict]:
@@ -618,17 +615,77 @@ class KubeRayBackend:
 
     def kill_zones(self, zones: list[str]) -> list[str]:
         """Zone (or region) loss: one blast-radius check for every Ray pod of ``zones`` (``max_pods``) and
-        for every node it would cordon (``max_nodes``: the zones' nodes that host those pods, or carry
-        :data:`ZONE_LOSS_LABEL`), then cordon those nodes (annotated with the run id; one someone else
-        cordoned is left alone), SIGKILL the pods' processes and force-delete the pods; they stay out
-        until :meth:`restore_zones`."""
+        for every node it would cordon (``max_nodes``: every node of the zones one of the cluster's pod
+        templates admits, that hosts its pods, or that carries :data:`ZONE_LOSS_LABEL`:
+        :func:`chaos.backends.kube_zone.zone_loss_nodes`), then cordon those nodes (annotated with the run
+        id; one someone else cordoned is left alone), SIGKILL the pods' processes and force-delete the pods;
+        they stay out until :meth:`restore_zones`. From then on a :class:`~chaos.backends.kube_zone.ZoneWatch`
+        looks every ``zone_watch_poll_s`` for a Ray pod of the cluster Ready in the zones (the proof that the
+        loss holds until the heal: :meth:`effect_checks`, :meth:`effect_held`, :meth:`restore_zones`)."""
+        started, started_ns = time.monotonic(), time.time_ns()
         what = f"loss of {', '.join(zones)}"
+        key = tuple(sorted(zones))
         nodes, pods, cordon, theirs = self._zone_loss_reach(zones, what)
-        self.lost_nodes[tuple(sorted(zones))] = sorted(set(cordon) | set(theirs))
+        if not self.cordon_spare_nodes:  # tests only: the loss as it was, which a zone's spare nodes undid
+            cordon, theirs = zone_loss_nodes(nodes, pods, zones)
+        self.lost_nodes[key] = sorted(set(cordon) | set(theirs))
+        self.nodes_at_loss[key] = {_name(n) for n in nodes}
         by_name = {_name(n): n for n in nodes}
         for n in cordon:
             self._cordon(by_name[n])
-        return self._kill_pods(pods, what)
+        killed = self._kill_pods(pods, what)
+        old = self.zone_watches.pop(key, None)
+        if old is not None:
+            old.stop(final_look=False)
+        self.zone_watches[key] = kz.ZoneWatch(list(key), self.cluster, lambda: self._ready_in_lost_zones(key),
+                                              self.zone_watch_poll_s, started, started_ns,
+                                              max_life_s=self.helper_deadline_s).start()
+        return killed
+
+    def _ready_in_lost_zones(self, key: tuple[str, ...]) -> list[dict]:
+        """One look of a zone loss's watch: each Ray pod of the cluster Ready on a node of the lost zones,
+        with why that node could take it (uncordoned since, added since the loss began, or left schedulable)."""
+        nodes = self._nodes()
+        by_name = {_name(n): n for n in nodes}
+        lost, known = set(self.lost_nodes.get(key) or ()), self.nodes_at_loss.get(key) or set()
+        out = []
+        for p in select(self._pods(), nodes, cluster=self.cluster, zones=list(key)):
+            if not pod_ready(p):
+                continue
+            n = _node_of(p)
+            cordoned = bool(((by_name.get(n) or {}).get("spec") or {}).get("unschedulable"))
+            if n not in known:
+                how = "a node added after the loss began (an autoscaler's?), never cordoned"
+            elif n in lost:
+                how = ("one the loss cordoned, uncordoned since by someone else" if not cordoned else
+                       "one the loss cordoned, still cordoned (the pod was bound to it anyway)")
+            else:
+                how = "one the loss left schedulable"
+            out.append({"pod": _name(p), "node": n, "zone": _labels(by_name.get(n) or {}).get(ZONE_LABEL),
+                        "how": how})
+        return out
+
+    def _watch_of(self, zones) -> kz.ZoneWatch | None:
+        return self.zone_watches.get(tuple(sorted(zones or [])))
+
+    def effect_held(self, fault: dict) -> list[dict]:
+        """For a zone or region loss: whether it held so far, from its injection until now, as effect checks
+        (one look now, added to what the watch saw since the loss began; [] for other scopes). What a fault's
+        wait loop may call before its heal; :meth:`restore_zones` records the same into the fault itself."""
+        if fault.get("scope") not in ("zone", "region"):
+            return []
+        w = self._watch_of(fault.get("zones"))
+        if w is None:
+            return [check(f"the loss of {', '.join(fault.get('zones') or [])} watched from the injection", False,
+                          "this backend has no watch of it")]
+        self._adopt_fault(w, fault)
+        w.look_once()
+        return [w.check()]
+
+    @staticmethod
+    def _adopt_fault(w: kz.ZoneWatch, fault: dict) -> None:
+        if not any(f is fault for f in w.faults):
+            w.faults.append(fault)
 
     def _zone_loss_reach(self, zones: list[str], what: str) -> tuple[list[dict], list[dict], list[str], list[str]]:
         """What a loss of ``zones`` would touch, within the blast-radius limits (``max_pods``,
@@ -637,7 +694,7 @@ class KubeRayBackend:
         nodes = self._nodes()
         self.refuse_reaching_load(what, zones=zones, nodes_read=nodes)
         pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
-        cordon, theirs = zone_loss_nodes(nodes, pods, zones)
+        cordon, theirs = zone_loss_nodes(nodes, pods, zones, kz.cluster_templates(self._raycluster()))
         if len(cordon) > self.max_nodes:
             raise UsageError(f"{what}: it would cordon {len(cordon)} nodes, more than the limit of {self.max_nodes} "
                              f"(max_nodes): refusing to act ({', '.join(cordon[:5])}...)")
@@ -670,7 +727,10 @@ class KubeRayBackend:
     def restore_zones(self, zones: list[str] | None = None) -> list[str]:
         """Uncordon the nodes this run cordoned (annotated with its run id; of ``zones``, or all):
         KubeRay's Pending pods then schedule. Another run's cordon, or a node cordoned by someone
-        else (no annotation of ours), is left alone."""
+        else (no annotation of ours), is left alone. First the watch of each loss healed here stops,
+        after one last look: what it found goes into the fault it proves (:meth:`ZoneWatch.record
+        <chaos.backends.kube_zone.ZoneWatch.record>`; a zone that came back makes it not in effect)."""
+        self._stop_watches(zones)
         done = []
         for n in self._nodes():
             ann = (n.get("metadata") or {}).get("annotations") or {}
@@ -679,6 +739,19 @@ class KubeRayBackend:
             self._uncordon(n)
             done.append(_name(n))
         return done
+
+    def _stop_watches(self, zones: list[str] | None) -> dict[tuple[str, ...], dict]:
+        """Stop the watches of the losses of ``zones`` (all when None), each after a last look; record each
+        finding into the faults it proves. Returns the findings."""
+        out = {}
+        for key in list(self.zone_watches):
+            if zones is not None and not set(key) <= set(zones):
+                continue
+            w = self.zone_watches.pop(key)
+            out[key] = w.stop()
+            for f in w.faults:
+                w.record(f)
+        return out
 
     # ------------------------------------------------------------- partition
     def _cut_pods(self, zone: str) -> list[dict]:
@@ -1497,6 +1570,9 @@ class KubeRayBackend:
         for zone in sorted({f["target"] for f in faults if f["scope"] == "partition"}):
             self.heal_zone(zone)
             done["healed"].append(zone)
+        for f in faults:  # the faults the watches prove: their finding is written into them at the heal
+            if f["scope"] in ("zone", "region") and self._watch_of(f.get("zones")) is not None:
+                self._adopt_fault(self._watch_of(f.get("zones")), f)
         lost = sorted({z for f in faults if f["scope"] in ("zone", "region") for z in f["zones"]})
         if lost:
             done["uncordoned"] = self.restore_zones(lost)
@@ -1509,6 +1585,7 @@ class KubeRayBackend:
         done: dict[str, list] = {"resumed": self.resume_engine(list(self.paused))}
         for zone in list(self.cuts):
             self._close_probe(zone)
+        self._stop_watches(None)
         removed = self.remove_leftovers()["removed"]
         done["healed"] = sorted({x["zone"] for x in removed if x["kind"] != "Node" and x["zone"]})
         done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
@@ -1687,8 +1764,9 @@ class KubeRayBackend:
         - replica: its process gone from its pod (``/proc/PID``; a zombie counts as gone), or, killed
           with its pod, that pod gone, replaced or restarted;
         - node, redis: each pod the kill named gone, replaced (a new uid) or its container restarted;
-        - zone, region: no Ready Ray pod of this cluster left in the zones, and the nodes the loss took
-          out all unschedulable;
+        - zone, region: no Ready Ray pod of this cluster left in the zones, the nodes the loss took
+          out all unschedulable, and none Ready there since the loss began (its watch, which keeps
+          looking until the heal and writes what it saw into the fault then: :meth:`restore_zones`);
         - head: the head pod gone, replaced or restarted, or else its GCS not answering;
         - engine: each stopped process in state T (``/proc/PID/stat``);
         - partition: the connection opened across the cut before it carries no more bytes and a new
@@ -1821,11 +1899,17 @@ class KubeRayBackend:
         by_name = {_name(n): n for n in nodes}
         open_ = [n for n in lost if not ((by_name.get(n) or {}).get("spec") or {}).get("unschedulable")]
         where = ", ".join(zones)
-        return [check(f"no Ready Ray pod of {self.cluster} left in {where}", not ready,
-                      "none" if not ready else f"{len(ready)} Ready: {', '.join(ready[:5])}"),
-                check(f"the nodes the loss of {where} took out unschedulable", bool(lost) and not open_,
-                      "no node was taken out" if not lost else
-                      (f"{len(lost)} unschedulable" if not open_ else f"schedulable: {', '.join(open_)}"))]
+        out = [check(f"no Ready Ray pod of {self.cluster} left in {where}", not ready,
+                     "none" if not ready else f"{len(ready)} Ready: {', '.join(ready[:5])}"),
+               check(f"the nodes the loss of {where} took out unschedulable", bool(lost) and not open_,
+                     "no node was taken out" if not lost else
+                     (f"{len(lost)} unschedulable" if not open_ else f"schedulable: {', '.join(open_)}"))]
+        w = self._watch_of(zones)
+        if w is not None:  # what the watch saw since the loss began; the fault is this watch's to record at the heal
+            self._adopt_fault(w, fault)
+            w.look_once()
+            out.append(w.check())
+        return out
 
     def _effect_head(self, fault: dict) -> list[dict]:
         from chaos import sampler

@@ -169,13 +169,29 @@ def _selects(selector: dict, labels: dict) -> bool:
 
 def node_fits(server: "FakeServer", pod: dict, node_obj: dict) -> bool:
     """The scheduler's filters the tests need (kube-scheduler plugins NodeUnschedulable, NodeAffinity's
-    nodeSelector, InterPodAffinity's required anti-affinity): the node is not cordoned, carries the pod's
-    nodeSelector, no pod of the namespace on a node with the same ``topologyKey`` value matches a
+    nodeSelector and required node affinity, TaintToleration, InterPodAffinity's required anti-affinity):
+    the node is not cordoned, carries the pod's nodeSelector and matches its required node affinity, every
+    NoSchedule/NoExecute taint of it is tolerated, no pod of the namespace on a node with the same ``topologyKey`` value matches a
     required anti-affinity term of the pod, and (symmetry: the existing pods' required anti-affinity)
     no pod in such a domain has a required anti-affinity term that matches this pod."""
     spec = pod.get("spec") or {}
     labels = node_obj["metadata"].get("labels") or {}
     if (node_obj.get("spec") or {}).get("unschedulable") or not _labels_match(labels, spec.get("nodeSelector") or {}):
+        return False
+    # TaintToleration: every NoSchedule/NoExecute taint tolerated (core/v1 Toleration.ToleratesTaint)
+    for taint in (node_obj.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+                (not t.get("effect") or t["effect"] == taint["effect"])
+                and ((t.get("operator") == "Exists" and t.get("key") in (None, "", taint["key"]))
+                     or (t.get("operator", "Equal") == "Equal" and t.get("key") == taint["key"]
+                         and t.get("value", "") == taint.get("value", "")))
+                for t in spec.get("tolerations") or []):
+            return False
+    # NodeAffinity: the required nodeSelectorTerms, ORed (matchExpressions as a LabelSelector's)
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    if terms and not any(t.get("matchExpressions") and _selects({"matchExpressions": t["matchExpressions"]}, labels)
+                         for t in terms):
         return False
     terms = (((spec.get("affinity") or {}).get("podAntiAffinity") or {})
              .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
@@ -442,7 +458,7 @@ class FakeServer:
 
 # ------------------------------------------------------------------ objects, in API JSON
 def node(name: str, zone: str, region: str | None = None, unschedulable: bool = False,
-         labels: dict | None = None) -> dict:
+         labels: dict | None = None, taints: list[dict] | None = None) -> dict:
     labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, **(labels or {})}
     if region:
         labels["topology.kubernetes.io/region"] = region
@@ -450,6 +466,8 @@ def node(name: str, zone: str, region: str | None = None, unschedulable: bool = 
                                                             "uid": f"uid-{name}"}, "spec": {}}
     if unschedulable:
         out["spec"]["unschedulable"] = True
+    if taints:
+        out["spec"]["taints"] = taints
     return out
 
 

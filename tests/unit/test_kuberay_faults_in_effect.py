@@ -5,10 +5,11 @@ its kubelet (tests/unit/kube_fake.py: pod termination as the kubelet does it, th
 containers, Pod Security admission, the network between pod IPs)."""
 
 import json
+import threading
 
 import pytest
 
-from chaos import faults, placement, sampler
+from chaos import analysis, faults, placement, sampler, verdict
 from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from tests.unit.kube_fake import GRACE_END, node, ray_pod, redis_pod
@@ -144,17 +145,42 @@ def test_redis_running_as_pid_1_is_refused_not_deleted():
 
 
 # ------------------------------------------------------------------ 2. zone and region loss cordon what they must
-def test_zone_loss_cordons_only_the_nodes_hosting_this_clusters_pods_or_labelled_for_it():
+def test_zone_loss_cordons_every_node_the_clusters_pods_could_schedule_on_and_no_other():
+    """Every node of the zone that a pod template of the cluster admits (where KubeRay's replacements could go:
+    the worker group's nodeSelector, its tolerations), those hosting its pods, those labelled for it; not a
+    node another workload owns (tainted for it, not tolerated by any template)."""
     s, b, _ = cluster()
-    s.nodes["k-a3"] = node("k-a3", "zone-a", "region-1")  # another workload's node in the zone
+    s.nodes["k-a3"] = node("k-a3", "zone-a", "region-1",  # another workload's node in the zone: tainted for it
+                           taints=[{"key": "dedicated", "value": "other", "effect": "NoSchedule"}])
     s.pods["app-1"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app-1", "uid": "uid-app-1", "labels": {}},
                        "spec": {"nodeName": "k-a3", "containers": [{"name": "app"}]}, "status": {"phase": "Running"}}
     s.nodes["k-a4"] = node("k-a4", "zone-a", "region-1", labels={"availproof.io/zone-loss-node": "true"})  # opted in
+    s.nodes["k-a5"] = node("k-a5", "zone-a", "region-1")  # a spare node of the zone: no pod of ours on it yet
+    s.nodes["k-a6"] = node("k-a6", "zone-a", "region-1",  # tainted, but the zone's group tolerates it
+                           taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}])
+    rc = s.custom[("rayclusters", CLUSTER)]["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    rc["tolerations"] = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    b.max_nodes = 5
     b.kill_zones(["zone-a"])
     cordoned = sorted(n for n, o in s.nodes.items() if o["spec"].get("unschedulable"))
-    assert cordoned == ["k-a1", "k-a2", "k-a4"]  # k-a1 also hosts a stranger's pod: it hosts ours too
+    assert cordoned == ["k-a1", "k-a2", "k-a4", "k-a5", "k-a6"]  # k-a1 also hosts a stranger's pod: it hosts ours too
     assert {s.nodes[n]["metadata"]["annotations"][kb.CORDON_MARK] for n in cordoned} == {"run1"}
     assert "app-1" in s.pods and "stranger" in s.pods
+    # the fake scheduler agrees: the replacements find no node (k-a3's taint is not tolerated)
+    new = s.kuberay.reconcile_pods()
+    assert len(new) == 2 and s.schedule() == []
+    b.restore_zones(["zone-a"])
+
+
+def test_the_nodes_the_templates_admit_count_in_the_blast_radius():
+    s, b, _ = cluster()  # max_nodes 3
+    for n in ("k-a5", "k-a6"):
+        s.nodes[n] = node(n, "zone-a", "region-1")
+    with pytest.raises(UsageError) as e:
+        b.kill_zones(["zone-a"])
+    assert "\n" not in str(e.value) and str(e.value).startswith(
+        "loss of zone-a: it would cordon 4 nodes, more than the limit of 3 (max_nodes): refusing to act")
+    assert writes(s) == [] and s.kubelet.fates == {}
 
 
 def test_the_nodes_a_loss_would_cordon_count_in_the_blast_radius():
@@ -165,6 +191,77 @@ def test_the_nodes_a_loss_would_cordon_count_in_the_blast_radius():
     assert writes(s) == [] and s.kubelet.fates == {}
     s2, b2, _ = cluster(max_pods=1)  # max_nodes defaults to max_pods
     assert b2.max_nodes == 1 and b2.describe()["max_nodes"] == 1
+
+
+def _spare_zone_cluster(monkeypatch):
+    """zone-a with a spare node (k-a3: no Ray pod on it, nothing labelled), the heal's wait skipped."""
+    s, b, stream = cluster()
+    s.nodes["k-a3"] = node("k-a3", "zone-a", "region-1")
+    monkeypatch.setattr(b, "wait_healthy", lambda timeout=300.0: None)
+    return s, b
+
+
+def _kuberay_replaces(s):
+    """KubeRay recreates the crashed pods (pinned to their zone) and the scheduler binds what fits."""
+    with s.lock:  # the zone's watch reads from its own thread meanwhile
+        new = s.kuberay.reconcile_pods()
+        return new, s.schedule()
+
+
+def test_a_zone_with_a_spare_node_stays_lost_its_replacements_pending_and_the_effect_holds(monkeypatch):
+    s, b = _spare_zone_cluster(monkeypatch)
+    marker = faults.Marker()
+    f = faults.kill_zone(b, marker, "zone-a")  # no outage: the rollback heals
+    assert s.nodes["k-a3"]["spec"]["unschedulable"] is True  # the spare node is cordoned too
+    new, bound = _kuberay_replaces(s)
+    assert len(new) == 2 and bound == []  # the replacements stay Pending: every node of the zone is cordoned
+    assert [c["ok"] for c in b.effect_held(f)] == [True]
+    faults.heal(b, marker, timeout=1.0)
+    healed = analysis.faults_from_marks(marker.marks)[0].detail
+    assert healed["effect"]["verified"] is True and healed["zone_watch"]["held"] is True
+    assert healed["zone_watch"]["looks"] >= 2 and healed["zone_watch"]["breach"] is None
+    assert verdict.decide({"faults": [{"scope": "zone", "target": "zone-a", "effect": healed["effect"]}]})["word"] != "ERROR"
+    assert s.schedule() == new  # healed: they schedule
+
+
+def test_a_zone_that_comes_back_before_the_heal_makes_the_run_an_error_saying_when_and_how(monkeypatch):
+    s, b = _spare_zone_cluster(monkeypatch)
+    b.cordon_spare_nodes = False  # the spare node's cordon left out on purpose: the replacements find it
+    b.zone_watch_poll_s = 0.01
+    marker = faults.Marker()
+    f = faults.kill_zone(b, marker, "zone-a")
+    assert f["effect"]["verified"] is True  # right after the crash the zone looks lost: the replacements are not there yet
+    new, bound = _kuberay_replaces(s)
+    assert sorted(bound) == sorted(new) and len(new) == 2  # Ready in the lost zone, on its spare node
+    assert {s.pods[n]["spec"]["nodeName"] for n in new} == {"k-a3"}
+    watch = b.zone_watches[("zone-a",)]
+    for _ in range(500):  # the watch's own thread sees it
+        if watch.breach:
+            break
+        threading.Event().wait(0.01)
+    assert watch.breach and watch.breach["pods"] == sorted(new)
+    faults.heal(b, marker, timeout=1.0)
+    healed = analysis.faults_from_marks(marker.marks)[0].detail
+    effect = healed["effect"]
+    assert effect["verified"] is False and effect["lost_until_s"] == watch.breach["t_s"] > 0
+    last = effect["checks"][-1]
+    assert not last["ok"] and "the zone came back" in last["seen"] and "after the loss began (at 20" in last["seen"]
+    assert f"pod {sorted(new)[0]} Ready on node k-a3: one the loss left schedulable" in last["seen"]
+    got = verdict.decide({"faults": [{"scope": "zone", "target": "zone-a", "effect": effect}]})
+    assert got["word"] == "ERROR" and got["reasons"] == ["fault not in effect: zone zone-a"]
+
+
+def test_a_zone_that_comes_back_during_a_timed_outage_is_caught_at_the_heal(monkeypatch):
+    """kill_zone with outage_s: the heal is restore_zones inside the heal marks; the watch's last look, before
+    the uncordon, sees the replacements that came up meanwhile (here on a node added after the loss began)."""
+    s, b = _spare_zone_cluster(monkeypatch)
+    monkeypatch.setattr(faults, "_sleep", lambda seconds: (s.nodes.__setitem__("k-a9", node("k-a9", "zone-a")),
+                                                           _kuberay_replaces(s)))
+    marker = faults.Marker()
+    faults.kill_zone(b, marker, "zone-a", outage_s=30)
+    effect = analysis.faults_from_marks(marker.marks)[0].detail["effect"]
+    assert effect["verified"] is False and "a node added after the loss began" in effect["checks"][-1]["seen"]
+    assert marker.marks[1].detail["effect"]["verified"] is True  # the inject end mark keeps what was proven then
 
 
 def test_heal_uncordons_only_its_own_runs_nodes():
@@ -379,10 +476,11 @@ def test_effect_checks_see_each_kill_and_not_what_did_not_happen():
     # zone: no Ready Ray pod left and the nodes unschedulable; a replacement Ready there, or an uncordon, is seen
     zone = {"scope": "zone", "target": "zone-a", "zones": ["zone-a"], "pids": 2}
     b.kill_zones(["zone-a"])
-    assert [c["ok"] for c in look(zone)] == [True, True]
+    assert [c["ok"] for c in look(zone)] == [True, True, True]
     s.pods["wa-3"] = ray_pod("wa-3", "k-a1", "10.0.1.3")
     b.core.patch_node("k-a2", {"spec": {"unschedulable": False}})
-    assert [c["ok"] for c in look(zone)] == [False, False] and "k-a2" in look(zone)[1]["seen"]
+    assert [c["ok"] for c in look(zone)] == [False, False, False] and "k-a2" in look(zone)[1]["seen"]
+    assert "pod wa-3 Ready on node k-a1" in look(zone)[2]["seen"]
     # redis, then the head: the pods gone
     assert look({"scope": "redis", "target": "redis", "zones": [], "pids": b.kill_redis()})[0]["ok"]
     b.kill_head()

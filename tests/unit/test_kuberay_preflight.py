@@ -530,7 +530,7 @@ def test_a_zone_losss_replacements_stay_pending_until_the_heal_and_the_check_see
     b.kill_zones(["zone-a"])
     new = s.kuberay.reconcile_pods()  # the crashed pods are gone: KubeRay recreates them, pinned to zone-a
     assert len(new) == 2 and s.schedule() == []  # both of zone-a's nodes cordoned: Pending
-    assert [c["ok"] for c in b.effect_checks(zone)] == [True, True]
+    assert [c["ok"] for c in b.effect_checks(zone)] == [True, True, True]
     b.restore_zones(["zone-a"])  # the heal: they schedule
     assert s.schedule() == new
     # had an autoscaler added a node in the lost zone, the replacements would have come up there: not in effect
@@ -540,4 +540,5 @@ def test_a_zone_losss_replacements_stay_pending_until_the_heal_and_the_check_see
     s2.nodes["k-a9"] = node("k-a9", "zone-a", "region-1")
     assert s2.schedule() == new
     checks = b2.effect_checks(zone)
-    assert [c["ok"] for c in checks] == [False, True] and "2 Ready" in checks[0]["seen"]
+    assert [c["ok"] for c in checks] == [False, True, False] and "2 Ready" in checks[0]["seen"]
+    assert "a node added after the loss began" in checks[2]["seen"]
