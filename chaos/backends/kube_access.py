@@ -18,6 +18,9 @@ method making it), not what might be convenient:
   ``AuthorizePodWebsocketUpgradeCreatePermission``, on by default): both are reviewed;
 - pod deletes (grace 0) after each crash, and for a drain's deadline;
 - node patches: the cordon of a zone or region loss and its uncordon at the heal;
+- before a zone or region loss, unless it is acknowledged (``allow_autoscaled_zone_loss``), the node
+  autoscalers it looks for, cluster-wide (:mod:`chaos.backends.kube_autoscale`): ConfigMaps listed by name
+  (cluster-autoscaler's status), pods listed (cluster-autoscaler's), Karpenter's NodePools listed;
 - the partition: helper pods created and deleted (``node-filter``), or the zone's pods labelled and a
   NetworkPolicy created and deleted (``networkpolicy``), the policy read at every heal;
 - ``pods/eviction`` create for a drain; a RayService patch for an upgrade;
@@ -72,6 +75,14 @@ EXEC = (
 )
 DELETE_PODS = (_a("delete", "pods", why="the crashed pod's removal, grace 0 (_delete)"),)
 CORDON = (_a("patch", "nodes", namespaced=False, why="cordon and uncordon (_cordon, _uncordon)"),)
+AUTOSCALERS = (  # what may bring a lost zone back (kube_autoscale); not needed once the loss is acknowledged
+    _a("list", "configmaps", namespaced=False, why="a cluster-autoscaler's status ConfigMap in any namespace "
+       "(autoscaling; or acknowledge an autoscaled zone loss: --allow-autoscaled-zone-loss)"),
+    _a("list", "pods", namespaced=False, why="a cluster-autoscaler's pod in any namespace (autoscaling; or "
+       "--allow-autoscaled-zone-loss)"),
+    _a("list", "nodepools", "karpenter.sh", namespaced=False, why="Karpenter NodePools admitting the zone "
+       "(autoscaling; or --allow-autoscaled-zone-loss)"),
+)
 NODE_FILTER = (
     _a("create", "pods", why="the partition's helper pods (_filter; dry-run in preflight_partition)"),
     _a("delete", "pods", why="the helper pods at the heal (_remove_helpers)"),
@@ -111,9 +122,11 @@ BY_SCOPE: dict[str, tuple[Access, ...]] = {
 }
 
 
-def needed(scopes: Iterable[str], partition_method: str = "node-filter", load_in_cluster: bool = False) -> list[Access]:
+def needed(scopes: Iterable[str], partition_method: str = "node-filter", load_in_cluster: bool = False,
+           autoscalers: bool = True) -> list[Access]:
     """Every access the faults of ``scopes`` and their heals need, the reads every run makes first (and, with
-    ``load_in_cluster``, what the load workers' Job needs: :data:`LOAD_JOB`); each once. A scope with no entry
+    ``load_in_cluster``, what the load workers' Job needs: :data:`LOAD_JOB`; for a zone or region loss, with
+    ``autoscalers`` (not acknowledged as autoscaled), the autoscaler reads: :data:`AUTOSCALERS`); each once. A scope with no entry
     here (nor ``partition``) adds nothing: every registered scope must have one
     (tests/unit/test_kuberay_preflight.py checks :func:`chaos.scopes.names`)."""
     out: list[Access] = list(READS) + (list(LOAD_JOB) if load_in_cluster else [])
@@ -122,6 +135,8 @@ def needed(scopes: Iterable[str], partition_method: str = "node-filter", load_in
             out += EXEC + (NETWORK_POLICY if partition_method == "networkpolicy" else NODE_FILTER)
         else:
             out += BY_SCOPE.get(scope, ())
+            if scope in ("zone", "region") and autoscalers:
+                out += AUTOSCALERS
     seen, unique = set(), []
     for a in out:
         key = (a.verb, a.resource, a.group, a.subresource, a.namespaced)

@@ -62,7 +62,8 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_access, kube_exec, kube_load as kl, kube_partition as kp, kube_zone as kz
+from chaos.backends import kube_access, kube_autoscale as ka, kube_exec, kube_load as kl, kube_partition as kp
+from chaos.backends import kube_zone as kz
 from chaos.errors import ClusterError, SetupError, UsageError, parse_bool
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -108,10 +109,9 @@ KUBERAY_POLL_S = 1.0
 # v1.7.0: workerGroupSpecs[].maxReplicas default 2147483647)
 UNSET_MAX_REPLICAS = 2147483647
 KARPENTER_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")  # on the nodes Karpenter made
-# the status ConfigMap Kubernetes' cluster-autoscaler writes (cluster-autoscaler/clusterstate/utils/status.go
-# StatusConfigMapName; --write-status-configmap, on by default) in its namespace, kube-system on GKE and
-# in the usual installs
-AUTOSCALER_STATUS = ("kube-system", "cluster-autoscaler-status")
+# cluster-autoscaler's status ConfigMap (its --status-config-map-name default; looked for in every namespace)
+# and Karpenter's NodePools: chaos.backends.kube_autoscale
+AUTOSCALER_STATUS = ka.STATUS_NAME
 
 
 def _labels(obj: dict) -> dict[str, str]:
@@ -779,7 +779,7 @@ class KubeRayBackend:
             raise SetupError(f"the cluster still has {len(left)} object(s) of an earlier run of the rig: {shown}"
                              f"{' ...' if len(left) > 5 else ''}; run `availproof recover --backend kuberay` first")
         if scopes & {"zone", "region"}:
-            self.refuse_autoscaled_zone_loss()
+            self.refuse_autoscaled_zone_loss(self._planned_lost_zones(scope, planned))
         if any(f.get("scope") == "upgrade" and (f.get("arguments") or {}).get("variant") == "cluster" for f in planned):
             self.preflight_upgrade("cluster")
         if "partition" in scopes:
@@ -789,12 +789,28 @@ class KubeRayBackend:
         if self.load_job is not None:
             self.preflight_load()
 
+    def _planned_lost_zones(self, scope: str, planned: list[dict]) -> list[str] | None:
+        """The zones the planned zone and region losses name (None: one names none, so every zone)."""
+        zones: set[str] = set()
+        losses = [f for f in planned if f.get("scope") in ("zone", "region")]
+        if not losses:
+            return None
+        for f in losses:
+            a = f.get("arguments") or {}
+            named = [a["zone"]] if f["scope"] == "zone" and a.get("zone") else (
+                self.zones_in_region(a["region"]) if f["scope"] == "region" and a.get("region") else None)
+            if not named:
+                return None
+            zones |= set(named)
+        return sorted(zones)
+
     def preflight_access(self, scopes) -> list[str]:
         """One SelfSubjectAccessReview per verb and resource the faults of ``scopes`` and their heals call
         (:func:`chaos.backends.kube_access.needed`, with this backend's partition method); any denial
         raises one line naming each missing access. Returns what was reviewed (as ``kubectl auth can-i``
         words it)."""
-        wanted = kube_access.needed(scopes, self.partition_method, load_in_cluster=self.load_job is not None)
+        wanted = kube_access.needed(scopes, self.partition_method, load_in_cluster=self.load_job is not None,
+                                    autoscalers=not self.allow_autoscaled_zone_loss)
         try:
             missing = kube_access.denied(self.authz, self.namespace, wanted)
         except Exception as e:  # noqa: BLE001 - ApiException: the review itself failed
@@ -889,10 +905,13 @@ class KubeRayBackend:
     def autoscaling(self, zones: list[str] | None = None) -> list[str]:
         """What may add nodes or Ray pods in ``zones`` (all when None) by itself, each sign in a few words:
         Ray's in-tree autoscaling on this RayCluster or its RayService's ``rayClusterConfig``
-        (:func:`autoscaling_signs`), nodes of those zones made by Karpenter (:data:`KARPENTER_LABELS`), a
-        cluster-autoscaler's status ConfigMap (:data:`AUTOSCALER_STATUS`; not readable: not counted).
-        Read-only. A node autoscaler is not otherwise visible through the Kubernetes API: none found is
-        not proof that none runs."""
+        (:func:`autoscaling_signs`), nodes of those zones made by Karpenter (:data:`KARPENTER_LABELS`), and
+        (:mod:`chaos.backends.kube_autoscale`) a cluster-autoscaler's status ConfigMap in any namespace, a
+        cluster-autoscaler's pod in any namespace, a Karpenter NodePool that admits one of the zones (with no
+        node there yet too). A read refused or failed is a sign too ("unknown": an autoscaler there would
+        not be seen). Read-only: one list of configmaps (by name), of pods and of NodePools, cluster-wide.
+        A node autoscaler running off the cluster that writes no status ConfigMap is not visible through the
+        Kubernetes API: none found is not proof that none runs."""
         signs: list[str] = []
         specs = [(f"RayCluster {self.cluster}", (self._raycluster() or {}).get("spec"))]
         if self.service:
@@ -910,14 +929,38 @@ class KubeRayBackend:
                            and any(k in _labels(n) for k in KARPENTER_LABELS))
         if karpenter:
             signs.append(f"Karpenter nodes in the zone(s): {', '.join(karpenter[:3])}{' ...' if len(karpenter) > 3 else ''}")
-        ns, name = AUTOSCALER_STATUS
+        return signs + self._node_autoscaler_signs(zones)
+
+    def _node_autoscaler_signs(self, zones: list[str] | None) -> list[str]:
+        """The cluster-wide reads of :mod:`chaos.backends.kube_autoscale`; each refused or failed one: unknown."""
+        signs: list[str] = []
         try:
-            self.core.read_namespaced_config_map(name, ns)
-        except Exception as e:  # noqa: BLE001 - ApiException: absent (404) or not ours to read (403)
+            cms = self.core.list_config_map_for_all_namespaces(field_selector=f"metadata.name={ka.STATUS_NAME}")
+            signs += ka.status_configmap_signs([c.to_dict() for c in cms.items])
+        except Exception as e:  # noqa: BLE001 - ApiException: refused or failed, the answer is unknown
             if getattr(e, "status", None) is None:
                 raise
-        else:
-            signs.append(f"a cluster-autoscaler runs (ConfigMap {ns}/{name})")
+            signs.append(ka.unknown(f"ConfigMaps named {ka.STATUS_NAME} (list configmaps, all namespaces)", e))
+        try:
+            signs += ka.autoscaler_pod_signs([p.to_dict() for p in self.core.list_pod_for_all_namespaces().items])
+        except Exception as e:  # noqa: BLE001
+            if getattr(e, "status", None) is None:
+                raise
+            signs.append(ka.unknown("cluster-autoscaler's pods (list pods, all namespaces)", e))
+        group, versions, plural = ka.KARPENTER
+        for version in versions:
+            try:
+                pools = self.custom.list_cluster_custom_object(group, version, plural)
+            except Exception as e:  # noqa: BLE001
+                if _not_found(e):
+                    continue  # no such resource (this version of the CRD, or no Karpenter)
+                if getattr(e, "status", None) is None:
+                    raise
+                signs.append(ka.unknown(f"Karpenter NodePools (list {plural}.{group}/{version})", e))
+                break
+            signs += ka.nodepool_signs((pools or {}).get("items") or [], zones,
+                                       kz.cluster_templates(self._raycluster()))
+            break
         return signs
 
     def refuse_autoscaled_zone_loss(self, zones: list[str] | None = None) -> None:

@@ -235,6 +235,11 @@ class FakeServer:
         self.netpols: dict[str, dict] = {}
         self.pdbs: dict[str, dict] = {}  # PodDisruptionBudgets, name -> object
         self.configmaps: dict[tuple[str, str], dict] = {}  # (namespace, name) -> object, any namespace
+        self.other_pods: dict[tuple[str, str], dict] = {}  # pods of other namespaces (namespace, name) -> object
+        # Karpenter's NodePools (karpenter.sh, cluster-scoped), by the API versions served; None: no CRD (404)
+        self.nodepools: list[dict] | None = None
+        self.karpenter_versions = ("v1",)
+        self.forbidden: set[str] = set()  # paths whose GET RBAC denies (403): what the caller may not read
         # SelfSubjectAccessReviews: (verb, resource, group, subresource) the caller may not do (any namespace)
         self.denied_access: set[tuple[str, str, str, str]] = set()
         self.kuberay = KubeRay(self)
@@ -267,6 +272,25 @@ class FakeServer:
 
     def route(self, method, path, query, body):
         ns = re.escape(self.ns)
+        if method == "GET" and path in self.forbidden:
+            resource = path.rstrip("/").rsplit("/", 1)[-1]
+            return 403, _status(403, f'{resource} is forbidden: User "tester" cannot list resource "{resource}" at '
+                                     f'the cluster scope')
+        if path == "/api/v1/configmaps" and method == "GET":  # every namespace; fieldSelector metadata.name=
+            name = (query.get("fieldSelector") or "").removeprefix("metadata.name=") or None
+            items = [{**cm, "metadata": {**(cm.get("metadata") or {}), "name": n, "namespace": nsp}}
+                     for (nsp, n), cm in sorted(self.configmaps.items()) if name in (None, n)]
+            return 200, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": items}
+        if path == "/api/v1/pods" and method == "GET":  # every namespace
+            items = [{**p, "metadata": {**p["metadata"], "namespace": self.ns}} for p in self.pods.values()]
+            items += [{**p, "metadata": {**p["metadata"], "namespace": nsp}} for (nsp, _), p in self.other_pods.items()]
+            return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+        m = re.fullmatch(r"/apis/karpenter\.sh/([^/]+)/nodepools", path)
+        if m and method == "GET":
+            if self.nodepools is None or m.group(1) not in self.karpenter_versions:
+                return 404, _status(404, "the server could not find the requested resource")
+            return 200, {"apiVersion": f"karpenter.sh/{m.group(1)}", "kind": "NodePoolList", "metadata": {},
+                         "items": self.nodepools}
         batch = self.batch.route(method, path, query, body)
         if batch is not None:
             return batch

@@ -70,6 +70,10 @@ def api_accesses(s, stream, namespace="availproof") -> set[tuple[str, str, str, 
         if m:
             out.add((verbs.get(method, "get" if m.group(1) else "list"), "nodes", "", "", False))
             continue
+        m = re.fullmatch(r"/apis?/(?:v1|([^/]+)/[^/]+)/([^/]+)", path)  # a cluster-wide collection
+        if m and m.group(2) != "namespaces":
+            out.add((verbs.get(method, "list"), m.group(2), m.group(1) or "", "", False))
+            continue
         m = re.fullmatch(r"/apis?/(?:v1|([^/]+)/v1)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?(?:/([^/]+))?", path)
         assert m, path
         group, ns, resource, name, sub = m.groups()
@@ -261,7 +265,96 @@ def test_what_counts_as_autoscaling():
     assert b.autoscaling(["zone-b"]) == [] and b.autoscaling(["zone-a"]) == ["Karpenter nodes in the zone(s): k-a2"]
     s.configmaps[("kube-system", "cluster-autoscaler-status")] = {"apiVersion": "v1", "kind": "ConfigMap",
                                                                   "metadata": {"name": "cluster-autoscaler-status"}}
-    assert b.autoscaling(["zone-b"]) == ["a cluster-autoscaler runs (ConfigMap kube-system/cluster-autoscaler-status)"]
+    assert b.autoscaling(["zone-b"]) == ["a cluster-autoscaler's status ConfigMap kube-system/cluster-autoscaler-status"]
+
+
+def _nodepool(name, requirements=(), taints=()):
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+            "spec": {"template": {"spec": {"requirements": list(requirements), "taints": list(taints),
+                                           "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                            "name": "default"}}}}}
+
+
+def test_an_autoscaler_status_that_cannot_be_read_is_unknown_and_refused_unless_acknowledged():
+    """Before: a 403 on kube-system/cluster-autoscaler-status was swallowed (no sign, the loss allowed)."""
+    s, b, _ = cluster()
+    assert b.autoscaling(["zone-a"]) == []
+    s.forbidden.add("/api/v1/configmaps")  # RBAC: the cluster-wide list of ConfigMaps denied
+    signs = b.autoscaling(["zone-a"])
+    assert signs == ["unknown: ConfigMaps named cluster-autoscaler-status (list configmaps, all namespaces) could "
+                     "not be read (HTTP 403), so an autoscaler there would not be seen"]
+    s.denied_access = set()
+    b.allow_autoscaled_zone_loss = False
+    with pytest.raises(SetupError) as e:
+        b.refuse_autoscaled_zone_loss(["zone-a"])
+    assert "unknown: ConfigMaps named cluster-autoscaler-status" in one_line(e) and "--allow-autoscaled-zone-loss" in one_line(e)
+    s.forbidden = {"/api/v1/pods"}
+    assert b.autoscaling(["zone-a"])[0].startswith("unknown: cluster-autoscaler's pods (list pods, all namespaces)")
+    s.forbidden = {"/apis/karpenter.sh/v1/nodepools"}
+    s.nodepools = []
+    assert b.autoscaling(["zone-a"])[0].startswith("unknown: Karpenter NodePools (list nodepools.karpenter.sh/v1)")
+    b.allow_autoscaled_zone_loss = True
+    b.refuse_autoscaled_zone_loss(["zone-a"])  # acknowledged: not refused
+
+
+def test_cluster_autoscaler_is_found_wherever_it_lives():
+    s, b, _ = cluster()
+    # a Helm install in its own namespace: the status ConfigMap there, under the default name
+    s.configmaps[("autoscaling", "cluster-autoscaler-status")] = {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                  "metadata": {"name": "cluster-autoscaler-status"}}
+    s.configmaps[("autoscaling", "unrelated")] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated"}}
+    assert b.autoscaling(["zone-a"]) == ["a cluster-autoscaler's status ConfigMap autoscaling/cluster-autoscaler-status"]
+    # one whose status ConfigMap is named otherwise: its pod, by its image
+    s.configmaps.clear()
+    s.other_pods[("infra", "ca-aws-cluster-autoscaler-7d9f")] = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ca-aws-cluster-autoscaler-7d9f", "labels": {}},
+        "spec": {"containers": [{"name": "aws-cluster-autoscaler",
+                                 "image": "registry.k8s.io/autoscaling/cluster-autoscaler:v1.32.0",
+                                 "command": ["./cluster-autoscaler", "--cloud-provider=aws",
+                                             "--status-config-map-name=ca-status"]}]},
+        "status": {"phase": "Running"}}
+    assert b.autoscaling(["zone-a"]) == ["a cluster-autoscaler pod infra/ca-aws-cluster-autoscaler-7d9f "
+                                         "(status ConfigMap ca-status)"]
+    reads = {p.split("?")[0] for m, p, _ in s.calls if m == "GET"}
+    assert {"/api/v1/configmaps", "/api/v1/pods", "/apis/karpenter.sh/v1/nodepools"} <= reads
+    assert any(p == "/api/v1/configmaps?fieldSelector=metadata.name%3Dcluster-autoscaler-status"
+               for m, p, _ in s.calls)
+
+
+def test_karpenter_nodepools_that_admit_the_zone_count_with_no_node_there_yet():
+    s, b, _ = cluster()
+    s.nodepools = [_nodepool("elsewhere", [{"key": kb.ZONE_LABEL, "operator": "In", "values": ["zone-c"]}]),
+                   _nodepool("not-a", [{"key": kb.ZONE_LABEL, "operator": "NotIn", "values": ["zone-a"]}]),
+                   _nodepool("tainted", taints=[{"key": "team", "value": "ml", "effect": "NoSchedule"}])]
+    assert b.autoscaling(["zone-a"]) == []  # none admits zone-a for our pods (the taint is not tolerated)
+    assert b.autoscaling(["zone-c"]) == ["Karpenter NodePool elsewhere admits zone-c",
+                                         "Karpenter NodePool not-a admits zone-c"]
+    s.nodepools.append(_nodepool("gpu", [{"key": kb.ZONE_LABEL, "operator": "In", "values": ["zone-a", "zone-b"]},
+                                         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]))
+    s.nodepools.append(_nodepool("anywhere", [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]))
+    assert b.autoscaling(["zone-a"]) == ["Karpenter NodePool gpu admits zone-a", "Karpenter NodePool anywhere admits zone-a"]
+    assert not any("karpenter" in (n["metadata"].get("labels") or {}) for n in s.nodes.values())  # no node yet
+    with pytest.raises(SetupError, match="Karpenter NodePool gpu admits zone-a"):
+        b.prepare("run1", "zone", [{"scope": "zone", "arguments": {"zone": "zone-a"}}])
+    # Karpenter before v1 serves karpenter.sh/v1beta1 only; no Karpenter at all: no CRD, nothing found
+    s.karpenter_versions = ("v1beta1",)
+    assert "Karpenter NodePool gpu admits zone-a" in b.autoscaling(["zone-a"])
+    s.nodepools = None
+    assert b.autoscaling(["zone-a"]) == []
+
+
+def test_the_autoscaler_reads_are_reviewed_unless_the_loss_is_acknowledged():
+    s, b, _ = cluster()
+    s.denied_access = {("list", "nodepools", "karpenter.sh", "")}
+    with pytest.raises(SetupError) as e:
+        b.prepare("run1", "zone")
+    assert "may not list nodepools.karpenter.sh (cluster-wide) [Karpenter NodePools admitting the zone" in one_line(e)
+    assert "--allow-autoscaled-zone-loss" in one_line(e)
+    b.allow_autoscaled_zone_loss = True
+    b.prepare("run1", "zone")  # acknowledged: neither reviewed nor read
+    assert ("list", "nodepools", "karpenter.sh", "", False) not in {
+        (a.verb, a.resource, a.group, a.subresource, a.namespaced)
+        for a in kube_access.needed({"zone"}, autoscalers=False)}
 
 
 def test_the_acknowledgement_comes_from_the_flag_or_the_experiment():
