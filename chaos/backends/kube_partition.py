@@ -30,7 +30,8 @@ it, from a Ray pod inside the zone to a Ray pod outside (an echo server there); 
 (:func:`probe_check_script`) says whether that connection still carries bytes (an echo within
 the last second) and whether a new connection is accepted. Never from a hostNetwork helper,
 whose own traffic does not cross the forward hook. The probe's processes end by themselves at
-the same deadline as the helpers.
+the same deadline as the helpers. Only silence is a cut (:func:`probe_verdict`): an RST or a FIN
+that arrives, on the open connection or as a new one's refusal, came across the path.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ while True:
 """
 
 PROBE_CLIENT = """
-import os, socket, sys, time
+import errno, os, socket, sys, time
 host, port, path, life = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 end = time.time() + life
 def put(state, last):
@@ -210,30 +211,40 @@ while time.time() < end:
         last = time.time()
     except socket.timeout:
         pass
-    except OSError:
-        put("broken", last)
+    except (ConnectionResetError, BrokenPipeError, ConnectionRefusedError):
+        put("reset", last)
+        break
+    except OSError as e:
+        put("timedout" if e.errno == errno.ETIMEDOUT else "error-" + (errno.errorcode.get(e.errno) or "OSError"), last)
         break
     put("open", last)
     time.sleep(0.2)
 """
 
 PROBE_CHECK = """
-import os, socket, sys, time
+import errno, os, socket, sys, time
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 now = time.time()
 try:
     state, pid, last = open(path).read().split()
-    os.kill(int(pid), 0)
+except (OSError, ValueError):
+    state, pid, last = "missing", "0", "0"
+try:
+    os.kill(int(pid), 0) if int(pid) > 0 else int("x")
     alive = "alive"
 except (OSError, ValueError):
-    state, last, alive = "missing", "0", "dead"
+    alive = "dead"  # its last state stays: a client that ended on a reset says so
 try:
     socket.create_connection((host, port), timeout=1).close()
     new = "accepted"
 except socket.timeout:
     new = "timeout"
-except OSError:
+except ConnectionRefusedError:
     new = "refused"
+except ConnectionResetError:
+    new = "reset"
+except OSError as e:
+    new = "timeout" if e.errno == errno.ETIMEDOUT else "error-" + (errno.errorcode.get(e.errno) or "OSError")
 print(state, alive, "%.3f" % (now - float(last)), new)
 """
 
@@ -274,7 +285,13 @@ def probe_stop_script(pid: str) -> str:
 
 
 def probe_verdict(line: str) -> tuple[tuple[bool, str], tuple[bool, str]]:
-    """((established cut, seen), (new refused, seen)) from :func:`probe_check_script`'s output."""
+    """((established cut, seen), (new cut, seen)) from :func:`probe_check_script`'s output.
+
+    Only silence is a cut: a drop delivers nothing back, neither data nor a FIN nor an RST. An RST (the
+    open connection reset, a new one refused) or a FIN that arrives came across the path, so the path
+    still carries packets: not a cut, whatever it does to the connection (a policy that rejects is not a
+    partition). The open connection is cut when it echoed nothing for :data:`PROBE_STALE_S` or the kernel
+    gave up on it after its retransmissions (``ETIMEDOUT``); a new connection when it timed out."""
     words = line.split()
     if len(words) != 4:
         return (False, f"unreadable probe output {line.strip()[:80]!r}"), (False, "unknown")
@@ -283,10 +300,20 @@ def probe_verdict(line: str) -> tuple[tuple[bool, str], tuple[bool, str]]:
         age_s = float(age)
     except ValueError:
         age_s = 0.0
-    if state == "broken":
-        est = (True, "the connection broke (an error on it)")
+    if state == "timedout":
+        est = (True, "the connection timed out (its retransmissions got no answer)")
+    elif state == "reset":
+        est = (False, "the connection was reset: the far end's RST got through, the path carries")
+    elif state == "closed":
+        est = (False, "the connection was closed: the far end's FIN got through, the path carries")
     elif state == "open" and alive == "alive":
         est = (age_s >= PROBE_STALE_S, f"last echo {age_s:.1f} s ago")
     else:
         est = (False, f"the probe connection is {state} ({'client ' + alive})")
-    return est, (new in ("timeout", "refused"), f"a new connection was {new}")
+    if new == "timeout":
+        fresh = (True, "a new connection timed out (no answer)")
+    elif new in ("refused", "reset"):
+        fresh = (False, f"a new connection was {new}: an RST came back across the path, which carries")
+    else:
+        fresh = (False, f"a new connection was {new}")
+    return est, fresh

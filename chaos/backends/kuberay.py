@@ -1004,25 +1004,61 @@ class KubeRayBackend:
         return {"upgrade_strategy": strategy, "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY}
 
     def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
-        """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kube_partition`), with a TCP
-        connection across the cut opened just before it (the effect's proof). ``deadline_s``: how long
-        the helper pods and the probe live at most (default ``helper_deadline_s``)."""
+        """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kube_partition`): the set-up
+        (:meth:`partition_armer`), then the cut itself. ``deadline_s``: how long the helper pods and the
+        probe live at most (default ``helper_deadline_s``)."""
+        self.partition_armer(zone, deadline_s)()
+
+    def partition_armer(self, zone: str, deadline_s: float | None = None):
+        """Everything a partition of ``zone`` needs but the cut, done now, as :meth:`replica_killer` arms a
+        kill: the probe connection opened across the future cut (echoing), and per method what makes the
+        cut one step: ``node-filter``, the helper pod on each node of the zone's Ray pods created and
+        Running (its image pulled); ``networkpolicy``, the zone's pods labelled (a label selects, it cuts
+        nothing). Returns the cut: a callable that only applies the nft table through each helper (or creates
+        the NetworkPolicy), so that the fault's inject mark, taken just before it, is the cut's instant and
+        the time to impact counts from it. It returns ``{"cut_at_ns", "armed_s"}``. A set-up or a cut that
+        fails removes what it made (helpers, labels, the probe) and raises."""
+        t0 = time.monotonic()
         pods = self._cut_pods(zone)
         ips = _pod_ips(pods)
         if len(ips) != len(pods):
             raise ClusterError(f"partition of {zone}: {len(pods) - len(ips)} of its Ray pods have no IP yet")
         life = float(deadline_s or self.helper_deadline_s)
         probe = self._open_probe(zone, pods, life)
-        self.cuts[zone] = {"method": self.partition_method, "ips": ips, "probe": probe}
+        self.cuts[zone] = {"method": self.partition_method, "ips": ips, "probe": probe, "cut_at_ns": None}
+        helpers: list[str] = []
         try:
             if self.partition_method == "networkpolicy":
-                self._isolate(zone, pods)
+                self._label_members(zone, pods)
             else:
-                self._filter(zone, pods, ips, life)
+                helpers = self._start_helpers(zone, pods, life)
         except BaseException:
             with contextlib.suppress(Exception):  # the cause is raised
                 self._close_probe(zone)
             raise
+        armed_s = round(time.monotonic() - t0, 3)
+
+        def cut() -> dict:
+            try:
+                if self.partition_method == "networkpolicy":
+                    self.net.create_namespaced_network_policy(self.namespace,
+                                                              kp.partition_policy(zone, self.cluster, self.run_id))
+                else:
+                    for helper in helpers:
+                        self.exec(helper, kp.apply_script(ips), container="nft")
+            except BaseException:
+                with contextlib.suppress(Exception):  # never leave half a partition behind; the cause is raised
+                    if self.partition_method == "networkpolicy":
+                        self._unlabel(pods)
+                    else:
+                        self._remove_helpers(helpers)
+                with contextlib.suppress(Exception):
+                    self._close_probe(zone)
+                raise
+            self.cuts[zone]["cut_at_ns"] = time.time_ns()
+            return {"cut_at_ns": self.cuts[zone]["cut_at_ns"], "armed_s": armed_s}
+
+        return cut
 
     def _open_probe(self, zone: str, pods: list[dict], life: float) -> dict:
         """A TCP connection from a Ray pod inside the zone to one outside (the head unless it is in the
@@ -1059,14 +1095,13 @@ class KubeRayBackend:
             with contextlib.suppress(kube_exec.ExecError):  # a pod gone took the probe's process with it
                 self.exec(pod, kp.probe_stop_script(probe["id"]))
 
-    def _isolate(self, zone: str, pods: list[dict]) -> None:
-        """The networkpolicy variant: label exactly the zone's pods, then the policy selecting them."""
+    def _label_members(self, zone: str, pods: list[dict]) -> None:
+        """The networkpolicy variant's set-up: label exactly the zone's pods (the policy will select them)."""
         labelled = []
         try:
             for p in pods:
                 self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {"labels": {kp.MEMBER_LABEL: zone}}})
                 labelled.append(p)
-            self.net.create_namespaced_network_policy(self.namespace, kp.partition_policy(zone, self.cluster, self.run_id))
         except BaseException:
             with contextlib.suppress(Exception):
                 self._unlabel(labelled)
@@ -1080,7 +1115,9 @@ class KubeRayBackend:
                 if not _not_found(e):
                     raise
 
-    def _filter(self, zone: str, pods: list[dict], ips: list[str], life: float) -> None:
+    def _start_helpers(self, zone: str, pods: list[dict], life: float) -> list[str]:
+        """The node-filter variant's set-up: a helper pod on each node of the zone's pods, each Running (its
+        image pulled) before this returns; no rule applied yet. Any failure deletes the ones made."""
         created = []
         try:
             for node in sorted({_node_of(p) for p in pods}):
@@ -1089,12 +1126,11 @@ class KubeRayBackend:
                 created.append(kp.helper_name(node))
             for helper in created:
                 self._wait(lambda h=helper: self._running(h), 120, f"partition helper {helper} to run")
-            for helper in created:
-                self.exec(helper, kp.apply_script(ips), container="nft")
         except BaseException:
             with contextlib.suppress(Exception):  # never leave half a partition behind; the cause is raised
                 self._remove_helpers(created)
             raise
+        return created
 
     def _running(self, pod: str) -> bool:
         return any(_name(p) == pod and (p.get("status") or {}).get("phase") == "Running" for p in self._pods())
@@ -1992,7 +2028,7 @@ class KubeRayBackend:
             else:
                 (est, est_seen), (new, new_seen) = kp.probe_verdict(line)
                 out.append(check(f"the connection {where} opened before the cut carries no more bytes", est, est_seen))
-                out.append(check(f"a new connection {where} is refused or times out", new, new_seen))
+                out.append(check(f"a new connection {where} times out (only silence is a cut)", new, new_seen))
         if cut["method"] == "node-filter":
             helpers = self._helpers(zone, self.run_id)
             if not helpers:

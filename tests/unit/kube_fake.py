@@ -74,6 +74,7 @@ import json
 import re
 import shlex
 import threading
+import time
 from urllib.parse import parse_qs, urlparse
 
 from kubernetes import client
@@ -240,6 +241,11 @@ class FakeServer:
         self.nodepools: list[dict] | None = None
         self.karpenter_versions = ("v1",)
         self.forbidden: set[str] = set()  # paths whose GET RBAC denies (403): what the caller may not read
+        # the kubelet pulling an image before a pod bound to its node runs: image -> seconds (on ``clock``);
+        # such a pod is Pending (ContainerCreating) until then
+        self.pull_s: dict[str, float] = {}
+        self.clock = time.monotonic
+        self._pulling: dict[str, float] = {}  # pod -> when its image is pulled and its container runs
         # SelfSubjectAccessReviews: (verb, resource, group, subresource) the caller may not do (any namespace)
         self.denied_access: set[tuple[str, str, str, str]] = set()
         self.kuberay = KubeRay(self)
@@ -263,6 +269,7 @@ class FakeServer:
                 self.content_types.append((method, u.path, (headers or {}).get("Content-Type")))
             self._content_type = (headers or {}).get("Content-Type")
             self.batch.sync()  # the Job controller, the garbage collector and the load pods' kubelet meanwhile
+            self._pulled()
             status, out = self.route(method, u.path, query, body)
         if isinstance(out, LogStream):  # a followed log: the body streams, unread (_preload_content=False)
             return rest.RESTResponse(out)
@@ -464,6 +471,14 @@ class FakeServer:
             return 200, store[name]
         raise AssertionError(f"{method} {kind}/{name}")
 
+    def _pulled(self) -> None:
+        """Pods whose image pull is over run now (the kubelet's next sync after the pull)."""
+        for name, at in list(self._pulling.items()):
+            if self.clock() >= at:
+                self._pulling.pop(name)
+                if name in self.pods:
+                    self.pods[name]["status"]["phase"] = "Running"
+
     def created(self, kind: str, obj: dict) -> dict:
         """What the cluster makes of a created object: a uid and a resourceVersion; a pod is
         scheduled where asked and runs."""
@@ -471,6 +486,10 @@ class FakeServer:
         obj.setdefault("metadata", {}).update({"uid": f"uid-{obj['metadata']['name']}-{n}", "resourceVersion": "1"})
         if kind == "Pod":
             obj["status"] = {"phase": "Running" if obj["spec"].get("nodeName") else "Pending"}
+            pull = max([self.pull_s.get(c.get("image"), 0.0) for c in obj["spec"].get("containers") or []] or [0.0])
+            if obj["spec"].get("nodeName") and pull > 0:
+                obj["status"]["phase"] = "Pending"
+                self._pulling[obj["metadata"]["name"]] = self.clock() + pull
         return obj
 
     # the client objects, as the backend builds them

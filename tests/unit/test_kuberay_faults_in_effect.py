@@ -4,6 +4,7 @@ is proven, a crashed run's leftovers are found, and each fault's effect is looke
 its kubelet (tests/unit/kube_fake.py: pod termination as the kubelet does it, the processes in the
 containers, Pod Security admission, the network between pod IPs)."""
 
+import contextlib
 import json
 import threading
 
@@ -351,6 +352,114 @@ def test_helpers_end_by_their_deadline_and_take_their_table_with_them():
     assert s.kubelet.tables == {}
     assert b.partition_method == "node-filter" and kb.KubeRayBackend(
         "n", "c", "x", core=b.core, networking=b.net, custom=b.custom).helper_deadline_s == kp.DEFAULT_DEADLINE_S
+
+
+def _partition_with_the_hook(backend, marker, zone, duration_s=None):
+    """faults.partition_zone with the hook this backend needs (chaos/faults.py, not this backend's to edit):
+    the set-up armed before the inject mark, the mark taken just before the cut."""
+    cut = backend.partition_armer(zone, deadline_s=duration_s + 300 if duration_s else None)
+    with marker.inject("partition", zone, [zone]) as f:
+        f.update(cut())
+        f["cut"] = True
+        faults.prove(backend, marker, f)
+    return f
+
+
+@pytest.mark.parametrize("method", ["node-filter", "networkpolicy"])
+def test_the_partitions_mark_is_the_cut_its_helpers_and_probe_set_up_before_it(method, monkeypatch):
+    """A helper image that takes 30 s to pull: the helpers Running and the probe open before the mark; the cut
+    (the nft table, or the policy) is the only thing done after it, so the time to impact counts from the cut."""
+    s, b, stream = cluster(partition_method=method)
+    s.kubelet.cni_cuts_established = True
+    clock = [1000.0]
+    monkeypatch.setattr(kb.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(kb.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    s.clock = lambda: clock[0]
+    s.pull_s = {kp.HELPER_IMAGE: 30.0}
+    applied = []  # (what, instant) of each step of the cut, on the fake clock
+    nft, create_policy = s.kubelet._nft, s.crud
+    monkeypatch.setattr(s.kubelet, "_nft", lambda pod, script: (applied.append(("nft", clock[0])), nft(pod, script))[1])
+    monkeypatch.setattr(s, "crud", lambda m, name, store, kind, q, body: (
+        applied.append(("policy", clock[0])) if (m, kind) == ("POST", "NetworkPolicy") and q.get("dryRun") is None
+        else None, create_policy(m, name, store, kind, q, body))[1])
+    marker = faults.Marker()
+    f = _partition_with_the_hook(b, marker, "zone-a")
+    mark_at = clock[0] - marker.since_inject(f)  # the inject mark's instant, on the fake clock
+    steps = [t for what, t in applied if what in ("nft", "policy")]
+    assert steps and min(steps) == mark_at  # the cut is the mark: nothing between them
+    if method == "node-filter":
+        assert mark_at - 1000.0 >= 30.0  # the pull was waited for before the mark, not after
+        helpers = [p for p in s.pods.values() if p["metadata"]["labels"].get(kp.FAULT_LABEL) == "partition-helper"]
+        assert helpers and all(p["status"]["phase"] == "Running" for p in helpers)
+    assert f["effect"]["verified"] and f["effect"]["time_to_effect_s"] == 0.0  # counted from the cut
+    assert f["cut_at_ns"] and f["armed_s"] >= (30.0 if method == "node-filter" else 0.0)
+    # before the cut, nothing was cut: the probe was opened and echoing while the helpers pulled
+    assert [c for c in stream.calls if ": availproof-probe client" in c[2]]
+    b.heal_zone("zone-a")
+
+
+def test_an_armed_partition_whose_cut_fails_leaves_nothing_behind():
+    def handler(pod, c, script):
+        if c == "nft" and "nft -f" in script:
+            return "", "Error: Could not process rule: Operation not permitted", 1
+        return s.kubelet.exec(pod, c, script)
+
+    s, b, stream = cluster(handler=lambda pod, c, script: handler(pod, c, script))
+    cut = b.partition_armer("zone-a")
+    assert len([p for p in s.pods if p.startswith("availproof-partition-")]) == 2  # armed: helpers Running
+    with pytest.raises(kube_exec.ExecError):
+        cut()
+    assert not [p for p in s.pods if p.startswith("availproof-partition-")] and s.kubelet.tables == {}
+    assert b.cuts["zone-a"]["probe"] is None  # the probe closed
+
+
+@pytest.mark.parametrize("line,est,new", [
+    ("open alive 2.500 timeout", True, True),  # silence both ways: cut
+    ("timedout alive 9.000 timeout", True, True),  # the kernel gave up on its retransmissions: silence
+    ("reset alive 0.300 refused", False, False),  # an RST each way got through: the path carries
+    ("closed alive 0.300 timeout", False, True),  # a FIN got through
+    ("open alive 2.500 refused", True, False),  # a refusal is an answer
+    ("open alive 0.200 accepted", False, False),
+])
+def test_only_silence_is_a_cut(line, est, new):
+    (e, _), (n, seen) = kp.probe_verdict(line)
+    assert (e, n) == (est, new), line
+
+
+def test_the_probe_scripts_tell_a_reset_and_a_refusal_from_silence(tmp_path):
+    """PROBE_CLIENT and PROBE_CHECK in a real Python over loopback: a far end that resets the connection,
+    and a port nobody listens on, are answers (reset, refused), not a cut."""
+    import os
+    import socket
+    import struct
+    import subprocess
+    import sys
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    path = str(tmp_path / "probe")
+    client = subprocess.Popen([sys.executable, "-c", kp.PROBE_CLIENT, "127.0.0.1", str(port), path, "20"])
+    try:
+        conn, _ = srv.accept()
+        conn.recv(16)
+        conn.sendall(b"x")  # one echo: open
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # an RST
+        assert client.wait(timeout=10) == 0
+        state = open(path).read().split()[0]
+        assert state == "reset", state
+        srv.close()  # nobody listens any more: a new connection is refused
+        out = subprocess.run([sys.executable, "-c", kp.PROBE_CHECK, "127.0.0.1", str(port), path],
+                             capture_output=True, text=True, timeout=20).stdout.split()
+        assert out[0] == "reset" and out[3] == "refused", out
+        (est, _), (new, _) = kp.probe_verdict(" ".join(out))
+        assert not est and not new
+    finally:
+        client.kill()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def test_a_networkpolicy_the_plugin_applies_only_to_new_connections_is_not_in_effect():
