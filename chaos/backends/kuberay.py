@@ -26,11 +26,14 @@ checks the exit status, and only then deletes the pod (grace 0) for KubeRay or t
 replace. What the kubelet's SIGTERM reaches afterwards is only what is left of the dead container.
 
 Zone and region loss (KubeRay v1.7): a drain skips pods with emptyDir volumes, and every Ray
-pod has one (``/dev/shm``); so the nodes of the domain that host this RayCluster's pods (and any
-node of it labelled ``availproof.io/zone-loss-node=true``) are cordoned, annotated with the run id
-(so the heal uncordons only its own), counted against ``max_nodes`` (default: ``max_pods``), and
+pod has one (``/dev/shm``); so every node of the domain that one of this RayCluster's pod templates
+admits (where KubeRay's replacements could be scheduled), hosts its pods, or is labelled
+``availproof.io/zone-loss-node=true`` is cordoned (:mod:`chaos.backends.kube_zone`), annotated with the
+run id (so the heal uncordons only its own), counted against ``max_nodes`` (default: ``max_pods``), and
 its Ray pods crashed and force-deleted. KubeRay recreates them once they are gone, but their
-groups are pinned to the zone, so they stay Pending on the cordoned nodes until the heal.
+groups are pinned to the zone, so they stay Pending on the cordoned nodes until the heal; a watch
+proves it from the injection to the heal (a Ray pod Ready in the zone meanwhile: not in effect).
+Node autoscalers that would bring the zone back: :mod:`chaos.backends.kube_autoscale`.
 Partitions: :mod:`chaos.backends.kube_partition`. Commands in pods: :mod:`chaos.backends.kube_exec`.
 Leftovers of a run that crashed (helper pods, NetworkPolicies, labelled pods, cordoned nodes)
 are found by label and annotation: :meth:`KubeRayBackend.leftovers`, :meth:`KubeRayBackend.remove_leftovers`.
@@ -326,7 +329,7 @@ class KubeRayBackend:
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the
-    nodes of the domain it is told to break that host this RayCluster's pods (cordon, annotated
+    nodes of the domain it is told to break that this RayCluster's pods could run on (cordon, annotated
     with ``run_id`` so the heal uncordons only this run's). ``max_pods`` is the experiment's
     blast-radius limit in pods, ``max_nodes`` (default ``max_pods``) in nodes a zone or region loss
     may cordon; ``partition_method`` one of :data:`chaos.backends.kube_partition.METHODS`
