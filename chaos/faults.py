@@ -294,9 +294,17 @@ def partition_zone(backend, marker: Marker, zone: str, duration_s: float | None 
     """Cut a zone off the network, heal after ``duration_s``. Local: the links of the zone's
     network namespaces down. KubeRay: a NetworkPolicy or a node-level packet filter
     (``kubernetes.partition_method``)."""
+    # the cut's helpers (KubeRay) end by themselves a while after the partition should have
+    deadline = duration_s + 300 if duration_s else None
+    # a backend that must set the cut up first (KubeRay: helper pods Running, probes open) arms it before the
+    # mark, so the mark is the cut and time to impact counts from it (as the actor kill is armed before it)
+    armer = getattr(backend, "partition_armer", None)
+    cut = armer(zone, deadline_s=deadline) if armer is not None else None
     with marker.inject("partition", zone, [zone]) as f:
-        # the cut's helpers (KubeRay) end by themselves a while after the partition should have
-        backend.partition_zone(zone, deadline_s=duration_s + 300 if duration_s else None)
+        if cut is not None:
+            f.update(cut())
+        else:
+            backend.partition_zone(zone, deadline_s=deadline)
         f["cut"] = True
         prove(backend, marker, f)
     _outage(backend, marker, f, duration_s, lambda: backend.heal_zone(zone))

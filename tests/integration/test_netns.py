@@ -149,7 +149,7 @@ def test_a_partition_proves_itself_on_an_established_connection_and_a_cut_not_ap
         if applied:
             assert e["verified"] is True and e["time_to_effect_s"] < 5.0, e
             assert [c["ok"] for c in e["checks"]] == [True, True]
-            assert "no answer within" in e["checks"][0]["seen"] and "not accepted" in e["checks"][1]["seen"]
+            assert "no answer within" in e["checks"][0]["seen"] and "not answered" in e["checks"][1]["seen"]
         else:  # the mutation: nothing was cut, the connection still answers: not in effect, the run is an ERROR
             assert e["verified"] is False and e["time_to_effect_s"] is None, e
             assert e["checks"][0]["seen"].startswith("answered") and e["checks"][1]["seen"] == "accepted"

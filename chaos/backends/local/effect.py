@@ -145,11 +145,15 @@ class CutProbe:
         return True, f"answered ({data[:12]!r})"
 
     def _new_accepted(self) -> tuple[bool, str]:
+        """A new connection is answered (accepted, or refused or reset: an answer that crossed the path) or
+        not (silence, or no route: the cut)."""
         try:
             with socket.create_connection(self.address, timeout=self.timeout_s):
                 return True, "accepted"
+        except (ConnectionRefusedError, ConnectionResetError) as e:
+            return True, f"answered ({type(e).__name__}): the path carries"
         except OSError as e:
-            return False, f"not accepted ({type(e).__name__})"
+            return False, f"not answered ({type(e).__name__})"
 
     def checks(self) -> list[dict[str, Any]]:
         carries, seen = self._still_carries()
