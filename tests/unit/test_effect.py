@@ -91,6 +91,7 @@ class Server:
 
     def __init__(self):
         self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # a cut's silent listener may follow
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(8)
         self.port = self.listener.getsockname()[1]
@@ -110,7 +111,7 @@ class Server:
             if not self.cut.is_set():
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 
-    def apply_cut(self):
+    def stop_listening(self):
         self.cut.set()
         # shutdown first: a close alone leaves the kernel's socket listening while the accept thread
         # is blocked in it (new connections would still be accepted)
@@ -120,8 +121,18 @@ class Server:
             pass
         self.listener.close()
 
+    def apply_cut(self):
+        """Silence, as a cut path gives: nothing answered, and a new connection's SYN never answered (a
+        listener on the port that accepts nothing, its one-slot backlog already full)."""
+        self.stop_listening()
+        self.hole = socket.socket()
+        self.hole.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self.hole.bind(("127.0.0.1", self.port))
+        self.hole.listen(0)
+        self.filler = socket.create_connection(("127.0.0.1", self.port), timeout=1)  # the one slot, never accepted
 
-def test_the_cut_probe_needs_the_established_connection_silent_and_new_ones_refused():
+
+def test_the_cut_probe_needs_the_established_connection_silent_and_new_ones_unanswered():
     s = Server()
     probe = effect.CutProbe("127.0.0.1", s.port, timeout_s=2.0).open()  # 2 s: an answer on a loaded machine
     try:
@@ -131,7 +142,20 @@ def test_the_cut_probe_needs_the_established_connection_silent_and_new_ones_refu
         s.apply_cut()
         after = probe.checks()
         assert [c["ok"] for c in after] == [True, True], after
-        assert "no answer within" in after[0]["seen"]
+        assert "no answer within" in after[0]["seen"] and after[1]["seen"].startswith("not answered")
+    finally:
+        probe.close()
+
+
+def test_a_refused_connection_is_an_answer_across_the_path_not_a_cut():
+    """A server that stops listening refuses new connections: the refusal (an RST) crossed the path, so the
+    path carries: not a cut (issue 34: the probe counted it as one)."""
+    s = Server()
+    probe = effect.CutProbe("127.0.0.1", s.port, timeout_s=2.0).open()
+    try:
+        s.stop_listening()
+        after = probe.checks()
+        assert after[1]["ok"] is False and after[1]["seen"] == "answered (ConnectionRefusedError): the path carries"
     finally:
         probe.close()
 
