@@ -523,3 +523,60 @@ def test_claim_on_the_runs_of_this_suite(shared_cluster, test_root, tmp_path):
     assert lo <= claim["availability"]["mean"] <= hi <= 1 and claim["plan"]
     assert (runs / "claim.svg").read_text().count("<circle") == len([e for e in claim["scopes"].values()
                                                                      if e["expected_lost_s"]])
+
+
+def burst_trace(path: Path, long_output_from_s: float | None = None) -> Path:
+    """A production-like trace: 6 requests at one instant every second (a trace's granularity), each
+    beginning with one of three shared prefix blocks, short outputs; from ``long_output_from_s`` on,
+    400-token outputs."""
+    rows = []
+    for t in range(80):
+        for k in range(6):
+            long = long_output_from_s is not None and t >= long_output_from_s
+            rows.append({"timestamp": t * 1000, "input_length": 60 + 20 * k, "output_length": 400 if long else 12 + 4 * k,
+                         "hash_ids": [100 + (t + k) % 3, 1000 + 6 * t + k]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def trace_experiment(tmp_path: Path, trace: Path, timeout_s: float) -> Path:
+    doc = json.loads(suite.experiment_path("replica-kill").read_text())
+    ext = next(e for e in doc["extensions"] if e["name"] == "availproof")
+    ext["load"] = {"mode": "open", "trace": str(trace), "duration_s": 90, "warmup_s": 5, "timeout_s": timeout_s,
+                   "seed": 11}
+    path = tmp_path / f"replica-kill-trace-{timeout_s:g}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_trace_with_bursts_and_shared_prefixes_replays_as_it_is(shared_cluster, test_root, tmp_path):
+    """Issue 33: a trace with simultaneous arrivals and shared first prefix blocks, in the replica kill.
+    Its requests are prefix-sharing requests (no sessions), so the warm-up has a baseline and counts
+    them; the client's send lag is reported; and the same trace with 400-token outputs later on and a
+    5 s timeout is refused at the baseline gate, before the fault: nothing injected, the reason says
+    what would fit."""
+    out = test_root / "runs" / "replica-kill-trace"
+    path = trace_experiment(tmp_path, burst_trace(tmp_path / "bursts.jsonl"), timeout_s=10)
+    verdict, result = runner.run_experiment(path, out, app="stream", cluster_dir=shared_cluster.cluster_dir)
+    check_result(verdict, result, out, "replica")
+    summary = json.loads((out / "summary.json").read_text())
+    w = summary["faults"][0]["warmup"]
+    assert w["prefix_sharing"]["trace_rows"] > 0 and w["prefix_sharing"]["groups"] >= 3, w
+    from chaos import analysis
+
+    assert w["baseline_p95_ttft_s"] is not None and w["reason"] != analysis.NO_PREFIX_SHARING, w
+    lag = summary["arrivals"]["send_lag_ms"]
+    assert lag["requests"] > 0 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"], lag
+    assert summary["baseline_gate"]["steady"] is True and summary["baseline_gate"]["timeout"]["fits"] is True
+    assert_healthy_after(shared_cluster.cluster_dir)
+
+    refused = test_root / "runs-refused" / "replica-kill-trace-timeout"
+    path = trace_experiment(tmp_path, burst_trace(tmp_path / "long.jsonl", long_output_from_s=60), timeout_s=5)
+    verdict, result = runner.run_experiment(path, refused, app="stream", cluster_dir=shared_cluster.cluster_dir)
+    assert verdict == runner.ERROR, result.get("verdict_detail")
+    summary = json.loads((refused / "summary.json").read_text())
+    gate = summary["baseline_gate"]
+    assert gate["steady"] is False and gate["timeout"]["fits"] is False, gate
+    assert gate["timeout"]["longest_output_tokens"] == 400 and "load.timeout_s 5 s is too short" in gate["reason"]
+    assert summary["faults"] == [] and rec.read(refused / "records.ndjson").marks == []  # nothing injected
+    assert_healthy_after(shared_cluster.cluster_dir)
