@@ -1,0 +1,78 @@
+"""The Kubernetes backend: the fault interface (:class:`chaos.backends.base.Backend`) on KubeRay pods, a
+package of rooms (as :mod:`chaos.backends.local` is).
+
+It acts only in the one kube context and namespace it is given, selects targets by label
+(``ray.io/cluster``, ``ray.io/group``, ``ray.io/node-type``, the node's
+``topology.kubernetes.io/zone``) and refuses a selection that matches no pod or more pods
+than the experiment's blast-radius limit (``max_pods``), checked once per fault before
+anything is deleted. Selection is plain functions over pod and node dicts (what the
+``kubernetes`` client's ``to_dict()`` gives), tested without a cluster; the class is a thin
+adapter that calls the API with them.
+
+A kill is a crash: deleting a pod is not one. Even with ``gracePeriodSeconds=0`` (the object
+leaves the API at once) the kubelet still stops the containers through their grace: SIGTERM,
+then SIGKILL after the grace period (Kubernetes ``pkg/kubelet/pod_workers.go``
+``calculateEffectiveGracePeriod``: at least 1 s, or the pod's terminationGracePeriodSeconds on
+older kubelets; ``pkg/kubelet/kuberuntime/kuberuntime_container.go`` ``killContainer``: at least
+``minimumGracePeriodInSeconds`` = 2 s), and a SIGTERM is what ``ray start --block`` (and Redis)
+shut down cleanly on. So every kill of a node, zone, region, head (method ``node``), Redis or
+replica pod first SIGKILLs the processes inside each pod through exec (:data:`CRASH_SCRIPT`: ``kill
+-9 -1``, every process of the container's PID namespace but its PID 1 and the caller; KubeRay v1.7
+runs the Ray container as ``/bin/bash -c -- "ulimit ...; ray start ... --block"``
+(``ray-operator/controllers/ray/common/pod.go`` BuildPod, ``utils.GetContainerCommand``), so PID
+1 is that bash, or ``ray start`` itself where bash execs its last command: either way raylet,
+GCS, dashboard and workers die by SIGKILL, and ``ray start --block`` exits 1 as soon as it sees a
+subprocess die unexpectedly, without a graceful shutdown (``ray/scripts/scripts.py`` ``start``)),
+checks the exit status, and only then deletes the pod (grace 0) for KubeRay or the Deployment to
+replace. What the kubelet's SIGTERM reaches afterwards is only what is left of the dead container.
+
+Zone and region loss (KubeRay v1.7): a drain skips pods with emptyDir volumes, and every Ray
+pod has one (``/dev/shm``); so every node of the domain that one of this RayCluster's pod templates
+admits (where KubeRay's replacements could be scheduled), hosts its pods, or is labelled
+``availproof.io/zone-loss-node=true`` is cordoned (:mod:`chaos.backends.kube_zone`), annotated with the
+run id (so the heal uncordons only its own), counted against ``max_nodes`` (default: ``max_pods``), and
+its Ray pods crashed and force-deleted. KubeRay recreates them once they are gone, but their
+groups are pinned to the zone, so they stay Pending on the cordoned nodes until the heal; a watch
+proves it from the injection to the heal (a Ray pod Ready in the zone meanwhile: not in effect).
+Node autoscalers that would bring the zone back: :mod:`chaos.backends.kube_autoscale`.
+Partitions: :mod:`chaos.backends.kube_partition`. Commands in pods: :mod:`chaos.backends.kube_exec`.
+Leftovers of a run that crashed (helper pods, NetworkPolicies, labelled pods, cordoned nodes)
+are found by label and annotation: :meth:`KubeRayBackend.leftovers`, :meth:`KubeRayBackend.remove_leftovers`.
+
+Upgrades and drains (the disruptions users cause themselves): see :meth:`KubeRayBackend.upgrade_app`,
+:meth:`KubeRayBackend.drain_node` and kuberay/README.md.
+
+Before any fault (:meth:`KubeRayBackend.prepare`): a SelfSubjectAccessReview for every verb the faults
+and their heals call (:mod:`chaos.backends.kube_access`), the leftovers check, the refusal of a zone or
+region loss on an autoscaled cluster unless acknowledged, of a ``cluster`` upgrade KubeRay would not roll
+out, and admission's dry run for a partition (and for the load workers' Job). :meth:`KubeRayBackend.plan`
+says, reading only, what a fault would touch (``availproof run --plan``).
+
+The load workers can run in the cluster, as pods of a Job off the Ray cluster's nodes
+(``kubernetes.load.in_cluster``: :mod:`chaos.backends.kube_load`, :meth:`KubeRayBackend.load_pool`); a fault
+whose scope reaches a node hosting one is refused before anything is done
+(:meth:`KubeRayBackend.refuse_reaching_load`).
+
+Rooms: :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
+:mod:`.kills` (exec, crashes, engines), :mod:`.zone` (zone and region loss), :mod:`.autoscaling`,
+:mod:`.partition`, :mod:`.upgrade` (upgrades and drains), :mod:`.load` (the load Job's guard),
+:mod:`.prepare` (preparation, leftovers, heals), :mod:`.plan` and :mod:`.proofs` (one function per
+scope each, joined per scope in :mod:`.scopes`), :mod:`.backend` (the class).
+"""
+
+import time  # noqa: F401 - the tests' clock seam (kb.time.sleep, kb.time.monotonic)
+
+from chaos.backends.kuberay.common import (  # noqa: F401 - the names other code imports from here
+    ZONE_LABEL, REGION_LABEL, CORDON_MARK, ZONE_LOSS_LABEL, ZONE_WATCH_POLL_S, CRASH_SCRIPT, CRASH_OK,
+    REDIS_CRASH_SCRIPT, GCS_EXIT_WINDOW_S, RAND_CHARS, RAYSERVICE, VERSION_ENV, VERSION_ANNOTATION,
+    UPGRADE_VARIANTS, SERVE_SHUTDOWN_DEFAULTS, DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S,
+    UNSET_MAX_REPLICAS, KARPENTER_LABELS, AUTOSCALER_STATUS, node_zones, node_regions, ray_pods, select, limit,
+    zone_loss_nodes, check, proc_states_script, cluster_name, pod_ready, restarts, expected_pods,
+)
+from chaos.backends.kuberay.autoscaling import (  # noqa: F401 - the names other code imports from here
+    autoscaling_signs,
+)
+from chaos.backends.kuberay.upgrade import (  # noqa: F401 - the names other code imports from here
+    serve_config_with_version, cluster_config_patch, graceful_shutdown_settings,
+)
+from chaos.backends.kuberay.backend import KubeRayBackend  # noqa: F401

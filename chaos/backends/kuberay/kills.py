@@ -1,0 +1,258 @@
+"""Exec and kills: commands in pods (exit status checked), the crash of a pod's processes then its
+delete, and the kills of a worker pod, the head, Redis, a replica and an engine (SIGSTOP/SIGCONT too)."""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from chaos.backends import kube_exec
+from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, _labels, _name, _node_of,
+                                          _not_found, limit, node_regions, node_zones, pod_ready, restarts, select)
+from chaos.errors import ClusterError, UsageError
+
+
+class Kills:
+    """A kill is a crash: the processes SIGKILLed inside the pod through exec, then the pod deleted."""
+
+    def exec(self, pod: str, script: str, container: str | None = None, ok_codes: tuple[int, ...] = (0,),
+             core=None) -> str:
+        """Run ``script`` in ``pod`` (its Ray container, the first, unless named); stdout, or ExecError
+        unless it exited with one of ``ok_codes``. Through exec's own ApiClient (:attr:`exec_core`, or
+        ``core``: execs run in parallel each need their own, stream() patching the one it is given)."""
+        if container is None:
+            found = [p for p in self._pods() if _name(p) == pod]
+            containers = ((found[0].get("spec") or {}).get("containers") or []) if found else []
+            container = containers[0].get("name") if containers else None
+        return kube_exec.run(core or self.exec_core, self.namespace, pod, script, container=container,
+                             stream_fn=self.stream_fn, ok_codes=ok_codes)
+
+    def _exec_in(self, pod: dict, script: str, ok_codes: tuple[int, ...] = (0,), core=None) -> str:
+        """:meth:`exec` in the first container of a pod already read (no second read of the pod)."""
+        containers = (pod.get("spec") or {}).get("containers") or []
+        return self.exec(_name(pod), script, container=containers[0].get("name") if containers else None,
+                         ok_codes=ok_codes, core=core)
+
+    def _delete(self, pods: list[dict]) -> list[str]:
+        for p in pods:
+            try:
+                self.core.delete_namespaced_pod(_name(p), self.namespace, grace_period_seconds=0)
+            except Exception as e:  # noqa: BLE001 - ApiException; a pod already gone is what we wanted
+                if not _not_found(e):
+                    raise
+        return [_name(p) for p in pods]
+
+    def _crash(self, pods: list[dict], what: str, script: str = CRASH_SCRIPT) -> None:
+        """SIGKILL every process of each pod's main container from inside it (``script``, exit status
+        checked: :data:`CRASH_OK`), all the pods at once (one exec each, in parallel); raise
+        :class:`~chaos.backends.kube_exec.ExecError` naming every pod whose kill failed, after trying
+        them all. What each pod was (uid, container restarts) is kept for :meth:`effect_checks`."""
+        for p in pods:
+            self.killed[_name(p)] = {"uid": (p.get("metadata") or {}).get("uid"), "restarts": restarts(p)}
+
+        def one(p: dict) -> str | None:
+            try:  # an ApiClient per exec: they run at once
+                self._exec_in(p, script, ok_codes=CRASH_OK,
+                              core=kube_exec.own_core(self.exec_core) if len(pods) > 1 else None)
+            except kube_exec.ExecError as e:
+                return str(e)
+            return None
+
+        if len(pods) == 1:
+            failed = [one(pods[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(16, len(pods))) as pool:
+                failed = list(pool.map(one, pods))
+        errors = [e for e in failed if e]
+        if errors:
+            raise kube_exec.ExecError(f"{what}: the SIGKILL of {len(errors)} of {len(pods)} pod(s) failed, "
+                                      f"none of them deleted: {'; '.join(errors)}"[:900])
+
+    def _kill_pods(self, pods: list[dict], what: str, script: str = CRASH_SCRIPT) -> list[str]:
+        """A crash, then the pod's removal: :meth:`_crash`, then a delete with grace 0 (KubeRay or the
+        Deployment replaces the pod; the kubelet's SIGTERM finds only what is left of the dead container)."""
+        self._crash(pods, what, script)
+        return self._delete(pods)
+
+    def kill_node(self, node: str) -> list[str]:
+        if node in self.drained:
+            return self._end_drain(node)
+        pods = limit([p for p in self._ray(node_type="worker") if _name(p) == node], 1, f"worker pod {node}")
+        self.refuse_reaching_load(f"kill of worker pod {node}", nodes=[_node_of(p) for p in pods])
+        return self._kill_pods(pods, f"kill of worker pod {node}")
+
+    def _end_drain(self, node: str) -> list[str]:
+        """The deadline of a drain (:func:`chaos.faults.drain_node` kills the node then): the evicted
+        pod, still terminating, is force-deleted (grace 0: its grace period, the deadline, is over;
+        the kubelet's SIGKILL comes now too); one already gone left before its deadline: nothing to
+        kill, not an error. Only pods this backend evicted get here (checked at the eviction)."""
+        self.drained.discard(node)
+        left = [p for p in self._pods() if _name(p) == node and _labels(p).get("ray.io/is-ray-node") == "yes"]
+        return self._delete(left)
+
+    def start_node(self, node: str) -> None:
+        """Nothing to do: KubeRay recreates a deleted worker pod; :meth:`wait_healthy` waits for it."""
+
+    def kill_head(self, method: str = "node") -> list[str]:
+        head = self._head()
+        self.head_at_kill = {"name": _name(head), "uid": (head.get("metadata") or {}).get("uid"),
+                             "restarts": restarts(head)}
+        if method == "gcs":
+            # -x: the process name exactly, so pgrep never matches the shell running it
+            out = self._exec_in(head, "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids")
+            return [f"{_name(head)}/{pid}" for pid in out.split()]
+        return self._kill_pods([head], f"kill of head pod {_name(head)}")
+
+    def restart_head(self) -> None:
+        """KubeRay (a deleted pod) or the kubelet (an exited container) restarts the head: wait for it."""
+        self._wait(self.head_alive, 300, "the head pod to be ready")
+
+    def head_alive(self) -> bool:
+        return any(pod_ready(p) for p in self._ray(node_type="head"))
+
+    def _redis_pods(self) -> list[dict]:
+        return [p for p in self._pods() if _labels(p).get("app") == "redis"]
+
+    def kill_redis(self) -> list[str]:
+        """SIGKILL redis-server inside its pod (:data:`REDIS_CRASH_SCRIPT`: refused when it runs as its
+        container's PID 1), then delete the pod (grace 0) for the Deployment to replace."""
+        head = self._head()
+        self.head_before_redis_kill = (_name(head), restarts(head), (head.get("metadata") or {}).get("uid"))
+        pods = limit(self._redis_pods(), 1, "redis pod")
+        self.redis_killed_at = time.monotonic()
+        return self._kill_pods(pods, "kill of Redis", REDIS_CRASH_SCRIPT)
+
+    def _head_restarted(self) -> bool:
+        """Whether the head's GCS went down since the Redis kill: the head container restarted, or the
+        head pod was replaced (or is going)."""
+        if self.head_before_redis_kill is None:
+            return False
+        name, count, uid = self.head_before_redis_kill
+        heads = select(self._pods(), [], cluster=self.cluster, node_type="head", terminating=True)
+        same = [p for p in heads if _name(p) == name and (p.get("metadata") or {}).get("uid") == uid
+                and not (p.get("metadata") or {}).get("deletion_timestamp")]
+        return not same or restarts(same[0]) > count
+
+    def start_redis(self, poll_s: float = 1.0) -> bool:
+        """Redis is a Deployment: wait for its new pod; then watch the head for its GCS's exit (Ray
+        2.60's GCS exits a few seconds after losing Redis; the kubelet restarts the head container),
+        polling every ``poll_s`` until it is seen or ``gcs_exit_window_s`` after the kill has passed;
+        then wait for the head to be ready. True when the GCS exited (the head container restarted, or
+        the head pod was replaced)."""
+        self._wait(lambda: any(pod_ready(p) for p in self._redis_pods()), 300, "the Redis pod to be ready")
+        since = self.redis_killed_at if self.redis_killed_at is not None else time.monotonic()
+        exited = self._head_restarted()
+        polls = max(1, math.ceil(self.gcs_exit_window_s / poll_s))
+        while not exited and polls > 0 and time.monotonic() - since < self.gcs_exit_window_s:
+            time.sleep(poll_s)
+            polls -= 1
+            exited = self._head_restarted()
+        self.restart_head()
+        return exited or self._head_restarted()
+
+    def replicas(self, state: str | None = "RUNNING") -> list:
+        from chaos import placement
+
+        self._follow_active()
+        nodes = self._nodes()
+        zones, regions = node_zones(nodes), node_regions(nodes)
+        by_ip = {}
+        # a terminating pod (evicted by a drain) still hosts its replicas until it is gone
+        for p in select(self._pods(), nodes, cluster=self.cluster, terminating=True):
+            n = _node_of(p)
+            ip = (p.get("status") or {}).get("pod_ip")
+            if ip:
+                by_ip[ip] = (_name(p), zones.get(n), regions.get(n))
+        details = placement.serve_details(self.dashboard_url)
+        if details is None:
+            raise placement.PlacementUnknown(f"the dashboard of {self.cluster} did not answer: placement unknown")
+        rows = placement.replicas_from_details(details, by_ip)
+        return [r for r in rows if state is None or r.state == state]
+
+    def pick_replica(self, zone: str | None = None, replica_id: str | None = None, deployment: str | None = None):
+        from chaos import placement
+
+        return placement.pick(self.replicas(), zone=zone, replica_id=replica_id, deployment=deployment)
+
+    def replica_killer(self, r, method: str):
+        """Everything but the kill itself done; the returned callable kills the replica."""
+        if not r.node:
+            raise UsageError(f"replica {r.replica_id}: its pod is not known (node IP {r.node_ip})")
+        if method == "sigkill":
+            pid = int(r.pid)
+            return lambda: (self.exec(r.node, f"kill -9 {pid}"), [f"{r.node}/{pid}"])[1]
+        if method == "actor":
+            return self._armed_actor_kill(r)
+        if method == "pod":
+            pods = limit([p for p in self._ray(node_type="worker") if _name(p) == r.node], 1,
+                         f"pod of replica {r.replica_id}")
+            return lambda: self._kill_pods(pods, f"kill of the pod of replica {r.replica_id}")
+        raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
+
+    def _armed_actor_kill(self, r):
+        """``ray.kill`` of the replica's actor through a Ray driver in the head container, connected *before*
+        the fault's instant (:func:`chaos.ray_actor.arm_script`: ``ray.init`` and the actor's lookup take
+        seconds); the returned callable fires it (:func:`chaos.ray_actor.fire_script`): one exec and the
+        kill. A driver that could not connect raises here, before any mark."""
+        from chaos import ray_actor
+
+        if not r.actor_name:
+            raise ClusterError(f"replica {r.replica_id} has no actor name: cannot kill it through Ray")
+        head = self._head()
+        kill_id = f"availproof-actor-kill-{self.run_id}-{secrets.token_hex(3)}"
+        ready, line = ray_actor.parse_word(self._exec_in(head, ray_actor.arm_script(kill_id, r.actor_name)), "ready")
+        if not ready:
+            raise ClusterError(f"replica {r.replica_id}: the Ray driver in head pod {_name(head)} is not ready to kill "
+                               f"actor {r.actor_name} ({line or 'no answer within 60 s'})")
+        driver = int(line.split()[1])
+
+        def fire() -> list[str]:
+            killed, word = ray_actor.parse_word(self._exec_in(head, ray_actor.fire_script(kill_id, driver)), "killed")
+            if not killed:
+                raise ClusterError(f"ray.kill of actor {r.actor_name} from head pod {_name(head)} failed "
+                                   f"({word or 'no answer within 10 s'})")
+            return [f"{r.node}/{r.pid}"]
+
+        return fire
+
+    def pause_engine(self, r) -> list[str]:
+        """SIGSTOP the replica's vLLM EngineCore children (else the replica process: the stream target's
+        hang is its whole replica) inside its pod."""
+        pid = int(r.pid)
+        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f VLLM::EngineCore); [ -n \"$p\" ] || p={pid}; "
+                                f"kill -STOP $p && echo $p")
+        pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
+        if not pids:
+            raise ClusterError(f"engine of replica {r.replica_id}: `kill -STOP` reported no process")
+        self.paused += pids
+        return pids
+
+    def crash_engine(self, r) -> list[str]:
+        """``kill -9`` the replica's engine children (vLLM's EngineCore; the stream target's engine
+        child) inside its pod, and nothing else: the replica's process lives on. Refused when the
+        replica has no engine child."""
+        pid = int(r.pid)
+        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f EngineCore); [ -z \"$p\" ] || {{ kill -9 $p && echo $p; }}")
+        pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
+        if not pids:
+            raise ClusterError(f"replica {r.replica_id} (pid {pid}) in pod {r.node}: no engine child process to crash")
+        return pids
+
+    def resume_engine(self, pids: list[str]) -> list[str]:
+        """SIGCONT each stopped process that is still there: Serve may have replaced a stopped replica
+        (its health check failed) in a live pod, and a process gone is nothing left stopped."""
+        done = []
+        for item in pids:
+            pod, pid = item.rsplit("/", 1)
+            try:
+                self.exec(pod, f"if kill -0 {int(pid)} 2>/dev/null; then kill -CONT {int(pid)}; else echo gone; fi")
+            except kube_exec.ExecError:
+                if any(_name(p) == pod for p in self._ray()):
+                    raise
+                # the pod is gone (deleted, replaced): nothing is left stopped
+            done.append(item)
+            if item in self.paused:
+                self.paused.remove(item)
+        return done

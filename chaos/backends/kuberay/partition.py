@@ -1,0 +1,230 @@
+"""Partitions: the set-up before the mark (the probe, the helpers or the labels), the cut, the heal
+(the methods and the probe: :mod:`chaos.backends.kube_partition`)."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import time
+
+from chaos.backends import kube_exec, kube_partition as kp
+from chaos.backends.kuberay.common import (_api_message, _labels, _name, _node_of, _not_found, _pod_ips, limit)
+from chaos.errors import ClusterError
+
+
+class Partition:
+    """A zone cut off the rest, by either method, proven by a connection opened across the cut."""
+
+    def _cut_pods(self, zone: str) -> list[dict]:
+        self.refuse_reaching_load(f"partition of {zone}", zones=[zone])
+        return limit(self._ray(zone=zone, node_type="worker"), self.max_pods, f"partition of {zone}")
+
+    def preflight_partition(self, zone: str) -> dict:
+        """Before any run that partitions ``zone``: a server-side dry-run create (``dryRun=All``: through
+        admission, nothing stored) of every object the partition would create: the node-filter helper
+        pod for each node of the zone's Ray pods (``hostNetwork`` + ``NET_ADMIN``: Pod Security
+        ``baseline`` or a policy engine refuses it), or the NetworkPolicy. A refusal raises one line;
+        else what would be created."""
+        pods = self._cut_pods(zone)
+        what = f"partition of {zone} ({self.partition_method})"
+        if self.partition_method == "networkpolicy":
+            objects = [("NetworkPolicy", kp.policy_name(zone),
+                        lambda: self.net.create_namespaced_network_policy(
+                            self.namespace, kp.partition_policy(zone, self.cluster, self.run_id), dry_run="All"))]
+        else:
+            objects = [("Pod", kp.helper_name(node),
+                        lambda node=node: self.core.create_namespaced_pod(
+                            self.namespace, kp.helper_pod(node, zone, self.helper_image, self.run_id,
+                                                          self.helper_deadline_s), dry_run="All"))
+                       for node in sorted({_node_of(p) for p in pods})]
+        for kind, name, create in objects:
+            try:
+                create()
+            except Exception as e:  # noqa: BLE001 - ApiException: one line
+                status = getattr(e, "status", None)
+                if status is None:
+                    raise
+                hint = (" (the helper needs hostNetwork and NET_ADMIN: a namespace whose Pod Security admits "
+                        "them, privileged; or --partition-method networkpolicy, whose effect is checked)"
+                        if kind == "Pod" else "")
+                raise ClusterError(f"{what}: admission refuses the {kind} {name} in namespace {self.namespace} "
+                                   f"(HTTP {status}: {_api_message(e)}){hint}") from None
+        return {"method": self.partition_method, "would_create": [f"{k}/{n}" for k, n, _ in objects],
+                "pods": [_name(p) for p in pods]}
+
+    def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
+        """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kube_partition`): the set-up
+        (:meth:`partition_armer`), then the cut itself. ``deadline_s``: how long the helper pods and the
+        probe live at most (default ``helper_deadline_s``)."""
+        self.partition_armer(zone, deadline_s)()
+
+    def partition_armer(self, zone: str, deadline_s: float | None = None):
+        """Everything a partition of ``zone`` needs but the cut, done now, as :meth:`replica_killer` arms a
+        kill: the probe connection opened across the future cut (echoing), and per method what makes the
+        cut one step: ``node-filter``, the helper pod on each node of the zone's Ray pods created and
+        Running (its image pulled); ``networkpolicy``, the zone's pods labelled (a label selects, it cuts
+        nothing). Returns the cut: a callable that only applies the nft table through each helper (or creates
+        the NetworkPolicy), so that the fault's inject mark, taken just before it, is the cut's instant and
+        the time to impact counts from it. It returns ``{"cut_at_ns", "armed_s"}``. A set-up or a cut that
+        fails removes what it made (helpers, labels, the probe) and raises."""
+        t0 = time.monotonic()
+        pods = self._cut_pods(zone)
+        ips = _pod_ips(pods)
+        if len(ips) != len(pods):
+            raise ClusterError(f"partition of {zone}: {len(pods) - len(ips)} of its Ray pods have no IP yet")
+        life = float(deadline_s or self.helper_deadline_s)
+        probe = self._open_probe(zone, pods, life)
+        self.cuts[zone] = {"method": self.partition_method, "ips": ips, "probe": probe, "cut_at_ns": None}
+        helpers: list[str] = []
+        try:
+            if self.partition_method == "networkpolicy":
+                self._label_members(zone, pods)
+            else:
+                helpers = self._start_helpers(zone, pods, life)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the cause is raised
+                self._close_probe(zone)
+            raise
+        armed_s = round(time.monotonic() - t0, 3)
+
+        def cut() -> dict:
+            try:
+                if self.partition_method == "networkpolicy":
+                    self.net.create_namespaced_network_policy(self.namespace,
+                                                              kp.partition_policy(zone, self.cluster, self.run_id))
+                else:
+                    for helper in helpers:
+                        self.exec(helper, kp.apply_script(ips), container="nft")
+            except BaseException:
+                with contextlib.suppress(Exception):  # never leave half a partition behind; the cause is raised
+                    if self.partition_method == "networkpolicy":
+                        self._unlabel(pods)
+                    else:
+                        self._remove_helpers(helpers)
+                with contextlib.suppress(Exception):
+                    self._close_probe(zone)
+                raise
+            self.cuts[zone]["cut_at_ns"] = time.time_ns()
+            return {"cut_at_ns": self.cuts[zone]["cut_at_ns"], "armed_s": armed_s}
+
+        return cut
+
+    def _open_probe(self, zone: str, pods: list[dict], life: float) -> dict:
+        """A TCP connection from a Ray pod inside the zone to one outside (the head unless it is in the
+        cut), both ends pod IPs, opened and echoing before the cut (:mod:`chaos.backends.kube_partition`)."""
+        inside = pods[0]
+        cut = set(_pod_ips(pods))
+        others = sorted((p for p in self._ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
+                        key=lambda p: (_labels(p).get("ray.io/node-type") != "head", _name(p)))
+        if not others:
+            raise ClusterError(f"partition of {zone}: no Ray pod of {self.cluster} outside the zone to hold the far "
+                               f"end of the connection that proves the cut")
+        outside = others[0]
+        host = outside["status"]["pod_ip"]
+        pid = kp.probe_id(self.run_id, zone)
+        out = self._exec_in(outside, kp.probe_server_script(pid, life, ipaddress.ip_address(host).version))
+        try:
+            port = int(out.split()[0])
+            state = self._exec_in(inside, kp.probe_client_script(pid, host, port, life)).split()
+            if not state or state[0] != "open":
+                raise ClusterError(f"partition of {zone}: the connection {_name(inside)} -> {host}:{port} that "
+                                   f"proves the cut could not be opened ({' '.join(state) or 'no answer'})")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._exec_in(outside, kp.probe_stop_script(pid))
+            raise
+        return {"id": pid, "inside": _name(inside), "outside": _name(outside), "host": host, "port": port}
+
+    def _close_probe(self, zone: str) -> None:
+        probe = (self.cuts.get(zone) or {}).get("probe")
+        if not probe:
+            return
+        self.cuts[zone]["probe"] = None
+        for pod in (probe["inside"], probe["outside"]):
+            with contextlib.suppress(kube_exec.ExecError):  # a pod gone took the probe's process with it
+                self.exec(pod, kp.probe_stop_script(probe["id"]))
+
+    def _label_members(self, zone: str, pods: list[dict]) -> None:
+        """The networkpolicy variant's set-up: label exactly the zone's pods (the policy will select them)."""
+        labelled = []
+        try:
+            for p in pods:
+                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {"labels": {kp.MEMBER_LABEL: zone}}})
+                labelled.append(p)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._unlabel(labelled)
+            raise
+
+    def _unlabel(self, pods: list[dict]) -> None:
+        for p in pods:
+            try:
+                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {"labels": {kp.MEMBER_LABEL: None}}})
+            except Exception as e:  # noqa: BLE001 - ApiException; a pod gone needs no label removed
+                if not _not_found(e):
+                    raise
+
+    def _start_helpers(self, zone: str, pods: list[dict], life: float) -> list[str]:
+        """The node-filter variant's set-up: a helper pod on each node of the zone's pods, each Running (its
+        image pulled) before this returns; no rule applied yet. Any failure deletes the ones made."""
+        created = []
+        try:
+            for node in sorted({_node_of(p) for p in pods}):
+                self.core.create_namespaced_pod(self.namespace, kp.helper_pod(node, zone, self.helper_image,
+                                                                              self.run_id, life))
+                created.append(kp.helper_name(node))
+            for helper in created:
+                self._wait(lambda h=helper: self._running(h), 120, f"partition helper {helper} to run")
+        except BaseException:
+            with contextlib.suppress(Exception):  # never leave half a partition behind; the cause is raised
+                self._remove_helpers(created)
+            raise
+        return created
+
+    def _running(self, pod: str) -> bool:
+        return any(_name(p) == pod and (p.get("status") or {}).get("phase") == "Running" for p in self._pods())
+
+    def _remove_helpers(self, helpers: list[str]) -> None:
+        """Delete the filter table in each helper's node (checked, when the helper runs), then the helper."""
+        errors = []
+        for h in helpers:
+            if self._running(h):
+                try:
+                    self.exec(h, kp.REMOVE_SCRIPT, container="nft")
+                except kube_exec.ExecError as e:
+                    errors.append(str(e))  # the helper's own TERM trap removes it as the pod is deleted
+            self._delete([{"metadata": {"name": h}}])
+        if errors:
+            raise ClusterError(f"partition heal: {'; '.join(errors)} (helper pods deleted; their exit removes the rules)")
+
+    def _helpers(self, zone: str | None = None, run_id: str | None = None) -> list[dict]:
+        want = {**kp.HELPER_LABEL, **({kp.ZONE_KEY: zone} if zone else {}), **({kp.RUN_KEY: run_id} if run_id else {})}
+        return self._pods(label_selector=",".join(f"{k}={v}" for k, v in want.items()))
+
+    def heal_zone(self, zone: str) -> None:
+        """Undo this run's partition of ``zone`` by either method (whichever is in place): the
+        NetworkPolicy (when it is this run's) and the pods' labels, or the helpers' tables and the
+        helpers; then the probe connection."""
+        try:
+            pol = self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace).to_dict()
+        except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
+            if not _not_found(e):
+                raise
+            pol = None
+        if pol is not None and _labels(pol).get(kp.RUN_KEY) in (self.run_id, None):
+            try:
+                self.net.delete_namespaced_network_policy(kp.policy_name(zone), self.namespace)
+            except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
+                if not _not_found(e):
+                    raise
+        self._unlabel(self._pods(label_selector=f"{kp.MEMBER_LABEL}={zone}"))
+        self._remove_helpers([_name(p) for p in self._helpers(zone, self.run_id)])
+        self._close_probe(zone)
+
+    def partitioned_zones(self) -> list[str]:
+        """Zones partitioned now, by any run (a NetworkPolicy or helper pods of the rig's)."""
+        selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
+        pols = self.net.list_namespaced_network_policy(self.namespace, label_selector=selector)
+        zones = {_name(p.to_dict()).removeprefix("availproof-partition-") for p in pols.items}
+        zones |= {_labels(p).get(kp.ZONE_KEY) for p in self._helpers()} - {None}
+        return sorted(zones)

@@ -1,0 +1,185 @@
+"""Before any fault, and after a crashed run: the preparation (permissions, leftovers, refusals,
+dry runs), the leftovers of any run found by label and annotation and removed, the heals."""
+
+from __future__ import annotations
+
+from chaos.backends import kube_access, kube_load as kl, kube_partition as kp
+from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, _api_message, _labels, _name, _node_of,
+                                          _not_found)
+from chaos.errors import ClusterError, SetupError
+
+
+class Preparation:
+    """``prepare`` (before any fault), ``leftovers``/``remove_leftovers``, ``heal`` and ``heal_all``."""
+
+    def prepare(self, run_id: str, scope: str, faults: list[dict] | None = None) -> None:
+        """Before any fault, in this order (each refusal one line, nothing injected): act under the
+        run's id (cordons and helpers carry it); ask the API server whether this context may do every
+        verb the faults and their heals need (:meth:`preflight_access`); refuse while any object of
+        the rig is left on the cluster (a crashed run's: `availproof recover --backend kuberay` removes
+        them); refuse a zone or region loss on an autoscaled cluster unless acknowledged
+        (:meth:`refuse_autoscaled_zone_loss`); refuse a ``cluster`` upgrade KubeRay would not roll out
+        (:meth:`preflight_upgrade`); for a partition ask admission first (a dry-run create of every
+        helper or policy), so nothing is half-applied. ``faults``: the experiment's planned faults
+        (:func:`chaos.plan.faults_of`: scope and arguments of each), which may name more scopes than
+        ``scope`` (a second fault) and the variant, zones and methods."""
+        self.run_id = run_id
+        planned = list(faults or [])
+        scopes = ({scope} | {f.get("scope") for f in planned}) - {None}
+        self.preflight_access(scopes)
+        left = self.leftovers()
+        if left:
+            shown = ", ".join(f"{x['kind']} {x['name']} (run {x.get('run_id')})" for x in left[:5])
+            raise SetupError(f"the cluster still has {len(left)} object(s) of an earlier run of the rig: {shown}"
+                             f"{' ...' if len(left) > 5 else ''}; run `availproof recover --backend kuberay` first")
+        if scopes & {"zone", "region"}:
+            self.refuse_autoscaled_zone_loss(self._planned_lost_zones(scope, planned))
+        if any(f.get("scope") == "upgrade" and (f.get("arguments") or {}).get("variant") == "cluster" for f in planned):
+            self.preflight_upgrade("cluster")
+        if "partition" in scopes:
+            named = {(f.get("arguments") or {}).get("zone") for f in planned if f.get("scope") == "partition"}
+            for zone in sorted(named - {None}) or self.zones():
+                self.preflight_partition(zone)
+        if self.load_job is not None:
+            self.preflight_load()
+
+    def _planned_lost_zones(self, scope: str, planned: list[dict]) -> list[str] | None:
+        """The zones the planned zone and region losses name (None: one names none, so every zone)."""
+        zones: set[str] = set()
+        losses = [f for f in planned if f.get("scope") in ("zone", "region")]
+        if not losses:
+            return None
+        for f in losses:
+            a = f.get("arguments") or {}
+            named = [a["zone"]] if f["scope"] == "zone" and a.get("zone") else (
+                self.zones_in_region(a["region"]) if f["scope"] == "region" and a.get("region") else None)
+            if not named:
+                return None
+            zones |= set(named)
+        return sorted(zones)
+
+    def preflight_access(self, scopes) -> list[str]:
+        """One SelfSubjectAccessReview per verb and resource the faults of ``scopes`` and their heals call
+        (:func:`chaos.backends.kube_access.needed`, with this backend's partition method); any denial
+        raises one line naming each missing access. Returns what was reviewed (as ``kubectl auth can-i``
+        words it)."""
+        wanted = kube_access.needed(scopes, self.partition_method, load_in_cluster=self.load_job is not None,
+                                    autoscalers=not self.allow_autoscaled_zone_loss)
+        try:
+            missing = kube_access.denied(self.authz, self.namespace, wanted)
+        except Exception as e:  # noqa: BLE001 - ApiException: the review itself failed
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            raise SetupError(f"kube context {self.context}: the permissions check (SelfSubjectAccessReview) failed "
+                             f"(HTTP {status}: {_api_message(e)})") from None
+        if missing:
+            raise SetupError(kube_access.refusal(self.context, self.namespace, missing))
+        return [a.text(self.namespace) for a in wanted]
+
+    def leftovers(self) -> list[dict]:
+        """Every object of the rig's still in place, whatever run left it (found by label and annotation):
+        partition helper pods, partition NetworkPolicies, Ray pods labelled for a partition, Jobs of load
+        workers (by their pods), nodes cordoned for a zone loss. Each: {"kind", "name", "namespace",
+        "run_id", "zone", "what"}."""
+        out = []
+        for p in self._helpers():
+            lab = _labels(p)
+            out.append({"kind": "Pod", "name": _name(p), "namespace": self.namespace, "run_id": lab.get(kp.RUN_KEY),
+                        "zone": lab.get(kp.ZONE_KEY), "what": f"partition helper of {lab.get(kp.ZONE_KEY)} on node {_node_of(p)} "
+                                f"({(p.get('status') or {}).get('phase')})"})
+        selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
+        for pol in self.net.list_namespaced_network_policy(self.namespace, label_selector=selector).items:
+            pol = pol.to_dict()
+            lab = _labels(pol)
+            out.append({"kind": "NetworkPolicy", "name": _name(pol), "namespace": self.namespace,
+                        "run_id": lab.get(kp.RUN_KEY), "zone": lab.get(kp.ZONE_KEY), "what": f"partition of {lab.get(kp.ZONE_KEY)}"})
+        for p in self._pods(label_selector=kp.MEMBER_LABEL):
+            out.append({"kind": "Pod", "name": _name(p), "namespace": self.namespace, "run_id": None,
+                        "zone": _labels(p).get(kp.MEMBER_LABEL), "what": f"Ray pod labelled {kp.MEMBER_LABEL}={_labels(p).get(kp.MEMBER_LABEL)} for a partition"})
+        jobs: dict[str, list[dict]] = {}
+        for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
+            lab = _labels(p)
+            name = next((lab[k] for k in kl.JOB_NAME_LABELS if lab.get(k)), None)
+            if name:
+                jobs.setdefault(name, []).append(p)
+        for name, pods in sorted(jobs.items()):
+            phases = ", ".join(sorted({str((p.get("status") or {}).get("phase")) for p in pods}))
+            out.append({"kind": "Job", "name": name, "namespace": self.namespace,
+                        "run_id": _labels(pods[0]).get(kl.RUN_LABEL), "zone": None,
+                        "what": f"load workers ({len(pods)} pod(s): {phases})"})
+        for n in self._nodes():
+            ann = (n.get("metadata") or {}).get("annotations") or {}
+            if CORDON_MARK in ann:
+                out.append({"kind": "Node", "name": _name(n), "namespace": None, "run_id": ann[CORDON_MARK],
+                            "zone": _labels(n).get(ZONE_LABEL), "what": f"cordoned for a zone loss (unschedulable: "
+                                    f"{bool((n.get('spec') or {}).get('unschedulable'))})"})
+        return out
+
+    def remove_leftovers(self) -> dict:
+        """Remove every leftover :meth:`leftovers` finds, whatever its run: helpers (their table deleted
+        first, checked), NetworkPolicies, the pods' partition labels, load workers' Jobs (deleted with
+        ``propagationPolicy: Foreground``: their pods and ConfigMaps go too), and the cordons (a node someone
+        uncordoned meanwhile only loses the annotation). ``availproof recover --backend kuberay``."""
+        found = self.leftovers()
+        errors = []
+        helpers = [x["name"] for x in found if x["kind"] == "Pod" and x["what"].startswith("partition helper")]
+        try:
+            self._remove_helpers(helpers)
+        except ClusterError as e:
+            errors.append(str(e))
+        for x in found:
+            if x["kind"] == "NetworkPolicy":
+                try:
+                    self.net.delete_namespaced_network_policy(x["name"], self.namespace)
+                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+                    if not _not_found(e):
+                        raise
+        self._unlabel([{"metadata": {"name": x["name"]}} for x in found
+                       if x["kind"] == "Pod" and x["what"].startswith("Ray pod labelled")])
+        for x in found:
+            if x["kind"] == "Job":  # its pods first, then the Job (its ConfigMaps are its dependents too)
+                try:
+                    self.batch.delete_namespaced_job(x["name"], self.namespace, propagation_policy="Foreground")
+                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+                    if not _not_found(e):
+                        raise
+        nodes = {_name(n): n for n in self._nodes()}
+        for x in found:
+            if x["kind"] == "Node" and x["name"] in nodes:
+                self._uncordon(nodes[x["name"]])
+        if errors:
+            raise ClusterError("; ".join(errors))
+        return {"removed": found}
+
+    def heal(self, faults: list[dict], timeout: float = 300.0) -> dict:
+        """Heal what ``faults`` (this run's) broke, and nothing else: their engines resumed, their
+        zones' partitions healed, the nodes cordoned for their zone or region losses uncordoned; pods
+        deleted by the other faults are KubeRay's (or the kubelet's) to bring back: wait for health."""
+        done: dict[str, list] = {"resumed": [], "healed": [], "uncordoned": []}
+        done["resumed"] = self.resume_engine([p for f in faults if f["scope"] == "engine" for p in f.get("pids") or []])
+        for zone in sorted({f["target"] for f in faults if f["scope"] == "partition"}):
+            self.heal_zone(zone)
+            done["healed"].append(zone)
+        for f in faults:  # the faults the watches prove: their finding is written into them at the heal
+            if f["scope"] in ("zone", "region") and self._watch_of(f.get("zones")) is not None:
+                self._adopt_fault(self._watch_of(f.get("zones")), f)
+        lost = sorted({z for f in faults if f["scope"] in ("zone", "region") for z in f["zones"]})
+        if lost:
+            done["uncordoned"] = self.restore_zones(lost)
+        self.wait_healthy(timeout=timeout)
+        return done
+
+    def heal_all(self, timeout: float = 300.0) -> dict:
+        """``availproof recover``: resume the engines this backend stopped, then remove every leftover
+        of the rig's, whatever run left it (:meth:`remove_leftovers`: partitions, labels, cordons)."""
+        done: dict[str, list] = {"resumed": self.resume_engine(list(self.paused))}
+        for zone in list(self.cuts):
+            self._close_probe(zone)
+        self._stop_watches(None)
+        removed = self.remove_leftovers()["removed"]
+        done["healed"] = sorted({x["zone"] for x in removed if x["kind"] != "Node" and x["zone"]})
+        done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
+        done["removed"] = removed
+        self.wait_healthy(timeout=timeout)
+        return done

@@ -1,0 +1,241 @@
+"""The proof that a fault is in effect (:meth:`KubeRayBackend.effect_checks`): one look per call, one
+function per scope (``scope(backend, fault)``: the backend as ``self``), named in :mod:`.scopes`."""
+
+from __future__ import annotations
+
+from chaos.backends import kube_exec, kube_partition as kp
+from chaos.backends.kuberay.common import (CORDON_MARK, VERSION_ENV, ZONE_LABEL, _labels, _name, _node_of,
+                                          _not_found, check, pod_ready, proc_states_script, restarts, select)
+
+
+class ProofReads:
+    """What several scopes' proofs look at: a crashed pod's end, processes' states in a pod."""
+
+    def _pod_ended(self, name: str, pods: list[dict]) -> tuple[bool, str]:
+        """Whether the pod the rig crashed is gone, replaced (new uid) or restarted; and what was seen."""
+        was = self.killed.get(name) or {}
+        now = [p for p in pods if _name(p) == name]
+        if not now:
+            return True, "gone"
+        p = now[0]
+        uid = (p.get("metadata") or {}).get("uid")
+        if was.get("uid") and uid != was["uid"]:
+            return True, "replaced (a new pod of that name)"
+        if "restarts" in was and restarts(p) > was["restarts"]:
+            return True, f"its container restarted ({was['restarts']} -> {restarts(p)})"
+        going = " (terminating)" if (p.get("metadata") or {}).get("deletion_timestamp") else ""
+        return False, f"still there{going}, {'ready' if pod_ready(p) else 'not ready'}, {restarts(p)} restart(s)"
+
+    def _proc_states(self, pod: str, pids: list[int]) -> dict[int, str] | None:
+        """State letter of each process in ``pod`` ("gone" for none); None when the pod is gone."""
+        try:
+            out = self.exec(pod, proc_states_script(pids))
+        except kube_exec.ExecError:
+            if any(_name(p) == pod for p in self._pods()):
+                raise
+            return None
+        states = {}
+        for line in out.splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0].isdigit():
+                states[int(words[0])] = words[1]
+        return states
+
+    def _by_pod(self, items: list) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for item in items:
+            pod, _, pid = str(item).rpartition("/")
+            out.setdefault(pod, []).append(int(pid))
+        return out
+
+
+def pods_crashed(self, fault: dict) -> list[dict]:
+    names = fault.get("pids") if isinstance(fault.get("pids"), list) else [fault["target"]]
+    pods = self._pods()
+    out = []
+    for name in names or [fault["target"]]:
+        ok, seen = self._pod_ended(str(name), pods)
+        out.append(check(f"pod {name} crashed: gone, replaced or restarted", ok, seen))
+    return out
+
+
+def replica(self, fault: dict) -> list[dict]:
+    items = list(fault.get("pids") or [])
+    if not items:
+        return [check("the replica's process gone", False, "the kill named no process")]
+    if not any("/" in str(i) for i in items):  # method pod: the pod itself was crashed
+        return pods_crashed(self, fault)
+    out = []
+    for pod, pids in self._by_pod(items).items():
+        states = self._proc_states(pod, pids)
+        if states is None:
+            out.append(check(f"the replica's process {', '.join(map(str, pids))} gone from pod {pod}", True,
+                             "the pod is gone"))
+            continue
+        left = {p: s for p, s in states.items() if s not in ("gone", "Z", "X")}
+        out.append(check(f"the replica's process {', '.join(map(str, pids))} gone from pod {pod}", not left,
+                         ", ".join(f"{p} {s}" for p, s in sorted(states.items())) or "no answer"))
+    return out
+
+
+def engine(self, fault: dict) -> list[dict]:
+    items = list(fault.get("pids") or [])
+    if not items:
+        return [check("the engine's processes stopped (state T)", False, "the pause named no process")]
+    out = []
+    for pod, pids in self._by_pod(items).items():
+        states = self._proc_states(pod, pids)
+        what = f"engine process(es) {', '.join(map(str, pids))} in pod {pod} stopped (state T)"
+        if states is None:
+            out.append(check(what, False, "the pod is gone"))
+            continue
+        out.append(check(what, all(states.get(p) in ("T", "t") for p in pids),
+                         ", ".join(f"{p} {states.get(p, '?')}" for p in pids)))
+    return out
+
+
+def engine_crash(self, fault: dict) -> list[dict]:
+    """The killed engine processes gone from the pod, and the replica's own process still there."""
+    items = list(fault.get("pids") or [])
+    if not items:
+        return [check("the engine's processes gone", False, "the kill named no process")]
+    out = []
+    for pod, pids in self._by_pod(items).items():
+        replica = int(fault["pid"]) if str(fault.get("pid") or "").isdigit() else None
+        states = self._proc_states(pod, pids + ([replica] if replica else []))
+        if states is None:
+            out.append(check(f"engine process(es) {', '.join(map(str, pids))} gone from pod {pod}", False,
+                             "the pod is gone (a pod loss, not an engine crash)"))
+            continue
+        left = {p: states.get(p, "gone") for p in pids if states.get(p, "gone") not in ("gone", "Z", "X")}
+        out.append(check(f"engine process(es) {', '.join(map(str, pids))} gone from pod {pod}", not left,
+                         ", ".join(f"{p} {states.get(p, 'gone')}" for p in pids)))
+        alive = replica is not None and states.get(replica, "gone") not in ("gone", "Z", "X")
+        out.append(check(f"the replica's process {replica} alive in pod {pod} without its engine", alive,
+                         f"state {states.get(replica, 'gone')}" if replica else "no replica pid recorded"))
+    return out
+
+
+def zone_loss(self, fault: dict) -> list[dict]:
+    zones = list(fault.get("zones") or [])
+    nodes = self._nodes()
+    pods = select(self._pods(), nodes, cluster=self.cluster, zones=zones)
+    ready = [_name(p) for p in pods if pod_ready(p)]
+    lost = self.lost_nodes.get(tuple(sorted(zones)))
+    if lost is None:  # not known here (another backend object): the nodes this run cordoned there
+        lost = [_name(n) for n in nodes if _labels(n).get(ZONE_LABEL) in set(zones)
+                and ((n.get("metadata") or {}).get("annotations") or {}).get(CORDON_MARK) == self.run_id]
+    by_name = {_name(n): n for n in nodes}
+    open_ = [n for n in lost if not ((by_name.get(n) or {}).get("spec") or {}).get("unschedulable")]
+    where = ", ".join(zones)
+    out = [check(f"no Ready Ray pod of {self.cluster} left in {where}", not ready,
+                 "none" if not ready else f"{len(ready)} Ready: {', '.join(ready[:5])}"),
+           check(f"the nodes the loss of {where} took out unschedulable", bool(lost) and not open_,
+                 "no node was taken out" if not lost else
+                 (f"{len(lost)} unschedulable" if not open_ else f"schedulable: {', '.join(open_)}"))]
+    w = self._watch_of(zones)
+    if w is not None:  # what the watch saw since the loss began; the fault is this watch's to record at the heal
+        self._adopt_fault(w, fault)
+        w.look_once()
+        out.append(w.check())
+    return out
+
+
+def head(self, fault: dict) -> list[dict]:
+    from chaos import sampler
+
+    was = self.head_at_kill or {}
+    what = "the head pod gone, replaced or restarted, or its GCS not answering"
+    heads = select(self._pods(), [], cluster=self.cluster, node_type="head", terminating=True)
+    same = [p for p in heads if _name(p) == was.get("name")]
+    if not same:
+        return [check(what, True, f"head pod {was.get('name')} gone")]
+    p = same[0]
+    if was.get("uid") and (p.get("metadata") or {}).get("uid") != was["uid"]:
+        return [check(what, True, f"head pod {was.get('name')} replaced")]
+    if restarts(p) > int(was.get("restarts") or 0):
+        return [check(what, True, f"its container restarted ({was.get('restarts')} -> {restarts(p)})")]
+    answered, _, why = sampler.gcs_health(self.dashboard_url, 1.0)
+    return [check(what, not answered, "the pod unchanged; the GCS answers" if answered else
+                  f"the GCS does not answer ({why or 'unhealthy'})")]
+
+
+def partition(self, fault: dict) -> list[dict]:
+    zone = fault["target"]
+    cut = self.cuts.get(zone)
+    if not cut:
+        return [check(f"the cut of {zone} in place", False, "this backend made no cut of it")]
+    out = []
+    probe = cut.get("probe")
+    if not probe:
+        out.append(check(f"a connection across the cut of {zone}, opened before it", False, "none is open"))
+    else:
+        where = f"{probe['inside']} -> {probe['outside']} ({probe['host']}:{probe['port']})"
+        try:
+            line = (self.exec(probe["inside"], kp.probe_check_script(probe["id"], probe["host"], probe["port"]))
+                    .strip().splitlines() or [""])[-1]
+        except kube_exec.ExecError as e:
+            out.append(check(f"the connection {where} opened before the cut carries no more bytes", False,
+                             f"not looked at: {e}"[:200]))
+        else:
+            (est, est_seen), (new, new_seen) = kp.probe_verdict(line)
+            out.append(check(f"the connection {where} opened before the cut carries no more bytes", est, est_seen))
+            out.append(check(f"a new connection {where} times out (only silence is a cut)", new, new_seen))
+    if cut["method"] == "node-filter":
+        helpers = self._helpers(zone, self.run_id)
+        if not helpers:
+            out.append(check(f"the nft table of the cut of {zone} on its nodes", False, "no helper pod"))
+        for h in helpers:
+            try:
+                listing = self.exec(_name(h), kp.CHECK_SCRIPT, container="nft")
+            except kube_exec.ExecError as e:
+                ok, seen = False, f"not looked at: {e}"[:200]
+            else:
+                ok, seen = kp.table_holds(listing, cut["ips"])
+            out.append(check(f"the nft table on node {_node_of(h)} (helper {_name(h)})", ok, seen))
+    else:
+        try:
+            self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace)
+            present = True
+        except Exception as e:  # noqa: BLE001 - ApiException
+            if not _not_found(e):
+                raise
+            present = False
+        out.append(check(f"NetworkPolicy {kp.policy_name(zone)} in place", present,
+                         "present" if present else "absent"))
+    return out
+
+
+def upgrade(self, fault: dict) -> list[dict]:
+    from chaos import placement
+
+    variant, version = fault.get("target"), str(fault.get("version"))
+    if variant == "cluster":
+        rs = self._get_rayservice()
+        status = rs.get("status") or {}
+        active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
+        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+        ok = bool(active) and active != fault.get("cluster_before") and not pending
+        return [check(f"RayService {self.service}: a new RayCluster active, none pending", ok,
+                      f"active {active}, pending {pending or 'none'} (before: {fault.get('cluster_before')})")]
+    details = placement.serve_details(self.dashboard_url, timeout=2.0)
+    if details is None:
+        return [check(f"every application deployed with {VERSION_ENV}={version} and RUNNING", False,
+                      "the dashboard did not answer")]
+    apps = (details.get("applications") or {})
+    seen = {name: (((a.get("deployed_app_config") or {}).get("runtime_env") or {}).get("env_vars") or {})
+            .get(VERSION_ENV) for name, a in apps.items()}
+    status = {name: a.get("status") for name, a in apps.items()}
+    ok = bool(apps) and all(v == version for v in seen.values()) and all(s == "RUNNING" for s in status.values())
+    return [check(f"every application deployed with {VERSION_ENV}={version} and RUNNING", ok,
+                  ", ".join(f"{n}: {seen[n]} {status[n]}" for n in sorted(apps)) or "no application")]
+
+
+def drain(self, fault: dict) -> list[dict]:
+    name = fault["target"]
+    now = [p for p in self._pods() if _name(p) == name]
+    if not now:
+        return [check(f"pod {name} evicted: terminating or gone", True, "gone")]
+    going = (now[0].get("metadata") or {}).get("deletion_timestamp")
+    return [check(f"pod {name} evicted: terminating or gone", bool(going),
+                  "terminating" if going else "still there, not terminating")]

@@ -1,0 +1,156 @@
+"""Zone and region loss: the cordon of every node the loss takes out (annotated with the run id),
+the crash of the zones' Ray pods, the watch that proves the loss until its heal, the uncordon
+(which nodes: :mod:`chaos.backends.kube_zone`)."""
+
+from __future__ import annotations
+
+import time
+
+from chaos.backends import kube_zone as kz
+from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, _api_message, _labels, _name,
+                                          _node_of, check, limit, pod_ready, select, zone_loss_nodes)
+from chaos.errors import ClusterError, UsageError
+
+
+class ZoneLoss:
+    """Zone and region loss, and its proof from the injection to the heal."""
+
+    def kill_zones(self, zones: list[str]) -> list[str]:
+        """Zone (or region) loss: one blast-radius check for every Ray pod of ``zones`` (``max_pods``) and
+        for every node it would cordon (``max_nodes``: every node of the zones one of the cluster's pod
+        templates admits, that hosts its pods, or that carries :data:`ZONE_LOSS_LABEL`:
+        :func:`chaos.backends.kube_zone.zone_loss_nodes`), then cordon those nodes (annotated with the run
+        id; one someone else cordoned is left alone), SIGKILL the pods' processes and force-delete the pods;
+        they stay out until :meth:`restore_zones`. From then on a :class:`~chaos.backends.kube_zone.ZoneWatch`
+        looks every ``zone_watch_poll_s`` for a Ray pod of the cluster Ready in the zones (the proof that the
+        loss holds until the heal: :meth:`effect_checks`, :meth:`effect_held`, :meth:`restore_zones`)."""
+        started, started_ns = time.monotonic(), time.time_ns()
+        what = f"loss of {', '.join(zones)}"
+        key = tuple(sorted(zones))
+        nodes, pods, cordon, theirs = self._zone_loss_reach(zones, what)
+        if not self.cordon_spare_nodes:  # tests only: the loss as it was, which a zone's spare nodes undid
+            cordon, theirs = zone_loss_nodes(nodes, pods, zones)
+        self.lost_nodes[key] = sorted(set(cordon) | set(theirs))
+        self.nodes_at_loss[key] = {_name(n) for n in nodes}
+        by_name = {_name(n): n for n in nodes}
+        for n in cordon:
+            self._cordon(by_name[n])
+        killed = self._kill_pods(pods, what)
+        old = self.zone_watches.pop(key, None)
+        if old is not None:
+            old.stop(final_look=False)
+        self.zone_watches[key] = kz.ZoneWatch(list(key), self.cluster, lambda: self._ready_in_lost_zones(key),
+                                              self.zone_watch_poll_s, started, started_ns,
+                                              max_life_s=self.helper_deadline_s).start()
+        return killed
+
+    def _ready_in_lost_zones(self, key: tuple[str, ...]) -> list[dict]:
+        """One look of a zone loss's watch: each Ray pod of the cluster Ready on a node of the lost zones,
+        with why that node could take it (uncordoned since, added since the loss began, or left schedulable)."""
+        nodes = self._nodes()
+        by_name = {_name(n): n for n in nodes}
+        lost, known = set(self.lost_nodes.get(key) or ()), self.nodes_at_loss.get(key) or set()
+        out = []
+        for p in select(self._pods(), nodes, cluster=self.cluster, zones=list(key)):
+            if not pod_ready(p):
+                continue
+            n = _node_of(p)
+            cordoned = bool(((by_name.get(n) or {}).get("spec") or {}).get("unschedulable"))
+            if n not in known:
+                how = "a node added after the loss began (an autoscaler's?), never cordoned"
+            elif n in lost:
+                how = ("one the loss cordoned, uncordoned since by someone else" if not cordoned else
+                       "one the loss cordoned, still cordoned (the pod was bound to it anyway)")
+            else:
+                how = "one the loss left schedulable"
+            out.append({"pod": _name(p), "node": n, "zone": _labels(by_name.get(n) or {}).get(ZONE_LABEL),
+                        "how": how})
+        return out
+
+    def _watch_of(self, zones) -> kz.ZoneWatch | None:
+        return self.zone_watches.get(tuple(sorted(zones or [])))
+
+    def effect_held(self, fault: dict) -> list[dict]:
+        """For a zone or region loss: whether it held so far, from its injection until now, as effect checks
+        (one look now, added to what the watch saw since the loss began; [] for other scopes). What a fault's
+        wait loop may call before its heal; :meth:`restore_zones` records the same into the fault itself."""
+        if fault.get("scope") not in ("zone", "region"):
+            return []
+        w = self._watch_of(fault.get("zones"))
+        if w is None:
+            return [check(f"the loss of {', '.join(fault.get('zones') or [])} watched from the injection", False,
+                          "this backend has no watch of it")]
+        self._adopt_fault(w, fault)
+        w.look_once()
+        return [w.check()]
+
+    @staticmethod
+    def _adopt_fault(w: kz.ZoneWatch, fault: dict) -> None:
+        if not any(f is fault for f in w.faults):
+            w.faults.append(fault)
+
+    def _zone_loss_reach(self, zones: list[str], what: str) -> tuple[list[dict], list[dict], list[str], list[str]]:
+        """What a loss of ``zones`` would touch, within the blast-radius limits (``max_pods``,
+        ``max_nodes``; refused beyond them): (the nodes read, the zones' Ray pods, the nodes this
+        run would cordon, those someone else cordoned)."""
+        nodes = self._nodes()
+        self.refuse_reaching_load(what, zones=zones, nodes_read=nodes)
+        pods = limit(select(self._pods(), nodes, cluster=self.cluster, zones=zones), self.max_pods, what)
+        cordon, theirs = zone_loss_nodes(nodes, pods, zones, kz.cluster_templates(self._raycluster()))
+        if len(cordon) > self.max_nodes:
+            raise UsageError(f"{what}: it would cordon {len(cordon)} nodes, more than the limit of {self.max_nodes} "
+                             f"(max_nodes): refusing to act ({', '.join(cordon[:5])}...)")
+        return nodes, pods, cordon, theirs
+
+    def _patch_node(self, node: dict, body: dict) -> None:
+        """A patch of a node read before, with its resourceVersion as precondition: a node changed
+        meanwhile (someone cordoned or uncordoned it) fails it (409) instead of being overwritten."""
+        rv = (node.get("metadata") or {}).get("resource_version")
+        if rv:
+            body = {**body, "metadata": {**(body.get("metadata") or {}), "resourceVersion": rv}}
+        try:
+            self.core.patch_node(_name(node), body)
+        except Exception as e:  # noqa: BLE001 - ApiException: one line
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            raise ClusterError(f"node {_name(node)}: the patch failed (HTTP {status}: {_api_message(e)})") from None
+
+    def _cordon(self, node: dict) -> None:
+        self._patch_node(node, {"metadata": {"annotations": {CORDON_MARK: self.run_id}}, "spec": {"unschedulable": True}})
+
+    def _uncordon(self, node: dict) -> None:
+        """Drop the mark; uncordon unless someone did already (a schedulable node stays as it is)."""
+        body: dict = {"metadata": {"annotations": {CORDON_MARK: None}}}
+        if (node.get("spec") or {}).get("unschedulable"):
+            body["spec"] = {"unschedulable": False}
+        self._patch_node(node, body)
+
+    def restore_zones(self, zones: list[str] | None = None) -> list[str]:
+        """Uncordon the nodes this run cordoned (annotated with its run id; of ``zones``, or all):
+        KubeRay's Pending pods then schedule. Another run's cordon, or a node cordoned by someone
+        else (no annotation of ours), is left alone. First the watch of each loss healed here stops,
+        after one last look: what it found goes into the fault it proves (:meth:`ZoneWatch.record
+        <chaos.backends.kube_zone.ZoneWatch.record>`; a zone that came back makes it not in effect)."""
+        self._stop_watches(zones)
+        done = []
+        for n in self._nodes():
+            ann = (n.get("metadata") or {}).get("annotations") or {}
+            if ann.get(CORDON_MARK) != self.run_id or (zones is not None and _labels(n).get(ZONE_LABEL) not in zones):
+                continue
+            self._uncordon(n)
+            done.append(_name(n))
+        return done
+
+    def _stop_watches(self, zones: list[str] | None) -> dict[tuple[str, ...], dict]:
+        """Stop the watches of the losses of ``zones`` (all when None), each after a last look; record each
+        finding into the faults it proves. Returns the findings."""
+        out = {}
+        for key in list(self.zone_watches):
+            if zones is not None and not set(key) <= set(zones):
+                continue
+            w = self.zone_watches.pop(key)
+            out[key] = w.stop()
+            for f in w.faults:
+                w.record(f)
+        return out
