@@ -452,6 +452,9 @@ def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_rea
             f"{cp['time_to_restored_s']}); capacity min {cap['min_replicas']}/{cap['target_replicas']} restored at "
             f"{cap['time_to_restored_s']}; resolution {f['resolution_s']} s / {cp['resolution_s']} s")
     failing = bounds.describe_failures(results)
+    if summary["bounds"]["all_met"] is None and not failing and not stop_reason:
+        log("no bounds stated: nothing checked")
+        return
     log("bounds MET" if summary["bounds"]["all_met"] else f"bounds NOT MET: {'; '.join(failing) or stop_reason}")
 
 

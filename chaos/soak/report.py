@@ -133,10 +133,14 @@ def png(records: rec.RunRecords, summary: dict[str, Any]) -> bytes:
     scopes = sorted({d["scope"] for d in by.values()} | {p["scope"] for p in soak.get("faults_skipped") or []})
     colour = {s: SCOPE_COLOURS[i % len(SCOPE_COLOURS)] for i, s in enumerate(scopes)}
     end = max([r.sent_ns for r in records.requests] + [t0])
-    for d in by.values():
+    # each fault's span as the soak's figures hold it (its heal, or its occupancy bound, plus its settle): the
+    # closing rollback's heal marks at the soak's end are not a replica kill's heal
+    first = min(injects) if injects else t0
+    held = {w["fault_id"]: (x(first) + w["from_s"], x(first) + w["to_s"]) for w in obs.get("windows") or []}
+    for fid, d in by.items():
         if rec.INJECT_START not in d:
             continue
-        a, b = x(d[rec.INJECT_START]), x(d.get(rec.HEAL_END) or d.get(rec.HEAL_START) or end)
+        a, b = held.get(fid) or (x(d[rec.INJECT_START]), x(d.get(rec.HEAL_END) or d.get(rec.HEAL_START) or end))
         y = scopes.index(d["scope"])
         fx.broken_barh([(a, max(b - a, 0.5))], (y - 0.35, 0.7), facecolors=colour[d["scope"]], alpha=0.75)
         fx.text(a, y + 0.4, d["target"][:14], fontsize=6, va="bottom")
@@ -154,10 +158,17 @@ def png(records: rec.RunRecords, summary: dict[str, Any]) -> bytes:
         for ax in (fx, lx):
             ax.axvspan(o["from_s"], o["to_s"], color="#f1c40f", alpha=0.25, zorder=0)
     p = soak.get("prediction") or {}
-    if p.get("interval_90_s"):
+    top = max(ys + [1.0]) * 1.3
+    if p.get("interval_90_s"):  # on the observation's scale; what lies above it is said in the legend
         lo, hi = p["interval_90_s"]
-        lx.axhspan(lo, hi, color="#2471a3", alpha=0.12, label=f"predicted 90 % interval {lo:.1f} .. {hi:.1f} s")
-        lx.axhline(p["mean_s"], color="#2471a3", ls="--", lw=1.0, label=f"predicted mean {p['mean_s']:.1f} s")
+        top = max(top, min(hi, lo * 1.5))
+        lx.axhspan(lo, min(hi, top * 2), color="#2471a3", alpha=0.12,
+                   label=f"predicted 90 % interval {lo:.1f} .. {hi:.1f} s")
+        if p["mean_s"] <= top:
+            lx.axhline(p["mean_s"], color="#2471a3", ls="--", lw=1.0, label=f"predicted mean {p['mean_s']:.1f} s")
+        else:
+            lx.plot([], [], color="#2471a3", ls="--", label=f"predicted mean {p['mean_s']:.1f} s (above this scale)")
+    lx.set_ylim(0, top)
     lx.set_ylabel("lost\nservice-s", fontsize=8)
     lx.legend(fontsize=7, loc="upper left", frameon=False)
     if planes:
