@@ -68,6 +68,7 @@ READS = (
     _a("get", "rayservices", "ray.io", why="the active RayCluster, upgrades (get_namespaced_custom_object)"),
     _a("get", "rayclusters", "ray.io", why="zones and expected pods (get_namespaced_custom_object)"),
     _a("list", "networkpolicies", "networking.k8s.io", why="leftovers of a crashed run (prepare)"),
+    _a("list", "configmaps", why="leftovers: a crashed run's upgrade record (_upgrade_leftovers)"),
 )
 EXEC = (
     _a("get", "pods", subresource="exec", why="exec: the client's websocket GET (kube_exec.run)"),
@@ -85,6 +86,7 @@ AUTOSCALERS = (  # what may bring a lost zone back (kube_autoscale); not needed 
 )
 NODE_FILTER = (
     _a("create", "pods", why="the partition's helper pods (_filter; dry-run in preflight_partition)"),
+    _a("patch", "nodes", namespaced=False, why="the nft table recorded on its node, for recover (_mark_table)"),
     _a("delete", "pods", why="the helper pods at the heal (_remove_helpers)"),
     _a("get", "networkpolicies", "networking.k8s.io", why="the heal looks for a policy of either method (heal_zone)"),
 )
@@ -98,7 +100,15 @@ DRAIN = (
     _a("create", "pods", subresource="eviction", why="the drain's eviction (drain_node)"),
     _a("delete", "pods", why="the force delete at the drain's deadline (_end_drain)"),
 )
-UPGRADE = (_a("patch", "rayservices", "ray.io", why="the upgrade's merge patch, and its revert (upgrade_app)"),)
+UPGRADE = (
+    _a("patch", "rayservices", "ray.io", why="the upgrade's merge patch, and its revert (upgrade_app, roll_back_upgrade)"),
+    _a("create", "configmaps", why="the upgrade's record, what undoing it needs (_record_upgrade)"),
+    _a("get", "configmaps", why="the record read at the rollback (roll_back_upgrade)"),
+    _a("delete", "configmaps", why="the record at the heal or the rollback (_drop_record)"),
+    _a("delete", "rayclusters", "ray.io", why="the pending RayCluster of a failed upgrade (_roll_back_record)"),
+    _a("list", "pods", namespaced=False, why="what the nodes' pods request: room for a second RayCluster "
+       "(second_cluster_room)"),
+)
 LOAD_JOB = (
     _a("create", "jobs", "batch", why="the load workers' Job (JobPool._start; dry-run in preflight_load)"),
     _a("get", "jobs", "batch", why="the Job gone once deleted (JobPool._delete_job)"),
@@ -110,7 +120,8 @@ LOAD_JOB = (
 
 BY_SCOPE: dict[str, tuple[Access, ...]] = {
     "replica": EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
-    "engine": EXEC,
+    "engine": EXEC + (_a("patch", "pods", why="the stopped processes recorded on their pod, for recover "
+                                                 "(_mark_paused)"),),
     "engine-crash": EXEC,  # crash_engine: pgrep and kill -9 of the replica's EngineCore children; nothing to heal
     "node": EXEC + DELETE_PODS,
     "head": EXEC + DELETE_PODS,

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.backends import kube_marks as km
 from chaos.errors import UsageError, parse_bool
 from chaos.load import pod_worker
 
@@ -192,14 +193,17 @@ def job_manifest(settings: LoadJobSettings, run_id: str, job: str, n: int, clust
         pod_spec["tolerations"] = list(settings.tolerations)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job, "labels": labels(run_id)},
+        "metadata": {"name": job, "labels": labels(run_id), "annotations": km.stamped(run_id, active_deadline_s)},
         "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n, "backoffLimit": 0,
                  "activeDeadlineSeconds": int(active_deadline_s), "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
-                 "template": {"metadata": {"labels": labels(run_id)}, "spec": pod_spec}},
+                 "template": {"metadata": {"labels": labels(run_id),
+                                           "annotations": km.stamped(run_id, active_deadline_s)},
+                              "spec": pod_spec}},
     }
 
 
-def configmap_manifest(run_id: str, job: str, w: int, spec: dict, owner_uid: str | None = None) -> dict:
+def configmap_manifest(run_id: str, job: str, w: int, spec: dict, owner_uid: str | None = None,
+                       deadline_s: float = 3600) -> dict:
     """Worker ``w``'s spec in a ConfigMap of its own (gzip'd JSON in ``binaryData``), owned by the Job
     (``owner_uid``) so that the Job's deletion takes it; refused beyond the API server's 1 MiB."""
     from chaos.load.pod_worker import encode_spec
@@ -208,7 +212,8 @@ def configmap_manifest(run_id: str, job: str, w: int, spec: dict, owner_uid: str
     if len(data) > MAX_CONFIGMAP_BYTES - 1024:
         raise UsageError(f"load worker {w}'s share is {len(data) / 1e6:.2f} MB compressed, more than a ConfigMap "
                          f"holds (1 MiB): raise load.workers or lower load.max_requests or duration_s")
-    meta: dict[str, Any] = {"name": configmap_name(job, w), "labels": labels(run_id)}
+    meta: dict[str, Any] = {"name": configmap_name(job, w), "labels": labels(run_id),
+                            "annotations": km.stamped(run_id, deadline_s)}
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": owner_uid}]
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True,

@@ -102,9 +102,10 @@ class JobPool(LoadPool):
         specs = [self.spec(w, shares[w], go_timeout_s=go_timeout, header_extra={"worker": w, "workers_total": self.n})
                  for w in range(self.n)]
         del shares
-        manifest = kl.job_manifest(self.settings, self.b.run_id, self.job, self.n, self.b.cluster,
-                                   kl.deadline_s(self.shape, self.settings.start_timeout_s))
-        maps = [kl.configmap_manifest(self.b.run_id, self.job, w, specs[w]) for w in range(self.n)]  # sizes refused first
+        active_s = kl.deadline_s(self.shape, self.settings.start_timeout_s)
+        manifest = kl.job_manifest(self.settings, self.b.run_id, self.job, self.n, self.b.cluster, active_s)
+        maps = [kl.configmap_manifest(self.b.run_id, self.job, w, specs[w], deadline_s=active_s)
+                for w in range(self.n)]  # sizes refused first
         del specs
         created = self.b.batch.create_namespaced_job(self.namespace, manifest)
         self.job_uid = created.metadata.uid

@@ -41,11 +41,13 @@ import re
 import shlex
 from typing import Any
 
+from chaos.backends import kube_marks as km
+
 METHODS = ("networkpolicy", "node-filter")  # the order of the experiment schema's enum
 DEFAULT_METHOD = "node-filter"
 FAULT_LABEL = "availproof.io/fault"
 ZONE_KEY = "availproof.io/zone"
-RUN_KEY = "availproof.io/run"  # the run id (chaos.backends.kuberay.KubeRayBackend.run_id) of what a run created
+RUN_KEY = km.RUN  # the run id (chaos.backends.kuberay.KubeRayBackend.run_id) of what a run created
 MEMBER_LABEL = "availproof.io/partition-zone"  # on the Ray pods a networkpolicy partition isolates
 POLICY_LABEL = {FAULT_LABEL: "partition"}  # on every NetworkPolicy a partition creates
 HELPER_LABEL = {FAULT_LABEL: "partition-helper"}  # on every node-filter helper pod
@@ -59,13 +61,14 @@ def policy_name(zone: str) -> str:
     return f"availproof-partition-{zone}"
 
 
-def partition_policy(zone: str, cluster: str, run_id: str) -> dict[str, Any]:
+def partition_policy(zone: str, cluster: str, run_id: str, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
     """A NetworkPolicy isolating exactly the zone's Ray worker pods of ``cluster`` (those labelled
-    ``MEMBER_LABEL=zone``; no ingress, no egress)."""
+    ``MEMBER_LABEL=zone``; no ingress, no egress), annotated with its deadline (:mod:`chaos.backends.kube_marks`)."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": policy_name(zone), "labels": {**POLICY_LABEL, ZONE_KEY: zone, RUN_KEY: run_id}},
+        "metadata": {"name": policy_name(zone), "labels": {**POLICY_LABEL, ZONE_KEY: zone, RUN_KEY: run_id},
+                     "annotations": {km.EXPIRES: km.deadline(deadline_s)}},
         "spec": {
             "podSelector": {"matchLabels": {"ray.io/cluster": cluster, MEMBER_LABEL: zone}},
             "policyTypes": ["Ingress", "Egress"],
@@ -134,7 +137,8 @@ def helper_pod(node: str, zone: str, image: str = HELPER_IMAGE, run_id: str = ""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": helper_name(node), "labels": {**HELPER_LABEL, ZONE_KEY: zone, RUN_KEY: run_id}},
+        "metadata": {"name": helper_name(node), "labels": {**HELPER_LABEL, ZONE_KEY: zone, RUN_KEY: run_id},
+                     "annotations": {km.EXPIRES: km.deadline(deadline_s)}},
         "spec": {
             "nodeName": node,
             "hostNetwork": True,

@@ -303,6 +303,12 @@ class FakeServer:
             return batch
         if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
             return self.access_review(body)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps", path)
+        if m and method == "GET":  # one namespace's, by labelSelector
+            items = [{**cm, "metadata": {**(cm.get("metadata") or {}), "name": n, "namespace": nsp}}
+                     for (nsp, n), cm in sorted(self.configmaps.items())
+                     if nsp == m.group(1) and _matches(cm, query.get("labelSelector"))]
+            return 200, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": items}
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
         if m and method == "GET":
             cm = self.configmaps.get((m.group(1), m.group(2)))
@@ -318,10 +324,15 @@ class FakeServer:
             if m:
                 return self.crud(method, m.group(1), store, kind, query, body)
         m = re.fullmatch(rf"/apis/ray.io/v1/namespaces/{ns}/(rayclusters|rayservices)/([^/]+)", path)
-        if m and method in ("GET", "PATCH"):
+        if m and method in ("GET", "PATCH", "DELETE"):
             obj = self.custom.get((m.group(1), m.group(2)))
             if not obj:
                 return 404, _status(404, f'{m.group(1)}.ray.io "{m.group(2)}" not found')
+            if method == "DELETE":  # a RayCluster's pods go with it (their ownerReference: the garbage collector)
+                for name in [n for n, pod in self.pods.items()
+                             if (pod["metadata"].get("labels") or {}).get("ray.io/cluster") == m.group(2)]:
+                    self.pods.pop(name)
+                return 200, self.custom.pop((m.group(1), m.group(2)))
             if method == "GET":
                 if m.group(1) == "rayservices":
                     self.kuberay.reconcile_rayservice(obj)

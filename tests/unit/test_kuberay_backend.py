@@ -3,11 +3,12 @@ in-memory API server (tests/unit/kube_fake.py): what it reads, writes and execs,
 
 import json
 import shlex
+import time
 
 import pytest
 
 from chaos import faults
-from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
+from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
 from tests.unit.kube_fake import FakeServer, FakeStream, node, ray_pod, redis_pod
@@ -99,6 +100,8 @@ def test_zone_loss_cordons_then_deletes_with_one_blast_radius_check_and_heals_on
                      ("DELETE", "/api/v1/namespaces/availproof/pods/wa-2?gracePeriodSeconds=0")]
     cordon = next(body for m, p, body in s.calls if p == "/api/v1/nodes/k-a1" and m == "PATCH")
     # the run id as the mark, the node's resourceVersion as the precondition
+    expires = cordon["metadata"]["annotations"].pop(km.CORDON_EXPIRES)  # the mark's deadline (leftovers expire)
+    assert not km.expired(expires) and km.expired(expires, now=time.time() + b.helper_deadline_s + 2)
     assert cordon == {"metadata": {"annotations": {kb.CORDON_MARK: "run1"}, "resourceVersion": "1"},
                       "spec": {"unschedulable": True}}
     assert "stranger" in s.pods and "wb-1" in s.pods
@@ -259,11 +262,15 @@ def test_networkpolicy_partition_isolates_exactly_the_zones_pods_and_heals():
     marker = faults.Marker()
     faults.partition_zone(b, marker, "zone-a", duration_s=20)
     pol = next(body for m, p, body in s.calls if m == "POST")
-    assert pol == kp.partition_policy("zone-a", CLUSTER, "run1")
+    assert not km.expired(pol["metadata"]["annotations"].pop(km.EXPIRES))  # its deadline: leftovers expire
+    want = kp.partition_policy("zone-a", CLUSTER, "run1")
+    want["metadata"]["annotations"] = {}
+    assert pol == want
     assert pol["spec"]["podSelector"]["matchLabels"] == {"ray.io/cluster": CLUSTER, kp.MEMBER_LABEL: "zone-a"}
     assert pol["spec"]["ingress"] == [] and pol["spec"]["egress"] == [] and pol["spec"]["policyTypes"] == ["Ingress", "Egress"]
     # the zone's pods were labelled (not wa-9 of the same group in zone-b); the heal removed the labels again
-    labelled = [p for m, p, body in s.calls if m == "PATCH" and body == {"metadata": {"labels": {kp.MEMBER_LABEL: "zone-a"}}}]
+    labelled = [p for m, p, body in s.calls if m == "PATCH" and body["metadata"].get("labels") == {kp.MEMBER_LABEL: "zone-a"}
+                and km.read(body["metadata"]["annotations"][km.MEMBER_MARK])["run"] == "run1"]  # its run and deadline
     assert labelled == ["/api/v1/namespaces/availproof/pods/wa-1", "/api/v1/namespaces/availproof/pods/wa-2"]
     assert writes(s)[-3:] == [
         ("DELETE", "/apis/networking.k8s.io/v1/namespaces/availproof/networkpolicies/availproof-partition-zone-a"),

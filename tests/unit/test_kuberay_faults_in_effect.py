@@ -498,13 +498,15 @@ def test_leftovers_of_any_run_are_found_by_label_and_annotation_and_removed():
     fresh.resolve_cluster()
     found = fresh.leftovers()
     assert sorted((x["kind"], x["name"], x["run_id"]) for x in found) == [
-        ("NetworkPolicy", "availproof-partition-zone-c", "run1"), ("Node", "k-b", "run1"),
+        ("NetworkPolicy", "availproof-partition-zone-c", "run1"), ("NftTable", "k-a1", "run1"),
+        ("NftTable", "k-a2", "run1"), ("Node", "k-b", "run1"),
         ("Pod", "availproof-partition-k-a1", "run1"), ("Pod", "availproof-partition-k-a2", "run1"),
-        ("Pod", "wc-1", None)]
+        ("Pod", "wc-1", "run1")]
+    assert all(x["expires"] for x in found)  # every mark carries its deadline
     assert {x["zone"] for x in found} == {"zone-a", "zone-b", "zone-c"}
     assert fresh.restore_zones() == []  # its own heal leaves another run's cordon alone ...
     out = fresh.remove_leftovers()  # ... recover removes every leftover
-    assert len(out["removed"]) == 5 and fresh.leftovers() == []
+    assert len(out["removed"]) == 7 and fresh.leftovers() == []
     assert s.kubelet.tables == {} and s.netpols == {} and not s.nodes["k-b"]["spec"]["unschedulable"]
     assert kb.CORDON_MARK not in s.nodes["k-b"]["metadata"]["annotations"]
     assert kp.MEMBER_LABEL not in s.pods["wc-1"]["metadata"]["labels"]

@@ -402,7 +402,8 @@ def test_a_cluster_upgrade_kuberay_ignores_is_reverted_and_raised_at_once_not_wa
         assert s.kuberay.status_writes == [("availproof", 2)]  # the patch's generation, written with no pending cluster
     assert "the patch was reverted" in text
     assert rayservice(s)["spec"] == before  # back as it was: KubeRay will not apply it later
-    assert [m for m, _ in writes(s)] == ["PATCH", "PATCH"]
+    # the record (what a rollback needs) first, the patch and its revert, the record deleted
+    assert [m for m, _ in writes(s)] == ["POST", "PATCH", "PATCH", "DELETE"] and not s.configmaps
 
 
 def test_the_fake_operator_writes_the_rayservice_status_only_when_kuberay_v17_would():

@@ -11,13 +11,14 @@ import pytest
 import yaml
 
 from chaos import analysis, faults, placement, records as rec
-from chaos.backends import kuberay as kb
+from chaos.backends import kube_marks as km, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from tests.unit.kube_fake import ray_pod
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, writes
 
 ROOT = Path(__file__).resolve().parents[2]
 RS_PATH = "/apis/ray.io/v1/namespaces/availproof/rayservices/availproof"
+CM_PATH = "/api/v1/namespaces/availproof/configmaps"
 NEW_CLUSTER = "availproof-b6d4f"
 
 
@@ -107,6 +108,7 @@ def without_annotation(rcc: dict) -> dict:
     for t in [rcc["headGroupSpec"]["template"]] + [g["template"] for g in rcc["workerGroupSpecs"]]:
         ann = t["metadata"]["annotations"]
         assert ann.pop(kb.VERSION_ANNOTATION) == "v3"
+        assert ann.pop(km.RUN) and ann.pop(km.EXPIRES)  # the pending RayCluster made of it carries the run id
         if not ann:
             del t["metadata"]["annotations"]
         if not t["metadata"]:
@@ -121,7 +123,7 @@ def test_cluster_upgrade_annotates_every_pod_template_and_nothing_else():
     assert out["patched"] == "spec.rayClusterConfig" and out["effective_strategy"] == "NewCluster"
     assert out["upgrade_strategy"] is None and out["cluster_before"] == CLUSTER
     assert "workers-zone-a, workers-zone-b, workers-zone-c" in out["changed"]
-    assert writes(s) == [("PATCH", RS_PATH)]
+    assert writes(s) == [("POST", CM_PATH), ("PATCH", RS_PATH)]  # its record first (a rollback's), then the patch
     assert s.content_types[-1][2] == "application/merge-patch+json"
     body = next(body for method, _, body in s.calls if method == "PATCH")  # then KubeRay's answer is read
     assert body["metadata"] == {"resourceVersion": "7"} and set(body["spec"]) == {"rayClusterConfig"}
@@ -364,7 +366,8 @@ def test_upgrade_app_cluster_end_to_end_follows_kuberay_to_the_new_cluster(monke
     # from its next read on, the backend acts on the promoted cluster (pods, health, replicas' pods)
     assert [(r.replica_id, r.node) for r in b.replicas()] == [("n1", "new-1"), ("n2", "new-2"), ("n3", "new-3")]
     assert b.cluster == NEW_CLUSTER and b.nodes_in(zone="zone-b") == ["new-2"]
-    assert writes(s) == [("PATCH", RS_PATH)]  # KubeRay replaced the pods, the rig deleted none
+    # KubeRay replaced the pods, the rig deleted none (its record, written before the patch, goes at the heal)
+    assert writes(s) == [("POST", CM_PATH), ("PATCH", RS_PATH)]
 
 
 def drain_script(s, moves_after=None, gone_after=None):

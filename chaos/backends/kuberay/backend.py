@@ -12,17 +12,19 @@ from chaos.backends.kuberay.kills import Kills
 from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.partition import Partition
 from chaos.backends.kuberay.plan import PlanRows
+from chaos.backends.kuberay.leftovers import Leftovers
 from chaos.backends.kuberay.prepare import Preparation
 from chaos.backends.kuberay.proofs import ProofReads
 from chaos.backends.kuberay.reads import Reads
+from chaos.backends.kuberay.rollback import UpgradeRollback
 from chaos.backends.kuberay.scopes import ByScope
 from chaos.backends.kuberay.upgrade import UpgradeDrain
 from chaos.backends.kuberay.zone import ZoneLoss
 from chaos.errors import UsageError, parse_bool
 
 
-class KubeRayBackend(Reads, Kills, ZoneLoss, Autoscaling, Partition, UpgradeDrain, LoadJob, Preparation,
-                     PlanRows, ProofReads, ByScope):
+class KubeRayBackend(Reads, Kills, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback, LoadJob,
+                     Preparation, Leftovers, PlanRows, ProofReads, ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the

@@ -8,7 +8,7 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_exec
+from chaos.backends import kube_exec, kube_marks as km
 from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, _labels, _name, _node_of,
                                           _not_found, limit, node_regions, node_zones, pod_ready, restarts, select)
 from chaos.errors import ClusterError, UsageError
@@ -227,7 +227,20 @@ class Kills:
         if not pids:
             raise ClusterError(f"engine of replica {r.replica_id}: `kill -STOP` reported no process")
         self.paused += pids
+        self._mark_paused(r.node)
         return pids
+
+    def _mark_paused(self, pod: str) -> None:
+        """Record on ``pod`` the processes this run stopped there (:data:`kube_marks.PAUSED_MARK
+        <chaos.backends.kube_marks.PAUSED_MARK>`), so that a crashed run's ``recover`` can SIGCONT them; none
+        left: the mark dropped."""
+        pids = sorted(int(x.rsplit("/", 1)[1]) for x in self.paused if x.rsplit("/", 1)[0] == pod)
+        value = km.record(self.run_id, self.helper_deadline_s, pids=pids) if pids else None
+        try:
+            self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"annotations": {km.PAUSED_MARK: value}}})
+        except Exception as e:  # noqa: BLE001 - ApiException; a pod gone has nothing left stopped
+            if not _not_found(e):
+                raise
 
     def crash_engine(self, r) -> list[str]:
         """``kill -9`` the replica's engine children (vLLM's EngineCore; the stream target's engine
@@ -255,4 +268,6 @@ class Kills:
             done.append(item)
             if item in self.paused:
                 self.paused.remove(item)
+        for pod in sorted({item.rsplit("/", 1)[0] for item in done}):
+            self._mark_paused(pod)
         return done

@@ -7,7 +7,7 @@ import contextlib
 import ipaddress
 import time
 
-from chaos.backends import kube_exec, kube_partition as kp
+from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp
 from chaos.backends.kuberay.common import (_api_message, _labels, _name, _node_of, _not_found, _pod_ips, limit)
 from chaos.errors import ClusterError
 
@@ -74,6 +74,7 @@ class Partition:
             raise ClusterError(f"partition of {zone}: {len(pods) - len(ips)} of its Ray pods have no IP yet")
         life = float(deadline_s or self.helper_deadline_s)
         probe = self._open_probe(zone, pods, life)
+        nodes = sorted({_node_of(p) for p in pods})  # the helpers' nodes, in _start_helpers' order
         self.cuts[zone] = {"method": self.partition_method, "ips": ips, "probe": probe, "cut_at_ns": None}
         helpers: list[str] = []
         try:
@@ -91,9 +92,10 @@ class Partition:
             try:
                 if self.partition_method == "networkpolicy":
                     self.net.create_namespaced_network_policy(self.namespace,
-                                                              kp.partition_policy(zone, self.cluster, self.run_id))
+                                                              kp.partition_policy(zone, self.cluster, self.run_id, life))
                 else:
-                    for helper in helpers:
+                    for helper, node in zip(helpers, nodes):
+                        self._mark_table(node, zone, life)  # first: a table is never loaded unrecorded
                         self.exec(helper, kp.apply_script(ips), container="nft")
             except BaseException:
                 with contextlib.suppress(Exception):  # never leave half a partition behind; the cause is raised
@@ -147,9 +149,11 @@ class Partition:
     def _label_members(self, zone: str, pods: list[dict]) -> None:
         """The networkpolicy variant's set-up: label exactly the zone's pods (the policy will select them)."""
         labelled = []
+        mark = km.record(self.run_id, self.helper_deadline_s, zone=zone)
         try:
             for p in pods:
-                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {"labels": {kp.MEMBER_LABEL: zone}}})
+                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {
+                    "labels": {kp.MEMBER_LABEL: zone}, "annotations": {km.MEMBER_MARK: mark}}})
                 labelled.append(p)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -159,7 +163,8 @@ class Partition:
     def _unlabel(self, pods: list[dict]) -> None:
         for p in pods:
             try:
-                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {"labels": {kp.MEMBER_LABEL: None}}})
+                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {
+                    "labels": {kp.MEMBER_LABEL: None}, "annotations": {km.MEMBER_MARK: None}}})
             except Exception as e:  # noqa: BLE001 - ApiException; a pod gone needs no label removed
                 if not _not_found(e):
                     raise
@@ -187,12 +192,15 @@ class Partition:
     def _remove_helpers(self, helpers: list[str]) -> None:
         """Delete the filter table in each helper's node (checked, when the helper runs), then the helper."""
         errors = []
+        where = {_name(p): _node_of(p) for p in self._pods() if _name(p) in set(helpers)}
         for h in helpers:
             if self._running(h):
                 try:
                     self.exec(h, kp.REMOVE_SCRIPT, container="nft")
                 except kube_exec.ExecError as e:
                     errors.append(str(e))  # the helper's own TERM trap removes it as the pod is deleted
+                else:
+                    self._unmark_table(where.get(h))
             self._delete([{"metadata": {"name": h}}])
         if errors:
             raise ClusterError(f"partition heal: {'; '.join(errors)} (helper pods deleted; their exit removes the rules)")
@@ -228,3 +236,35 @@ class Partition:
         zones = {_name(p.to_dict()).removeprefix("availproof-partition-") for p in pols.items}
         zones |= {_labels(p).get(kp.ZONE_KEY) for p in self._helpers()} - {None}
         return sorted(zones)
+
+    def _mark_table(self, node: str | None, zone: str, life: float) -> None:
+        """Record on ``node`` that a partition's nft table is (about to be) loaded there (:data:`kube_marks.NFT_MARK
+        <chaos.backends.kube_marks.NFT_MARK>`): found by ``recover`` and the next preparation even when its helper
+        pod died without its TERM trap."""
+        if node:
+            self.core.patch_node(node, {"metadata": {"annotations": {
+                km.NFT_MARK: km.record(self.run_id, life, zone=zone)}}})
+
+    def _unmark_table(self, node: str | None) -> None:
+        if not node:
+            return
+        try:
+            self.core.patch_node(node, {"metadata": {"annotations": {km.NFT_MARK: None}}})
+        except Exception as e:  # noqa: BLE001 - ApiException; a node gone holds no table
+            if not _not_found(e):
+                raise
+
+    def _remove_table(self, node: str, zone: str | None) -> None:
+        """Delete the nft table a crashed run left on ``node`` without a helper: a helper of this run made for it
+        (Running, its image pulled), the table deleted through it (checked), the helper deleted, the mark dropped."""
+        helper = kp.helper_name(node)
+        self._delete([{"metadata": {"name": helper}}])  # a dead helper of that name, if any
+        self.core.create_namespaced_pod(self.namespace, kp.helper_pod(node, zone or "-", self.helper_image,
+                                                                      self.run_id, 300))
+        try:
+            self._wait(lambda: self._running(helper), 120, f"the clean-up helper {helper} to run")
+            self.exec(helper, kp.REMOVE_SCRIPT, container="nft")
+        finally:
+            self._delete([{"metadata": {"name": helper}}])
+        self._unmark_table(node)
+

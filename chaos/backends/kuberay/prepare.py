@@ -3,10 +3,9 @@ dry runs), the leftovers of any run found by label and annotation and removed, t
 
 from __future__ import annotations
 
-from chaos.backends import kube_access, kube_load as kl, kube_partition as kp
-from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, _api_message, _labels, _name, _node_of,
-                                          _not_found)
-from chaos.errors import ClusterError, SetupError
+from chaos.backends import kube_access, kube_marks as km
+from chaos.backends.kuberay.common import _api_message
+from chaos.errors import SetupError
 
 
 class Preparation:
@@ -28,6 +27,10 @@ class Preparation:
         scopes = ({scope} | {f.get("scope") for f in planned}) - {None}
         self.preflight_access(scopes)
         left = self.leftovers()
+        stale = [x for x in left if km.expired(x.get("expires"))]
+        if stale:  # past their deadline: no live run owns them (a crashed one's), undone here
+            self.remove_leftovers(stale)
+        left = [x for x in left if not km.expired(x.get("expires"))]
         if left:
             shown = ", ".join(f"{x['kind']} {x['name']} (run {x.get('run_id')})" for x in left[:5])
             raise SetupError(f"the cluster still has {len(left)} object(s) of an earlier run of the rig: {shown}"
@@ -77,81 +80,6 @@ class Preparation:
             raise SetupError(kube_access.refusal(self.context, self.namespace, missing))
         return [a.text(self.namespace) for a in wanted]
 
-    def leftovers(self) -> list[dict]:
-        """Every object of the rig's still in place, whatever run left it (found by label and annotation):
-        partition helper pods, partition NetworkPolicies, Ray pods labelled for a partition, Jobs of load
-        workers (by their pods), nodes cordoned for a zone loss. Each: {"kind", "name", "namespace",
-        "run_id", "zone", "what"}."""
-        out = []
-        for p in self._helpers():
-            lab = _labels(p)
-            out.append({"kind": "Pod", "name": _name(p), "namespace": self.namespace, "run_id": lab.get(kp.RUN_KEY),
-                        "zone": lab.get(kp.ZONE_KEY), "what": f"partition helper of {lab.get(kp.ZONE_KEY)} on node {_node_of(p)} "
-                                f"({(p.get('status') or {}).get('phase')})"})
-        selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
-        for pol in self.net.list_namespaced_network_policy(self.namespace, label_selector=selector).items:
-            pol = pol.to_dict()
-            lab = _labels(pol)
-            out.append({"kind": "NetworkPolicy", "name": _name(pol), "namespace": self.namespace,
-                        "run_id": lab.get(kp.RUN_KEY), "zone": lab.get(kp.ZONE_KEY), "what": f"partition of {lab.get(kp.ZONE_KEY)}"})
-        for p in self._pods(label_selector=kp.MEMBER_LABEL):
-            out.append({"kind": "Pod", "name": _name(p), "namespace": self.namespace, "run_id": None,
-                        "zone": _labels(p).get(kp.MEMBER_LABEL), "what": f"Ray pod labelled {kp.MEMBER_LABEL}={_labels(p).get(kp.MEMBER_LABEL)} for a partition"})
-        jobs: dict[str, list[dict]] = {}
-        for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
-            lab = _labels(p)
-            name = next((lab[k] for k in kl.JOB_NAME_LABELS if lab.get(k)), None)
-            if name:
-                jobs.setdefault(name, []).append(p)
-        for name, pods in sorted(jobs.items()):
-            phases = ", ".join(sorted({str((p.get("status") or {}).get("phase")) for p in pods}))
-            out.append({"kind": "Job", "name": name, "namespace": self.namespace,
-                        "run_id": _labels(pods[0]).get(kl.RUN_LABEL), "zone": None,
-                        "what": f"load workers ({len(pods)} pod(s): {phases})"})
-        for n in self._nodes():
-            ann = (n.get("metadata") or {}).get("annotations") or {}
-            if CORDON_MARK in ann:
-                out.append({"kind": "Node", "name": _name(n), "namespace": None, "run_id": ann[CORDON_MARK],
-                            "zone": _labels(n).get(ZONE_LABEL), "what": f"cordoned for a zone loss (unschedulable: "
-                                    f"{bool((n.get('spec') or {}).get('unschedulable'))})"})
-        return out
-
-    def remove_leftovers(self) -> dict:
-        """Remove every leftover :meth:`leftovers` finds, whatever its run: helpers (their table deleted
-        first, checked), NetworkPolicies, the pods' partition labels, load workers' Jobs (deleted with
-        ``propagationPolicy: Foreground``: their pods and ConfigMaps go too), and the cordons (a node someone
-        uncordoned meanwhile only loses the annotation). ``availproof recover --backend kuberay``."""
-        found = self.leftovers()
-        errors = []
-        helpers = [x["name"] for x in found if x["kind"] == "Pod" and x["what"].startswith("partition helper")]
-        try:
-            self._remove_helpers(helpers)
-        except ClusterError as e:
-            errors.append(str(e))
-        for x in found:
-            if x["kind"] == "NetworkPolicy":
-                try:
-                    self.net.delete_namespaced_network_policy(x["name"], self.namespace)
-                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-                    if not _not_found(e):
-                        raise
-        self._unlabel([{"metadata": {"name": x["name"]}} for x in found
-                       if x["kind"] == "Pod" and x["what"].startswith("Ray pod labelled")])
-        for x in found:
-            if x["kind"] == "Job":  # its pods first, then the Job (its ConfigMaps are its dependents too)
-                try:
-                    self.batch.delete_namespaced_job(x["name"], self.namespace, propagation_policy="Foreground")
-                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-                    if not _not_found(e):
-                        raise
-        nodes = {_name(n): n for n in self._nodes()}
-        for x in found:
-            if x["kind"] == "Node" and x["name"] in nodes:
-                self._uncordon(nodes[x["name"]])
-        if errors:
-            raise ClusterError("; ".join(errors))
-        return {"removed": found}
-
     def heal(self, faults: list[dict], timeout: float = 300.0) -> dict:
         """Heal what ``faults`` (this run's) broke, and nothing else: their engines resumed, their
         zones' partitions healed, the nodes cordoned for their zone or region losses uncordoned; pods
@@ -164,6 +92,12 @@ class Preparation:
         for f in faults:  # the faults the watches prove: their finding is written into them at the heal
             if f["scope"] in ("zone", "region") and self._watch_of(f.get("zones")) is not None:
                 self._adopt_fault(self._watch_of(f.get("zones")), f)
+        for f in faults:  # a cluster upgrade that did not complete is rolled back; one that did keeps no record
+            if f["scope"] == "upgrade" and f.get("record"):
+                if f.get("complete") is False:
+                    done.setdefault("rolled_back", []).append(self.roll_back_upgrade(f))
+                else:
+                    self._drop_record(f["record"])
         lost = sorted({z for f in faults if f["scope"] in ("zone", "region") for z in f["zones"]})
         if lost:
             done["uncordoned"] = self.restore_zones(lost)

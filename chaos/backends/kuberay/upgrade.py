@@ -8,6 +8,7 @@ import copy
 import math
 import time
 
+from chaos.backends import kube_marks as km
 from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S, RAYSERVICE,
                                           SERVE_SHUTDOWN_DEFAULTS, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
                                           _api_message, _name, _node_of, limit)
@@ -43,24 +44,29 @@ def serve_config_with_version(text: str, version: str, where: str = "RayService"
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), previous
 
 
-def _annotated(template: dict | None, version: str) -> dict:
+def _annotated(template: dict | None, marks: dict) -> dict:
     template = copy.deepcopy(template or {})
     meta = template.setdefault("metadata", {}) or {}
     template["metadata"] = meta
-    meta["annotations"] = {**(meta.get("annotations") or {}), VERSION_ANNOTATION: str(version)}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **marks}
     return template
 
 
-def cluster_config_patch(ray_cluster_config: dict, version: str) -> dict:
+def cluster_config_patch(ray_cluster_config: dict, version: str, run_id: str | None = None,
+                         deadline_s: float | None = None) -> dict:
     """The merge patch of ``spec.rayClusterConfig`` that annotates the head's and every worker
-    group's pod template with the version. A JSON merge patch replaces lists whole, so
-    ``workerGroupSpecs`` is the list as read with only the annotation added."""
+    group's pod template with the version (and, given ``run_id``, the run id and its deadline: the pending
+    RayCluster KubeRay makes of it carries them, :mod:`chaos.backends.kube_marks`). A JSON merge patch
+    replaces lists whole, so ``workerGroupSpecs`` is the list as read with only the annotations added."""
+    marks = {VERSION_ANNOTATION: str(version)}
+    if run_id:
+        marks.update(km.stamped(run_id, deadline_s or 3600))
     groups = []
     for g in ray_cluster_config.get("workerGroupSpecs") or []:
         g = copy.deepcopy(g)
-        g["template"] = _annotated(g.get("template"), version)
+        g["template"] = _annotated(g.get("template"), marks)
         groups.append(g)
-    out: dict = {"headGroupSpec": {"template": {"metadata": {"annotations": {VERSION_ANNOTATION: str(version)}}}}}
+    out: dict = {"headGroupSpec": {"template": {"metadata": {"annotations": dict(marks)}}}}
     if groups:
         out["workerGroupSpecs"] = groups
     return out
@@ -102,7 +108,10 @@ class UpgradeDrain:
         if variant == "cluster" and strategy == "None":
             raise UsageError(f"{what}: RayService {self.service} has upgradeStrategy.type None: KubeRay would not "
                              f"roll out a rayClusterConfig change (use the serve_config variant)")
-        return {"upgrade_strategy": strategy, "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY}
+        out = {"upgrade_strategy": strategy, "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY}
+        if variant == "cluster":
+            out["room"] = self.second_cluster_room(spec.get("rayClusterConfig") or {})
+        return out
 
     def upgrade_variants(self) -> tuple[str, ...]:
         return UPGRADE_VARIANTS
@@ -145,15 +154,21 @@ class UpgradeDrain:
             return {**out, "patched": "spec.serveConfigV2", "previous_versions": previous,
                     "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}"}
         rcc = spec.get("rayClusterConfig") or {}
-        patch = cluster_config_patch(rcc, version)
-        patched = self._patch_rayservice({**meta, "spec": {"rayClusterConfig": patch}}, what)
-        pending = self._kuberay_answer(int(((patched or {}).get("metadata") or {}).get("generation") or 0), rcc,
-                                       patch, what)
+        patch = cluster_config_patch(rcc, version, self.run_id, self.helper_deadline_s)
+        record = self._record_upgrade(rcc, patch)  # first: a crash after the patch leaves it found
+        try:
+            patched = self._patch_rayservice({**meta, "spec": {"rayClusterConfig": patch}}, what)
+            pending = self._kuberay_answer(int(((patched or {}).get("metadata") or {}).get("generation") or 0), rcc,
+                                           patch, what)
+        except BaseException:
+            self._drop_record(record)  # not patched, or reverted: nothing to roll back
+            raise
         groups = [g.get("groupName") for g in rcc.get("workerGroupSpecs") or []]
         return {**out, "patched": "spec.rayClusterConfig",
                 "changed": f"headGroupSpec and workerGroupSpecs[{', '.join(map(str, groups))}]"
                            f".template.metadata.annotations[{VERSION_ANNOTATION}]",
-                "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY, "pending_cluster": pending}
+                "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY, "pending_cluster": pending,
+                "record": record}
 
     def _kuberay_answer(self, generation: int, rcc_before: dict, patch: dict, what: str) -> str | None:
         """After a ``cluster`` upgrade's patch: KubeRay's answer, read as it gives it.
@@ -215,7 +230,8 @@ class UpgradeDrain:
         elif meta.get("annotations") is None:
             head = {"metadata": {"annotations": None}}
         else:
-            head = {"metadata": {"annotations": {VERSION_ANNOTATION: meta["annotations"].get(VERSION_ANNOTATION)}}}
+            head = {"metadata": {"annotations": {k: meta["annotations"].get(k)
+                                                 for k in (VERSION_ANNOTATION, km.RUN, km.EXPIRES)}}}
         body: dict = {"headGroupSpec": {"template": head}}
         if "workerGroupSpecs" in patch:
             body["workerGroupSpecs"] = copy.deepcopy(rcc_before.get("workerGroupSpecs") or [])

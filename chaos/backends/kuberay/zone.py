@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from chaos.backends import kube_zone as kz
+from chaos.backends import kube_marks as km, kube_zone as kz
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, _api_message, _labels, _name,
                                           _node_of, check, limit, pod_ready, select, zone_loss_nodes)
 from chaos.errors import ClusterError, UsageError
@@ -117,11 +117,13 @@ class ZoneLoss:
             raise ClusterError(f"node {_name(node)}: the patch failed (HTTP {status}: {_api_message(e)})") from None
 
     def _cordon(self, node: dict) -> None:
-        self._patch_node(node, {"metadata": {"annotations": {CORDON_MARK: self.run_id}}, "spec": {"unschedulable": True}})
+        self._patch_node(node, {"metadata": {"annotations": {CORDON_MARK: self.run_id, km.CORDON_EXPIRES:
+                                                             km.deadline(self.helper_deadline_s)}},
+                                "spec": {"unschedulable": True}})
 
     def _uncordon(self, node: dict) -> None:
         """Drop the mark; uncordon unless someone did already (a schedulable node stays as it is)."""
-        body: dict = {"metadata": {"annotations": {CORDON_MARK: None}}}
+        body: dict = {"metadata": {"annotations": {CORDON_MARK: None, km.CORDON_EXPIRES: None}}}
         if (node.get("spec") or {}).get("unschedulable"):
             body["spec"] = {"unschedulable": False}
         self._patch_node(node, body)

@@ -1,0 +1,127 @@
+"""Leftovers of a run that crashed, whatever run left them: found by label and annotation (each with its run
+id and its deadline: :mod:`chaos.backends.kube_marks`) and undone, by ``availproof recover`` (every one) and
+by the next preparation (those past their deadline)."""
+
+from __future__ import annotations
+
+import json
+
+from chaos.backends import kube_load as kl, kube_marks as km, kube_partition as kp
+from chaos.backends.kuberay.common import CORDON_MARK, ZONE_LABEL, _labels, _name, _node_of, _not_found
+from chaos.errors import ClusterError
+
+
+def _row(kind: str, name: str, namespace: str | None, run_id, zone, what: str, expires=None, **extra) -> dict:
+    return {"kind": kind, "name": name, "namespace": namespace, "run_id": run_id, "zone": zone, "what": what,
+            "expires": expires, **extra}
+
+
+class Leftovers:
+    """``leftovers`` and ``remove_leftovers``."""
+
+    def leftovers(self) -> list[dict]:
+        """Every object or change of the rig's still in place, whatever run left it: partition helper pods,
+        nft tables recorded on nodes (their helper alive or not), partition NetworkPolicies, Ray pods labelled
+        for a partition, engines stopped (SIGSTOP), Jobs of load workers (by their pods), nodes cordoned for a
+        zone loss, a ``cluster`` upgrade's record (its pending RayCluster). Each: {"kind", "name", "namespace",
+        "run_id", "zone", "what", "expires"} (``expires``: the mark's deadline, None when it has none)."""
+        out = []
+        for p in self._helpers():
+            lab = _labels(p)
+            out.append(_row("Pod", _name(p), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
+                            f"partition helper of {lab.get(kp.ZONE_KEY)} on node {_node_of(p)} "
+                            f"({(p.get('status') or {}).get('phase')})", km.annotations(p).get(km.EXPIRES)))
+        selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
+        for pol in self.net.list_namespaced_network_policy(self.namespace, label_selector=selector).items:
+            pol = pol.to_dict()
+            lab = _labels(pol)
+            out.append(_row("NetworkPolicy", _name(pol), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
+                            f"partition of {lab.get(kp.ZONE_KEY)}", km.annotations(pol).get(km.EXPIRES)))
+        for p in self._pods(label_selector=kp.MEMBER_LABEL):
+            mark, zone = km.read(km.annotations(p).get(km.MEMBER_MARK)), _labels(p).get(kp.MEMBER_LABEL)
+            out.append(_row("Pod", _name(p), self.namespace, mark.get("run"), zone,
+                            f"Ray pod labelled {kp.MEMBER_LABEL}={zone} for a partition", mark.get("expires")))
+        pods = self._pods()
+        for p in pods:
+            mark = km.read(km.annotations(p).get(km.PAUSED_MARK))
+            if mark.get("pids"):
+                out.append(_row("Paused", _name(p), self.namespace, mark.get("run"), None,
+                                f"engine process(es) {', '.join(map(str, mark['pids']))} stopped (SIGSTOP)",
+                                mark.get("expires"), pids=list(mark["pids"])))
+        jobs: dict[str, list[dict]] = {}
+        for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
+            lab = _labels(p)
+            name = next((lab[k] for k in kl.JOB_NAME_LABELS if lab.get(k)), None)
+            if name:
+                jobs.setdefault(name, []).append(p)
+        for name, jpods in sorted(jobs.items()):
+            phases = ", ".join(sorted({str((p.get("status") or {}).get("phase")) for p in jpods}))
+            out.append(_row("Job", name, self.namespace, _labels(jpods[0]).get(kl.RUN_LABEL), None,
+                            f"load workers ({len(jpods)} pod(s): {phases})", km.annotations(jpods[0]).get(km.EXPIRES)))
+        for n in self._nodes():
+            ann = km.annotations(n)
+            if CORDON_MARK in ann:
+                out.append(_row("Node", _name(n), None, ann[CORDON_MARK], _labels(n).get(ZONE_LABEL),
+                                f"cordoned for a zone loss (unschedulable: {bool((n.get('spec') or {}).get('unschedulable'))})",
+                                ann.get(km.CORDON_EXPIRES)))
+            if km.NFT_MARK in ann:
+                mark = km.read(ann[km.NFT_MARK])
+                out.append(_row("NftTable", _name(n), None, mark.get("run"), mark.get("zone"),
+                                f"nft table inet {kp.TABLE} of a partition of {mark.get('zone')} on the node",
+                                mark.get("expires")))
+        out += self._upgrade_leftovers()
+        return out
+
+    def remove_leftovers(self, found: list[dict] | None = None) -> dict:
+        """Undo every leftover :meth:`leftovers` finds (or those of ``found``), whatever its run: stopped engines
+        resumed (SIGCONT through exec, a process gone skipped), helpers (their table deleted first, checked), nft
+        tables whose helper died (through a helper made for it), NetworkPolicies, the pods' partition labels,
+        load workers' Jobs (``propagationPolicy: Foreground``: their pods and ConfigMaps go too), the cordons (a
+        node someone uncordoned meanwhile only loses the annotation), a failed ``cluster`` upgrade rolled back.
+        ``availproof recover --backend kuberay``."""
+        found = self.leftovers() if found is None else found
+        errors = []
+        paused = [f"{x['name']}/{pid}" for x in found if x["kind"] == "Paused" for pid in x.get("pids") or []]
+        if paused:
+            self.resume_engine(paused)
+        helpers = [x["name"] for x in found if x["kind"] == "Pod" and x["what"].startswith("partition helper")]
+        try:
+            self._remove_helpers(helpers)
+        except ClusterError as e:
+            errors.append(str(e))
+        tables = {x["name"]: x for x in found if x["kind"] == "NftTable"}
+        for n in self._nodes():  # the tables the helpers did not take with them
+            if _name(n) in tables and km.NFT_MARK in km.annotations(n):
+                try:
+                    self._remove_table(_name(n), tables[_name(n)]["zone"])
+                except ClusterError as e:
+                    errors.append(f"node {_name(n)}: {e}")
+        for x in found:
+            if x["kind"] == "NetworkPolicy":
+                try:
+                    self.net.delete_namespaced_network_policy(x["name"], self.namespace)
+                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+                    if not _not_found(e):
+                        raise
+        self._unlabel([{"metadata": {"name": x["name"]}} for x in found
+                       if x["kind"] == "Pod" and x["what"].startswith("Ray pod labelled")])
+        for x in found:
+            if x["kind"] == "Job":  # its pods first, then the Job (its ConfigMaps are its dependents too)
+                try:
+                    self.batch.delete_namespaced_job(x["name"], self.namespace, propagation_policy="Foreground")
+                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+                    if not _not_found(e):
+                        raise
+        nodes = {_name(n): n for n in self._nodes()}
+        for x in found:
+            if x["kind"] == "Node" and x["name"] in nodes:
+                self._uncordon(nodes[x["name"]])
+        for x in found:
+            if x["kind"] == "Upgrade":
+                try:
+                    self._roll_back_record(json.loads(x["record"]), x["name"])
+                except ClusterError as e:
+                    errors.append(str(e))
+        if errors:
+            raise ClusterError("; ".join(errors))
+        return {"removed": found}
