@@ -967,6 +967,13 @@ class KubeRay:
         pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
         if new_generation and rcc != seen and not pending and self.zero_downtime(spec):
             status["pendingServiceStatus"] = {"rayClusterName": self.next_cluster}
+            # reconcileRayCluster -> createRayClusterInstance -> constructRayClusterForRayService: the
+            # RayService's annotations copied, the spec its rayClusterConfig (its pod templates as written)
+            self.s.custom.setdefault(("rayclusters", self.next_cluster), {
+                "apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "metadata": {"name": self.next_cluster, "annotations": dict(meta.get("annotations") or {}),
+                             "labels": {"ray.io/originated-from-cr-name": name}},
+                "spec": copy.deepcopy(spec.get("rayClusterConfig") or {})})
         self._seen_rcc[name] = rcc
         status["observedGeneration"] = generation  # calculateStatus, first thing
         active = (status.get("activeServiceStatus") or {}).get("rayClusterName")

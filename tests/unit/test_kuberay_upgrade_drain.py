@@ -12,7 +12,7 @@ import yaml
 
 from chaos import analysis, faults, placement, records as rec
 from chaos.backends import kube_marks as km, kuberay as kb
-from chaos.errors import ClusterError, UsageError
+from chaos.errors import ClusterError, SetupError, UsageError
 from tests.unit.kube_fake import ray_pod
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, writes
 
@@ -433,3 +433,77 @@ def test_a_dashboard_that_does_not_answer_is_placement_unknown_not_no_replica(mo
     with pytest.raises(placement.PlacementUnknown):  # no drain whose replicas' moves nobody could see
         faults.drain_node(b, marker, node="wb-1", deadline_s=5)
     assert marker.marks == [] and writes(s) == []
+
+
+# ------------------------------------------------------------------ a failed cluster upgrade (issue 34)
+RC_PATH = "/apis/ray.io/v1/namespaces/availproof/rayclusters"
+
+
+def test_a_cluster_upgrade_that_does_not_complete_is_rolled_back_at_the_heal(monkeypatch):
+    """KubeRay prepares the pending RayCluster (from the patched templates: it carries the run id) but the
+    upgrade never completes: the heal reverts the patch, deletes that pending cluster and the record."""
+    s, b = service()
+    before = copy.deepcopy(rayservice(s)["spec"])
+    monkeypatch.setattr(placement, "serve_details", FakeServe(lambda n: (OLD, "RUNNING")))  # nothing moves
+    monkeypatch.setattr(b, "wait_healthy", lambda timeout=300.0: None)
+    marker, _ = collected()
+    f = faults.upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=0.05, poll_s=0.01)
+    assert f["complete"] is False and f["pending_cluster"] == NEW_CLUSTER and f["record"] == "availproof-upgrade-run1"
+    pending = s.custom[("rayclusters", NEW_CLUSTER)]
+    assert pending["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][km.RUN] == "run1"
+    assert ("availproof", "availproof-upgrade-run1") in s.configmaps
+    done = b.heal([f])
+    assert done["rolled_back"] == [{"reverted": "availproof", "pending_removed": NEW_CLUSTER}]
+    assert rayservice(s)["spec"] == before  # the patch reverted: the spec as it was read
+    assert ("rayclusters", NEW_CLUSTER) not in s.custom and ("rayclusters", CLUSTER) in s.custom
+    assert ("DELETE", f"{RC_PATH}/{NEW_CLUSTER}") in writes(s) and not s.configmaps
+
+
+def test_a_crashed_runs_cluster_upgrade_is_rolled_back_by_recover_and_a_pending_cluster_not_ours_is_kept():
+    s, b = service()
+    before = copy.deepcopy(rayservice(s)["spec"])
+    b.upgrade_app("cluster", "v3")  # ... and the run died
+    other = kb.KubeRayBackend("availproof", "kind-availproof", "availproof", core=b.core, networking=b.net,
+                              custom=b.custom, stream_fn=b.stream_fn, run_id="run2", dashboard_url="http://d")
+    other.resolve_cluster()
+    found = [x for x in other.leftovers() if x["kind"] == "Upgrade"]
+    assert [(x["name"], x["run_id"]) for x in found] == [("availproof-upgrade-run1", "run1")] and found[0]["expires"]
+    other.remove_leftovers()
+    assert rayservice(s)["spec"] == before and ("rayclusters", NEW_CLUSTER) not in s.custom and not s.configmaps
+    assert other.leftovers() == []
+    # a pending RayCluster that does not carry the record's run id (someone else's upgrade) is left alone
+    s2, b2 = service()
+    b2.upgrade_app("cluster", "v4")
+    s2.custom[("rayclusters", NEW_CLUSTER)]["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][km.RUN] = "x"
+    assert b2.roll_back_upgrade({"record": "availproof-upgrade-run1"})["pending_removed"] is None
+    assert ("rayclusters", NEW_CLUSTER) in s2.custom
+
+
+def _gpu_cluster(s, gpus_per_node: int):
+    """The GPU overlay's shape: one GPU per worker, one worker per zone, the nodes' allocatable GPUs."""
+    for n in s.nodes.values():
+        n["status"] = {"allocatable": {"cpu": "8", "memory": "32Gi",
+                                       "nvidia.com/gpu": str(gpus_per_node if n["metadata"]["name"] != "k-cp" else 0)}}
+    rcc = rayservice(s)["spec"]["rayClusterConfig"]
+    for g in rcc["workerGroupSpecs"]:
+        for c in g["template"]["spec"]["containers"]:
+            c.setdefault("resources", {})["limits"] = {"nvidia.com/gpu": "1"}
+            c["resources"].setdefault("requests", {})["cpu"] = "1"
+    for name in ("wa-1", "wa-2", "wb-1", "wc-1"):  # the running cluster's workers hold their GPU
+        s.pods[name]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+
+
+def test_the_preflight_refuses_a_cluster_upgrade_whose_second_cluster_cannot_fit():
+    s, b = service()
+    _gpu_cluster(s, gpus_per_node=1)  # every GPU taken by the running cluster: NewCluster needs as many again
+    planned = [{"scope": "upgrade", "arguments": {"variant": "cluster"}}]
+    with pytest.raises(SetupError, match=r"second RayCluster beside .* cannot fit: nvidia.com/gpu needs 3, "
+                                         r"0 free of 4 allocatable") as e:
+        b.prepare("run1", "upgrade", planned)
+    assert "\n" not in str(e.value)
+    assert [w for w in writes(s) if "selfsubjectaccessreviews" not in w[1]] == []  # refused before anything
+    s2, b2 = service()
+    _gpu_cluster(s2, gpus_per_node=2)  # twice the GPUs: it fits
+    b2.prepare("run1", "upgrade", planned)
+    room = b2.preflight_upgrade("cluster")["room"]
+    assert room["fits"] is True and room["need"]["nvidia.com/gpu"] == 3 and room["free"]["nvidia.com/gpu"] == 8 - 4
