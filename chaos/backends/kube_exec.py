@@ -57,9 +57,10 @@ def own_core(core):
 
 
 def run(core, namespace: str, pod: str, script: str, container: str | None = None, timeout: float = 60.0,
-        stream_fn=None, ok_codes: tuple[int, ...] = (0,)) -> str:
+        stream_fn=None, ok_codes: tuple[int, ...] = (0,), status: dict | None = None) -> str:
     """Run ``sh -c script`` in ``pod`` and return its stdout; raise :class:`ExecError` unless it exited
-    with one of ``ok_codes`` (0 alone by default). ``core`` must be an exec-only client (:func:`own_core`)."""
+    with one of ``ok_codes`` (0 alone by default). ``core`` must be an exec-only client (:func:`own_core`).
+    ``status``: a dict given gets the exit status (``exit``: None when unknown), whatever it was."""
     if stream_fn is None:
         from kubernetes.stream import stream as stream_fn
     kwargs = {"command": ["sh", "-c", script], "stderr": True, "stdin": False, "stdout": True, "tty": False,
@@ -77,6 +78,8 @@ def run(core, namespace: str, pod: str, script: str, container: str | None = Non
             raise ExecError(f"exec in {where} did not finish within {timeout:.0f} s: {script}")
         out, err = resp.read_stdout() or "", resp.read_stderr() or ""
         code, message = exit_status(resp.read_channel(ERROR_CHANNEL))
+        if status is not None:
+            status["exit"] = code
     finally:
         resp.close()
     if code not in ok_codes:

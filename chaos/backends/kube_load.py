@@ -10,8 +10,9 @@ workers of ``load.workers`` stay processes of the rig (:mod:`chaos.load.workers`
   label or annotation (``indexed_job_utils.go`` ``addCompletionIndexEnvVariable``); pod ``W`` reads its
   share of the one plan from the ConfigMap ``<job>-w<W>`` (:func:`configmap_manifest`: the spec gzip'd,
   in ``binaryData``; at most 1 MiB each, the API server's limit on a ConfigMap's data);
-- ``backoffLimit: 0`` and ``restartPolicy: Never``: a worker that fails is not run again (its share would
-  be sent twice); ``activeDeadlineSeconds`` bounds the whole Job (the controller then terminates its
+- ``backoffLimitPerIndex: 0``, ``maxFailedIndexes: 1`` (a ``FailIndex`` pod failure policy for disruptions) and
+  ``restartPolicy: Never``: a worker that fails or is lost is not run again (its share would be sent twice), the
+  others run on; a second one fails the Job; ``activeDeadlineSeconds`` bounds the whole Job (the controller then terminates its
   pods); ``ttlSecondsAfterFinished`` removes a Job its rig never deleted;
 - placement: ``nodeSelector`` (and tolerations) from the settings, and a required pod anti-affinity on
   ``kubernetes.io/hostname`` against every pod labelled ``ray.io/cluster`` (any RayCluster: a
@@ -50,6 +51,8 @@ DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}}  # no CPU l
 TTL_AFTER_FINISHED_S = 600
 SETTINGS_KEYS = ("in_cluster", "image", "node_selector", "tolerations", "serve_url", "start_timeout_s", "resources",
                  "image_pull_policy")
+ZONE_KEY = "topology.kubernetes.io/zone"
+MAX_LOST_PODS = 1  # load pods a Job outlives (maxFailedIndexes); one more fails it
 
 
 @dataclass
@@ -153,8 +156,11 @@ def deadline_s(shape, start_timeout_s: float) -> int:
     return int(math.ceil(start_timeout_s + shape.duration_s + drain + pod_worker.LINGER_S + 120))
 
 
-def job_manifest(settings: LoadJobSettings, run_id: str, job: str, n: int, cluster: str, active_deadline_s: int) -> dict:
-    """The Indexed Job ``job`` of N load workers of run ``run_id`` (see the module's docstring), as API JSON."""
+def job_manifest(settings: LoadJobSettings, run_id: str, job: str, n: int, cluster: str, active_deadline_s: int,
+                 avoid_zones=()) -> dict:
+    """The Indexed Job ``job`` of N load workers of run ``run_id`` (see the module's docstring), as API JSON.
+    ``avoid_zones``: the zones the experiment's faults will hit; the pods are kept out of them from the start
+    (a required node affinity ``topology.kubernetes.io/zone NotIn`` them)."""
     volumes_from = [{"configMap": {"name": configmap_name(job, w),
                                    "items": [{"key": SPEC_KEY, "path": pod_worker.spec_file(w)}]}} for w in range(n)]
     container: dict[str, Any] = {
@@ -187,6 +193,10 @@ def job_manifest(settings: LoadJobSettings, run_id: str, job: str, n: int, clust
         "volumes": [{"name": "spec", "projected": {"sources": volumes_from}},
                     {"name": "control", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
     }
+    if avoid_zones:  # never where a fault of the run will hit: a lost or cut zone must not take the load with it
+        pod_spec["affinity"]["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE_KEY, "operator": "NotIn",
+                                                         "values": sorted(set(avoid_zones))}]}]}}
     if settings.node_selector:
         pod_spec["nodeSelector"] = dict(settings.node_selector)
     if settings.tolerations:
@@ -194,7 +204,14 @@ def job_manifest(settings: LoadJobSettings, run_id: str, job: str, n: int, clust
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job, "labels": labels(run_id), "annotations": km.stamped(run_id, active_deadline_s)},
-        "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n, "backoffLimit": 0,
+        # one lost pod (its node gone, evicted, its worker failed) fails its own index only, never run again (its
+        # share would be sent twice), while the others run on; a second one fails the Job (batch/v1
+        # backoffLimitPerIndex, maxFailedIndexes: Kubernetes 1.29+, GA in 1.33); a disruption (DisruptionTarget:
+        # preemption, eviction, a node's loss) fails the index too, as the per-index limit of 0 would
+        "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n,
+                 "backoffLimitPerIndex": 0, "maxFailedIndexes": MAX_LOST_PODS,
+                 "podFailurePolicy": {"rules": [{"action": "FailIndex",
+                                                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
                  "activeDeadlineSeconds": int(active_deadline_s), "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
                  "template": {"metadata": {"labels": labels(run_id),
                                            "annotations": km.stamped(run_id, active_deadline_s)},

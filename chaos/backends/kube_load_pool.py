@@ -103,7 +103,8 @@ class JobPool(LoadPool):
                  for w in range(self.n)]
         del shares
         active_s = kl.deadline_s(self.shape, self.settings.start_timeout_s)
-        manifest = kl.job_manifest(self.settings, self.b.run_id, self.job, self.n, self.b.cluster, active_s)
+        manifest = kl.job_manifest(self.settings, self.b.run_id, self.job, self.n, self.b.cluster, active_s,
+                                   avoid_zones=self.b.load_avoid_zones)
         maps = [kl.configmap_manifest(self.b.run_id, self.job, w, specs[w], deadline_s=active_s)
                 for w in range(self.n)]  # sizes refused first
         del specs

@@ -210,7 +210,27 @@ class JobController:
         status.update({"active": len(active), "failed": len(failed), "succeeded": len(succeeded)})
         if finished or _meta(job).get("deletionTimestamp"):
             return
-        if len(failed) > int(spec.get("backoffLimit", 6)):
+        per_index = spec.get("backoffLimitPerIndex")
+        failed_indexes: set[int] = set()
+        if per_index is not None:  # job_controller.go: an index failed beyond its own limit is not recreated
+            count: dict[int, int] = {}
+            for n, (i, ph) in seen.items():
+                if ph == "Failed" or (n not in phase and ph != "Succeeded"):
+                    count[i] = count.get(i, 0) + 1
+            failed_indexes = {i for i, c in count.items() if c > int(per_index)}
+            status["failedIndexes"] = ",".join(map(str, sorted(failed_indexes)))
+            top = spec.get("maxFailedIndexes")
+            if top is not None and len(failed_indexes) > int(top):
+                conditions.append({"type": "Failed", "status": "True", "reason": "MaxFailedIndexesExceeded",
+                                   "message": "Job has exceeded the specified maximal number of failed indexes"})
+                for p in active:
+                    self.s.delete_pod(_meta(p)["name"], None)
+                return
+            if len(succeeded | failed_indexes) == int(spec["completions"]) and failed_indexes:
+                conditions.append({"type": "Failed", "status": "True", "reason": "FailedIndexes",
+                                   "message": "Job has failed indexes"})
+                return
+        elif len(failed) > int(spec.get("backoffLimit", 6)):
             conditions.append({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                                "message": "Job has reached the specified backoff limit"})
             for p in active:  # a failed Job's running pods are terminated
@@ -225,7 +245,7 @@ class JobController:
         for index in range(int(spec["completions"])):
             if room <= 0:
                 break
-            if index in have:
+            if index in have or index in failed_indexes:
                 continue
             self._create(job, index)
             room -= 1

@@ -402,3 +402,25 @@ def test_observe_counts_ready_worker_pods_per_zone_and_maps_replicas_by_pod_ip(m
     monkeypatch.setattr(b, "_nodes", lambda: (_ for _ in ()).throw(OSError("apiserver down")))
     smp = b.observe(timeout=1.0)
     assert smp.nodes_alive is None and "apiserver down" in smp.errors["kubernetes"]
+
+
+# ------------------------------------------------------------------ settings of the backend's own (issue 34)
+def test_max_nodes_and_the_helper_image_are_settable_from_the_kubernetes_block():
+    from chaos.backends.kuberay.settings import backend_settings
+
+    assert backend_settings({}) == {"max_nodes": None, "helper_image": kp.HELPER_IMAGE}
+    got = backend_settings({"max_nodes": 4, "helper_image": "registry.example/tools/nft:1.0", "max_pods": 2})
+    assert got == {"max_nodes": 4, "helper_image": "registry.example/tools/nft:1.0"}
+    for bad, field in (({"max_nodes": 0}, "max_nodes"), ({"max_nodes": "3"}, "max_nodes"),
+                       ({"max_nodes": True}, "max_nodes"), ({"helper_image": ""}, "helper_image"),
+                       ({"helper_image": "a b"}, "helper_image")):
+        with pytest.raises(UsageError, match=f"kubernetes.{field}"):
+            backend_settings(bad)
+    s, b, _ = cluster()
+    own = kb.KubeRayBackend("availproof", "kind-availproof", "availproof", core=b.core, networking=b.net,
+                            custom=b.custom, stream_fn=b.stream_fn, run_id="run1", **got)
+    own.resolve_cluster()
+    assert own.max_nodes == 4 and own.describe()["max_nodes"] == 4
+    own.preflight_partition("zone-a")
+    helpers = [body for m, p, body in s.calls if m == "POST" and p.endswith("/pods?dryRun=All")]
+    assert helpers and all(h["spec"]["containers"][0]["image"] == "registry.example/tools/nft:1.0" for h in helpers)

@@ -583,7 +583,8 @@ def test_effect_checks_see_each_kill_and_not_what_did_not_happen():
     assert not look({"scope": "node", "target": "wc-1", "zones": ["zone-c"], "pids": 0})[0]["ok"]
     b.kill_node("wc-1")
     assert look({"scope": "node", "target": "wc-1", "zones": ["zone-c"], "pids": 1})[0] == {
-        "check": "pod wc-1 crashed: gone, replaced or restarted", "ok": True, "seen": "gone"}
+        "check": "pod wc-1 crashed: gone, replaced or restarted", "ok": True,
+        "seen": "gone (the crash's exec exited 137)"}  # the exec's exit status: the evidence of the crash itself
     # zone: no Ready Ray pod left and the nodes unschedulable; a replacement Ready there, or an uncordon, is seen
     zone = {"scope": "zone", "target": "zone-a", "zones": ["zone-a"], "pids": 2}
     b.kill_zones(["zone-a"])
@@ -595,7 +596,12 @@ def test_effect_checks_see_each_kill_and_not_what_did_not_happen():
     # redis, then the head: the pods gone
     assert look({"scope": "redis", "target": "redis", "zones": [], "pids": b.kill_redis()})[0]["ok"]
     b.kill_head()
-    assert look({"scope": "head", "target": "head", "zones": [], "pids": 1})[0]["ok"]
+    head = look({"scope": "head", "target": "head", "zones": [], "pids": 1})[0]
+    assert head["ok"] and head["seen"].endswith("(the kill's exec exited 137)")
+    # a kill whose exec exited 0 (its shell outlived the SIGKILLs: PID 1 kept the container up) says so too
+    _, b2, _ = cluster()
+    b2.kill_head(method="gcs")
+    assert b2.effect_checks({"scope": "head", "target": "head", "zones": [], "pids": 1})[0]["seen"].endswith("exited 0)")
 
 
 def test_effect_checks_of_a_head_that_did_not_go_and_of_an_engine():

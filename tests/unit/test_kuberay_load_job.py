@@ -96,7 +96,8 @@ def test_the_workers_run_as_an_indexed_job_off_the_ray_nodes_and_their_records_m
     # the Job: Indexed, N pods at once, never retried, bounded, cleaned up after, off the Ray nodes
     (job,) = posted(s, "/jobs")
     spec = job["spec"]
-    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == ("Indexed", 2, 2, 0)
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
+    assert (spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (0, 1) and "backoffLimit" not in spec
     assert spec["activeDeadlineSeconds"] >= sh.duration_s + 30 and spec["ttlSecondsAfterFinished"] > 0
     pod_spec = spec["template"]["spec"]
     assert pod_spec["restartPolicy"] == "Never" and pod_spec["nodeSelector"] == LOAD_NODE
@@ -460,3 +461,41 @@ def test_a_pod_workers_sigterm_is_the_rigs_stop_then_exit(tmp_path):
         assert (tmp_path / pod_worker.STOP).exists() and (tmp_path / pod_worker.EXIT).exists()
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+# ------------------------------------------------------------------ one lost pod, the zones under test (issue 34)
+def test_the_job_outlives_one_lost_pod_without_running_its_share_again_and_fails_at_the_second():
+    s, b, _ = load_cluster()
+    job = kl.job_manifest(b.load_job, "r1", "availproof-load-r1-x", 3, b.cluster, 600)
+    b.batch.create_namespaced_job("availproof", job)
+    pods = sorted(p["metadata"]["name"] for p in b._pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x")
+    assert len(pods) == 3
+    b._pods()  # the Job controller's next sync sees them (it tracks its pods from then on)
+    s.delete_pod(pods[0], 0)  # its node lost, the pod gone: index 0 failed
+    b._pods()
+    left = sorted(p["metadata"]["name"] for p in b._pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x")
+    status = s.batch.jobs["availproof-load-r1-x"]["status"]
+    assert left == pods[1:] and status["failedIndexes"] == "0"  # the others run on, index 0 not created again
+    assert not any(c["type"] == "Failed" for c in status.get("conditions") or [])
+    s.delete_pod(pods[1], 0)  # a second one: the Job fails (its other pods terminated)
+    b._pods()
+    assert any(c.get("reason") == "MaxFailedIndexesExceeded" for c in s.batch.jobs["availproof-load-r1-x"]["status"]["conditions"])
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert rules == [{"action": "FailIndex", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+
+
+def test_the_load_pods_are_kept_out_of_the_zones_the_run_will_hit_from_the_start():
+    s, b, _ = load_cluster()
+    b.prepare("r1", "zone", [{"scope": "zone", "arguments": {"zone": "zone-a"}},
+                             {"scope": "partition", "arguments": {"zone": "zone-c"}}])
+    assert b.load_avoid_zones == ["zone-a", "zone-c"]
+    dry = next(body for m, p, body in s.calls if m == "POST" and p.endswith("/jobs?dryRun=All"))
+    (term,) = dry["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn",
+                                          "values": ["zone-a", "zone-c"]}]}
+    job = kl.job_manifest(b.load_job, "r1", "availproof-load-r1-y", 2, b.cluster, 600, avoid_zones=b.load_avoid_zones)
+    assert manifests.check_object(job) == []
+    b.batch.create_namespaced_job("availproof", job)
+    placed = {p["spec"].get("node_name") for p in b._pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-y"}
+    assert "k-load-a" not in placed  # the load node in zone-a is never used, though it carries the load's label

@@ -91,6 +91,7 @@ class KubeRayBackend(Reads, Kills, ZoneLoss, Autoscaling, Partition, UpgradeDrai
         self.run_id = run_id or secrets.token_hex(4)
         self.helper_deadline_s, self.gcs_exit_window_s = helper_deadline_s, gcs_exit_window_s
         self.paused: list[str] = []  # "pod/pid" of engines we stopped
+        self.load_avoid_zones: list[str] = []  # the zones the run's faults hit: no load pod there (prepare)
         self.head_before_redis_kill: tuple[str, int, str | None] | None = None  # (pod name, restarts, uid)
         self.redis_killed_at: float | None = None  # monotonic instant of the last Redis kill
         self.drained: set[str] = set()  # worker pods evicted by drain_node, gone (or going) at their deadline

@@ -18,7 +18,7 @@ class Kills:
     """A kill is a crash: the processes SIGKILLed inside the pod through exec, then the pod deleted."""
 
     def exec(self, pod: str, script: str, container: str | None = None, ok_codes: tuple[int, ...] = (0,),
-             core=None) -> str:
+             core=None, status: dict | None = None) -> str:
         """Run ``script`` in ``pod`` (its Ray container, the first, unless named); stdout, or ExecError
         unless it exited with one of ``ok_codes``. Through exec's own ApiClient (:attr:`exec_core`, or
         ``core``: execs run in parallel each need their own, stream() patching the one it is given)."""
@@ -27,13 +27,14 @@ class Kills:
             containers = ((found[0].get("spec") or {}).get("containers") or []) if found else []
             container = containers[0].get("name") if containers else None
         return kube_exec.run(core or self.exec_core, self.namespace, pod, script, container=container,
-                             stream_fn=self.stream_fn, ok_codes=ok_codes)
+                             stream_fn=self.stream_fn, ok_codes=ok_codes, status=status)
 
-    def _exec_in(self, pod: dict, script: str, ok_codes: tuple[int, ...] = (0,), core=None) -> str:
+    def _exec_in(self, pod: dict, script: str, ok_codes: tuple[int, ...] = (0,), core=None,
+                 status: dict | None = None) -> str:
         """:meth:`exec` in the first container of a pod already read (no second read of the pod)."""
         containers = (pod.get("spec") or {}).get("containers") or []
         return self.exec(_name(pod), script, container=containers[0].get("name") if containers else None,
-                         ok_codes=ok_codes, core=core)
+                         ok_codes=ok_codes, core=core, status=status)
 
     def _delete(self, pods: list[dict]) -> list[str]:
         for p in pods:
@@ -48,16 +49,20 @@ class Kills:
         """SIGKILL every process of each pod's main container from inside it (``script``, exit status
         checked: :data:`CRASH_OK`), all the pods at once (one exec each, in parallel); raise
         :class:`~chaos.backends.kube_exec.ExecError` naming every pod whose kill failed, after trying
-        them all. What each pod was (uid, container restarts) is kept for :meth:`effect_checks`."""
+        them all. What each pod was (uid, container restarts) and the crash exec's exit status (the evidence
+        of the crash: 137, the exec'd shell killed with its container; 0, sent) are kept for :meth:`effect_checks`."""
         for p in pods:
             self.killed[_name(p)] = {"uid": (p.get("metadata") or {}).get("uid"), "restarts": restarts(p)}
 
         def one(p: dict) -> str | None:
+            status: dict = {}
             try:  # an ApiClient per exec: they run at once
                 self._exec_in(p, script, ok_codes=CRASH_OK,
-                              core=kube_exec.own_core(self.exec_core) if len(pods) > 1 else None)
+                              core=kube_exec.own_core(self.exec_core) if len(pods) > 1 else None, status=status)
             except kube_exec.ExecError as e:
                 return str(e)
+            finally:
+                self.killed[_name(p)]["exec_exit"] = status.get("exit")
             return None
 
         if len(pods) == 1:
@@ -101,7 +106,11 @@ class Kills:
                              "restarts": restarts(head)}
         if method == "gcs":
             # -x: the process name exactly, so pgrep never matches the shell running it
-            out = self._exec_in(head, "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids")
+            status: dict = {}
+            try:
+                out = self._exec_in(head, "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids", status=status)
+            finally:
+                self.head_at_kill["exec_exit"] = status.get("exit")
             return [f"{_name(head)}/{pid}" for pid in out.split()]
         return self._kill_pods([head], f"kill of head pod {_name(head)}")
 

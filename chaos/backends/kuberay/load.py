@@ -15,7 +15,8 @@ class LoadJob:
         """Before a run whose load workers are a Job (``kubernetes.load.in_cluster``): a server-side dry-run
         create of that Job (one worker: the pod template is the same for every index), through admission
         (Pod Security, policy engines), nothing stored. A refusal raises one line."""
-        job = kl.job_manifest(self.load_job, self.run_id, kl.job_name(self.run_id, "dryrun"), 1, self.cluster, 600)
+        job = kl.job_manifest(self.load_job, self.run_id, kl.job_name(self.run_id, "dryrun"), 1, self.cluster, 600,
+                              avoid_zones=self.load_avoid_zones)
         try:
             self.batch.create_namespaced_job(self.namespace, job, dry_run="All")
         except Exception as e:  # noqa: BLE001 - ApiException: one line

@@ -35,6 +35,7 @@ class Preparation:
             shown = ", ".join(f"{x['kind']} {x['name']} (run {x.get('run_id')})" for x in left[:5])
             raise SetupError(f"the cluster still has {len(left)} object(s) of an earlier run of the rig: {shown}"
                              f"{' ...' if len(left) > 5 else ''}; run `availproof recover --backend kuberay` first")
+        self.load_avoid_zones = self._zones_under_test(scopes, scope, planned)  # the load Job kept out of them
         if scopes & {"zone", "region"}:
             self.refuse_autoscaled_zone_loss(self._planned_lost_zones(scope, planned))
         if any(f.get("scope") == "upgrade" and (f.get("arguments") or {}).get("variant") == "cluster" for f in planned):
@@ -45,6 +46,18 @@ class Preparation:
                 self.preflight_partition(zone)
         if self.load_job is not None:
             self.preflight_load()
+
+    def _zones_under_test(self, scopes: set, scope: str, planned: list[dict]) -> list[str]:
+        """The zones the planned faults will take out or cut off (a zone or region loss, a partition; one that
+        names none: every zone of the cluster), where no load pod may run from the start."""
+        zones: set[str] = set()
+        if scopes & {"zone", "region"}:
+            lost = self._planned_lost_zones(scope, planned)
+            zones |= set(lost if lost is not None else self.zones())
+        if "partition" in scopes:
+            named = {(f.get("arguments") or {}).get("zone") for f in planned if f.get("scope") == "partition"}
+            zones |= (named - {None}) or set(self.zones())
+        return sorted(zones)
 
     def _planned_lost_zones(self, scope: str, planned: list[dict]) -> list[str] | None:
         """The zones the planned zone and region losses name (None: one names none, so every zone)."""

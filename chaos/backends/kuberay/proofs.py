@@ -14,6 +14,12 @@ class ProofReads:
     def _pod_ended(self, name: str, pods: list[dict]) -> tuple[bool, str]:
         """Whether the pod the rig crashed is gone, replaced (new uid) or restarted; and what was seen."""
         was = self.killed.get(name) or {}
+        ok, seen = self._pod_state(name, pods, was)
+        if "exec_exit" in was:  # the evidence of the crash itself: its exec's exit status
+            seen += f" (the crash's exec exited {was['exec_exit']})"
+        return ok, seen
+
+    def _pod_state(self, name: str, pods: list[dict], was: dict) -> tuple[bool, str]:
         now = [p for p in pods if _name(p) == name]
         if not now:
             return True, "gone"
@@ -142,6 +148,16 @@ def zone_loss(self, fault: dict) -> list[dict]:
 
 
 def head(self, fault: dict) -> list[dict]:
+    """The head pod gone, replaced or restarted, or its GCS not answering; with the kill exec's exit status."""
+    out = _head_state(self)
+    was = self.head_at_kill or {}
+    evidence = {**(self.killed.get(was.get("name")) or {}), **was}  # gcs: its own exec; node: the crash's
+    if "exec_exit" in evidence:
+        out[0]["seen"] += f" (the kill's exec exited {evidence['exec_exit']})"
+    return out
+
+
+def _head_state(self) -> list[dict]:
     from chaos import sampler
 
     was = self.head_at_kill or {}
