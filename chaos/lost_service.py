@@ -8,8 +8,9 @@ one instant is one arrival), aligned on the injection (a last sliver narrower th
 times its width, summed. A request in flight at the injection is the fault's: the integral starts at the
 bucket holding the earliest of them, and every request sent in those buckets (the ones that had already
 ended too) makes the fraction. A bucket with no request takes the mean of its nearest non-empty neighbours'
-fractions and is counted (``empty_buckets``); a window more than half of whose buckets are empty is
-flagged ``mostly_empty``: its figure is a lower bound. For a constant open loop with no request in flight at
+fractions and is counted (``empty_buckets``); a window more than half of whose buckets are empty, more
+than Poisson arrivals at its own rate leave empty by chance, is flagged ``mostly_empty``: its figure is a
+lower bound. For a constant open loop with no request in flight at
 the injection the integral is ``failed x window / requests``, the rig's earlier figure (a unit test holds it);
 with requests in flight it is ``failed / rate``.
 
@@ -93,8 +94,17 @@ def open_loop(requests: Iterable[Req], t0_ns: int, window_end_ns: int, base_frac
     empty = sum(1 for s in sent if not s)
     return {"model": OPEN, "value_s": max(0.0, raw), "raw_s": raw, "clipped_from": raw if raw < 0 else None,
             "width_s": round(w, 6), "buckets": n_buckets, "empty_buckets": empty,
-            "mostly_empty": empty * 2 > n_buckets, "span_s": round((window_end_ns - start) / NS, 6),
+            "mostly_empty": _mostly_empty(empty, n_buckets, sum(sent)), "span_s": round((window_end_ns - start) / NS, 6),
             "base_fraction": base_fraction}
+
+
+def _mostly_empty(empty: int, buckets: int, requests: int) -> bool:
+    """More than half the buckets empty, and more than Poisson arrivals at the window's own rate leave
+    empty by chance (mean + 3 standard deviations): a load that slept, not a slow one."""
+    if empty * 2 <= buckets:
+        return False
+    chance = math.exp(-requests / buckets) if buckets else 1.0
+    return empty / buckets > chance + 3 * math.sqrt(chance * (1 - chance) / buckets)
 
 
 def closed_loop(requests: Iterable[Req], t0_ns: int, window_end_ns: int, users: float,

@@ -94,7 +94,11 @@ def fault_lost(records: rec.RunRecords, f: dict[str, Any], window_end_ns: int, z
         out["why"] = "no baseline: no request of the population ended before the injection"
         return out
     if closed:
-        users = float(load.get("concurrency") or 0) * (len(base) / len(base_all) if base_all else 1.0)
+        # the population's users: its share of the users' busy time before the injection (a closed loop's
+        # users take targets in turn, so a slower zone holds more of them at any instant than its requests say)
+        busy = sum(analysis._end_ns(r) - r.sent_ns for r in base)
+        busy_all = sum(analysis._end_ns(r) - r.sent_ns for r in base_all)
+        users = float(load.get("concurrency") or 0) * (busy / busy_all if busy_all else 1.0)
         if users <= 0 or base_span_s <= 0:
             out["why"] = "a closed loop whose users (load.concurrency) or baseline span is not known"
             return out

@@ -8,7 +8,7 @@ The verdict, the first that holds (every reason is listed, not only the first wo
    (:mod:`chaos.claim.predict`), read as the simulated miss share's one-sided 95 % upper bound being at most
    the risk; with ``--slo-target`` the same holds for ``slo_attainment``.
 3. ``not_supported``: not even with endless trials costing what these cost (the ``limit`` draws): the costs,
-   or the rates' own uncertainty, keep the miss share above the risk.
+   or the rates' own uncertainty, keep the miss share above the risk (its one-sided 95 % lower bound is).
 4. ``insufficient_evidence``: more trials could support it; ``trials_needed`` says how many more of which
    scope would, if they recover and cost what the recovered runs so far cost (found by simulation: greedy
    doubling, the scope that lowers the miss share most per trial first, then each scope's count cut back to
@@ -43,18 +43,17 @@ class Goal:
         return self.period_days * 86_400
 
 
-def _upper(draws: predict.Draws, budget_s: float) -> float:
-    return predict.p_miss(draws.loss, budget_s)["upper95"]
-
-
 def miss_upper(models: list[predict.ScopeModel], slo_models: list[predict.ScopeModel] | None, goal: Goal,
-               periods: int, seed: int, limit: bool = False) -> float:
-    """The larger of the availability's and (with an SLO target) the attainment's miss-share upper bounds,
-    each taken against the risk."""
-    up = _upper(predict.simulate(models, goal.period_days, periods, seed, limit), (1 - goal.target) * goal.period_s)
+               periods: int, seed: int, limit: bool = False, bound: str = "upper95") -> float:
+    """The larger of the availability's and (with an SLO target) the attainment's miss-share bounds
+    (``bound``: ``upper95`` or ``lower95``), each taken against the risk."""
+    def one(ms: list[predict.ScopeModel], target: float) -> float:
+        draws = predict.simulate(ms, goal.period_days, periods, seed, limit)
+        return predict.p_miss(draws.loss, (1 - target) * goal.period_s)[bound]
+
+    up = one(models, goal.target)
     if goal.slo_target is not None and slo_models is not None:
-        slo = predict.simulate(slo_models, goal.period_days, periods, seed, limit)
-        up = max(up, _upper(slo, (1 - goal.slo_target) * goal.period_s))
+        up = max(up, one(slo_models, goal.slo_target))
     return up
 
 
@@ -76,24 +75,28 @@ def trials_needed(models: list[predict.ScopeModel], slo_models: list[predict.Sco
     for _ in range(64):
         if ok:
             break
+        grow = [n for n in names if extra[n] + max(1, extra[n]) <= MAX_EXTRA]
+        if not grow:
+            break
         best, best_score, best_up = None, 0.0, now
-        for n in names:
+        for n in grow:
             step = max(1, extra[n])
-            if extra[n] + step > MAX_EXTRA:
-                continue
-            trial = {**extra, n: extra[n] + step}
-            up = upper(trial)
+            up = upper({**extra, n: extra[n] + step})
             score = (now - up) / step
             if best is None or score > best_score:
                 best, best_score, best_up = n, score, up
-        if best is None or best_score <= 0:
-            break
-        extra[best] += max(1, extra[best])
-        now = best_up
+        if best_score > 0:
+            extra[best] += max(1, extra[best])
+            now = best_up
+        else:  # no one scope helps (the simulation's noise, or all must grow together): double them all
+            for n in grow:
+                extra[n] += max(1, extra[n])
+            now = upper(extra)
         ok = now <= goal.risk
     if not ok:
         return {"found": False, "extra": {n: k for n, k in extra.items() if k},
-                "why": f"no combination of up to {MAX_EXTRA} more trials per scope was found that supports it"}
+                "why": (f"up to {MAX_EXTRA} more trials of each scope ({', '.join(names) or 'none with a cost'}), "
+                        f"doubled in turn, did not support it (miss share's upper bound {now:.4g})")}
     for n in names:  # cut each back to the fewest that still support it
         lo, hi = 0, extra[n]
         while lo < hi:
@@ -140,11 +143,13 @@ def plan(models: list[predict.ScopeModel], period_days: float, seed: int, comman
     return rows + covered
 
 
-def verdict(not_covered: list[str], avail: dict[str, Any], slo: dict[str, Any] | None, goal: Goal,
-            limit_upper: float | None, needed: dict[str, Any] | None) -> dict[str, Any]:
+def verdict(not_covered: list[str], avail: dict[str, Any] | None, slo: dict[str, Any] | None, goal: Goal,
+            limit_lower: float | None, needed: dict[str, Any] | None) -> dict[str, Any]:
     """The word and every reason, from the figures already computed (see the module docstring)."""
     found: dict[str, list[str]] = {w: [] for w in VERDICTS}
     found[NOT_COVERED] += not_covered
+    if avail is None and not not_covered:
+        found[NOT_COVERED].append("no rated scope: nothing to claim (every scope's rate is 0, or none is given)")
     short = []
     for name, fig, tgt in (("availability", avail, goal.target), ("slo_attainment", slo, goal.slo_target)):
         if fig is None or tgt is None:
@@ -154,9 +159,10 @@ def verdict(not_covered: list[str], avail: dict[str, Any], slo: dict[str, Any] |
             short.append(f"P({name} >= {tgt * 100:g} %) = {1 - pm['value']:.4f} (miss share {pm['value']:.4g}, upper "
                          f"bound {pm['upper95']:.4g} > risk {goal.risk:g}; {pm['periods']} simulated periods)")
     if short:  # listed under not_covered too: what the covered scopes alone say
-        if limit_upper is not None and limit_upper > goal.risk:
+        if limit_lower is not None and limit_lower > goal.risk:
             found[NOT_SUPPORTED] += short + [
-                f"even with endless trials costing what these cost, the miss share's upper bound is {limit_upper:.4g}"]
+                f"even with endless trials costing what these cost, the miss share is at least {limit_lower:.4g} "
+                "(its one-sided 95 % lower bound)"]
         else:
             extra = (needed or {}).get("extra") or {}
             more = ", ".join(f"{k} more of {n}" for n, k in sorted(extra.items())) or "more trials"

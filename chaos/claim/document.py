@@ -11,7 +11,7 @@ from chaos import scopes
 from chaos.claim import decide, predict
 from chaos.claim.cost import POPULATIONS
 from chaos.claim.rates import Rates
-from chaos.claim.scope_entry import environment, mean, model, scope_entry
+from chaos.claim.scope_entry import environment, mean, model, point_cost, scope_entry
 from chaos.errors import UsageError
 
 FORMAT_VERSION = 2
@@ -118,11 +118,12 @@ def experiment_for(scope: str, entry: dict[str, Any] | None) -> str:
 
 
 def _point(entries: dict[str, dict[str, Any]], rates: Rates, figure: str) -> dict[str, Any]:
-    """The plug-in figure: 1 - sum(mean events x mean cost) / period over the rated scopes with a cost."""
+    """The plug-in figure: 1 - sum(mean events x mean cost) / period over the rated scopes with a cost (the
+    costs of the runs the stated length is covered by: :func:`chaos.claim.scope_entry.point_cost`)."""
     included, left_out, lost = [], {}, 0.0
     for name, rate in rates.rated().items():
         e = entries.get(name)
-        m = None if e is None else e[figure]["mean"]
+        m = None if e is None else point_cost(e, rate, figure)
         if m is None:
             left_out[name] = ("no single-fault run of this scope" if e is None or not e["runs"]
                               else "no run of this scope with a measured cost")
@@ -146,6 +147,8 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
         mine = [(r, s) for r, s in pooled if r["scopes"][0] == name]
         entries[name] = scope_entry(name, [r for r, _ in mine], [s for _, s in mine], rates.scopes.get(name))
     unmeasurable: dict[str, str] = {}
+    budget = (1 - target) * rates.period_s
+    slo_budget = (1 - (slo_target if slo_target is not None else target)) * rates.period_s
     not_covered, models, slo_models = [], [], []
     uncovered: list[tuple[str, str]] = []  # (scope, why) for the plan
     multi = [r for r in runs if not r["pooled"]]
@@ -157,7 +160,8 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
             not_covered.append(f"{name}: no single-fault run of this scope in the suite{only}")
             uncovered.append((name, "no single-fault run of this scope: run its experiment"))
             continue
-        m = model(e, rate)
+        m = model(e, rate, budget)
+        e["unrecovered"]["cost_s"] = None if m is None else m.unrecovered_cost_s
         if m is None:
             not_covered.append(f"{name}: no run of this scope with a measured cost ("
                                + "; ".join(f"{x['run']}: {x['why']}" for x in e["not_counted"]) + ")")
@@ -169,13 +173,13 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
                                     f"least that in a copy of the experiment, or state the length tested"))
             continue
         models.append(m)
-        sm = model(e, rate, "slo_lost_service_s")
+        sm = model(e, rate, slo_budget, "slo_lost_service_s")
         if sm is not None:
             slo_models.append(sm)
     period_s = rates.period_s
     point, slo_point = _point(entries, rates, "lost_service_s"), _point(entries, rates, "slo_lost_service_s")
     avail = slo = None
-    limit_upper = needed = None
+    limit_lower = needed = None
     plan_rows: list[dict[str, Any]] = []
     if models:
         draws = predict.simulate(models, rates.period_days, simulations, seed)
@@ -189,8 +193,9 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
             e["budget_share"] = round(float(x.mean()) / ((1 - target) * period_s), 6)
         short = avail["p_miss"]["upper95"] > risk or (slo_target is not None and slo["p_miss"]["upper95"] > risk)
         if short:
-            limit_upper = decide.miss_upper(models, slo_models, goal, search_periods, seed, limit=True)
-            if limit_upper <= risk:
+            limit_lower = decide.miss_upper(models, slo_models, goal, simulations, seed, limit=True,
+                                            bound="lower95")
+            if limit_lower <= risk:
                 needed = decide.trials_needed(models, slo_models if slo_target is not None else None, goal, seed,
                                               search_periods)
     else:
@@ -208,7 +213,6 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
                 "the scope has no rate in RATES: not in the claim" if name not in rates.scopes
                 else "not in the prediction: " + next((r for r in not_covered if r.startswith(name + ":")),
                                                       "no measured cost"))
-    budget = (1 - target) * period_s
     expected = {n: e["expected_lost_s"]["mean"] for n, e in entries.items() if e["expected_lost_s"]}
     dominant = None
     if expected and max(expected.values()) > 0:
@@ -227,7 +231,12 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
     for e in entries.values():
         e.pop("_counted")
         e.pop("_use")
-    word = decide.verdict(not_covered, avail, slo if slo_target is not None else None, goal, limit_upper, needed)
+    word = decide.verdict(not_covered, avail, slo if slo_target is not None else None, goal, limit_lower, needed)
+    if needed is None and word["word"] == decide.NOT_SUPPORTED:
+        unmeasurable["trials_needed"] = "not searched: more trials costing what these cost would not support it"
+    elif needed is None:
+        unmeasurable["trials_needed"] = f"not searched: the claim is {word['word']} as it is" if avail else \
+            "not searched: nothing was predicted"
     pooled_summaries = [s for r, s in pooled if r["counted"]]
     sims = {"periods": simulations, "seed": seed, "search_periods": search_periods}
     return {

@@ -80,7 +80,7 @@ def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str
         "slo_lost_service_s": {"mean": rnd(mean(slo_values)), "values": slo_values},
         "unrecovered": {"runs": u, "of": n,
                         "share_mean": rnd((u + 0.5) / (n + 1.0)) if n else None,
-                        "prior": "Beta(u + 0.5, n - u + 0.5)"},
+                        "prior": "Beta(u + 0.5, n - u + 0.5)", "cost_s": None},
         "coverage": {k: v for k, v in covers.items() if k != "use"},
         "load_modes": distinct(r.get("load_mode") for r in counted),
         "environment_mixed": mixed(environment([s for r, s in zip(runs, summaries) if r["counted"]])),
@@ -91,8 +91,20 @@ def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str
     }
 
 
-def model(entry: dict[str, Any], rate: Rate, figure: str = "lost_service_s") -> predict.ScopeModel | None:
-    """The scope's event model for the prediction; None when no counted run has a cost."""
+def unrecovered_cost(entry: dict[str, Any], rate: Rate, budget_s: float, figure: str = "lost_service_s") -> float:
+    """What an unrecovered event (or one unlike any tested) costs in the prediction: the stated
+    ``unrecovered_cost_s``, but never less than the whole error budget (the trials cannot say such an event
+    costs less: a bootstrap never draws a cost it has not seen) nor than the largest cost a run that did
+    not recover measured (its lower bound)."""
+    lower = [r[figure] for r in entry["_counted"] if r["lower_bound"] and r[figure] is not None]
+    return max([rate.unrecovered_cost_s, budget_s] + lower)
+
+
+def model(entry: dict[str, Any], rate: Rate, budget_s: float = 0.0,
+          figure: str = "lost_service_s") -> predict.ScopeModel | None:
+    """The scope's event model for the prediction; None when no counted run has a cost. The unrecovered
+    share counts every counted run (one that did not recover from a shorter outage says something about
+    a longer one too); the costs drawn are those of the recovered runs the stated length is covered by."""
     counted = entry["_counted"]
     if not counted:
         return None
@@ -102,8 +114,25 @@ def model(entry: dict[str, Any], rate: Rate, figure: str = "lost_service_s") -> 
     fit = entry["coverage"]["fit"]
     return predict.ScopeModel(
         name=entry["scope"], values=tuple(r[figure] for r in recovered),
-        n=len(use), u=sum(1 for r in use if r["lower_bound"]), unrecovered_cost_s=rate.unrecovered_cost_s,
+        n=len(counted), u=sum(1 for r in counted if r["lower_bound"]),
+        unrecovered_cost_s=unrecovered_cost(entry, rate, budget_s, figure),
         events=rate.events, count=rate.count, exposure_days=rate.exposure_days,
         outages=tuple(r["outage_tested_s"] for r in recovered) if by_fit else None,
         fit=(fit["b"], fit["b_se"], fit["df"]) if by_fit else None,
         duration_s=rate.duration_s if by_fit else None)
+
+
+def point_cost(entry: dict[str, Any], rate: Rate | None, figure: str = "lost_service_s") -> float | None:
+    """The plug-in cost of one event: the mean measured cost of the runs the stated length is covered by
+    (moved along the fit, its slope floored at 0, when the coverage is by fit); every counted run's when no
+    length is stated."""
+    use = [entry["_counted"][i] for i in entry["_use"]]
+    values = [r[figure] for r in use if r[figure] is not None]
+    if not values:
+        return None
+    fit = entry["coverage"]["fit"]
+    if entry["coverage"]["by"] == "fit" and rate is not None and rate.duration_s is not None:
+        b = max(0.0, fit["b"])
+        values = [r[figure] + b * max(0.0, rate.duration_s - r["outage_tested_s"]) for r in use
+                  if r[figure] is not None]
+    return sum(values) / len(values)

@@ -108,7 +108,7 @@ def test_one_run_costs_its_failed_requests_as_seconds_and_one_trial_supports_not
     assert doc["availability"]["point"] == pytest.approx(1 - 4 * 2.0 / MONTH_S, abs=1e-9)
     e = doc["scopes"]["replica"]
     assert e["trials"] == 1 and e["unrecovered"] == {"runs": 0, "of": 1, "share_mean": 0.25,
-                                                     "prior": "Beta(u + 0.5, n - u + 0.5)"}
+                                                     "prior": "Beta(u + 0.5, n - u + 0.5)", "cost_s": 3600.0}
     # one trial: an event may not recover with chance ~1/4 (3600 s, past the 2592 s budget): far from supported
     assert doc["verdict"]["word"] == "insufficient_evidence"
     assert doc["availability"]["p_at_least_target"] < 0.6
@@ -187,16 +187,18 @@ def test_an_interval_that_straddles_the_target_is_not_supported(tmp_path):
 
 def test_a_claim_well_inside_its_budget_with_enough_evidence_is_supported(tmp_path):
     suite = suite_of(tmp_path)
-    r = rates(tmp_path, {"replica": {"events": 4, "unrecovered_cost_s": 60},
+    # five trials each: an event unlike any tested (chance ~1/12, costing the whole budget) must be rare,
+    # so the rates are low: 0.2 replica kills and 0.1 zone losses a month
+    r = rates(tmp_path, {"replica": {"events": 0.2},
                          "zone": {"events": 0.1, "duration_s": 20, "source": "https://example.org/zones"}})
     doc = make(suite, r, seed=7)
     assert doc["verdict"] == {"word": "supported", "reasons": []}
-    assert doc["availability"]["p_miss"]["upper95"] <= 0.02  # the zone's unrecovered share (3600 s) alone
+    assert doc["availability"]["p_miss"]["upper95"] <= 0.05
     assert doc["scopes"]["zone"]["coverage"]["by"] == "runs"
-    # the zone's rare events dominate: each may not recover (3600 s) with chance ~1/12 after five trials
-    assert doc["dominant_scope"]["scope"] == "zone"
+    # the unseen share dominates the expected loss: twice the replica's rate, twice its expected loss
+    assert doc["dominant_scope"]["scope"] == "replica"
     means = {"replica": sum([1.0, 2.0, 0.5, 3.0, 1.5]) / 5, "zone": sum([4.0, 5.0, 4.5, 6.0, 5.5]) / 5}
-    assert doc["availability"]["point"] == pytest.approx(1 - (4 * means["replica"] + 0.1 * means["zone"]) / MONTH_S,
+    assert doc["availability"]["point"] == pytest.approx(1 - (0.2 * means["replica"] + 0.1 * means["zone"]) / MONTH_S,
                                                          abs=1e-9)
     assert doc == make(suite, r, seed=7)  # seeded
     assert doc["availability"]["mean"] != make(suite, r, seed=8)["availability"]["mean"]
@@ -231,7 +233,7 @@ def test_an_slo_target_is_checked_too(tmp_path):
     suite = tmp_path / "suite"
     for i in range(1, 6):
         outage_run(suite / "replica-kill" / f"trial-{i}", failed=5, slow=100)
-    r = rates(tmp_path, {"replica": {"events": 0.5, "unrecovered_cost_s": 30}})
+    r = rates(tmp_path, {"replica": {"events": 0.3}})
     assert make(suite, r, seed=1)["verdict"]["word"] == "supported"
     target = 1 - 8 / MONTH_S  # the SLO-lost seconds, 10.5 s an event, cannot keep this
     doc = make(suite, r, seed=1, slo_target=target)
@@ -261,12 +263,15 @@ def test_mixed_outage_lengths_do_not_cover_the_longest_with_one_run(tmp_path):
 def test_two_runs_at_the_stated_length_cover_it_and_their_costs_are_the_events(tmp_path):
     suite = tmp_path / "suite"
     zone_trials(suite, [2, 2, 2, 30, 30])
-    doc = make(suite, rates(tmp_path, {"zone": {"events": 0.1, "duration_s": 30, "unrecovered_cost_s": 10}}))
+    doc = make(suite, rates(tmp_path, {"zone": {"events": 0.1, "duration_s": 30}}))
     c = doc["scopes"]["zone"]["coverage"]
     assert c["covered"] and c["by"] == "runs" and c["runs_at_or_beyond"] == 2
     e = doc["scopes"]["zone"]["expected_lost_s"]["mean"]
-    # the events cost the 30 s runs' 10 s (plus the unrecovered share's 10 s), not the 2 s runs' ~0.7 s
-    assert e == pytest.approx(0.1 * 10.0, rel=0.05)
+    # the events cost the 30 s runs' 10 s, not the 2 s runs' ~0.7 s; an unseen one (chance (0 + 0.5) / (5 + 1),
+    # all five runs counted) the 3600 s stated, above the 2592 s budget
+    q = 0.5 / 6
+    assert e == pytest.approx(0.1 * ((1 - q) * 10.0 + q * 3600), rel=0.05)
+    assert doc["availability"]["point"] == pytest.approx(1 - 0.1 * 10.0 / MONTH_S, abs=1e-9)  # the 30 s runs only
 
 
 def test_a_fit_through_two_lengths_covers_up_to_twice_the_longest(tmp_path):
@@ -509,8 +514,8 @@ def test_no_suite_is_one_line(tmp_path, capsys):
 
 def test_the_command_writes_the_claim_and_its_picture_and_exits_0_only_when_supported(tmp_path, capsys):
     suite = suite_of(tmp_path)
-    (tmp_path / "rates.yaml").write_text("period_days: 30\nscopes:\n  replica: {events: 4, unrecovered_cost_s: 60}\n"
-                                         "  zone: {events: 0.1, unrecovered_cost_s: 60}\n")
+    (tmp_path / "rates.yaml").write_text("period_days: 30\nscopes:\n  replica: {events: 0.2}\n"
+                                         "  zone: {events: 0.1}\n")
     assert cli.main(["claim", str(suite), "--faults", str(tmp_path / "rates.yaml"), "--format", "all",
                      "--seed", "3"]) == 0
     out = capsys.readouterr().out
@@ -536,3 +541,55 @@ def test_the_markdown_shows_each_runs_inputs(tmp_path):
     assert "| replica-kill | replica | PASS | yes | 20 / 204 | 20 | 0 / 96 | open, 1 s buckets | 2 | 2 |" in md
     assert "| region | 1 (point) | n/a | guess | 0 | 0 | - | not covered |" in md
     assert "- not_covered: region: no single-fault run of this scope in the suite" in md
+
+
+# ---------------------------------------------------------------- the review's cases (2026-12-05)
+def test_an_unseen_or_unrecovered_event_costs_at_least_the_budget_and_its_largest_lower_bound(tmp_path):
+    """The bootstrap cannot draw a cost it has not seen: an event unlike any tested costs at least the whole
+    budget, whatever unrecovered_cost_s says, and at least what a run that never recovered measured."""
+    suite = tmp_path / "suite"
+    trials(suite, "replica-kill", [10, 10, 10, 10])
+    outage_run(suite / "replica-kill" / "trial-5", never_recovers=True)  # measured 20 s at least
+    low = make(suite, rates(tmp_path, {"replica": {"events": 1, "unrecovered_cost_s": 5}}), target=1 - 12 / MONTH_S)
+    assert low["scopes"]["replica"]["unrecovered"]["cost_s"] == pytest.approx(20.0, abs=0.5)
+    high = make(suite, rates(tmp_path, {"replica": {"events": 1, "unrecovered_cost_s": 5}}))
+    assert high["scopes"]["replica"]["unrecovered"]["cost_s"] == pytest.approx(0.001 * MONTH_S)
+
+
+def test_a_shorter_outage_that_did_not_recover_still_counts_for_a_longer_stated_one(tmp_path):
+    suite = tmp_path / "suite"
+    for i in range(1, 4):
+        outage_run(suite / "zone-loss" / f"trial-{i}", scope="zone", heal_t=12, never_recovers=True)
+    zone_trials(suite, [30, 30], name="zone-loss-long")
+    doc = make(suite, rates(tmp_path, {"zone": {"events": 0.1, "duration_s": 30}}))
+    e = doc["scopes"]["zone"]
+    assert e["coverage"]["by"] == "runs" and e["unrecovered"]["runs"] == 3 and e["unrecovered"]["of"] == 5
+    none_stated = make(suite, rates(tmp_path, {"zone": {"events": 0.1}}))
+    assert e["expected_lost_s"]["mean"] > 0.5 * none_stated["scopes"]["zone"]["expected_lost_s"]["mean"]
+
+
+def test_nothing_rated_is_nothing_to_claim(tmp_path):
+    suite = tmp_path / "suite"
+    outage_run(suite / "replica-kill", failed=200)
+    doc = make(suite, rates(tmp_path, {"replica": {"events": 0}}))
+    assert doc["verdict"]["word"] == "not_covered"
+    assert doc["verdict"]["reasons"] == ["not_covered: no rated scope: nothing to claim (every scope's rate is 0, "
+                                         "or none is given)"]
+
+
+def test_a_closed_loops_affected_users_are_its_share_of_the_busy_time(tmp_path):
+    """Two zones, one user each in turn: zone b's requests take 0.6 s, zone a's 0.05 s, so zone b holds
+    most of the users' time (and of the users) though it gets half the requests."""
+    rs, i, t = [], 0, 0.0
+    while t < 40:
+        for z, d_s in (("a", 0.05), ("b", 0.6)):
+            bad = z == "b" and 10 <= t < 15
+            rs.append(req(i, round(t, 6), ok=not bad, e2e=d_s, zone=z))
+            i += 1
+            t = round(t + d_s, 6)
+    load = {**ENVIRONMENT["load"], "mode": "closed", "concurrency": 1}
+    write_run(tmp_path / "suite" / "worker-node-kill", rs, [mark(rec.INJECT_START, 10, scope="node", zones=("b",))],
+              40, "node", front="zonal-lb", load=load)
+    doc = make(tmp_path / "suite", rates(tmp_path, {"node": {"events": 1}}), population="affected")
+    users = doc["runs"][0]["faults"][0]["model"]["users"]
+    assert users == pytest.approx(0.6 / 0.65, abs=0.02)  # by requests it would be 0.5

@@ -150,3 +150,44 @@ def test_the_plan_orders_scopes_by_how_much_one_more_trial_narrows_the_expected_
     rows = decide.plan([many, few], 30, 0, lambda s, k: f"run {s} x{k}")
     assert [r["scope"] for r in rows] == ["replica", "node"]
     assert rows[0]["lowers_by_s"] > rows[1]["lowers_by_s"] >= 0 and rows[0]["command"] == "run replica x1"
+
+
+def test_a_negative_slope_is_floored_at_0_a_longer_outage_never_costs_less():
+    m = M("zone", (3.0, 3.1, 1.0, 1.1), 10 ** 9, 0, 1.0, events=1, outages=(5.0, 5.0, 10.0, 10.0),
+          fit=(-0.4, 0.02, 2), duration_s=20.0)
+    d = predict.simulate([m], 30, 20_000, seed=4)
+    assert d.expected["zone"].mean() == pytest.approx((3.0 + 3.1 + 1.0 + 1.1) / 4, rel=0.05)
+
+
+def test_thousands_of_events_a_period_are_drawn_without_holding_each_event():
+    m = M("replica", tuple(float(i) for i in range(20)), 20, 0, 100.0, events=5000)
+    d = predict.simulate([m], 30, 20_000, seed=1)
+    assert d.loss.mean() == pytest.approx(5000 * ((1 - 0.5 / 21) * 9.5 + 0.5 / 21 * 100), rel=0.02)
+
+
+def test_the_miss_shares_bounds_are_never_narrower_than_the_exact_ones():
+    # Clopper-Pearson one-sided 95 %: 5 of 100,000 -> 1.0513e-4; 0 of n -> 1 - 0.05 ** (1 / n) ~ 2.996 / n
+    assert predict.upper95(5, 100_000) >= 1.0513e-4
+    assert predict.upper95(0, 100_000) == pytest.approx(2.9957e-5, rel=1e-3)
+    assert predict.upper95(500, 1000) >= 0.526  # exact ~0.526
+    assert predict.lower95(5, 100_000) <= 1.97e-5 + 1e-6 and predict.lower95(0, 10) == 0.0
+
+
+def test_more_trials_like_these_only_lower_the_miss_share_common_random_numbers():
+    """The trials search compares models that differ by their trials: with common random numbers the miss
+    share falls with every doubling instead of wandering with the simulation's noise (the review found it
+    rising in 2 to 5 of 12 steps, and the search giving up)."""
+    goal = decide.Goal(30, 0.999, 0.05)
+    m = M("replica", tuple(float(x) for x in np.random.default_rng(3).lognormal(0, 1, 200)), 200, 0,
+          (1 - goal.target) * goal.period_s, events=22)
+    ups = [decide.miss_upper([m.with_more_trials(k)], None, goal, 20_000, 0) for k in (0, 1, 2, 4, 8, 16, 32, 64)]
+    assert all(b <= a + 1e-3 for a, b in zip(ups, ups[1:])), ups
+    need = decide.trials_needed([m], None, goal, 0)
+    assert need["found"] and decide.miss_upper([m.with_more_trials(need["extra"]["replica"])], None, goal, 20_000,
+                                               0) <= 0.05
+
+
+def test_the_t_quantile_is_taken_from_the_row_at_or_below():
+    from chaos.claim import coverage
+
+    assert coverage.t95(13) == 1.782 and coverage.t95(61) == 1.671 and coverage.t95(500) == 1.658
