@@ -254,13 +254,15 @@ def kuberay_backend(k: dict):
     """A KubeRay backend for the target ``k`` (see :func:`kube_settings`), its RayCluster resolved."""
     from chaos.backends import kube_load
     from chaos.backends.kuberay import KubeRayBackend
+    from chaos.backends.kuberay.settings import backend_settings
 
     b = KubeRayBackend(k["namespace"], k["context"], k.get("ray_cluster", "availproof"),
                        max_pods=int(k.get("max_pods", 1)), serve_url=k["serve_url"], dashboard_url=k["dashboard_url"],
                        partition_method=k.get("partition_method") or "node-filter",
                        allow_autoscaled_zone_loss=parse_bool(k.get("allow_autoscaled_zone_loss"),
                                                              "kubernetes.allow_autoscaled_zone_loss"),
-                       load=kube_load.settings_of(k))  # kubernetes.load: the load workers as a Job (or None)
+                       load=kube_load.settings_of(k),  # kubernetes.load: the load workers as a Job (or None)
+                       **backend_settings(k))  # kubernetes.max_nodes, helper_image
     b.resolve_cluster()
     return b
 

@@ -423,7 +423,7 @@ KINDS = {
     "baseline_s": "number", "recovery_window_s": "number", "recovery_settle_s": "number", "bounds_source": "string", "allow_hosts": "list",
     "max_wall_s": "number", "stop_when.max_failed_ratio": "number", "stop_when.for_s": "number",
     "kubernetes.context": "string", "kubernetes.namespace": "string", "kubernetes.ray_cluster": "string",
-    "kubernetes.serve_url": "string", "kubernetes.dashboard_url": "string", "kubernetes.max_pods": "integer",
+    "kubernetes.serve_url": "string", "kubernetes.dashboard_url": "string", "kubernetes.max_pods": "integer", "kubernetes.max_nodes": "integer", "kubernetes.helper_image": "string",
     "kubernetes.partition_method": "enum", "kubernetes.allow_autoscaled_zone_loss": "boolean",
     "kubernetes.load.in_cluster": "boolean", "kubernetes.load.image": "string", "kubernetes.load.node_selector": "object",
     "kubernetes.load.tolerations": "list", "kubernetes.load.serve_url": "string",
