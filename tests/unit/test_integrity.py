@@ -2,18 +2,15 @@
 stream target (whose every token is known: serve_apps/stream_tokens.py) and from a server whose tokens are
 not (vLLM), and through the harness against a loopback server that truncates and corrupts on purpose."""
 
-import asyncio
 import json
-import threading
-
-import pytest
 
 from chaos import records as rec
 from chaos.load import integrity
-from chaos.load.harness import LoadRun
 from chaos.load.sse import Chunk
-from chaos.load.workload import LoadShape, Target
+from chaos.load.workload import LoadShape
 from serve_apps import stream_tokens
+from tests.unit.loopback import run_against
+from tests.unit.test_sessions import OpenAIServer
 
 BODY = {"model": "m", "max_tokens": 5, "stream": True, "messages": [{"role": "user", "content": "zone lost again"}]}
 
@@ -68,61 +65,35 @@ def test_more_token_events_than_the_usage_counts_is_corruption_for_any_server():
     assert judge(chunks(["ab", " cd"], fingerprint=None), 4) is None
 
 
-class Mangler:
+class Mangler(OpenAIServer):
     """A loopback OpenAI server answering as the stream target would, except that the n-th request is
     truncated (no finish_reason) and the m-th corrupted."""
 
     def __init__(self, truncate: int, corrupt: int):
-        self.truncate, self.corrupt, self.n = truncate, corrupt, 0
+        super().__init__()
+        self.truncate, self.corrupt = truncate, corrupt
 
-    async def start(self):
-        self.srv = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        self.port = self.srv.sockets[0].getsockname()[1]
-        return self
-
-    async def handle(self, reader, writer):
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:"))
-                body = json.loads(await reader.readexactly(length))
-                i, self.n = self.n, self.n + 1
-                words = stream_tokens.text(integrity.prompt_of(body), body["max_tokens"]).split(" ")
-                if i == self.corrupt:
-                    words[1] = "oops"
-                events = []
-                for k, w in enumerate(words):
-                    last = k == len(words) - 1
-                    finish = None if (i == self.truncate or not last) else "length"
-                    events.append({"choices": [{"index": 0, "text": w if k == 0 else " " + w, "finish_reason": finish}],
-                                   "system_fingerprint": stream_tokens.FINGERPRINT})
-                events.append({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(words)}})
-                payload = b"".join(b"data: %s\n\n" % json.dumps(e).encode() for e in events) + b"data: [DONE]\n\n"
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(payload), payload))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
+    async def answer(self, body, writer):
+        i, self.n = self.n, self.n + 1
+        words = stream_tokens.text(integrity.prompt_of(body), body["max_tokens"]).split(" ")
+        if i == self.corrupt:
+            words[1] = "oops"
+        events = []
+        for k, w in enumerate(words):
+            finish = None if (i == self.truncate or k < len(words) - 1) else "length"
+            events.append({"choices": [{"index": 0, "text": w if k == 0 else " " + w, "finish_reason": finish}],
+                           "system_fingerprint": stream_tokens.FINGERPRINT})
+        events.append({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(words)}})
+        payload = b"".join(b"data: %s\n\n" % json.dumps(e).encode() for e in events) + b"data: [DONE]\n\n"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(payload), payload))
+        await writer.drain()
 
 
 def test_the_harness_classifies_truncated_and_corrupted_streams():
-    loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(Mangler(truncate=3, corrupt=6).start())
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    try:
-        events = rec.Events()
-        got: list[rec.RequestRecord] = []
-        events.request_done.append(got.append)
-        shape = LoadShape(mode="closed", concurrency=1, duration_s=30, max_requests=10, warmup_s=0, timeout_s=5,
-                          route="completions", model="m", max_tokens=(4, 6), prompt_words=(2, 4))
-        LoadRun([Target("t", f"http://127.0.0.1:{server.port}")], shape, events).run()
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(5)
+    shape = LoadShape(mode="closed", concurrency=1, duration_s=30, max_requests=10, warmup_s=0, timeout_s=5,
+                      route="completions", model="m", max_tokens=(4, 6), prompt_words=(2, 4))
+    got, _, _, _ = run_against(Mangler(truncate=3, corrupt=6), shape)
     by_id = {r.id: r for r in got}
     assert len(got) == 10 and by_id[3].failure == rec.TRUNCATED and by_id[6].failure == rec.CORRUPTED
     assert by_id[3].got_first_token and by_id[6].got_first_token  # mid-stream failures, counted as such

@@ -17,8 +17,8 @@ import pytest
 from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
-from chaos.load.harness import LoadRun, classify_exception
-from chaos.load.workload import LoadShape, Target
+from chaos.load.harness import classify_exception
+from chaos.load.workload import LoadShape
 
 SSE = [b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b","finish_reason":"length"}]}\n\n',
        b"data: [DONE]\n\n"]
@@ -236,24 +236,11 @@ def test_precise_timer_wakes_in_deadline_order_never_early():
 
 
 def test_open_loop_sends_every_request_no_earlier_than_its_instant():
-    async def start():
-        return await Server().start()
+    from tests.unit.loopback import run_against
 
-    loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(start())
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    try:
-        events = rec.Events()
-        got: list[rec.RequestRecord] = []
-        events.request_done.append(got.append)
-        shape = LoadShape(mode="open", arrival="constant", rate=100, duration_s=1.0, max_requests=1000, warmup_s=0,
-                          timeout_s=5, route="completions", model="m", max_tokens=(2, 2), prompt_words=(2, 2))
-        run = LoadRun([Target("t", f"http://127.0.0.1:{server.port}")], shape, events)
-        footer = run.run()
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(5)
+    shape = LoadShape(mode="open", arrival="constant", rate=100, duration_s=1.0, max_requests=1000, warmup_s=0,
+                      timeout_s=5, route="completions", model="m", max_tokens=(2, 2), prompt_words=(2, 2))
+    got, footer, _, run = run_against(Server(), shape)
     assert footer["sent"] == len(got) == 100
     assert all(r.ok for r in got), [r.detail for r in got if not r.ok][:3]
     # never sent before the planned instant (the timer may fire 20 us early by design)
