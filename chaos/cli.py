@@ -386,6 +386,7 @@ def cmd_analyse(args) -> int:
 
     from chaos import evidence, summary as summary_mod
     from chaos.reports import report
+    from chaos.soak import report as soak_report, run as soak_run
 
     root = Path(args.run_dir)
     runs = evidence.run_dirs(root)
@@ -393,11 +394,16 @@ def cmd_analyse(args) -> int:
         raise UsageError(f"{root}: no records.ndjson below it (not a run directory)")
     for run_dir in runs:
         summary, origin = summary_mod.reanalyse(run_dir, args.experiment)
+        soak = soak_run.reanalyse(run_dir, summary)  # a soak: its figures again, the claim computed again
         old = run_dir / "summary.json"
         if old.is_file() and not (run_dir / "summary.previous.json").exists():
             old.replace(run_dir / "summary.previous.json")  # the first summary is kept beside the new one
         old.write_text(_json.dumps(summary, indent=2, default=str))
         _say(f"{run_dir}: summary.json derived from the records with the definitions of {origin}")
+        if soak:
+            soak_report.write(run_dir, summary)
+            for line in soak_report.comparison_lines(summary["soak"]):
+                _say(line)
         for f in summary["faults"]:
             a = f["affected"]
             _say(f"  {f['scope']:<9} {f['target']:<12} affected: failed {a['failed_total']}/{a['requests']}  "

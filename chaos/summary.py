@@ -84,12 +84,6 @@ def reanalyse(run_dir: str | Path, experiment: str | Path | None = None) -> tupl
     if "experiment" not in summary and recorded.get("title"):
         summary["experiment"], summary["scope"] = recorded["title"], recorded.get("scope")
     summary["derived_from"] = {"records": str(path), "definitions": origin}
-    if records.header.get("soak"):  # a soak (chaos.soak.run): its figures again, the claim computed again
-        from chaos.soak import run as soak_run
-
-        summary["soak"] = soak_run.derive(records)
-        summary["soak_context"] = {**soak_run.context(records),
-                                   "machine_load": (old.get("soak_context") or {}).get("machine_load")}
     # the verdict decided again, from the new figures and the journal the run left (chaos.verdict);
     # the run's own error and failed heal, known only at its end (after its records were closed), are
     # in the verdicts it recorded (summary.json's, the journal's): a run that ended ERROR stays ERROR

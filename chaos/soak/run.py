@@ -108,6 +108,26 @@ def context(records: rec.RunRecords) -> dict[str, Any]:
             "as_run": sorted(ran, key=lambda r: (r.get("index") is None, r.get("index") or 0))}
 
 
+def reanalyse(run_dir, summary: dict[str, Any]) -> bool:
+    """``availproof analyse`` on a soak (its header has ``soak``): ``soak`` and ``soak_context`` into ``summary``
+    again, from the records (the machine's load kept from the summary in place); False for any other run."""
+    import json
+    from pathlib import Path
+
+    path = Path(run_dir) / "records.ndjson"
+    header = next((obj for _, obj in rec.iter_lines(path) if isinstance(obj, dict) and obj.get("kind") == "run"), {})
+    if not header.get("soak"):  # the header read alone: no other run's records are read twice
+        return False
+    records = rec.read(path)
+    try:
+        old = json.loads((Path(run_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        old = {}
+    summary["soak"] = derive(records)
+    summary["soak_context"] = {**context(records), "machine_load": (old.get("soak_context") or {}).get("machine_load")}
+    return True
+
+
 # ---------------------------------------------------------------- the run
 class FaultThread(threading.Thread):
     """One scheduled fault: its experiment's action, called on the run (its outage and heal are the action's own)."""
