@@ -31,6 +31,13 @@ IMAGE = "availproof:dev"  # built by kuberay/kind-smoke.sh and `kind load`ed
 # kuberay/Dockerfile with --build-arg VARIANT=gpu (vLLM's CUDA build), pushed to a registry the nodes pull
 # from: the overlay's kustomization sets it (`images:` newName/newTag or digest), pulled at every start
 GPU_IMAGE = "availproof-vllm"
+# One GPU worker pod, sized to fit the common one-GPU node types of 8 vCPU and 32 GiB (GKE g2-standard-8 with
+# an L4, EKS g5.2xlarge with an A10G or g6.2xlarge with an L4): their allocatable is about 7.9 CPU and 28-30
+# GiB once the kubelet and system reserves are taken off, and the node's DaemonSets (the device plugin,
+# logging, kube-proxy, the CNI) take up to ~1 CPU and ~2 GiB more. 8 CPU / 32 GiB never scheduled there.
+# A vLLM engine on a GPU needs one CPU of Ray's (vllm_gpu_config's bundle); the rest is its tokenizer and
+# Serve's proxy and replica processes.
+GPU_WORKER = {"cpu": "6", "memory": "24Gi", "nvidia.com/gpu": "1"}
 GPU_PULL_POLICY = "Always"
 MODEL_DIR = "/models/model"  # where the engines load the checkpoint from (model_source)
 # The checkpoint's source, created at install like the Redis Secret (none committed): the ConfigMap's key
@@ -177,13 +184,13 @@ def gpu_worker_group(zone: str) -> dict[str, Any]:
     c = g["template"]["spec"]["containers"][0]
     c["image"] = GPU_IMAGE
     c["imagePullPolicy"] = GPU_PULL_POLICY
-    c["resources"] = {k: {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"} for k in ("limits", "requests")}
+    c["resources"] = {k: dict(GPU_WORKER) for k in ("limits", "requests")}
     c["volumeMounts"].append({"name": "models", "mountPath": "/models", "readOnly": True})
     spec = g["template"]["spec"]
     spec["initContainers"] = [fetch_model_container()]
     spec["volumes"].append({"name": "models", "emptyDir": {}})
     spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    g["rayStartParams"] = {"num-cpus": "8", "num-gpus": "1"}
+    g["rayStartParams"] = {"num-cpus": GPU_WORKER["cpu"], "num-gpus": "1"}
     return g
 
 

@@ -213,3 +213,24 @@ def test_nodeports_select_one_ray_cluster(rendered):
         assert "ray.io/cluster" in svc["spec"]["selector"], svc["metadata"]["name"]
     smoke = (kuberay.ROOT / "kind-smoke.sh").read_text()
     assert "activeServiceStatus.rayClusterName" in smoke and "ray.io/cluster" in smoke
+
+
+def test_a_gpu_worker_fits_the_common_one_gpu_nodes_of_8_vcpu_and_32_gib(rendered):
+    """GKE g2-standard-8 (L4), EKS g5.2xlarge (A10G) and g6.2xlarge (L4): about 7.9 CPU and 28 GiB allocatable
+    at the smallest, less ~1 CPU and ~2 GiB of DaemonSets: a worker pod (init container included) must ask
+    at most 6.9 CPU and 26 GiB, and Ray must be told the CPUs the pod has (issue 34: 8 / 32Gi never fit)."""
+    def cpu(v: str) -> float:
+        return float(v[:-1]) / 1000 if v.endswith("m") else float(v)
+
+    def gib(v: str) -> float:
+        return float(v[:-2]) if v.endswith("Gi") else float(v[:-2]) / 1024
+
+    cs = rayservice(rendered["vllm-gpu"])["spec"]["rayClusterConfig"]
+    for g in cs["workerGroupSpecs"]:
+        spec = g["template"]["spec"]
+        main = spec["containers"][0]["resources"]["requests"]
+        inits = [c.get("resources", {}).get("requests", {}) for c in spec.get("initContainers", [])]
+        need_cpu = max([cpu(main["cpu"])] + [cpu(r["cpu"]) for r in inits if "cpu" in r])
+        need_mem = max([gib(main["memory"])] + [gib(r["memory"]) for r in inits if "memory" in r])
+        assert need_cpu <= 6.9 and need_mem <= 26, (g["groupName"], main)
+        assert main["nvidia.com/gpu"] == "1" and g["rayStartParams"]["num-cpus"] == main["cpu"]
