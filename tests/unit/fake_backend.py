@@ -20,3 +20,35 @@ class FakeBackend:
         for member in base.members():
             if not hasattr(cls, member):
                 setattr(cls, member, _unexpected(member))
+
+
+class OneProxyBackend(FakeBackend):
+    """A fake whose one Serve proxy is a loopback port (``self.port``, set by the subclass): what the run
+    core asks of a backend's targets, answered for it."""
+
+    port: int
+
+    def targets(self):
+        return [("worker-a", f"http://127.0.0.1:{self.port}", "zone-a", "region-1")]
+
+    def head_target(self):
+        return ("head", f"http://127.0.0.1:{self.port}", None, None)
+
+    def own_hosts(self):
+        return ()
+
+    def describe(self):
+        return {"backend": "fake"}
+
+    def front_door(self):
+        return {"shape": "direct", "what": "the client sends to the one proxy itself"}
+
+    def prepare(self, run_id, scope, faults=None):
+        self.run_id = run_id
+
+    def graceful_shutdown(self):
+        return {}
+
+    def topology_doc(self):
+        return {}
+

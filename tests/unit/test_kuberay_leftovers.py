@@ -9,20 +9,10 @@ import time
 
 import pytest
 
-from chaos import faults, placement, sampler
 from chaos.backends import kube_marks as km, kube_partition as kp, kuberay as kb
 from chaos.errors import SetupError
 from tests.unit.test_kuberay_backend import cluster, replica
-
-SCOPES = ("replica", "engine", "node", "zone", "region", "head", "redis", "partition", "drain", "upgrade")
-
-
-@pytest.fixture(autouse=True)
-def no_waiting(monkeypatch):
-    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
-    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
-    monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(SCOPES, 0.0), raising=False)
-    monkeypatch.setattr(sampler, "gcs_health", lambda url, timeout: (True, 0.01, None))
+from tests.unit.test_kuberay_preflight import no_waiting  # noqa: F401 - the autouse fixture: no sleeping
 
 
 def _clean(d) -> dict:

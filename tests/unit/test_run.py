@@ -13,7 +13,7 @@ import pytest
 
 from chaos import experiment as exp_mod
 from chaos import provision, records as rec, run as core, runner
-from tests.unit.fake_backend import FakeBackend
+from tests.unit.fake_backend import OneProxyBackend
 from chaos.faults import Marker
 
 # ---------------------------------------------------------------- the decision, on a fake clock
@@ -245,7 +245,7 @@ def note_rollback(path: str) -> bool:
     return True
 
 
-class RefusingBackend(FakeBackend):
+class RefusingBackend(OneProxyBackend):
     """A backend whose one Serve proxy is a closed loopback port: every request fails at once."""
 
     def __init__(self):
@@ -256,30 +256,6 @@ class RefusingBackend(FakeBackend):
 
     def heal(self, faults: list[dict], timeout: float) -> dict:
         self.healed.append([f["fault_id"] for f in faults])
-        return {}
-
-    def targets(self):
-        return [("worker-a", f"http://127.0.0.1:{self.port}", "zone-a", "region-1")]
-
-    def head_target(self):
-        return ("head", f"http://127.0.0.1:{self.port}", None, None)
-
-    def own_hosts(self):
-        return ()
-
-    def describe(self):
-        return {"backend": "fake"}
-
-    def front_door(self):
-        return {"shape": "direct", "what": "the client sends to the one proxy itself"}
-
-    def prepare(self, run_id, scope):
-        self.run_id = run_id
-
-    def graceful_shutdown(self):
-        return {}
-
-    def topology_doc(self):
         return {}
 
     def observe(self, timeout: float):

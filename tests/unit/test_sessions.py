@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import json
 import random
-import threading
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,7 +13,6 @@ from hypothesis import given, settings, strategies as st
 from chaos import records as rec, schemas
 from chaos.errors import UsageError
 from chaos.load import served, sessions
-from chaos.load.harness import LoadRun
 from chaos.load.workload import LoadShape, Target, request_body
 from serve_apps import served_by
 from serve_apps.prefix_cache import PrefixCache
@@ -279,24 +277,12 @@ class OpenAIServer:
 
 @pytest.mark.parametrize("mode", ["open", "closed"])
 def test_harness_runs_sessions_that_carry_their_conversation_and_records_who_served(mode):
-    loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(OpenAIServer().start())
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    try:
-        events = rec.Events()
-        got: list[rec.RequestRecord] = []
-        events.request_done.append(got.append)
-        shape = LoadShape(mode=mode, arrival="constant" if mode == "open" else "poisson", rate=60, concurrency=3, duration_s=2.0, warmup_s=0,
-                          timeout_s=5, model="m", prompt_words=(8, 24), max_tokens=(16, 32),
-                          sessions={"turns": 8, "prefix_groups": 2, "system_prompt_tokens": 100, "think_time_s": 0.01})
-        run = LoadRun([Target("t", f"http://127.0.0.1:{server.port}", "zone-a", "east")], shape, events)
-        footer = run.run()
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(5)
-        loop.close()
+    from tests.unit.loopback import run_against
+
+    shape = LoadShape(mode=mode, arrival="constant" if mode == "open" else "poisson", rate=60, concurrency=3,
+                      duration_s=2.0, warmup_s=0, timeout_s=5, model="m", prompt_words=(8, 24), max_tokens=(16, 32),
+                      sessions={"turns": 8, "prefix_groups": 2, "system_prompt_tokens": 100, "think_time_s": 0.01})
+    got, footer, server, _ = run_against(OpenAIServer(), shape, "zone-a", "east")
     assert got and footer["sent"] == len(got)
     assert all(r.ok for r in got), [r.detail for r in got if not r.ok][:3]  # never a 400
     assert {r.served_replica for r in got} == {"r-a", "r-b"} and {r.served_zone for r in got} == {"zone-a", "zone-b"}

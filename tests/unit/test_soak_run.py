@@ -20,12 +20,12 @@ from chaos.placement import Replica
 from chaos.soak import figures, run as soak_run, spec
 from chaos.soak.schedule import apply_rules
 from tests.integration import sse_server
-from tests.unit.fake_backend import FakeBackend
+from tests.unit.fake_backend import OneProxyBackend
 
 NS = 1_000_000_000
 
 
-class ServingBackend(FakeBackend):
+class ServingBackend(OneProxyBackend):
     """One proxy (a loopback SSE server that always serves); replica and node faults recorded, never real."""
 
     def __init__(self, port: int, node_proven: bool = True, refuse_replica_calls: tuple[int, ...] = ()):
@@ -33,30 +33,6 @@ class ServingBackend(FakeBackend):
         self.calls: list[tuple[str, float]] = []
         self.healed: list[list[str]] = []
         self.replica_picks = 0
-
-    def targets(self):
-        return [("worker-a", f"http://127.0.0.1:{self.port}", "zone-a", "region-1")]
-
-    def head_target(self):
-        return ("head", f"http://127.0.0.1:{self.port}", None, None)
-
-    def own_hosts(self):
-        return ()
-
-    def describe(self):
-        return {"backend": "fake"}
-
-    def front_door(self):
-        return {"shape": "direct"}
-
-    def prepare(self, run_id, scope, faults=None):
-        self.run_id = run_id
-
-    def graceful_shutdown(self):
-        return {}
-
-    def topology_doc(self):
-        return {}
 
     def observe(self, timeout: float):
         from chaos import sampler
