@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from chaos.reports.report import CSS, _h, _html_table, _md_table, _ul
+from chaos.reports.render import CSS, _h, _html_table, _md_table, _ul
 
 FIGURE_COLUMNS = ("figure", "value", "90 % interval", "95 % interval", "note")
 SCOPE_COLUMNS = ("scope", "rate / period", "duration s", "source", "runs", "trials", "unrecovered",

@@ -1,0 +1,158 @@
+"""The report's rows of a fault's other planes (:mod:`chaos.planes`): control plane and capacity, what it
+replaced, what the balancer did, and who served."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos import scopes
+from chaos.reports.cells import fmt, plane_figure
+
+
+PLANE_COLUMNS = ("plane", "figure", "value")
+CONTROL_PLANE_LABELS = {"time_to_loss_s": "time to loss s", "time_to_restored_s": "time to restored s",
+                        "outage_s": "outage s", "max_gcs_latency_s": "max GCS health latency s",
+                        "samples": "samples in the window", "resolution_s": "resolution s (sampling period)"}
+CAPACITY_LABELS = {"target_replicas": "target replicas", "target": "target placement",
+                   "min_replicas": "min replicas", "min_ratio": "min ratio (min / target)",
+                   "time_to_lost_s": "time to lost s", "time_to_restored_s": "time to restored s",
+                   "nodes_min_alive": "nodes min alive", "nodes_min_alive_per_zone": "nodes min alive per zone"}
+
+
+def _per_zone(d: dict[str, Any]) -> str:
+    return ", ".join(f"{z} {n}" for z, n in sorted(d.items())) or "none"
+
+
+def placement_text(target: dict[str, dict[str, int]]) -> str:
+    """RUNNING replicas per deployment and zone: ``StreamTarget: zone-a 1, zone-b 1; Ingress: zone-a 1``."""
+    return "; ".join(f"{dep}: {_per_zone(zones)}" for dep, zones in sorted(target.items())) or "none"
+
+
+def _plane_note(f: dict[str, Any], key: str) -> str | None:
+    """The reason listed for ``key`` in the fault's unmeasurable map, as a cell."""
+    why = (f.get("unmeasurable") or {}).get(key)
+    return f"unmeasurable: {why}" if why else None
+
+
+def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[list[str]]:
+    """The fault's control plane and capacity (:mod:`chaos.planes`), one row per figure, every number
+    as the summary has it; a null by the rules of :func:`chaos.reports.cells.plane_figure`."""
+    rows: list[list[str]] = []
+    cp, cap = f.get("control_plane"), f.get("capacity")
+    if not isinstance(cp, dict) or not isinstance(cap, dict):
+        why = plane_figure(f, "control_plane", "outage_s", reasons=True)
+        return [["control plane", "all", why], ["capacity", "all", why]]
+    for key in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
+        rows.append(["control plane", CONTROL_PLANE_LABELS[key], plane_figure(f, "control_plane", key, True)])
+    if cp.get("losses") is not None:  # format-2 runs analysed before losses and blips were: not shown
+        rows.append(["control plane", "losses (2+ samples not up in a row) / blips (a lone one)",
+                     f"{cp['losses']} / {cp['blips']}"])
+    lat = cp.get("max_gcs_latency_s")
+    rows.append(["control plane", CONTROL_PLANE_LABELS["max_gcs_latency_s"],
+                 fmt(lat) if lat is not None else (_plane_note(f, "control_plane.max_gcs_latency_s")
+                                                    or _plane_note(f, "control_plane.time_to_loss_s")
+                                                    or "n/a (the GCS answered no sample in the window)")])
+    rows.append(["control plane", CONTROL_PLANE_LABELS["samples"], str(cp.get("samples"))])
+    res = cp.get("resolution_s")
+    rows.append(["control plane", CONTROL_PLANE_LABELS["resolution_s"],
+                 fmt(res) if res is not None else "n/a (fewer than two samples in the window)"])
+    rows.append(["capacity", CAPACITY_LABELS["target_replicas"], plane_figure(f, "capacity", "target_replicas", True)])
+    target = cap.get("target")
+    rows.append(["capacity", CAPACITY_LABELS["target"],
+                 placement_text(target) if isinstance(target, dict)
+                 else (_plane_note(f, "capacity.target_replicas") or "-")])
+    for key in ("min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s"):
+        text = plane_figure(f, "capacity", key, True)
+        if key == "min_ratio" and cap.get(key) is None and text == "never":
+            text = "n/a (the target has no replica)"
+        rows.append(["capacity", CAPACITY_LABELS[key], text])
+    nodes = cap.get("nodes_min_alive")
+    rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive"],
+                 str(nodes) if nodes is not None else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
+    per_zone = cap.get("nodes_min_alive_per_zone")
+    rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
+                 _per_zone(per_zone) if isinstance(per_zone, dict)
+                 else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
+    return rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f)
+
+
+def served_rows(f: dict[str, Any]) -> list[list[str]]:
+    """Who served (:func:`chaos.analysis.locality`, :func:`chaos.analysis.warmup`): the shares served outside
+    the client's zone and region when some phase could tell, and the warm-up when the load had sessions."""
+    rows: list[list[str]] = []
+    loc = f.get("locality") or {}
+
+    def share(phase: str, key: str) -> str:
+        v = (loc.get(phase) or {}).get(key)
+        return "n/a" if v is None else f"{v:.2f}"
+
+    for domain in ("zone", "region"):
+        key = f"cross_{domain}_share"
+        if any((loc.get(p) or {}).get(key) is not None for p in ("before", "during", "after")):
+            rows.append(["who served", f"share served outside the client's {domain}, before / during / after",
+                         " / ".join(share(p, key) for p in ("before", "during", "after"))])
+    w = f.get("warmup")
+    if isinstance(w, dict) and (w.get("requests") or w.get("baseline_p95_ttft_s") is not None):
+        base = w.get("baseline_p95_ttft_s")
+        rows.append(["warm-up", "p95 TTFT of prefix-sharing requests before the fault s",
+                     fmt(base) if base is not None else (_plane_note(f, "warmup.baseline_p95_ttft_s") or "n/a")])
+        warm = w.get("time_to_warm_s")
+        rows.append(["warm-up", f"time to warm s (the replacement's p95 within {w.get('factor')}x the warm replicas')",
+                     fmt(warm) if warm is not None else (_plane_note(f, "warmup.time_to_warm_s") or "never")])
+        if w.get("replacements"):
+            first = w.get("first_served_by_replacement_s")
+            rows.append(["warm-up", "replacement (first served at s)",
+                         ", ".join(r[:8] for r in w["replacements"]) + (f" ({fmt(first)})" if first is not None else "")])
+    return rows
+
+
+def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
+    """What the fault replaced (:func:`chaos.planes.replacement`): shown for the scopes whose point is
+    replacing replicas (upgrades and drains: ``replacing`` in :mod:`chaos.scopes`), and for any fault
+    that replaced something."""
+    rp = f.get("replacement")
+    if not isinstance(rp, dict) or (not scopes.get(f.get("scope")).replacing and not rp.get("replaced")):
+        return []
+    why = _plane_note(f, "replacement")
+    if why:
+        return [["replacement", "all", why]]
+    new = ", ".join(f"{x['replica'][:8]} at {fmt(x['running_s'])}" for x in rp["new"]) or "none"
+    done = rp.get("time_to_complete_s")
+    return [["replacement", "replicas serving before", str(rp["replicas_before"])],
+            ["replacement", "of them replaced by the window's end", str(rp["replaced"])],
+            ["replacement", "new replicas serving (s from injection)", new],
+            ["replacement", "complete (no old replica, as many new) s",
+             fmt(done) if done is not None else (_plane_note(f, "replacement.time_to_complete_s") or "never")]]
+
+
+def front_door_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[list[str]]:
+    """What the balancer did (:func:`chaos.frontdoor.fault_figures`); one row saying why when there are no
+    figures. ``front``: the run's environment ``front_door`` (what stood in front)."""
+    fd = f.get("front_door")
+    front = front or {}
+    if fd is None:
+        if front.get("kind") == "kubernetes-service":
+            return [["front door", "balancer", f"n/a: the Kubernetes Service {front.get('service')} "
+                     "(no counters of a balancer of the rig's)"]]
+        if front.get("shape") in ("lb", "zonal-lb"):
+            return [["front door", "balancer", f"{front['shape']}, but no read of its counters was recorded"]]
+        return [["front door", "balancer", "none: the client sent to the proxies itself (front direct)"]]
+    why = _plane_note(f, "front_door")
+    if why:
+        return [["front door", "all", why]]
+    downs = "; ".join(f"{x['server']} ({x['zone'] or 'no zone'}) DOWN at {fmt(x['down_s'])}"
+                      + (f", UP at {fmt(x['up_s'])}" if x["up_s"] is not None else ", not UP in the window")
+                      for x in fd["servers_down"]) or "none"
+    detect = fd.get("time_to_detect_s")
+    rows = [["front door", "time to detect s (first server marked DOWN)",
+             fmt(detect) if detect is not None else (_plane_note(f, "front_door.time_to_detect_s") or "never")],
+            ["front door", "servers taken out of rotation", downs]]
+    for key, label in (("retried", "extra attempts after a failed one (hidden from the client if they succeeded)"),
+                       ("retries", "of them to the same server (wretr)"),
+                       ("redispatches", "of them to another server (wredis)"),
+                       ("own_5xx", "5xx answered by the balancer itself"), ("server_5xx", "5xx from the proxies"),
+                       ("connection_errors", "connection errors to the proxies")):
+        v = fd.get(key)
+        rows.append(["front door", label, str(v) if v is not None
+                     else (_plane_note(f, f"front_door.{key}") or _plane_note(f, "front_door.retries") or "n/a")])
+    return rows
