@@ -12,7 +12,11 @@ pod names (or ``pod/pid``) on KubeRay. Faults record them, or their number, in t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+
+from chaos.errors import UsageError
 
 if TYPE_CHECKING:
     from chaos.experiment import Settings
@@ -35,13 +39,59 @@ def scope_capability(scope: str) -> str:
     return f"scope:{scope}"
 
 
+@dataclass(frozen=True)
+class Implementation:
+    """How one backend does one scope (:mod:`chaos.scopes`), besides the :class:`Backend` methods its fault
+    calls: ``plan(backend, scope, arguments)``, every object a fault of it would touch now (rows
+    ``{"kind", "name", "where", "does", "after"}``; reads only), and ``effect(backend, fault)``, one look at
+    whether the fault is in effect (``{"check", "ok", "seen"}`` per check; :func:`chaos.faults.prove`).
+    ``effect`` None: the scope proves itself (an upgrade, at its end)."""
+
+    scope: str
+    plan: Callable[[Any, str, dict], list[dict]]
+    effect: Callable[[Any, dict], list[dict]] | None = None
+
+
+def implementations(*impls: Implementation) -> Mapping[str, Implementation]:
+    """A backend's scopes: its implementations by scope name (one each), read-only."""
+    out: dict[str, Implementation] = {}
+    for i in impls:
+        if i.scope in out:
+            raise ValueError(f"scope {i.scope} implemented twice")
+        out[i.scope] = i
+    return MappingProxyType(out)
+
+
+class ByScope:
+    """``plan`` and ``effect_checks`` of a backend: the implementation it registered for the scope
+    (``implementations``); a backend's scopes are the ones it registered (:func:`capabilities_of`)."""
+
+    name: str
+    implementations: Mapping[str, Implementation] = MappingProxyType({})
+
+    def plan(self, scope: str, arguments: dict | None = None) -> list[dict]:
+        impl = self.implementations.get(scope)
+        if impl is None:
+            raise UsageError(f"scope {scope}: the {self.name} backend has no fault of it")
+        return impl.plan(self, scope, dict(arguments or {}))
+
+    def effect_checks(self, fault: dict) -> list[dict]:
+        impl = self.implementations.get(fault.get("scope"))
+        if impl is None or impl.effect is None:
+            return [{"check": f"an effect check for scope {fault.get('scope')}", "ok": False,
+                     "seen": f"the {self.name} backend has none"}]
+        return impl.effect(self, fault)
+
+
 def capabilities_of(backend) -> set[str]:
     """What a backend (class or instance) can do: its declared ``capabilities``, and every registered
-    scope whose backend methods (:attr:`chaos.scopes.Scope.backend_methods`) it has."""
+    scope it implements (its ``implementations``) with every backend method the scope's fault calls
+    (:attr:`chaos.scopes.Scope.backend_methods`)."""
     from chaos import scopes
 
-    return set(backend.capabilities) | {scope_capability(s.name) for s in scopes.all_scopes()
-                                         if not s.missing_on(backend)}
+    implemented = getattr(backend, "implementations", None) or {}
+    return set(backend.capabilities) | {scope_capability(name) for name in implemented
+                                        if scopes.known(name) and not scopes.get(name).missing_on(backend)}
 
 
 def required(settings: Settings) -> set[str]:

@@ -6,8 +6,9 @@ delete) is worse than no run. So before any fault, one SelfSubjectAccessReview
 one verb on one resource, and stores nothing) is sent for every verb and resource the scope's
 fault *and* its heal call; one denial refuses the run in one line, with nothing injected.
 
-The table below is what :mod:`chaos.backends.kuberay` calls per scope (every call named with the
-method making it), not what might be convenient:
+The groups below are what :mod:`chaos.backends.kuberay` calls (every call named with the method
+making it), not what might be convenient; each scope's module (:mod:`chaos.scopes`) says which it needs
+(:attr:`chaos.scopes.Scope.kube_access`):
 
 - every run reads pods and nodes (selection, health, the sampler), the RayService and its
   RayCluster, and NetworkPolicies (the leftovers check of :meth:`KubeRayBackend.prepare`);
@@ -118,36 +119,43 @@ LOAD_JOB = (
     _a("get", "pods", subresource="log", why="the workers' records, followed (JobPool._follow)"),
 ) + EXEC  # each pod's clock at the start and the end, the start, stop and exit signals (JobPool._exec)
 
-BY_SCOPE: dict[str, tuple[Access, ...]] = {
-    "replica": EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
-    "engine": EXEC + (_a("patch", "pods", why="the stopped processes recorded on their pod, for recover "
-                                                 "(_mark_paused)"),),
-    "engine-crash": EXEC,  # crash_engine: pgrep and kill -9 of the replica's EngineCore children; nothing to heal
-    "node": EXEC + DELETE_PODS,
-    "head": EXEC + DELETE_PODS,
-    "redis": EXEC + DELETE_PODS,
-    "zone": EXEC + DELETE_PODS + CORDON,
-    "region": EXEC + DELETE_PODS + CORDON,
-    "drain": DRAIN,
-    "upgrade": UPGRADE,
-}
+ZONE_LOSS = EXEC + DELETE_PODS + CORDON  # the crash of the zone's pods, the cordon and its uncordon
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a scope's accesses depend on besides the scope: the backend's partition method
+    (:data:`chaos.backends.kube_partition.METHODS`), and whether a zone or region loss looks for node
+    autoscalers first (not when acknowledged as autoscaled)."""
+
+    partition_method: str = "node-filter"
+    autoscalers: bool = True
+
+
+def zone_loss(asked: Asked) -> tuple[Access, ...]:
+    """A zone or region loss: :data:`ZONE_LOSS`, and the autoscaler reads unless acknowledged."""
+    return ZONE_LOSS + (AUTOSCALERS if asked.autoscalers else ())
+
+
+def partition(asked: Asked) -> tuple[Access, ...]:
+    """A partition: the probe's exec, and the cut's own accesses by method."""
+    return EXEC + (NETWORK_POLICY if asked.partition_method == "networkpolicy" else NODE_FILTER)
 
 
 def needed(scopes: Iterable[str], partition_method: str = "node-filter", load_in_cluster: bool = False,
            autoscalers: bool = True) -> list[Access]:
-    """Every access the faults of ``scopes`` and their heals need, the reads every run makes first (and, with
+    """Every access the faults of ``scopes`` and their heals need (each scope's own,
+    :meth:`chaos.scopes.Scope.accesses`: its module says them), the reads every run makes first (and, with
     ``load_in_cluster``, what the load workers' Job needs: :data:`LOAD_JOB`; for a zone or region loss, with
-    ``autoscalers`` (not acknowledged as autoscaled), the autoscaler reads: :data:`AUTOSCALERS`); each once. A scope with no entry
-    here (nor ``partition``) adds nothing: every registered scope must have one
+    ``autoscalers`` (not acknowledged as autoscaled), the autoscaler reads: :data:`AUTOSCALERS`); each once. A
+    scope that declares none adds nothing: every registered scope must declare some
     (tests/unit/test_kuberay_preflight.py checks :func:`chaos.scopes.names`)."""
+    from chaos.scopes import registry
+
+    asked = Asked(partition_method, autoscalers)
     out: list[Access] = list(READS) + (list(LOAD_JOB) if load_in_cluster else [])
     for scope in sorted(set(scopes)):
-        if scope == "partition":
-            out += EXEC + (NETWORK_POLICY if partition_method == "networkpolicy" else NODE_FILTER)
-        else:
-            out += BY_SCOPE.get(scope, ())
-            if scope in ("zone", "region") and autoscalers:
-                out += AUTOSCALERS
+        out += registry.get(scope).accesses(asked)
     seen, unique = set(), []
     for a in out:
         key = (a.verb, a.resource, a.group, a.subresource, a.namespaced)

@@ -1,43 +1,32 @@
-"""One implementation object per scope: what the plan of a fault of that scope lists (:mod:`.plan`) and how
-its effect is proven (:mod:`.proofs`). ``plan`` and ``effect_checks`` look the scope up here, once."""
+"""The KubeRay backend's scopes: one implementation per scope it can run (:class:`chaos.backends.base.Implementation`):
+what the plan of a fault of that scope lists (:mod:`.plan`) and how its effect is proven (:mod:`.proofs`).
+What it registers here is what it can run (:func:`chaos.backends.base.capabilities_of`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
+from chaos.backends import base
+from chaos.backends.base import Implementation
 from chaos.backends.kuberay import plan, proofs
-from chaos.backends.kuberay.common import check
-from chaos.errors import UsageError
+
+IMPLEMENTATIONS = base.implementations(
+    Implementation("replica", plan.replica, proofs.replica),
+    Implementation("engine", plan.engine, proofs.engine),
+    Implementation("engine-crash", plan.engine_crash, proofs.engine_crash),
+    Implementation("node", plan.node, proofs.pods_crashed),
+    Implementation("head", plan.head, proofs.head),
+    Implementation("zone", plan.zone_loss, proofs.zone_loss),
+    Implementation("region", plan.zone_loss, proofs.zone_loss),
+    Implementation("partition", plan.partition, proofs.partition),
+    Implementation("redis", plan.redis, proofs.pods_crashed),
+    Implementation("upgrade", plan.upgrade, proofs.upgrade),
+    Implementation("drain", plan.drain, proofs.drain),
+)
 
 
-@dataclass(frozen=True)
-class Scope:
-    """A scope on KubeRay: ``plan(backend, scope, arguments)`` (rows; reads only) and
-    ``effect(backend, fault)`` (one look: ``{"check", "ok", "seen"}`` per check)."""
+class ByScope(base.ByScope):
+    """``plan`` and ``effect_checks``: the scope's own implementation (:data:`IMPLEMENTATIONS`)."""
 
-    name: str
-    plan: Callable[..., list[dict]]
-    effect: Callable[..., list[dict]]
-
-
-SCOPES: dict[str, Scope] = {s.name: s for s in (
-    Scope("replica", plan.replica, proofs.replica),
-    Scope("engine", plan.engine, proofs.engine),
-    Scope("engine-crash", plan.engine_crash, proofs.engine_crash),
-    Scope("node", plan.node, proofs.pods_crashed),
-    Scope("head", plan.head, proofs.head),
-    Scope("zone", plan.zone_loss, proofs.zone_loss),
-    Scope("region", plan.zone_loss, proofs.zone_loss),
-    Scope("partition", plan.partition, proofs.partition),
-    Scope("redis", plan.redis, proofs.pods_crashed),
-    Scope("upgrade", plan.upgrade, proofs.upgrade),
-    Scope("drain", plan.drain, proofs.drain),
-)}
-
-
-class ByScope:
-    """``plan`` and ``effect_checks``: the scope's own implementation (:data:`SCOPES`)."""
+    implementations = IMPLEMENTATIONS
 
     def plan(self, scope: str, arguments: dict | None = None) -> list[dict]:
         """Every object a fault of ``scope`` with these action ``arguments`` would touch now, and what the
@@ -47,10 +36,7 @@ class ByScope:
         would (the blast radius, max_nodes, an autoscaled zone, an upgrade KubeRay would not roll out);
         what they refuse raises, one line."""
         self._follow_active()
-        impl = SCOPES.get(scope)
-        if impl is None:
-            raise UsageError(f"scope {scope}: the KubeRay backend has no fault of it")
-        return impl.plan(self, scope, dict(arguments or {}))
+        return super().plan(scope, arguments)
 
     def effect_checks(self, fault: dict) -> list[dict]:
         """One look at whether ``fault`` (as :mod:`chaos.faults` builds it: ``scope``, ``target``,
@@ -74,7 +60,4 @@ class ByScope:
           is RUNNING; ``cluster``: the RayService's active cluster is a new one, nothing pending;
         - drain: the evicted pod terminating or gone.
         """
-        impl = SCOPES.get(fault.get("scope"))
-        if impl is None:
-            return [check(f"an effect check for scope {fault.get('scope')}", False, "the KubeRay backend has none")]
-        return impl.effect(self, fault)
+        return super().effect_checks(fault)

@@ -12,21 +12,24 @@ from typing import Callable
 from chaos import placement, scopes
 from chaos.backends import base
 from chaos.backends.local import effect, procs
+from chaos.backends.local.scopes import IMPLEMENTATIONS
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
 
 VLLM_ENGINE = "VLLM::EngineCore"  # vLLM's engine process title (vllm.v1.engine.core: set_process_title("EngineCore"))
 
 
-class LocalBackend:
+class LocalBackend(base.ByScope):
     name = "local"
-    # beyond the scopes whose methods it has (chaos.backends.base.capabilities_of): the rig's own
+    # beyond the scopes it implements (chaos.backends.base.capabilities_of): the rig's own
     # front door, clusters without GCS fault tolerance, load to the head
     capabilities = frozenset({base.FRONT_DOOR, base.NO_GCS_FT, base.LOAD_TO_HEAD})
+    # its scopes: their plans and proofs (chaos.backends.local.scopes); plan and effect_checks go there
+    implementations = IMPLEMENTATIONS
 
     def __init__(self, cluster: LocalCluster):
         self.cluster = cluster
-        self._cut_probes: dict[str, effect.CutProbe] = {}  # zone -> the connection opened before its cut
+        self.cut_probes: dict[str, effect.CutProbe] = {}  # zone -> the connection opened before its cut
 
     # ---------------------------------------------------------------- domains
     def zones(self) -> list[str]:
@@ -127,12 +130,12 @@ class LocalBackend:
         (``deadline_s``: the cut outliving a crashed run is undone by `availproof recover`, not by a clock.)"""
         node = self.cluster.nodes(zone=zone)[0]
         probe = effect.CutProbe(node.ip, node.serve_port).open()
-        self._cut_probes[zone] = probe
+        self.cut_probes[zone] = probe
         self.cluster.partition_zone(zone)
 
     def heal_zone(self, zone: str) -> None:
         self.cluster.heal_zone(zone)
-        probe = self._cut_probes.pop(zone, None)
+        probe = self.cut_probes.pop(zone, None)
         if probe is not None:
             probe.close()
 
@@ -145,97 +148,6 @@ class LocalBackend:
         if left:
             raise SetupError(f"the cluster still has a fault of an earlier run in place ({', '.join(left)}): "
                              "run `availproof recover` first")
-
-    # ---------------------------------------------------------------- plan
-    def plan(self, scope: str, arguments: dict | None = None) -> list[dict]:
-        """Every process, node and link a fault of ``scope`` with these action ``arguments`` would touch now,
-        by name (``{"kind", "name", "where", "does", "after"}`` each). Reads only: the state file, /proc, the
-        dashboard (a replica's placement); nothing is signalled or changed."""
-        a = dict(arguments or {})
-        s = self.cluster.state
-
-        def node_row(name: str, does: str, after: str) -> dict:
-            n = self.cluster.node(name)
-            pids = self.cluster.node_processes(name)
-            return {"kind": "node", "name": name, "where": f"zone {n.zone or '-'}, {n.ip}, session {n.sid}",
-                    "does": f"{does} ({len(pids)} process(es) now)", "after": after}
-
-        if scope in ("replica", "engine", "engine-crash"):
-            r = self.pick_replica(zone=a.get("zone"), deployment=a.get("deployment") if scope == "replica" else None)
-            where = f"node {r.node} (zone {r.zone})"
-            if scope == "engine":
-                return [{"kind": "process", "name": str(p), "where": where, "does": "SIGSTOP",
-                         "after": "SIGCONT at the heal"} for p in self.engine_pids(r)]
-            if scope == "engine-crash":
-                return [{"kind": "process", "name": str(p), "where": where, "does": "SIGKILL (the replica lives)",
-                         "after": "Serve's health check replaces the replica"} for p in self.engine_children(r)]
-            does = {"sigkill": f"SIGKILL of replica {r.replica_id}'s worker process",
-                    "actor": f"ray.kill of actor {r.actor_name} (a driver connected before the injection)"}
-            if a.get("method", "sigkill") not in does:
-                raise UsageError(f"replica kill method {a.get('method')!r} is not available on the local backend "
-                                 f"(sigkill, actor)")
-            return [{"kind": "process", "name": str(r.pid), "where": where, "does": does[a.get("method", "sigkill")],
-                     "after": "Serve replaces the replica"}]
-        if scope in ("node", "drain"):
-            node = a.get("node") or self.nodes_in(zone=a.get("zone"))[0]
-            does = ("SIGKILL of every process of its session" if scope == "node" else
-                    f"Ray's drain notice (PREEMPTION, deadline {a.get('deadline_s', 30.0)} s), then SIGKILL of "
-                    f"every process of its session")
-            return [node_row(node, does, "restarted (ray start)")]
-        if scope in ("zone", "region"):
-            zones = [a["zone"]] if scope == "zone" else self.zones_in_region(a.get("region", ""))
-            return [node_row(n, "SIGKILL of every process of its session", "restarted at the heal")
-                    for z in zones for n in self.nodes_in(zone=z)]
-        if scope == "head":
-            gcs = a.get("method", "node") == "gcs"
-            return [node_row(HEAD, "SIGKILL of gcs_server" if gcs else "SIGKILL of every process of its session",
-                             "restarted")]
-        if scope == "redis":
-            return [{"kind": "process", "name": str(s.redis.pid if s.redis else "-"), "where": "redis-server "
-                     f"{s.redis.host}:{s.redis.port}" if s.redis else "no Redis", "does": "SIGKILL",
-                     "after": "restarted on the same port and append-only file"}]
-        if scope == "partition":
-            zone = a["zone"]
-            if not s.netns_mode:
-                raise UsageError("a zone partition needs per-zone network namespaces; this cluster runs in "
-                                 "loopback-only mode (bring it up with `availproof cluster up --netns`, as root)")
-            return [{"kind": "link", "name": s.links.get(zone, "?"), "where": f"zone {zone} -> bridge {s.bridge}",
-                     "does": "set down (packets across the cut dropped)", "after": "set up at the heal"},
-                    *[node_row(n, "cut off with its zone", "reachable again") for n in self.nodes_in(zone=zone)]]
-        if scope == "upgrade":
-            return [{"kind": "Serve app", "name": "the deployed application", "where": self.dashboard_url,
-                     "does": "config applied again with a new AVAILPROOF_APP_VERSION (a new code version)",
-                     "after": "Serve replaces every replica"}]
-        raise UsageError(f"scope {scope}: the local backend has no fault of it")
-
-    # ---------------------------------------------------------------- proof
-    def effect_checks(self, fault: dict) -> list[dict]:
-        """One look at whether ``fault`` (as :mod:`chaos.faults` builds it) is in effect
-        (:mod:`chaos.backends.local.effect`)."""
-        scope, target, c = fault["scope"], fault["target"], self.cluster
-        if scope == "replica":
-            return [effect.pids_gone(list(fault.get("pids") or []), "the replica's worker process")]
-        if scope == "engine":
-            return [effect.pids_stopped(list(fault.get("pids") or []))]
-        if scope == "engine-crash":
-            return [effect.pids_gone(list(fault.get("pids") or []), "the engine process"),
-                    effect.replica_lives(fault.get("pid"))]
-        # a kill that signalled nothing (its victim already down) proves nothing, whatever the state says
-        if scope in ("node", "drain"):
-            return [effect.signalled(fault)] + effect.nodes_down(c, [target])
-        if scope in ("zone", "region"):
-            return [effect.signalled(fault)] + effect.nodes_down(c, [n for z in fault["zones"] for n in self.nodes_in(zone=z)])
-        if scope == "head":
-            return [effect.signalled(fault)] + effect.head_down(c, HEAD, gcs_only=fault.get("method") == "gcs")
-        if scope == "redis":
-            return [effect.signalled(fault)] + effect.redis_down(c)
-        if scope == "partition":
-            probe = self._cut_probes.get(target)
-            if probe is None:
-                return [effect.check(f"a connection across the cut of {target}", False,
-                                     "none was opened before the cut")]
-            return probe.checks()
-        return [effect.check(f"an effect check for scope {scope}", False, "the local backend has none")]
 
     # ---------------------------------------------------------------- replicas
     def replicas(self, state: str | None = "RUNNING") -> list[placement.Replica]:
@@ -356,19 +268,26 @@ class LocalBackend:
             done["started"] += down
         # A node the GCS declared dead cannot rejoin, and after a head restart without GCS fault
         # tolerance no worker is known to the new GCS: give reconnecting nodes a moment, then
-        # restart whatever is still DEAD or ABSENT.
-        try:
-            self.cluster.wait_healthy(timeout=20)
-        except ClusterError:
-            stuck = [s.name for s in self.cluster.status()
-                     if s.role == "worker" and s.gcs_state in ("DEAD", "ABSENT") and (check is None or s.name in check)]
-            for name in stuck:
-                self.cluster.kill_node(name)
-            if stuck:
-                self.cluster.start_nodes(stuck)
-                done["started"] += stuck
+        # restart whatever is still DEAD or ABSENT. Without fault tolerance nothing that was running
+        # before can reconnect, so no moment is given (only the nodes just started are waited for).
+        stuck = [] if self.cluster.state.gcs_fault_tolerance else self._stuck_workers(check, exclude=set(down))
+        if not stuck:
+            try:
+                self.cluster.wait_healthy(timeout=20)
+            except ClusterError:
+                stuck = self._stuck_workers(check)
+        for name in stuck:
+            self.cluster.kill_node(name)
+        if stuck:
+            self.cluster.start_nodes(stuck)
+            done["started"] += stuck
         self.cluster.wait_healthy(timeout=timeout)
         return done
+
+    def _stuck_workers(self, check: set[str] | None, exclude: set[str] = frozenset()) -> list[str]:
+        """The workers (of ``check``; None: every one) the GCS holds DEAD or ABSENT, but ``exclude``."""
+        return [s.name for s in self.cluster.status() if s.role == "worker" and s.gcs_state in ("DEAD", "ABSENT")
+                and (check is None or s.name in check) and s.name not in exclude]
 
     def observe(self, timeout: float):
         """One sample of the control plane and capacity (chaos.sampler), through the dashboard."""
@@ -397,13 +316,13 @@ class LocalBackend:
         application's ``runtime_env``: a new code version, so Serve replaces every replica in a
         rolling update (a ``user_config`` change would reconfigure replicas in place and replace
         none: it is not an upgrade of what runs)."""
-        from chaos import deploy, placement as pl
+        from chaos import ray_dashboard
         from serve_apps.config import APP_NAME
 
         if variant not in self.upgrade_variants():
             raise UsageError(f"the local backend's upgrade variants are {', '.join(self.upgrade_variants())}, "
                              f"got {variant!r}")
-        details = pl.serve_details(self.dashboard_url) or {}
+        details = ray_dashboard.serve_details(self.dashboard_url) or {}
         app = (details.get("applications") or {}).get(APP_NAME) or {}
         cfg = app.get("deployed_app_config")
         if not cfg:
@@ -417,7 +336,7 @@ class LocalBackend:
         doc = {"proxy_location": details.get("proxy_location") or "EveryNode",
                "http_options": {"host": http.get("host", "0.0.0.0"), "port": http.get("port")},
                "applications": [cfg]}
-        deploy.put_config(self.dashboard_url, doc)
+        ray_dashboard.put_serve_config(self.dashboard_url, doc)
         return {"variant": variant, "version": version, "previous_version": previous,
                 "changed": "applications[0].runtime_env.env_vars.AVAILPROOF_APP_VERSION"}
 
@@ -451,10 +370,10 @@ class LocalBackend:
 
     def graceful_shutdown(self) -> dict:
         """The deployments' graceful-shutdown settings as deployed (Serve's defaults where unset)."""
-        from chaos import placement as pl
+        from chaos import ray_dashboard
         from serve_apps.config import APP_NAME
 
-        details = pl.serve_details(self.dashboard_url) or {}
+        details = ray_dashboard.serve_details(self.dashboard_url) or {}
         app = (details.get("applications") or {}).get(APP_NAME) or {}
         out = {}
         for name, dep in (app.get("deployments") or {}).items():

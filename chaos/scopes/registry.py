@@ -1,11 +1,11 @@
-"""The failure scopes: one entry per scope, the one place that says what each scope is.
+"""The registry of failure scopes: what a scope is (:class:`Scope`), and the scopes registered.
 
-The analysis, the planes, the bounds, the reports and the schemas ask this registry what a scope
-is instead of keeping their own lists of names: a new scope is one :func:`register` call, a fault
-function in :mod:`chaos.faults` (its marks carry the scope's name), the backend methods the fault
-calls, a Chaos Toolkit action and an experiment (README, "Adding a scope"). A scope a recorded run
-names that the registry does not know (an older run, a plug-in's scope not loaded) reads as one
-with every property false (:func:`get`): analysed like ``head``, shown by its name.
+The analysis, the planes, the bounds, the reports, the schemas, the faults' proofs and the KubeRay
+preflight ask this registry what a scope is instead of keeping their own lists of names. Each
+built-in scope is one module of :mod:`chaos.scopes` holding its :class:`Scope` (registered by the
+package, in order); a plug-in's is a :func:`register` call (docs/architecture.md, "Adding a scope").
+A scope a recorded run names that the registry does not know (an older run, a plug-in's scope not
+loaded) reads as one with every property false (:func:`get`): analysed like ``head``, shown by its name.
 
 Two properties are easily confused, and the code branches on both:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Callable
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -40,6 +40,15 @@ class Scope:
     control_plane: bool = False  # takes down the GCS or the Serve controller (the head, the GCS's Redis)
     replacing: bool = False  # replacing replicas is what it does (a planned disruption): its replacement shown
     replaces_every_replica: bool = False  # meant to replace every replica: its completion is measured
+    # how long after its injection its effect must be seen on the system (s; chaos.faults.prove)
+    effect_bound_s: float = 30.0
+    # what its fault and heal need on KubeRay (chaos.backends.kube_access.needed): a tuple of
+    # kube_access.Access, or a function of kube_access.Asked (the backend's partition method, ...) giving one
+    kube_access: tuple | Callable[[Any], tuple] = ()
+
+    def accesses(self, asked: Any) -> tuple:
+        """The Kubernetes accesses its fault and heal need, for ``asked`` (:class:`chaos.backends.kube_access.Asked`)."""
+        return tuple(self.kube_access(asked) if callable(self.kube_access) else self.kube_access)
 
     def missing_on(self, backend: Any) -> list[str]:
         """The backend methods this scope's fault needs that ``backend`` lacks: a backend that lacks
@@ -67,6 +76,8 @@ def _problems(scope: Scope) -> list[str]:
         out.append("replaces_every_replica needs replacing")
     if isinstance(scope.backend_methods, str) or not all(isinstance(m, str) for m in scope.backend_methods):
         out.append("backend_methods must be a tuple of method names")
+    if not (isinstance(scope.effect_bound_s, (int, float)) and scope.effect_bound_s >= 0):
+        out.append(f"effect_bound_s must be a number of seconds >= 0, got {scope.effect_bound_s!r}")
     return out
 
 
@@ -116,26 +127,3 @@ def where(flag: str) -> frozenset[str]:
     if flag not in FLAGS:
         raise ValueError(f"no yes/no scope property {flag!r} (known: {', '.join(FLAGS)})")
     return frozenset(s.name for s in _REGISTRY.values() if getattr(s, flag))
-
-
-# The built-in scopes, in the order the schema's enum lists them.
-for _scope in (
-    Scope("replica", "replica kill", "kill_replica", ("replica_killer",), zoned=True, every_target_affected=True),
-    Scope("engine", "engine hang", "hang_engine", ("pause_engine", "resume_engine"), zoned=True,
-          every_target_affected=True),
-    Scope("engine-crash", "engine crash", "crash_engine", ("crash_engine",), zoned=True,
-          every_target_affected=True),
-    Scope("node", "node loss", "kill_node", ("kill_node", "start_node"), zoned=True, routed=True),
-    Scope("head", "head loss", "kill_head", ("kill_head", "restart_head"), control_plane=True),
-    Scope("zone", "zone loss", "kill_zone", ("kill_zones", "restore_zones"), zoned=True, routed=True),
-    Scope("region", "region loss", "kill_region", ("kill_zones", "restore_zones"), zoned=True, routed=True),
-    Scope("partition", "zone partition", "partition_zone", ("partition_zone", "heal_zone"), zoned=True,
-          routed=True),
-    Scope("redis", "GCS Redis loss", "kill_redis", ("kill_redis", "start_redis"), control_plane=True),
-    Scope("upgrade", "rolling upgrade", "upgrade_app", ("upgrade_app",), every_target_affected=True,
-          replacing=True, replaces_every_replica=True),
-    Scope("drain", "node drain", "drain_node", ("drain_node", "kill_node", "start_node"), zoned=True, routed=True,
-          replacing=True),
-):
-    register(_scope)
-del _scope

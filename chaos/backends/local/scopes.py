@@ -1,0 +1,156 @@
+"""The local backend's scopes: one implementation per scope it can run (:class:`chaos.backends.base.Implementation`):
+what a fault of it would touch (``availproof run --plan``: every process, node and link by name; reads only:
+the state file, /proc, the dashboard for a replica's placement; nothing signalled or changed) and how its
+effect is proven (:mod:`chaos.backends.local.effect`). What it registers here is what it can run
+(:func:`chaos.backends.base.capabilities_of`). Each function takes the backend first, as its methods do."""
+
+from __future__ import annotations
+
+from chaos.backends import base
+from chaos.backends.base import Implementation
+from chaos.backends.local import effect
+from chaos.backends.local.cluster import HEAD
+from chaos.errors import UsageError
+
+REPLICA_KILLS = {"sigkill": "SIGKILL of replica {r.replica_id}'s worker process",
+                 "actor": "ray.kill of actor {r.actor_name} (a driver connected before the injection)"}
+
+
+def _node_row(b, name: str, does: str, after: str) -> dict:
+    n = b.cluster.node(name)
+    pids = b.cluster.node_processes(name)
+    return {"kind": "node", "name": name, "where": f"zone {n.zone or '-'}, {n.ip}, session {n.sid}",
+            "does": f"{does} ({len(pids)} process(es) now)", "after": after}
+
+
+def _process_rows(pids, where: str, does: str, after: str) -> list[dict]:
+    return [{"kind": "process", "name": str(p), "where": where, "does": does, "after": after} for p in pids]
+
+
+def _replica_where(r) -> str:
+    return f"node {r.node} (zone {r.zone})"
+
+
+# ---------------------------------------------------------------- plans
+def plan_replica(b, scope: str, a: dict) -> list[dict]:
+    r = b.pick_replica(zone=a.get("zone"), deployment=a.get("deployment"))
+    method = a.get("method", "sigkill")
+    if method not in REPLICA_KILLS:
+        raise UsageError(f"replica kill method {a.get('method')!r} is not available on the local backend "
+                         f"(sigkill, actor)")
+    return _process_rows([r.pid], _replica_where(r), REPLICA_KILLS[method].format(r=r), "Serve replaces the replica")
+
+
+def plan_engine(b, scope: str, a: dict) -> list[dict]:
+    r = b.pick_replica(zone=a.get("zone"))
+    return _process_rows(b.engine_pids(r), _replica_where(r), "SIGSTOP", "SIGCONT at the heal")
+
+
+def plan_engine_crash(b, scope: str, a: dict) -> list[dict]:
+    r = b.pick_replica(zone=a.get("zone"))
+    return _process_rows(b.engine_children(r), _replica_where(r), "SIGKILL (the replica lives)",
+                         "Serve's health check replaces the replica")
+
+
+def plan_node(b, scope: str, a: dict) -> list[dict]:
+    node = a.get("node") or b.nodes_in(zone=a.get("zone"))[0]
+    return [_node_row(b, node, "SIGKILL of every process of its session", "restarted (ray start)")]
+
+
+def plan_drain(b, scope: str, a: dict) -> list[dict]:
+    node = a.get("node") or b.nodes_in(zone=a.get("zone"))[0]
+    return [_node_row(b, node, f"Ray's drain notice (PREEMPTION, deadline {a.get('deadline_s', 30.0)} s), then "
+                               f"SIGKILL of every process of its session", "restarted (ray start)")]
+
+
+def plan_zone_loss(b, scope: str, a: dict) -> list[dict]:
+    zones = [a["zone"]] if scope == "zone" else b.zones_in_region(a.get("region", ""))
+    return [_node_row(b, n, "SIGKILL of every process of its session", "restarted at the heal")
+            for z in zones for n in b.nodes_in(zone=z)]
+
+
+def plan_head(b, scope: str, a: dict) -> list[dict]:
+    gcs = a.get("method", "node") == "gcs"
+    return [_node_row(b, HEAD, "SIGKILL of gcs_server" if gcs else "SIGKILL of every process of its session",
+                      "restarted")]
+
+
+def plan_redis(b, scope: str, a: dict) -> list[dict]:
+    r = b.cluster.state.redis
+    return [{"kind": "process", "name": str(r.pid if r else "-"),
+             "where": f"redis-server {r.host}:{r.port}" if r else "no Redis", "does": "SIGKILL",
+             "after": "restarted on the same port and append-only file"}]
+
+
+def plan_partition(b, scope: str, a: dict) -> list[dict]:
+    zone, s = a["zone"], b.cluster.state
+    if not s.netns_mode:
+        raise UsageError("a zone partition needs per-zone network namespaces; this cluster runs in "
+                         "loopback-only mode (bring it up with `availproof cluster up --netns`, as root)")
+    return [{"kind": "link", "name": s.links.get(zone, "?"), "where": f"zone {zone} -> bridge {s.bridge}",
+             "does": "set down (packets across the cut dropped)", "after": "set up at the heal"},
+            *[_node_row(b, n, "cut off with its zone", "reachable again") for n in b.nodes_in(zone=zone)]]
+
+
+def plan_upgrade(b, scope: str, a: dict) -> list[dict]:
+    return [{"kind": "Serve app", "name": "the deployed application", "where": b.dashboard_url,
+             "does": "config applied again with a new AVAILPROOF_APP_VERSION (a new code version)",
+             "after": "Serve replaces every replica"}]
+
+
+# ---------------------------------------------------------------- proofs
+def _pids(fault: dict) -> list:
+    return list(fault.get("pids") or [])
+
+
+def effect_replica(b, fault: dict) -> list[dict]:
+    return [effect.pids_gone(_pids(fault), "the replica's worker process")]
+
+
+def effect_engine(b, fault: dict) -> list[dict]:
+    return [effect.pids_stopped(_pids(fault))]
+
+
+def effect_engine_crash(b, fault: dict) -> list[dict]:
+    return [effect.pids_gone(_pids(fault), "the engine process"), effect.replica_lives(fault.get("pid"))]
+
+
+# a kill that signalled nothing (its victim already down) proves nothing, whatever the state says
+def effect_node(b, fault: dict) -> list[dict]:
+    return [effect.signalled(fault)] + effect.nodes_down(b.cluster, [fault["target"]])
+
+
+def effect_zone_loss(b, fault: dict) -> list[dict]:
+    nodes = [n for z in fault["zones"] for n in b.nodes_in(zone=z)]
+    return [effect.signalled(fault)] + effect.nodes_down(b.cluster, nodes)
+
+
+def effect_head(b, fault: dict) -> list[dict]:
+    return [effect.signalled(fault)] + effect.head_down(b.cluster, HEAD, gcs_only=fault.get("method") == "gcs")
+
+
+def effect_redis(b, fault: dict) -> list[dict]:
+    return [effect.signalled(fault)] + effect.redis_down(b.cluster)
+
+
+def effect_partition(b, fault: dict) -> list[dict]:
+    probe = b.cut_probes.get(fault["target"])
+    if probe is None:
+        return [effect.check(f"a connection across the cut of {fault['target']}", False,
+                             "none was opened before the cut")]
+    return probe.checks()
+
+
+IMPLEMENTATIONS = base.implementations(
+    Implementation("replica", plan_replica, effect_replica),
+    Implementation("engine", plan_engine, effect_engine),
+    Implementation("engine-crash", plan_engine_crash, effect_engine_crash),
+    Implementation("node", plan_node, effect_node),
+    Implementation("head", plan_head, effect_head),
+    Implementation("zone", plan_zone_loss, effect_zone_loss),
+    Implementation("region", plan_zone_loss, effect_zone_loss),
+    Implementation("partition", plan_partition, effect_partition),
+    Implementation("redis", plan_redis, effect_redis),
+    Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.faults.upgrade_app)
+    Implementation("drain", plan_drain, effect_node),  # at its deadline the node is gone, as a node loss
+)
