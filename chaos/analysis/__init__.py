@@ -1,0 +1,30 @@
+"""Recovery per fault, per population, from the request records alone. Plain Python: no Ray, no Kubernetes.
+
+The docstrings of these modules are the reference for every data-plane figure (the README repeats
+them in short). All instants are ``time.time_ns()`` values; every figure is in seconds relative to the
+fault's ``inject_start`` mark. Warm-up requests are left out everywhere.
+
+- :mod:`chaos.analysis.windows`: what a summary is computed with (steady state, SLO, definitions),
+  the faults from their marks, a fault's analysis window and the windows judged in it;
+- :mod:`chaos.analysis.populations`: populations, recovery per population, the service-wide figures of a
+  fault, honest nulls, and :func:`analyse`, the summary of one run;
+- :mod:`chaos.analysis.who_served`: who served, against where the client is (before, during, after);
+- :mod:`chaos.analysis.cold_cache`: the replacement replica's cold prefix cache;
+- :mod:`chaos.analysis.sending`: the load as it was sent, and the client's send lag.
+
+Every name is re-exported here: ``from chaos import analysis; analysis.analyse(...)``.
+"""
+
+from chaos.analysis.cold_cache import NO_PREFIX_SHARING, prefix_sharing_basis, warmup
+from chaos.analysis.populations import a_or_an, affected_basis, analyse, analyse_fault, recovery
+from chaos.analysis.sending import arrivals, send_lag_ms
+from chaos.analysis.who_served import locality
+from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, POPULATIONS, SLO, Definitions, Fault,
+                                    SteadyState, _end_ns, _window_state, faults_from_marks, judge_windows,
+                                    latency, run_end_ns)
+from chaos.stats import percentile  # the rig's one convention: nearest rank
+
+__all__ = ["FORMAT_VERSION", "INSUFFICIENT", "NO_PREFIX_SHARING", "NS", "POPULATIONS", "SLO", "Definitions", "Fault",
+           "SteadyState", "_end_ns", "_window_state", "a_or_an", "affected_basis", "analyse", "analyse_fault",
+           "arrivals", "faults_from_marks", "judge_windows", "latency", "locality", "percentile",
+           "prefix_sharing_basis", "recovery", "run_end_ns", "send_lag_ms", "warmup"]

@@ -1,0 +1,337 @@
+"""Recovery per fault, per population: the data-plane figures of a fault, and :func:`analyse`, a run's summary.
+
+Populations
+-----------
+Every figure is computed twice per fault, for two populations of requests:
+
+- **service**: requests sent to every target: what the service as a whole did.
+- **affected**: requests sent to the targets of the fault's failure domain (the target's
+  zone is one of the fault's ``zones``): what the users of the lost domain saw. It is the
+  service itself, and the summary says why (``affected.basis`` / ``affected.why``), when
+  (a) the fault is one whose effect Serve's routing spreads over every proxy (``replica``,
+  ``engine``, ``upgrade``: a request sent to zone-a's proxy may be served in zone-c; the scope's
+  ``every_target_affected`` in :mod:`chaos.scopes`), (b) the fault has no failure domain
+  (``head``, ``redis``: no zones), or (c) no measured request carries a zone (one
+  load-balancer URL, KubeRay's serve Service).
+
+A population's requests are those of the fault's analysis window (:mod:`chaos.analysis.windows`).
+
+Figures of one population
+-------------------------
+- ``time_to_impact_s``: the send instant of the first failed request, clamped to the
+  injection for a request already in flight at it (it was hit at the injection at the latest).
+- ``time_to_detect_s``: the first instant a client *observed* a failure: send + its
+  end-to-end time (a request that times out is observed failing at its timeout).
+- ``time_to_first_success_s``: the send instant of the first request sent after the impact
+  that succeeded.
+- ``time_to_last_failure_s``: the instant the last failure was observed.
+- Steady-state windows: one window of ``W`` seconds (``steady_state.window_s``) starts at the
+  injection and at the send instant of each of the population's requests (a request in flight
+  at the injection is placed at the injection, as its impact is); a window is judged
+  when it lies wholly inside the analysis window and holds at least ``min_requests`` requests
+  (fewer: too thin to judge, skipped). It is **in bound** when the success ratio is at least
+  ``min_success_ratio`` and the p95 latency of its successful requests is at most
+  ``max_p95_ttft_s`` (latency: TTFT for streamed requests, end-to-end for non-streamed
+  ones, whose first token arrives with the whole response).
+- **onset** of the disruption: the impact; with no failure, the first judged window out of
+  bound (slow, not failing); with neither, the population was undisturbed.
+- ``time_to_first_recovery_s``: the start of the first in-bound window at or after the onset.
+- ``time_to_steady_state_s``: the start of the last stretch of in-bound windows that holds to
+  the end of the analysis window (the first in-bound window after the last out-of-bound one).
+  ``null`` when the last judged window is out of bound: not recovered within the window.
+  Undisturbed: ``0.0``.
+- ``relapses``: how often the population fell out of bound again after first recovering
+  (``null`` when no window could be judged).
+- ``disrupted``: a failure, or a judged window out of bound. ``recovered``: steady state reached.
+- ``failed_total``, ``failed_mid_stream`` (after the first token), ``failed_by_class``,
+  ``requests`` (the window's requests as above), ``failed_ratio`` = failed_total / requests.
+
+Honest nulls
+------------
+A figure that cannot be measured is ``null`` and its reason is in the fault's
+``unmeasurable`` map (key: ``affected.time_to_steady_state_s``, ``failed.unaffected_zones``,
+...), never 0 and never "met":
+
+- steady state (and ``recovered``) when no window of the population could be judged after
+  the injection (the run ended too soon, or too few requests): *insufficient evidence*, not
+  *undisturbed*;
+- ``failed.unaffected_zones`` when the fault has no zone, or no request carries a zone.
+
+- every figure of a population with no request in the window (``<population>.requests``).
+
+A ``null`` not listed there means the figure was not reached: *never* (no first success, no
+steady state in the window) or, for the failure figures (impact, detection, first success,
+last failure) and first recovery, *not applicable* because nothing failed or nothing was
+disturbed (``failed_total`` 0, ``disrupted`` false). A fault whose window a later fault cut
+(``window_cut_by``) is judged only inside that window; the incident's recovery is the last
+fault's, whose window runs through every heal to the end of the run.
+
+Control plane and capacity
+--------------------------
+Each fault also has ``control_plane`` and ``capacity`` objects, from the sampler's samples
+over the same window: :mod:`chaos.planes` defines them.
+
+Service-wide figures of a fault
+-------------------------------
+- ``failed``: the service's failures by class, mid-stream apart, in flight at the injection
+  apart, per zone, and ``unaffected_zones`` (failures of requests sent to targets outside the
+  fault's zones; ``null`` with its reason for a fault with no zone or one that affects every
+  target, and for targets without a zone).
+- ``goodput_rps``: requests per second that succeeded and met the SLO (TTFT, per-request p95
+  inter-token latency, end-to-end), before the injection, during (injection to the service's
+  steady state) and after (steady state to the end of the analysis window).
+- ``resolution_s``: the median gap between consecutive planned sends in the window. No
+  figure can be finer than that.
+
+Who served (``locality``, ``warmup``) and the load as sent (``arrivals``): :mod:`chaos.analysis.who_served`,
+:mod:`chaos.analysis.cold_cache`, :mod:`chaos.analysis.sending`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from chaos import planes, records as rec, scopes
+from chaos.analysis.cold_cache import warmup
+from chaos.analysis.sending import arrivals
+from chaos.analysis.who_served import locality
+from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState, _end_ns,
+                                    faults_from_marks, judge_windows, latency, run_end_ns)
+from chaos.stats import percentile  # the rig's one convention: nearest rank
+
+
+def _rate(rs: list[rec.RequestRecord], slo: SLO, start_ns: int, end_ns: int) -> float | None:
+    if end_ns <= start_ns:
+        return None
+    good = sum(1 for r in rs if start_ns <= r.sent_ns < end_ns and slo.met(r))
+    return round(good / ((end_ns - start_ns) / NS), 4)
+
+
+def recovery(windows: list[tuple[int, bool]], onset: int | None) -> dict[str, Any]:
+    """First recovery, steady state (the last in-bound stretch) and relapses after ``onset``.
+
+    ``onset`` None: find it as the first window out of bound (a slow-only disruption)."""
+    if onset is None:
+        onset = next((s for s, good in windows if not good), None)
+        if onset is None:
+            return {"disrupted": False, "first": None, "steady": None, "relapses": 0,
+                    "judged": bool(windows)}
+    after = [(s, good) for s, good in windows if s >= onset]
+    first = next((s for s, good in after if good), None)
+    relapses, prev = 0, None
+    steady = None
+    for s, good in after:
+        if good and steady is None:
+            steady = s
+        elif not good:
+            if prev is True and first is not None:
+                relapses += 1
+            steady = None
+        prev = good
+    return {"disrupted": True, "first": first, "steady": steady, "relapses": relapses, "judged": bool(after)}
+
+
+def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord], rs: list[rec.RequestRecord],
+                steady: SteadyState) -> tuple[dict[str, Any], str | None]:
+    """One population's figures; the second value is why steady state could not be judged."""
+    sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
+    failed = [r for r in in_flight if not r.ok] + [r for r in rs if not r.ok]
+    impact = min((max(r.sent_ns, t0) for r in failed), default=None)
+    seen = [_end_ns(r) for r in failed]
+    first_success = None
+    if impact is not None:
+        first_success = next((r.sent_ns for r in rs if r.ok and r.sent_ns >= impact), None)
+    # requests in flight at the injection are judged at the injection (as their impact is)
+    at_injection = [dataclasses.replace(r, sent_ns=t0) for r in in_flight]
+    rcv = recovery(judge_windows(at_injection + rs, t0, window_end_ns, steady), impact)
+    insufficient = None
+    if not rs and not in_flight:
+        insufficient = "no request of this population in the analysis window"
+    elif not rcv["judged"]:
+        insufficient = (f"{INSUFFICIENT}: no {steady.window_s:g} s window with at least {steady.min_requests} "
+                        f"requests lies inside the {round((window_end_ns - t0) / NS, 2)} s analysis window")
+    if not rcv["disrupted"]:
+        steady_at, first_at = (t0, None) if insufficient is None else (None, None)
+    else:
+        steady_at, first_at = rcv["steady"], rcv["first"]
+    recovered = None if insufficient else steady_at is not None
+    by_class: dict[str, int] = {}
+    for r in failed:
+        by_class[r.failure or rec.OTHER] = by_class.get(r.failure or rec.OTHER, 0) + 1
+    n = len(rs) + len(in_flight)
+    return {
+        "requests": n,
+        "in_flight_at_injection": len(in_flight),
+        "failed_total": len(failed),
+        "failed_mid_stream": sum(1 for r in failed if r.got_first_token),
+        "failed_by_class": dict(sorted(by_class.items())),
+        "failed_ratio": round(len(failed) / n, 6) if n else None,
+        "disrupted": rcv["disrupted"],
+        "recovered": recovered,
+        "time_to_impact_s": sec(impact),
+        "time_to_detect_s": sec(min(seen)) if seen else None,
+        "time_to_first_success_s": sec(first_success),
+        "time_to_first_recovery_s": sec(first_at),
+        "time_to_steady_state_s": sec(steady_at),
+        "time_to_last_failure_s": sec(max(seen)) if seen else None,
+        "relapses": None if insufficient else rcv["relapses"],
+    }, insufficient
+
+
+def a_or_an(word: str) -> str:
+    """``word`` with its indefinite article, as a reason reads it ("an engine-crash fault")."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def affected_basis(fault: Fault, measured: list[rec.RequestRecord]) -> tuple[set[str] | None, str]:
+    """The zones whose targets make up the affected population (None: every target), and why."""
+    if scopes.get(fault.scope).every_target_affected:
+        return None, (f"{a_or_an(fault.scope)} fault affects every target: Serve routes a request from any proxy "
+                      f"to any replica")
+    if not fault.zones:
+        return None, f"the {fault.scope} fault has no failure domain (no zones): every target is affected"
+    if not any(r.zone is not None for r in measured):
+        return None, "the targets carry no zone (one front-door URL): requests cannot be attributed to a domain"
+    return set(fault.zones), f"requests sent to targets in {', '.join(fault.zones)}"
+
+
+def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns: int, measure_start_ns: int,
+                  steady: SteadyState, slo: SLO, cut_by: str | None = None) -> dict[str, Any]:
+    t0 = fault.inject_ns
+    sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
+    # a request in flight at an injection belongs to that fault: the window of the fault before
+    # it ends there, so no request is counted for two faults
+    rs = [r for r in measured if t0 <= r.sent_ns < window_end_ns and not (cut_by and _end_ns(r) > window_end_ns)]
+    in_flight = [r for r in measured if r.sent_ns < t0 < _end_ns(r)]
+    unmeasurable: dict[str, str] = {}
+
+    zones, why = affected_basis(fault, measured)
+    pops: dict[str, dict[str, Any]] = {}
+    for name, keep in (("service", None), ("affected", zones)):
+        pick = (lambda xs: xs) if keep is None else (lambda xs: [r for r in xs if r.zone in keep])  # noqa: E731
+        figures, insufficient = _population(t0, window_end_ns, pick(in_flight), pick(rs), steady)
+        if insufficient:
+            keys = ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered", "relapses")
+            if not figures["requests"]:
+                keys += ("requests", "failed_ratio")
+            for key in keys:
+                unmeasurable[f"{name}.{key}"] = insufficient
+        pops[name] = figures
+    pops["affected"] = {"basis": "service" if zones is None else "fault_domain",
+                        "zones": None if zones is None else sorted(zones), "why": why, **pops["affected"]}
+
+    svc = pops["service"]
+    failed = [r for r in in_flight if not r.ok] + [r for r in rs if not r.ok]
+    mid_stream = svc["failed_mid_stream"]
+    if not fault.zones:
+        unaffected = None
+        unmeasurable["failed.unaffected_zones"] = f"the {fault.scope} fault has no zone: no zone is unaffected by it"
+    elif scopes.get(fault.scope).every_target_affected:
+        unaffected = None
+        unmeasurable["failed.unaffected_zones"] = (f"{a_or_an(fault.scope)} fault affects every target (Serve routes from "
+                                                   f"any proxy to any replica): no zone is unaffected by it")
+    elif not any(r.zone is not None for r in measured):
+        unaffected = None
+        unmeasurable["failed.unaffected_zones"] = "the targets carry no zone: failures cannot be placed in a zone"
+    else:
+        unaffected = sum(1 for r in failed if r.zone is not None and r.zone not in fault.zones)
+    planned = sorted(r.planned_ns for r in rs)  # the schedule's resolution, not the (bunched) sends
+    gaps = [b - a for a, b in zip(planned, planned[1:])]
+    before = [r for r in measured if measure_start_ns <= r.sent_ns < t0]
+    steady_ns = None if svc["time_to_steady_state_s"] is None else t0 + int(svc["time_to_steady_state_s"] * NS)
+    recovered_at = steady_ns if steady_ns is not None else window_end_ns
+    return {
+        "fault_id": fault.fault_id,
+        "scope": fault.scope,
+        "target": fault.target,
+        "zones": fault.zones,
+        "inject_ns": t0,
+        "inject_end_s": sec(fault.inject_end_ns),
+        "heal_start_s": sec(fault.heal_start_ns),
+        "heal_end_s": sec(fault.heal_end_ns),
+        "window_s": round((window_end_ns - t0) / NS, 4),
+        "window_cut_by": cut_by,
+        "affected": pops["affected"],
+        "service": svc,
+        "failed": {
+            "total": len(failed),
+            "in_flight_at_injection": sum(1 for r in in_flight if not r.ok),
+            "by_class": svc["failed_by_class"],
+            "before_first_token": len(failed) - mid_stream,
+            "mid_stream": mid_stream,
+            "unaffected_zones": unaffected,
+            "by_zone": _count_by(failed, "zone"),
+        },
+        "goodput_rps": {
+            "before": _rate(before, slo, measure_start_ns, t0),
+            "during": _rate(rs, slo, t0, recovered_at) if svc["disrupted"] else None,
+            "after": _rate(rs, slo, recovered_at, window_end_ns) if steady_ns is not None else None,
+        },
+        "p95_ttft_s": {
+            "before": percentile([x for x in map(latency, before) if x is not None], 0.95),
+            "after": percentile([x for r in rs if recovered_at <= r.sent_ns and r.ok
+                                 for x in [latency(r)] if x is not None], 0.95),
+        },
+        "resolution_s": round(percentile(gaps, 0.5) / NS, 4) if gaps else None,
+        "unmeasurable": unmeasurable,
+        # the fault's proof, as it looked at the system after acting (chaos.faults.prove); null for
+        # runs recorded before faults proved themselves
+        "effect": fault.detail.get("effect"),
+        "detail": fault.detail,
+    }
+
+
+def _count_by(rs: list[rec.RequestRecord], attr: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rs:
+        key = str(getattr(r, attr))
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | None = None,
+            population: str = "affected") -> dict[str, Any]:
+    """The summary of one run: totals, then one entry per fault, grouped by scope."""
+    steady = steady or SteadyState()
+    slo = slo or SLO()
+    reqs = sorted(run.requests, key=lambda r: r.sent_ns)
+    measured = [r for r in reqs if r.phase == rec.MEASURE]
+    faults = faults_from_marks(run.marks)
+    end_ns = run_end_ns(run)
+    measure_start = measured[0].sent_ns if measured else end_ns
+    results = []
+    for i, f in enumerate(faults):
+        nxt = faults[i + 1] if i + 1 < len(faults) else None
+        window_end = nxt.inject_ns if nxt else end_ns
+        fault = analyse_fault(f, measured, window_end, measure_start, steady, slo,
+                              cut_by=nxt.fault_id if nxt else None)
+        fault.update(planes.analyse_fault(f.inject_ns, window_end, run.samples, fault["unmeasurable"],
+                                          first_inject_ns=faults[0].inject_ns, scope=f.scope))
+        # who served: outside the client's zone and region; the replacement's cold prefix cache
+        fault["locality"] = locality(fault, measured, window_end, measure_start)
+        fault["warmup"] = warmup(fault, reqs, measured, window_end, measure_start, steady)
+        results.append(fault)
+    by_scope: dict[str, list[dict]] = {}
+    for r in results:
+        by_scope.setdefault(r["scope"], []).append(r)
+    baseline_end = faults[0].inject_ns if faults else end_ns
+    baseline = [r for r in measured if r.sent_ns < baseline_end]
+    return {
+        "format_version": FORMAT_VERSION,
+        "run_id": run.header.get("run_id"),
+        "partial": run.partial,
+        "torn_lines": run.torn_lines,
+        "definitions": Definitions(steady, slo, population).to_dict(),
+        "requests": {
+            "total": len(reqs),
+            "warmup": len(reqs) - len(measured),
+            "measured": len(measured),
+            "ok": sum(1 for r in measured if r.ok),
+            "failed": sum(1 for r in measured if not r.ok),
+            "failed_before_first_fault": sum(1 for r in baseline if not r.ok),
+        },
+        "arrivals": arrivals(reqs),
+        "faults": results,
+        "by_scope": by_scope,
+    }
