@@ -7,6 +7,7 @@ from pathlib import Path
 import ray
 
 from chaos import cli, topology
+from chaos.commands.cluster import print_status
 from chaos.frontdoor import FrontSettings
 from chaos.backends.local import LocalCluster, procs
 
@@ -27,7 +28,7 @@ def test_head_restart_keeps_workers_and_detached_actor(test_root):
         assert {s.zone for s in statuses.values() if s.role == "worker"} == set(topo.zones)
         assert all(s.gcs_state == "ALIVE" and s.processes > 0 for s in statuses.values())
         out = io.StringIO()
-        cli.print_status(cluster, replicas=False, out=out)
+        print_status(cluster, replicas=False, out=out)
         for n in topo.nodes:
             assert f"{n.name}" in out.getvalue() and n.zone in out.getvalue()
         assert "redis state=UP" in out.getvalue() and "aof=on" in out.getvalue()

@@ -13,6 +13,7 @@ import pytest
 
 from chaos import baseline_gate as gate, cli, records as rec, run as core, runner, summary as summary_mod
 from chaos.analysis import SteadyState
+from chaos.commands.common import run_options
 from chaos.errors import UsageError
 from chaos.options import Options
 from chaos.schemas import __file__ as schemas_init
@@ -124,9 +125,9 @@ def test_inject_anyway_from_the_flag_and_the_configuration_is_parsed():
     with pytest.raises(UsageError, match="availproof_inject_anyway must be true or false"):
         Options.from_configuration({"availproof_inject_anyway": "maybe"})
     args = cli.build_parser().parse_args(["run", "x.json", "--inject-anyway"])
-    assert cli._options(args, Path("out")).inject_anyway is True
+    assert run_options(args, Path("out")).inject_anyway is True
     args = cli.build_parser().parse_args(["run", "x.json"])
-    assert cli._options(args, Path("out")).inject_anyway is False
+    assert run_options(args, Path("out")).inject_anyway is False
 
 
 # ---------------------------------------------------------------- the lifecycle, on the fake backend

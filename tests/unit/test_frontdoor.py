@@ -472,6 +472,7 @@ def test_the_suite_runs_each_experiment_once_per_front_door_side_by_side(monkeyp
     import json as _json
 
     from chaos import cli
+    from chaos.commands import runs
 
     calls = []
 
@@ -479,9 +480,9 @@ def test_the_suite_runs_each_experiment_once_per_front_door_side_by_side(monkeyp
         calls.append((Path(path).stem, out.name, front))
         return {"experiment": path, "verdict": 0 if front == "lb" else 1, "error": "x", "summary": None}
 
-    monkeypatch.setattr(cli, "_run_one", fake_run)
-    monkeypatch.setattr(cli, "_write_report", lambda out: None)
-    monkeypatch.setattr(cli, "cmd_cluster_down", lambda args: 0)
+    monkeypatch.setattr(runs, "_run_one", fake_run)
+    monkeypatch.setattr(runs, "write_report", lambda out: None)
+    monkeypatch.setattr(runs, "cmd_cluster_down", lambda args: 0)
     rc = cli.main(["suite", "--only", "worker-node-kill", "zone-loss", "--front", "lb,direct", "--out", str(tmp_path)])
     assert calls == [("worker-node-kill", "worker-node-kill@lb", "lb"), ("worker-node-kill", "worker-node-kill@direct",
                                                                           "direct"),

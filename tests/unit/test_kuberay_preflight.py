@@ -18,6 +18,7 @@ from chaos.backends import kube_access, kuberay as kb
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import LocalCluster
+from chaos.commands.common import kube_flags
 from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.experiment import load
 from tests.unit.kube_fake import node
@@ -359,10 +360,10 @@ def test_the_autoscaler_reads_are_reviewed_unless_the_loss_is_acknowledged():
 
 def test_the_acknowledgement_comes_from_the_flag_or_the_experiment():
     args = cli.build_parser().parse_args(["run", "x.json", "--backend", "kuberay", "--allow-autoscaled-zone-loss"])
-    assert cli._kube_flags(args)["allow_autoscaled_zone_loss"] is True
+    assert kube_flags(args)["allow_autoscaled_zone_loss"] is True
     args = cli.build_parser().parse_args(["run", "x.json", "--backend", "kuberay"])
-    merged = provision.kube_settings(cli._kube_flags(args), {"context": "c", "namespace": "n", "serve_url": "s",
-                                                             "dashboard_url": "d", "allow_autoscaled_zone_loss": True})
+    merged = provision.kube_settings(kube_flags(args), {"context": "c", "namespace": "n", "serve_url": "s",
+                                                        "dashboard_url": "d", "allow_autoscaled_zone_loss": True})
     assert merged["allow_autoscaled_zone_loss"] is True  # the flag not given does not override the file
 
 

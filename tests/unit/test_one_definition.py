@@ -5,8 +5,9 @@ import json
 import re
 from pathlib import Path
 
-from chaos import cli, frontdoor, options
+from chaos import frontdoor, options
 from chaos.backends import kuberay
+from chaos.commands import parser
 from chaos.load import lengths
 
 CHAOS = Path(frontdoor.__file__).resolve().parent
@@ -16,7 +17,7 @@ def test_fronts_is_defined_once_and_imported():
     defined = [str(p.relative_to(CHAOS)) for p in CHAOS.rglob("*.py")
                if re.search(r"^FRONTS\s*=", p.read_text(), re.MULTILINE)]
     assert defined == ["frontdoor.py"], defined
-    assert cli.FRONTS is frontdoor.FRONTS and options.FRONTS is frontdoor.FRONTS
+    assert parser.FRONTS is frontdoor.FRONTS and options.FRONTS is frontdoor.FRONTS
     schema = json.loads((CHAOS / "schemas" / "experiment-extension.schema.json").read_text())
     assert tuple(schema["properties"]["front"]["enum"]) == frontdoor.FRONTS  # the experiment file's list agrees
 
