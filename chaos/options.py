@@ -37,6 +37,7 @@ class Options:
     capacity: Path | None = None  # the capacity file load.utilization takes its share of (--capacity; chaos.utilization)
     experiment_file: Path | None = None  # the file run (its load.capacity is relative to it; None: the working dir)
     inject_anyway: bool = False  # a baseline out of steady state does not stop the run (chaos.baseline_gate)
+    prometheus_url: str | None = None  # the run's Prometheus server, for the promql probe (--prometheus)
 
     def __post_init__(self) -> None:
         self.backend = backend_kind(self.backend)
@@ -63,8 +64,17 @@ class Options:
                    kubernetes=dict(c.get("availproof_kubernetes") or {}),
                    model_path=c.get("availproof_model_path") or "",
                    model=c.get("availproof_model"),
-                   deploy_timeout_s=float(c.get("availproof_deploy_timeout_s", 600)),
+                   deploy_timeout_s=_seconds(c.get("availproof_deploy_timeout_s", 600), "availproof_deploy_timeout_s"),
                    replace_cluster=parse_bool(c.get("availproof_replace_cluster"), "availproof_replace_cluster"),
                    front=c.get("availproof_front") or None,
                    capacity=c.get("availproof_capacity") or None,
-                   inject_anyway=parse_bool(c.get("availproof_inject_anyway"), "availproof_inject_anyway"))
+                   inject_anyway=parse_bool(c.get("availproof_inject_anyway"), "availproof_inject_anyway"),
+                   prometheus_url=c.get("availproof_prometheus_url") or None)
+
+
+def _seconds(value: Any, name: str) -> float:
+    """A number of seconds as the configuration gives it (a number or its text); anything else is a one-line error."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be a number of seconds, got {value!r}") from None

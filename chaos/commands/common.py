@@ -23,8 +23,9 @@ def kube_flags(args) -> dict:
             "load_in_cluster": getattr(args, "load_in_cluster", None), "load_image": getattr(args, "load_image", None)}
 
 
-def run_options(args, out: Path, front: str | None = None):
-    """The run's options (:class:`chaos.options.Options`) from the flags."""
+def run_options(args, out: Path, front: str | None = None, prometheus_url: str | None = None):
+    """The run's options (:class:`chaos.options.Options`) from the flags (and the URL of the Prometheus server
+    the command started)."""
     from chaos.options import Options
 
     kw = {}
@@ -37,7 +38,7 @@ def run_options(args, out: Path, front: str | None = None):
                    replace_cluster=bool(getattr(args, "replace_cluster", False)),
                    front=front or (args.front if isinstance(getattr(args, "front", None), str) else None),
                    capacity=getattr(args, "capacity", None),
-                   inject_anyway=bool(getattr(args, "inject_anyway", False)), **kw)
+                   inject_anyway=bool(getattr(args, "inject_anyway", False)), prometheus_url=prometheus_url, **kw)
 
 
 def default_out(name: str) -> Path:

@@ -10,14 +10,15 @@ from chaos.commands.common import cluster_dir, default_out, run_options, say, wr
 from chaos.errors import AvailproofError, SetupError
 
 
-def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False) -> dict:
+def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False,
+             prometheus_url: str | None = None) -> dict:
     """One experiment run. A set-up error is its result (ERROR, exit 2), so that the runs before it
     keep their JUnit and report; on the ``first`` run of a command nothing is kept yet: it is raised
     (one line, exit 2)."""
     from chaos import runner, verdict
 
     try:
-        code, result = runner.run_experiment(path, out, options=run_options(args, out, front))
+        code, result = runner.run_experiment(path, out, options=run_options(args, out, front, prometheus_url))
     except AvailproofError as e:
         if first:
             raise
@@ -31,12 +32,11 @@ def _run_one(path: str, out: Path, args, front: str | None = None, first: bool =
 
 @contextmanager
 def _prometheus(args, out: Path):
-    """With --prometheus: a real Prometheus server for the run, scraping the harness and Ray."""
+    """With --prometheus: a real Prometheus server for the run, scraping the harness and Ray (None without);
+    its URL goes to each run's options (``prometheus_url``: the promql probe's server)."""
     if not getattr(args, "prometheus", False):
         yield None
         return
-    import os
-
     from chaos import metrics, prometheus
     from chaos.backends.local.cluster import default_cluster_dir
 
@@ -50,12 +50,10 @@ def _prometheus(args, out: Path):
         say(f"demo without Prometheus: {e}")
         yield None
         return
-    os.environ["AVAILPROOF_PROMETHEUS_URL"] = server.url
     say(f"Prometheus: {server.url}/graph (Grafana dashboard: {prometheus.DASHBOARD})")
     try:
         yield server
     finally:
-        os.environ.pop("AVAILPROOF_PROMETHEUS_URL", None)
         server.stop()
         say(f"Prometheus stopped; its data stays in {out / 'prometheus'}")
 
@@ -72,11 +70,12 @@ def cmd_run(args) -> int:
         return _print_plan(args)
     out = Path(args.out) if args.out else default_out(Path(args.experiment).stem)
     results = []
-    with _prometheus(args, out):
+    with _prometheus(args, out) as server:
         for trial in range(1, args.trials + 1):
             trial_out = out if args.trials == 1 else out / f"trial-{trial}"
             say(f"{args.experiment}: trial {trial}/{args.trials} -> {trial_out}")
-            results.append(_run_one(args.experiment, trial_out, args, first=trial == 1))
+            results.append(_run_one(args.experiment, trial_out, args, first=trial == 1,
+                                    prometheus_url=server and server.url))
     (out / "junit.xml").write_text(runner.junit_xml(results))
     write_report(out)
     worst = max(r["verdict"] for r in results)
@@ -109,12 +108,12 @@ def cmd_suite(args) -> int:
     runs = [(name, front, name if len(fronts) == 1 else f"{name}@{front}") for name in names for front in fronts]
     suite.write_order(out, [d for _, _, d in runs])  # the report's overview follows the run order
     results = []
-    with _prometheus(args, out):
+    with _prometheus(args, out) as server:
         for name, front, dirname in runs:
             path = suite.experiment_path(name)
             say(f"suite: {dirname}")
             args.replace_cluster = True
-            results.append(_run_one(str(path), out / dirname, args, front=front))
+            results.append(_run_one(str(path), out / dirname, args, front=front, prometheus_url=server and server.url))
     (out / "junit.xml").write_text(runner.junit_xml(results))
     table = cells.table(results)
     (out / "suite.md").write_text(table)

@@ -117,18 +117,17 @@ __all__ = ["app_status", "replicas_per_zone", "every_zone_serving", "cluster_hea
 def promql(query: str, url: str | None = None, configuration: dict | None = None) -> float | None:
     """An instant PromQL query's first value (None when the result is empty).
 
-    The server is ``url``, else the configuration's ``availproof_prometheus_url``, else
-    ``$AVAILPROOF_PROMETHEUS_URL`` (``availproof run/suite --prometheus`` sets it); only a
+    The server is ``url``, else the configuration's ``availproof_prometheus_url``, else the run's
+    (``availproof run/suite --prometheus`` gives it to the run's options); only a
     server on loopback is queried. Use a tolerance range in the experiment, e.g.
     ``sum(rate(availproof_requests_total{outcome="failed"}[10s]))`` within ``[0, 0.5]``.
     """
-    import os
-
     from chaos import prometheus
     from chaos.errors import UsageError
 
-    url = url or (configuration or {}).get("availproof_prometheus_url") or os.environ.get("AVAILPROOF_PROMETHEUS_URL")
+    run = current()
+    url = url or (configuration or {}).get("availproof_prometheus_url") or (run.options.prometheus_url if run else None)
     if not url:
         raise UsageError("promql probe: no Prometheus URL (argument url, configuration availproof_prometheus_url, "
-                         "or AVAILPROOF_PROMETHEUS_URL)")
+                         "or availproof run/suite --prometheus)")
     return prometheus.query(url, query)
