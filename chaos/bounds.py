@@ -26,56 +26,21 @@ of the shares of requests served outside the client's region during the fault an
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from chaos import scopes
+from chaos import figures, scopes
 from chaos.errors import UsageError
 
 MET, VIOLATED, NOT_APPLICABLE, UNMEASURABLE = "met", "violated", "not_applicable", "unmeasurable"
 
 
-def _pop(key: str) -> Callable[[dict, dict], Any]:
-    return lambda f, p: p[key]
-
-
-def _first_success(f: dict, p: dict) -> Any:
-    return p["time_to_first_success_s"]
-
-
-def _cross_region_share(f: dict, p: dict) -> Any:
-    """The larger share of requests served outside the client's region, during the fault and after
-    it (``locality``, chaos.analysis); None when neither phase could tell."""
-    phases = [(f.get("locality") or {}).get(k) or {} for k in ("during", "after")]
-    shares = [ph.get("cross_region_share") for ph in phases if ph.get("cross_region_share") is not None]
-    return max(shares) if shares else None
-
-
-# name -> (what it reads from (fault, population), comparison, the unmeasurable key or None)
-BOUNDS: dict[str, tuple[Callable[[dict, dict], Any], str, str | None]] = {
-    "max_failed_requests": (_pop("failed_total"), "<=", None),
-    "max_failed_mid_stream": (_pop("failed_mid_stream"), "<=", None),
-    "max_failed_unaffected_zones": (lambda f, p: f["failed"]["unaffected_zones"], "<=", "failed.unaffected_zones"),
-    "max_failed_ratio": (_pop("failed_ratio"), "<=", "{pop}.failed_ratio"),
-    "max_time_to_first_success_s": (_first_success, "<=", None),
-    "max_time_to_steady_state_s": (_pop("time_to_steady_state_s"), "<=", "{pop}.time_to_steady_state_s"),
-    "max_relapses": (_pop("relapses"), "<=", "{pop}.relapses"),
-    "must_recover": (_pop("recovered"), "==", "{pop}.recovered"),
-    # the other two planes (chaos.planes): population-independent
-    "max_control_plane_outage_s": (lambda f, p: f["control_plane"]["outage_s"], "<=", "control_plane.outage_s"),
-    "max_time_to_capacity_restored_s": (lambda f, p: f["capacity"]["time_to_restored_s"], "<=",
-                                        "capacity.time_to_restored_s"),
-    "min_capacity_ratio": (lambda f, p: f["capacity"]["min_ratio"], ">=", "capacity.min_ratio"),
-    # who served (chaos.analysis.locality): a data-location policy, for users pinned to a region
-    "max_cross_region_share": (_cross_region_share, "<=", "locality.cross_region_share"),
-}
-RECOVERY_BOUNDS = frozenset({"max_time_to_first_success_s", "max_time_to_steady_state_s", "must_recover",
-                             "max_relapses", "max_control_plane_outage_s", "max_time_to_capacity_restored_s",
-                             "min_capacity_ratio"})
-POPULATIONS = ("affected", "service")
+# name -> the figure it bounds, with its comparison (chaos.figures: the catalogue is the one table);
+# check() reads the catalogue itself, so a figure registered later is checked as well
+BOUNDS: dict[str, figures.Figure] = figures.bounded()
+RECOVERY_BOUNDS = frozenset(name for name, fig in BOUNDS.items() if fig.bound_recovery)
+POPULATIONS = figures.POPULATIONS
 # the bounds read from a population: none of them can be judged on a population with no request
-POPULATION_BOUNDS = frozenset({"max_failed_requests", "max_failed_mid_stream", "max_failed_ratio",
-                               "max_time_to_first_success_s", "max_time_to_steady_state_s", "max_relapses",
-                               "must_recover"})
+POPULATION_BOUNDS = frozenset(name for name, fig in BOUNDS.items() if fig.plane == figures.POPULATION)
 
 
 def _population(f: dict, population: str) -> dict:
@@ -86,8 +51,8 @@ def _population(f: dict, population: str) -> dict:
                      f"re-derive it with `availproof analyse RUN_DIR`")
 
 
-def _not_applicable(name: str, f: dict, p: dict) -> str | None:
-    if name in RECOVERY_BOUNDS and f.get("window_cut_by"):
+def _not_applicable(name: str, fig: figures.Figure, f: dict, p: dict) -> str | None:
+    if fig.bound_recovery and f.get("window_cut_by"):
         return f"window cut by fault {f['window_cut_by']}; recovery and capacity are checked on the last fault"
     if name == "max_time_to_first_success_s" and not p["failed_total"]:
         return "no request failed: there was nothing to recover from"
@@ -110,17 +75,18 @@ def check(summary: dict[str, Any], bounds: dict[str, Any], population: str = "af
     if not summary.get("faults"):
         return [{"fault_id": None, "scope": None, "bound": "fault_injected", "value": 0, "limit": ">= 1",
                  "met": False, "status": VIOLATED, "population": population}]
+    table = figures.bounded()
     for f in summary["faults"]:
         p = _population(f, population)
         for name, limit in bounds.items():
-            read, op, unmeasurable_key = BOUNDS[name]
-            value = read(f, p)
+            fig = table[name]
+            op, value = fig.comparison, fig.bound_value(f, p)
             row = {"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "population": population,
                    "value": value, "limit": limit}
             unmeasurable = f.get("unmeasurable") or {}
-            no_requests = unmeasurable.get(f"{population}.requests") if name in POPULATION_BOUNDS else None
-            why_na = _not_applicable(name, f, p)
-            why_unmeasurable = unmeasurable.get((unmeasurable_key or "").format(pop=population))
+            no_requests = unmeasurable.get(f"{population}.requests") if fig.plane == figures.POPULATION else None
+            why_na = _not_applicable(name, fig, f, p)
+            why_unmeasurable = unmeasurable.get(fig.key(population))
             if no_requests:  # nothing of this population to judge: not even "0 failed"
                 row.update(met=None, status=UNMEASURABLE, reason=no_requests)
             elif why_na:

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec, scopes
+from chaos import figures, records as rec, scopes
 from chaos.stats import percentile
 
 NS = 1_000_000_000
@@ -251,6 +251,19 @@ def replacement(t0: int, before: list[rec.Sample], window: list[rec.Sample],
     return out
 
 
+def registered(t0: int, window: list[rec.Sample], baseline: list[rec.Sample], planes: dict[str, dict[str, Any]],
+               unmeasurable: dict[str, str]) -> list[str]:
+    """The figures of the sampled planes registered in the catalogue with a derivation of their own
+    (:func:`chaos.figures.register`), computed into their plane with their reason when null; their keys."""
+    keys = []
+    for fig in (f for plane in figures.SAMPLED_PLANES for f in figures.of(plane) if f.derive):
+        planes[fig.plane][fig.name], why = fig.derive(t0, window, baseline)
+        if why:
+            unmeasurable[fig.key()] = why
+        keys.append(fig.key())
+    return keys
+
+
 def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample], unmeasurable: dict[str, str],
                   first_inject_ns: int | None = None, scope: str | None = None) -> dict[str, Any]:
     """Both planes of one fault; adds its reasons to the fault's ``unmeasurable`` map. The capacity
@@ -263,13 +276,15 @@ def analyse_fault(t0: int, window_end_ns: int, samples: list[rec.Sample], unmeas
     cp = control_plane(t0, window, unmeasurable)
     cp["resolution_s"] = resolution(window)
     cap = capacity(t0, baseline, window, unmeasurable)
+    planes = {"control_plane": cp, "capacity": cap}
+    derived = registered(t0, window, baseline, planes, unmeasurable)
     if gap:
-        for key in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
-            cp[key] = None
-            unmeasurable[f"control_plane.{key}"] = gap
-        for key in ("min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s"):
-            cap[key] = None
-            unmeasurable[f"capacity.{key}"] = gap
+        keys = [f"control_plane.{k}" for k in ("time_to_loss_s", "time_to_restored_s", "outage_s")]
+        keys += [f"capacity.{k}" for k in ("min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s")]
+        for key in keys + derived:
+            plane, _, name = key.partition(".")
+            planes[plane][name] = None
+            unmeasurable[key] = gap
     from chaos import frontdoor
 
     return {"control_plane": cp, "capacity": cap,

@@ -26,18 +26,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from chaos import figures
+
 NS = 1_000_000_000
 
 
 def recovered_at_s(fault: dict[str, Any]) -> float | None:
     """The instant (s after the fault's injection) every plane was back, from one fault of a summary
     (:func:`chaos.analysis.analyse`); None while any is not back or cannot be measured."""
-    instants = []
-    for population in ("affected", "service"):
-        instants.append((fault.get(population) or {}).get("time_to_steady_state_s"))
-    for plane in ("control_plane", "capacity"):
-        p = fault.get(plane)
-        instants.append(p.get("time_to_restored_s") if isinstance(p, dict) else None)
+    instants = figures.recovery_instants(fault)  # chaos.figures.RECOVERY_INSTANTS
     if any(x is None for x in instants):
         return None
     return max(instants)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import analysis, lost_service as ls, records as rec, scopes
+from chaos import analysis, figures, lost_service as ls, records as rec, scopes
 
 NS = analysis.NS
 POPULATIONS = ("service", "affected")
@@ -38,11 +38,11 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _span_s(f: dict[str, Any], pop: dict[str, Any]) -> float | None:
+def _span_s(f: dict[str, Any], population: str) -> float | None:
     """How long the event kept the system from normal: the latest of the fault's heal, the population's
-    steady state, capacity and control plane restored (what overlapping events would share)."""
-    vals = [f.get("heal_start_s"), pop.get("time_to_steady_state_s"), _get(f, "capacity", "time_to_restored_s"),
-            _get(f, "control_plane", "time_to_restored_s")]
+    steady state, control plane and capacity restored (:func:`chaos.figures.recovery_instants`: what
+    overlapping events would share)."""
+    vals = [f.get("heal_start_s"), *figures.recovery_instants(f, (population,))]
     vals = [v for v in vals if _number(v)]
     return max(vals) if vals else None
 
@@ -160,7 +160,7 @@ def fault_cost(f: dict[str, Any], population: str, lost: dict[str, Any] | None, 
         "slo_lost_service_s": None if slo_value is None else round(slo_value, 6),
         "clipped_from": None if model is None or model["clipped_from"] is None else round(model["clipped_from"], 6),
         "recovered": recovered, "lower_bound": "; ".join(lower) or None,
-        "outage_tested_s": outage, "span_s": _span_s(f, pop),
+        "outage_tested_s": outage, "span_s": _span_s(f, population),
         "unmeasurable": unmeasurable,
     }
 

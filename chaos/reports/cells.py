@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import bounds, scopes
+from chaos import bounds, figures, scopes
 from chaos import verdict as verdict_mod
 
 
@@ -24,8 +24,7 @@ def fmt(v: Any) -> str:
 
 
 # figures that exist only because something failed: a null one means "nothing failed", not "never"
-FAILURE_FIGURES = frozenset({"time_to_impact_s", "time_to_detect_s", "time_to_first_success_s",
-                             "time_to_last_failure_s"})
+FAILURE_FIGURES = frozenset(f.name for f in figures.of(figures.POPULATION) if f.failure)
 
 
 def figure(fault: dict[str, Any], population: str, key: str, reasons: bool = False) -> str:
@@ -39,12 +38,12 @@ def figure(fault: dict[str, Any], population: str, key: str, reasons: bool = Fal
     why = (fault.get("unmeasurable") or {}).get(f"{population}.{key}")
     if why:
         return f"unmeasurable: {why}" if reasons else "unmeasurable"
-    if key in FAILURE_FIGURES and not p.get("failed_total"):
+    fig = figures.get(f"{population}.{key}")
+    if fig and fig.failure and not p.get("failed_total"):
         return "n/a (nothing failed)" if reasons else "n/a"
-    if key == "time_to_first_recovery_s" and p.get("disrupted") is False:
+    if key == figures.FIRST_RECOVERY.name and p.get("disrupted") is False:
         return "n/a (undisturbed)" if reasons else "n/a"
-    if key in ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered", "time_to_restored_s",
-               "outage_s") and fault.get("window_cut_by"):
+    if fig and fig.window_cut and fault.get("window_cut_by"):
         return f"never in its window (cut by {fault['window_cut_by']})" if reasons else "never (window cut)"
     return "never"
 
@@ -77,16 +76,19 @@ def plane_figure(fault: dict[str, Any], plane: str, key: str, reasons: bool = Fa
         return "n/a (not in this summary: recorded before the sampler)" if reasons else "n/a"
     text = figure(fault, plane, key, reasons)
     p = fault[plane]
-    loss = "time_to_loss_s" if plane == "control_plane" else "time_to_lost_s"
-    if reasons and key in ("time_to_restored_s", "outage_s") and p.get(key) == 0 and p.get(loss) is None:
+    loss = (figures.CP_LOSS if plane == "control_plane" else figures.CAP_LOST).name
+    back = (figures.CP_RESTORED.name, figures.CP_OUTAGE.name)  # the same names in capacity
+    if reasons and key in back and p.get(key) == 0 and p.get(loss) is None:
         text += " (never down)" if plane == "control_plane" else " (never lost)"
     return text
 
 
-TABLE_COLUMNS = ("experiment", "scope", "affected", "affected requests", "failed (mid-stream)", "time to impact s",
-                 "time to detect s", "time to first success s", "time to steady state s", "relapses",
-                 "service failed", "service time to first success s", "unaffected zones failed",
-                 "control-plane outage s", "capacity restored s", "bounds met", "verdict")
+AFFECTED_COLUMNS = (figures.IMPACT, figures.DETECT, figures.FIRST_SUCCESS, figures.STEADY_STATE, figures.RELAPSES)
+PLANE_COLUMNS = (figures.CP_OUTAGE, figures.CAP_RESTORED)
+TABLE_COLUMNS = ("experiment", "scope", "affected", f"affected {figures.REQUESTS.label}",
+                 f"{figures.FAILED.label} (mid-stream)", *(f.heading for f in AFFECTED_COLUMNS),
+                 f"service {figures.FAILED.heading}", f"service {figures.FIRST_SUCCESS.heading}",
+                 figures.UNAFFECTED_ZONES.heading, *(f.heading for f in PLANE_COLUMNS), "bounds met", "verdict")
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -105,12 +107,9 @@ def table(results: list[dict[str, Any]]) -> str:
         for f in faults:
             a, svc = f.get("affected") or {}, f.get("service") or {}
             who = ", ".join(a.get("zones") or []) if a.get("basis") == "fault_domain" else "service"
-            rows.append(" ".join([
-                f"| {name} | {f['scope']} | {who} | {a.get('requests')} | {a.get('failed_total')}",
-                f"({a.get('failed_mid_stream')}) | {figure(f, 'affected', 'time_to_impact_s')} |",
-                f"{figure(f, 'affected', 'time_to_detect_s')} | {figure(f, 'affected', 'time_to_first_success_s')} |",
-                f"{figure(f, 'affected', 'time_to_steady_state_s')} | {figure(f, 'affected', 'relapses')} |",
-                f"{svc.get('failed_total')} | {figure(f, 'service', 'time_to_first_success_s')} |",
-                f"{unaffected_zones(f)} | {plane_figure(f, 'control_plane', 'outage_s')} |",
-                f"{plane_figure(f, 'capacity', 'time_to_restored_s')} | {_fault_met(s, f)} | {verdict} |"]))
+            cells = [name, f["scope"], who, a.get("requests"), f"{a.get('failed_total')} ({a.get('failed_mid_stream')})"]
+            cells += [figure(f, "affected", k.name) for k in AFFECTED_COLUMNS]
+            cells += [svc.get("failed_total"), figure(f, "service", figures.FIRST_SUCCESS.name), unaffected_zones(f)]
+            cells += [plane_figure(f, k.plane, k.name) for k in PLANE_COLUMNS]
+            rows.append("| " + " | ".join(str(c) for c in cells + [_fault_met(s, f), verdict]) + " |")
     return "\n".join(rows) + "\n"

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import scopes
+from chaos import figures as F, scopes
 from chaos.reports.cells import fmt, plane_figure
 
 
 PLANE_COLUMNS = ("plane", "figure", "value")
-CONTROL_PLANE_LABELS = {"time_to_loss_s": "time to loss s", "time_to_restored_s": "time to restored s",
-                        "outage_s": "outage s", "max_gcs_latency_s": "max GCS health latency s",
-                        "samples": "samples in the window", "resolution_s": "resolution s (sampling period)"}
-CAPACITY_LABELS = {"target_replicas": "target replicas", "target": "target placement",
-                   "min_replicas": "min replicas", "min_ratio": "min ratio (min / target)",
-                   "time_to_lost_s": "time to lost s", "time_to_restored_s": "time to restored s",
-                   "nodes_min_alive": "nodes min alive", "nodes_min_alive_per_zone": "nodes min alive per zone"}
+CONTROL_PLANE_LABELS = {f.name: f.label for f in (F.CP_LOSS, F.CP_RESTORED, F.CP_OUTAGE, F.CP_GCS_LATENCY,
+                                                   F.CP_SAMPLES, F.CP_RESOLUTION)}
+CAPACITY_LABELS = {f.name: f.label for f in (F.CAP_TARGET, F.CAP_MIN, F.CAP_MIN_RATIO, F.CAP_LOST, F.CAP_RESTORED,
+                                             F.CAP_NODES)}
+CAPACITY_LABELS.update(target="target placement", nodes_min_alive_per_zone="nodes min alive per zone")
 
 
 def _per_zone(d: dict[str, Any]) -> str:
@@ -40,10 +38,11 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
     rows: list[list[str]] = []
     cp, cap = f.get("control_plane"), f.get("capacity")
     if not isinstance(cp, dict) or not isinstance(cap, dict):
-        why = plane_figure(f, "control_plane", "outage_s", reasons=True)
+        why = plane_figure(f, F.CP_OUTAGE.plane, F.CP_OUTAGE.name, reasons=True)
         return [["control plane", "all", why], ["capacity", "all", why]]
-    for key in ("time_to_loss_s", "time_to_restored_s", "outage_s"):
-        rows.append(["control plane", CONTROL_PLANE_LABELS[key], plane_figure(f, "control_plane", key, True)])
+    for fig in F.of("control_plane"):  # the catalogue's row figures, then the others
+        if fig.row:
+            rows.append(["control plane", fig.label, plane_figure(f, fig.plane, fig.name, True)])
     if cp.get("losses") is not None:  # format-2 runs analysed before losses and blips were: not shown
         rows.append(["control plane", "losses (2+ samples not up in a row) / blips (a lone one)",
                      f"{cp['losses']} / {cp['blips']}"])
@@ -56,16 +55,18 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
     res = cp.get("resolution_s")
     rows.append(["control plane", CONTROL_PLANE_LABELS["resolution_s"],
                  fmt(res) if res is not None else "n/a (fewer than two samples in the window)"])
-    rows.append(["capacity", CAPACITY_LABELS["target_replicas"], plane_figure(f, "capacity", "target_replicas", True)])
-    target = cap.get("target")
-    rows.append(["capacity", CAPACITY_LABELS["target"],
-                 placement_text(target) if isinstance(target, dict)
-                 else (_plane_note(f, "capacity.target_replicas") or "-")])
-    for key in ("min_replicas", "min_ratio", "time_to_lost_s", "time_to_restored_s"):
-        text = plane_figure(f, "capacity", key, True)
-        if key == "min_ratio" and cap.get(key) is None and text == "never":
+    for fig in F.of("capacity"):
+        if not fig.row:
+            continue
+        text = plane_figure(f, fig.plane, fig.name, True)
+        if fig is F.CAP_MIN_RATIO and cap.get(fig.name) is None and text == "never":
             text = "n/a (the target has no replica)"
-        rows.append(["capacity", CAPACITY_LABELS[key], text])
+        rows.append(["capacity", fig.label, text])
+        if fig is F.CAP_TARGET:  # what the target is, beside its count
+            target = cap.get("target")
+            rows.append(["capacity", CAPACITY_LABELS["target"],
+                         placement_text(target) if isinstance(target, dict)
+                         else (_plane_note(f, F.CAP_TARGET.key()) or "-")])
     nodes = cap.get("nodes_min_alive")
     rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive"],
                  str(nodes) if nodes is not None else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import analysis, bounds, scopes, stats
+from chaos import analysis, bounds, figures, scopes, stats
 from chaos import verdict as verdict_mod
 from chaos.reports.cells import fmt, figure, plane_figure, unaffected_zones
 
 
-LABELS = {"time_to_impact_s": "time to impact s", "time_to_detect_s": "time to detect s",
-          "time_to_first_success_s": "time to first success s",
-          "time_to_first_recovery_s": "time to first recovery s",
-          "time_to_steady_state_s": "time to steady state s", "time_to_last_failure_s": "time to last failure s",
-          "relapses": "relapses"}
+# the population figures shown one row each (chaos.figures), by name
+LABELS = {f.name: f.label for f in figures.of(figures.POPULATION) if f.row}
 # the figures over trials (and compared): the incident's recovery figures
 FIGURES = {k: LABELS[k] for k in stats.RECOVERY_FIGURES}
 POPULATIONS = analysis.POPULATIONS  # ("affected", "service")
@@ -60,9 +57,10 @@ def _over_trials(d: dict[str, Any]) -> str:
     return ", ".join(parts) or "n/a"
 
 
-OVERVIEW_COLUMNS = ("experiment", "scope", "trials", "verdict", "affected", "affected failed",
-                    "affected time to first success s", "affected time to steady state s", "service failed",
-                    "control-plane outage s", "capacity restored s", "what keeps it from passing")
+SUCCESS, STEADY, OUTAGE, RESTORED = figures.FIRST_SUCCESS, figures.STEADY_STATE, figures.CP_OUTAGE, figures.CAP_RESTORED
+OVERVIEW_COLUMNS = ("experiment", "scope", "trials", "verdict", "affected", f"affected {figures.FAILED.heading}",
+                    f"affected {SUCCESS.heading}", f"affected {STEADY.heading}", f"service {figures.FAILED.heading}",
+                    OUTAGE.heading, RESTORED.heading, "what keeps it from passing")
 
 
 def _plane_over_trials(incidents: list[dict[str, Any]], plane: str, key: str) -> str:
@@ -93,21 +91,21 @@ def overview_row(exp: dict[str, Any]) -> dict[str, Any]:
     elif len(exp["trials"]) == 1:
         f = incidents[0]
         row.update(affected=_basis(f), affected_failed=_failed(f["affected"]),
-                   affected_first_success=figure(f, "affected", "time_to_first_success_s"),
-                   affected_steady_state=figure(f, "affected", "time_to_steady_state_s"),
+                   affected_first_success=figure(f, "affected", SUCCESS.name),
+                   affected_steady_state=figure(f, "affected", STEADY.name),
                    service_failed=_failed(f["service"]),
-                   control_plane_outage=plane_figure(f, "control_plane", "outage_s"),
-                   capacity_restored=plane_figure(f, "capacity", "time_to_restored_s"))
+                   control_plane_outage=plane_figure(f, OUTAGE.plane, OUTAGE.name),
+                   capacity_restored=plane_figure(f, RESTORED.plane, RESTORED.name))
     else:
         st = exp["statistics_by_population"]
         fa, fs = st["affected"]["incident"], st["service"]["incident"]
         row.update(affected=", ".join(sorted({_basis(f) for f in incidents})),
                    affected_failed=f"{fa['failed']['failed']}/{fa['failed']['requests']} (sum)",
-                   affected_first_success=_over_trials(fa["figures"]["time_to_first_success_s"]),
-                   affected_steady_state=_over_trials(fa["figures"]["time_to_steady_state_s"]),
+                   affected_first_success=_over_trials(fa["figures"][SUCCESS.name]),
+                   affected_steady_state=_over_trials(fa["figures"][STEADY.name]),
                    service_failed=f"{fs['failed']['failed']}/{fs['failed']['requests']} (sum)",
-                   control_plane_outage=_plane_over_trials(incidents, "control_plane", "outage_s"),
-                   capacity_restored=_plane_over_trials(incidents, "capacity", "time_to_restored_s"))
+                   control_plane_outage=_plane_over_trials(incidents, OUTAGE.plane, OUTAGE.name),
+                   capacity_restored=_plane_over_trials(incidents, RESTORED.plane, RESTORED.name))
     return row
 
 
@@ -158,18 +156,17 @@ def figure_rows(f: dict[str, Any]) -> list[list[str]]:
     def both(fn) -> list[str]:
         return [fn(pop) for pop in POPULATIONS]
 
-    rows = [["requests", *both(lambda p: str(f[p]["requests"]))],
-            ["in flight at injection", *both(lambda p: str(f[p]["in_flight_at_injection"]))],
-            ["failed/requests (ratio)", *both(lambda p: _failed(f[p]))],
-            ["failed mid-stream", *both(lambda p: str(f[p]["failed_mid_stream"]))],
+    rows = [[figures.REQUESTS.label, *both(lambda p: str(f[p]["requests"]))],
+            [figures.IN_FLIGHT.label, *both(lambda p: str(f[p]["in_flight_at_injection"]))],
+            [f"{figures.FAILED.label}/{figures.REQUESTS.label} (ratio)", *both(lambda p: _failed(f[p]))],
+            [figures.FAILED_MID_STREAM.label, *both(lambda p: str(f[p]["failed_mid_stream"]))],
             ["failed by class", *both(lambda p: ", ".join(f"{k} {v}" for k, v in f[p]["failed_by_class"].items())
                                       or "-")]]
-    for key in ("time_to_impact_s", "time_to_detect_s", "time_to_first_success_s", "time_to_first_recovery_s",
-                "time_to_steady_state_s", "time_to_last_failure_s"):
-        rows.append([LABELS[key], *both(lambda p: figure(f, p, key, reasons=True))])
-    rows.append(["relapses", *both(lambda p: figure(f, p, "relapses", reasons=True))])
-    rows.append(["disrupted", *both(lambda p: _yes_no(f, p, "disrupted"))])
-    rows.append(["recovered", *both(lambda p: _yes_no(f, p, "recovered"))])
+    for fig in figures.of(figures.POPULATION):
+        if fig.row:
+            show = (lambda p: _yes_no(f, p, fig.name)) if fig.unit == "bool" else \
+                (lambda p: figure(f, p, fig.name, reasons=True))
+            rows.append([fig.label, *both(show)])
     return rows
 
 

@@ -38,7 +38,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from chaos import records as rec, stats
+from chaos import figures, records as rec, stats
 from chaos.analysis import latency
 from chaos.placement import MODEL_DEPLOYMENTS
 
@@ -46,8 +46,10 @@ NS = 1_000_000_000
 NO_ZONE = "no zone"
 MARK_STYLE = {rec.INJECT_START: ("#c0392b", "-", "inject"), rec.HEAL_START: ("#2471a3", ":", "heal start"),
               rec.HEAL_END: ("#2471a3", "-", "healed")}
-POINT_STYLE = {"time_to_detect_s": ("#e67e22", "detect"), "time_to_first_success_s": ("#27ae60", "first success"),
-               "time_to_steady_state_s": ("#8e44ad", "steady state")}
+# the recovery points drawn per population: name -> (colour, its name on the timeline: chaos.figures)
+POINT_STYLE = {f.name: (colour, f.short) for f, colour in ((figures.DETECT, "#e67e22"),
+                                                           (figures.FIRST_SUCCESS, "#27ae60"),
+                                                           (figures.STEADY_STATE, "#8e44ad"))}
 POP_STYLE = {"affected": "--", "service": ":"}
 ZONE_COLOURS = ("#1f77b4", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22", "#7f7f7f", "#2ca02c")
 OK, SLOW, FAILED, MID = "#1e8449", "#9e9e9e", "#c0392b", "#e67e22"
@@ -290,15 +292,14 @@ def _draw_planes(planes: dict[str, dict[str, Any]], axes: list, x, colour_of: di
 
     incident = faults[-1] if faults else {}
 
-    def restored(a, plane: str, label: str) -> None:
-        p = incident.get(plane) if isinstance(incident.get(plane), dict) else {}
-        v = p.get("time_to_restored_s")
+    def restored(a, fig: figures.Figure) -> None:
+        v = fig.value(incident)
         if v and incident.get("inject_ns") is not None:
             at = x(incident["inject_ns"]) + v
             a.axvline(at, color="#111111", ls="--", lw=1.0, zorder=4)
-            handles[f"{label} restored {v:.2f} s"] = Line2D([], [], color="#111111", ls="--")
+            handles[f"{fig.short} restored {v:.2f} s"] = Line2D([], [], color="#111111", ls="--")
 
-    restored(cx, "control_plane", "control plane")
+    restored(cx, figures.CP_RESTORED)
 
     target = ((faults[0].get("capacity") or {}).get("target") if faults and isinstance(faults[0], dict) else None)
     for a, kind in ((rx, "replicas"), (nx, "nodes")):
@@ -325,7 +326,7 @@ def _draw_planes(planes: dict[str, dict[str, Any]], axes: list, x, colour_of: di
         a.tick_params(axis="y", labelsize=7)
         a.set_ylabel(lane["label"], fontsize=7, rotation=0, ha="right", va="center")
         if kind == "replicas":
-            restored(a, "capacity", "capacity")
+            restored(a, figures.CAP_RESTORED)
     if planes["replicas"]["zones"] or planes["nodes"]["zones"]:
         h, lab = (rx if planes["replicas"]["zones"] else nx).get_legend_handles_labels()
         (rx if planes["replicas"]["zones"] else nx).legend(h, lab, fontsize=6, loc="center left",

@@ -1,0 +1,206 @@
+"""The figure catalogue: one definition of every figure reported per fault (issue 36).
+
+A figure is a number (or a yes/no) in one *plane* of a fault in ``summary.json``: the two
+populations of requests (``affected`` and ``service``, :data:`POPULATION` here: one entry serves
+both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` and ``locality``.
+Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
+``service.time_to_steady_state_s``), the key of its reason in the fault's ``unmeasurable`` map.
+
+Each entry says, once: its unit; where it is computed (``derived_by``, the dotted name of the
+function: the derivations stay in :mod:`chaos.analysis` and :mod:`chaos.planes`; a unit test
+resolves every reference); its bound and comparison (:mod:`chaos.bounds` builds its table from
+here); its label in the report's rows and its column in the suite table (:mod:`chaos.reports`);
+and its JSON Schema fragment (a unit test holds ``chaos/schemas/summary.schema.json`` to it).
+
+Adding a figure of the sampled planes takes its entry and its derivation alone: :func:`register` an
+entry with ``derive`` (``(t0_ns, window_samples, baseline_samples) -> (value, reason or None)``) and
+:func:`chaos.planes.analyse_fault` computes it into its plane, the report shows it as a row, and its
+bound is checked. The definitions in words: ``docs/definitions.md``.
+
+This module is data: it imports nothing of the rig, so every part may read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+POPULATION = "population"  # the plane of a figure computed for both populations
+POPULATIONS = ("affected", "service")
+SAMPLED_PLANES = ("control_plane", "capacity")  # from the sampler's samples (chaos.planes)
+
+
+@dataclass(frozen=True)
+class Figure:
+    plane: str  # POPULATION, "failed", "control_plane", "capacity" or "locality"
+    name: str  # the key inside its plane
+    unit: str  # "s" (from the fault's injection), "requests", "ratio", "count", "samples", "replicas", "nodes", "bool"
+    label: str  # its row in the report
+    derived_by: str  # the function that computes it (dotted name)
+    schema: dict[str, Any]  # its value's JSON Schema fragment in summary.schema.json
+    column: str | None = None  # its column in the suite table and the overview, when not its label
+    short: str | None = None  # its name on the timeline
+    bound: str | None = None  # the experiment's bound on it (chaos.bounds)
+    comparison: str | None = None  # "<=", ">=", "=="
+    bound_recovery: bool = False  # its bound does not apply to a fault whose window a later fault cut
+    row: bool = False  # a row of its own in the report's figure (population) or plane table
+    failure: bool = False  # exists only because something failed: a null means "nothing failed"
+    window_cut: bool = False  # a null in a window a later fault cut reads "never in its window"
+    read: Callable[[dict, dict], Any] | None = None  # how its bound reads it from (fault, population) when not at its key
+    derive: Callable[..., tuple[Any, str | None]] | None = None  # a registered figure's own derivation
+
+    @property
+    def heading(self) -> str:
+        """Its column in the suite table and the overview (a population's: prefixed there)."""
+        return self.column or self.label
+
+    def key(self, population: str | None = None) -> str:
+        """Its dotted key in the summary and the ``unmeasurable`` map (``population`` for a population's)."""
+        plane = (population or "{pop}") if self.plane == POPULATION else self.plane
+        return f"{plane}.{self.name}"
+
+    def value(self, fault: dict[str, Any], population: str | None = None) -> Any:
+        """Its value in one fault of a summary; None when the plane is missing (a summary of an older format)."""
+        plane = fault.get(population if self.plane == POPULATION else self.plane)
+        return plane.get(self.name) if isinstance(plane, dict) else None
+
+    def bound_value(self, fault: dict[str, Any], population: dict[str, Any]) -> Any:
+        """What its bound reads: the population's value, or the plane's (indexed: a missing one is an error)."""
+        if self.read:
+            return self.read(fault, population)
+        return population[self.name] if self.plane == POPULATION else fault[self.plane][self.name]
+
+
+def _cross_region_share(f: dict, p: dict) -> Any:
+    """The larger share of requests served outside the client's region, during the fault and after
+    it (``locality``, chaos.analysis); None when neither phase could tell."""
+    phases = [(f.get("locality") or {}).get(k) or {} for k in ("during", "after")]
+    shares = [ph.get("cross_region_share") for ph in phases if ph.get("cross_region_share") is not None]
+    return max(shares) if shares else None
+
+
+NUMBER = {"type": ["number", "null"]}
+COUNT = {"type": ["integer", "null"]}
+NONNEG = {"type": "integer", "minimum": 0}
+POP_FN, CP_FN, CAP_FN = "chaos.analysis.analyse_fault", "chaos.planes.control_plane", "chaos.planes.capacity"
+
+
+def _s(description: str) -> dict[str, Any]:
+    return {"type": ["number", "null"], "description": description}
+
+
+CATALOGUE: dict[str, Figure] = {}  # by key (a population's: "population.<name>"), in report order
+
+
+def register(fig: Figure) -> Figure:
+    key = fig.key(POPULATION)
+    if key in CATALOGUE:
+        raise ValueError(f"figure {key} is already in the catalogue")
+    CATALOGUE[key] = fig
+    return fig
+
+
+def unregister(fig: Figure) -> None:
+    CATALOGUE.pop(fig.key(POPULATION), None)
+
+
+def get(key: str) -> Figure | None:
+    """The figure of a dotted key (``affected.time_to_detect_s`` is the population's), or None."""
+    plane, _, name = key.partition(".")
+    return CATALOGUE.get(f"{POPULATION if plane in POPULATIONS else plane}.{name}")
+
+
+def of(plane: str) -> list[Figure]:
+    """A plane's figures, in catalogue order (``affected`` or ``service`` give the population's)."""
+    plane = POPULATION if plane in POPULATIONS else plane
+    return [f for f in CATALOGUE.values() if f.plane == plane]
+
+
+def bounded() -> dict[str, Figure]:
+    """Bound name -> its figure."""
+    return {f.bound: f for f in CATALOGUE.values() if f.bound}
+
+
+_ = register  # the shipped figures, in the order the report shows them
+# ---------------------------------------------------------------- the populations (chaos.analysis)
+REQUESTS = _(Figure(POPULATION, "requests", "requests", "requests", POP_FN, {
+    **NONNEG, "description": "sent in the analysis window, plus in flight at the injection"}))
+IN_FLIGHT = _(Figure(POPULATION, "in_flight_at_injection", "requests", "in flight at injection", POP_FN, NONNEG))
+FAILED = _(Figure(POPULATION, "failed_total", "requests", "failed", POP_FN, NONNEG,
+                  bound="max_failed_requests", comparison="<="))
+FAILED_MID_STREAM = _(Figure(POPULATION, "failed_mid_stream", "requests", "failed mid-stream", POP_FN, NONNEG,
+                             bound="max_failed_mid_stream", comparison="<="))
+FAILED_RATIO = _(Figure(POPULATION, "failed_ratio", "ratio", "failed ratio", POP_FN, {"type": ["number", "null"]},
+                        bound="max_failed_ratio", comparison="<="))
+IMPACT = _(Figure(POPULATION, "time_to_impact_s", "s", "time to impact s", POP_FN, _s(
+    "send instant of the first failed request (clamped to the injection when in flight at it)"), row=True,
+    failure=True))
+DETECT = _(Figure(POPULATION, "time_to_detect_s", "s", "time to detect s", POP_FN, _s(
+    "instant a client observed the first failure: send + its end-to-end time"), short="detect", row=True,
+    failure=True))
+FIRST_SUCCESS = _(Figure(POPULATION, "time_to_first_success_s", "s", "time to first success s", POP_FN, _s(
+    "send instant of the first success sent after the impact"), short="first success", row=True, failure=True,
+    bound="max_time_to_first_success_s", comparison="<=", bound_recovery=True))
+FIRST_RECOVERY = _(Figure(POPULATION, "time_to_first_recovery_s", "s", "time to first recovery s", POP_FN, _s(
+    "start of the first in-bound steady-state window after the onset"), row=True, window_cut=True))
+STEADY_STATE = _(Figure(POPULATION, "time_to_steady_state_s", "s", "time to steady state s", POP_FN, _s(
+    "start of the last stretch of in-bound windows holding to the window's end"), short="steady state", row=True,
+    window_cut=True, bound="max_time_to_steady_state_s", comparison="<=", bound_recovery=True))
+LAST_FAILURE = _(Figure(POPULATION, "time_to_last_failure_s", "s", "time to last failure s", POP_FN, _s(
+    "instant the last failure was observed"), row=True, failure=True))
+RELAPSES = _(Figure(POPULATION, "relapses", "count", "relapses", POP_FN, {
+    **COUNT, "minimum": 0, "description": "null: no window could be judged (see unmeasurable)"}, row=True,
+    bound="max_relapses", comparison="<=", bound_recovery=True))
+DISRUPTED = _(Figure(POPULATION, "disrupted", "bool", "disrupted", POP_FN, {"type": "boolean"}, row=True))
+RECOVERED = _(Figure(POPULATION, "recovered", "bool", "recovered", POP_FN, {
+    "type": ["boolean", "null"], "description": "null: unmeasurable (see unmeasurable)"}, row=True, window_cut=True,
+    bound="must_recover", comparison="==", bound_recovery=True))
+# ---------------------------------------------------------------- the service's failures (chaos.analysis)
+_(Figure("failed", "total", "requests", "failed", POP_FN, {"type": "integer"}))
+_(Figure("failed", "in_flight_at_injection", "requests", "in flight at injection", POP_FN, {"type": "integer"}))
+_(Figure("failed", "before_first_token", "requests", "failed before the first token", POP_FN, {"type": "integer"}))
+_(Figure("failed", "mid_stream", "requests", "mid-stream", POP_FN, {"type": "integer"}))
+UNAFFECTED_ZONES = _(Figure("failed", "unaffected_zones", "requests", "unaffected zones", POP_FN, COUNT,
+                            column="unaffected zones failed", bound="max_failed_unaffected_zones", comparison="<="))
+# ---------------------------------------------------------------- the control plane (chaos.planes)
+CP_LOSS = _(Figure("control_plane", "time_to_loss_s", "s", "time to loss s", CP_FN, NUMBER, row=True))
+CP_RESTORED = _(Figure("control_plane", "time_to_restored_s", "s", "time to restored s", CP_FN, NUMBER,
+                       short="control plane", row=True, window_cut=True))
+CP_OUTAGE = _(Figure("control_plane", "outage_s", "s", "outage s", CP_FN, NUMBER, column="control-plane outage s",
+                     row=True, window_cut=True, bound="max_control_plane_outage_s", comparison="<=",
+                     bound_recovery=True))
+_(Figure("control_plane", "losses", "count", "losses", CP_FN, {
+    **COUNT, "description": "separate losses (2 or more consecutive samples not up)"}))
+_(Figure("control_plane", "blips", "count", "blips", CP_FN, {
+    **COUNT, "description": "lone samples not up, outside any loss (not an outage)"}))
+CP_GCS_LATENCY = _(Figure("control_plane", "max_gcs_latency_s", "s", "max GCS health latency s", CP_FN, NUMBER))
+CP_SAMPLES = _(Figure("control_plane", "samples", "samples", "samples in the window", CP_FN, {"type": "integer"}))
+CP_RESOLUTION = _(Figure("control_plane", "resolution_s", "s", "resolution s (sampling period)",
+                         "chaos.planes.resolution", NUMBER))
+# ---------------------------------------------------------------- capacity (chaos.planes)
+CAP_TARGET = _(Figure("capacity", "target_replicas", "replicas", "target replicas", CAP_FN, COUNT, row=True))
+CAP_MIN = _(Figure("capacity", "min_replicas", "replicas", "min replicas", CAP_FN, COUNT, row=True))
+CAP_MIN_RATIO = _(Figure("capacity", "min_ratio", "ratio", "min ratio (min / target)", CAP_FN, NUMBER, row=True,
+                         bound="min_capacity_ratio", comparison=">=", bound_recovery=True))
+CAP_LOST = _(Figure("capacity", "time_to_lost_s", "s", "time to lost s", CAP_FN, NUMBER, row=True))
+CAP_RESTORED = _(Figure("capacity", "time_to_restored_s", "s", "time to restored s", CAP_FN, NUMBER,
+                        column="capacity restored s", short="capacity", row=True, window_cut=True,
+                        bound="max_time_to_capacity_restored_s", comparison="<=", bound_recovery=True))
+CAP_NODES = _(Figure("capacity", "nodes_min_alive", "nodes", "nodes min alive", CAP_FN, COUNT))
+# ---------------------------------------------------------------- who served (chaos.analysis.locality)
+CROSS_REGION = _(Figure("locality", "cross_region_share", "ratio", "share served outside the client's region",
+                        "chaos.analysis.locality", {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                        bound="max_cross_region_share", comparison="<=", read=_cross_region_share))
+del _
+
+# every plane back: the instant the recovery window may settle at (chaos.settle) and an event's span (chaos.claim)
+RECOVERY_INSTANTS = (STEADY_STATE, CP_RESTORED, CAP_RESTORED)
+
+
+def recovery_instants(fault: dict[str, Any], populations: tuple[str, ...] = POPULATIONS) -> list[Any]:
+    """The instants every plane was back at, of one fault: each population's steady state, then the
+    sampled planes' restore (None where one is not back, or its plane is missing)."""
+    out = []
+    for fig in RECOVERY_INSTANTS:
+        out += [fig.value(fault, p) for p in populations] if fig.plane == POPULATION else [fig.value(fault)]
+    return out
