@@ -1,5 +1,6 @@
 """One definition of each name, and no dead ones (issue 36): ``FRONTS`` was written three times
-(cli, options, frontdoor); ``kuberay.zone_nodes`` and ``lengths.KEYS`` were used nowhere."""
+(cli, options, frontdoor); ``kuberay.zone_nodes``, ``lengths.KEYS`` and
+``kuberay.settings.KEYS`` were used nowhere."""
 
 import json
 import re
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from chaos import frontdoor, options
 from chaos.backends import kuberay
+from chaos.backends.kuberay import settings as kuberay_settings
 from chaos.commands import parser
 from chaos.load import lengths
 
@@ -24,3 +26,4 @@ def test_fronts_is_defined_once_and_imported():
 
 def test_the_dead_names_are_gone():
     assert not hasattr(kuberay, "zone_nodes") and not hasattr(lengths, "KEYS")
+    assert not hasattr(kuberay_settings, "KEYS")  # the kubernetes block's keys: read by backend_settings alone

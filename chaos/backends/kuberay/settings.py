@@ -9,8 +9,6 @@ from __future__ import annotations
 from chaos.backends import kube_partition as kp
 from chaos.errors import UsageError
 
-KEYS = ("max_nodes", "helper_image")
-
 
 def backend_settings(k: dict | None) -> dict:
     """``{"max_nodes": int | None, "helper_image": str}`` from the ``kubernetes`` block ``k`` (absent: the
