@@ -125,7 +125,7 @@ class FaultMark:
 
     event: str  # inject_start | inject_end | heal_start | heal_end
     fault_id: str  # ties the four events of one fault together
-    scope: str  # a registered scope's name (chaos/scopes.py): replica, engine, node, zone, ...
+    scope: str  # a registered scope's name (chaos/scopes/): replica, engine, node, zone, ...
     target: str  # what was hit (node name, zone, replica id, ...)
     t_ns: int
     zones: list[str] = field(default_factory=list)  # failure domains the fault affects

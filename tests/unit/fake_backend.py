@@ -1,5 +1,7 @@
 """A test backend with every member of the interface (chaos.backends.base.Backend): the members a
-test does not define raise, so a call nobody expected fails the test instead of passing unseen."""
+test does not define raise, so a call nobody expected fails the test instead of passing unseen. Its
+scopes are the ones a test registers (``implementations``, as a real backend's: plan and effect_checks
+go to them); it registers none."""
 
 from chaos.backends import base
 
@@ -11,7 +13,7 @@ def _unexpected(name: str):
     return call
 
 
-class FakeBackend:
+class FakeBackend(base.ByScope):
     name = "fake"
     capabilities: frozenset[str] = frozenset()
 

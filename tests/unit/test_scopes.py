@@ -1,4 +1,4 @@
-"""The scope registry (chaos/scopes.py): the built-in entries say what the code used to list by name,
+"""The scope registry (chaos/scopes/, one module per scope): the built-in entries say what the code used to list by name,
 each is true to its fault function, action and experiment, and a new scope needs only the registry,
 a fault function and the backend's methods to be validated, analysed, bounded and reported."""
 
