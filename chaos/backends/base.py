@@ -45,11 +45,14 @@ class Implementation:
     calls: ``plan(backend, scope, arguments)``, every object a fault of it would touch now (rows
     ``{"kind", "name", "where", "does", "after"}``; reads only), and ``effect(backend, fault)``, one look at
     whether the fault is in effect (``{"check", "ok", "seen"}`` per check; :func:`chaos.faults.prove`).
-    ``effect`` None: the scope proves itself (an upgrade, at its end)."""
+    ``effect`` None: the scope proves itself (an upgrade, at its end). ``heal(backend, fault)``: what
+    healing the fault restores, in the backend's own terms (its ``heal(faults)`` joins them:
+    :meth:`ByScope.restores`); None: nothing (Serve replaces what it took)."""
 
     scope: str
     plan: Callable[[Any, str, dict], list[dict]]
     effect: Callable[[Any, dict], list[dict]] | None = None
+    heal: Callable[[Any, dict], Any] | None = None
 
 
 def implementations(*impls: Implementation) -> Mapping[str, Implementation]:
@@ -81,6 +84,16 @@ class ByScope:
             return [{"check": f"an effect check for scope {fault.get('scope')}", "ok": False,
                      "seen": f"the {self.name} backend has none"}]
         return impl.effect(self, fault)
+
+    def restores(self, faults: list[dict]) -> list:
+        """What healing each of ``faults`` restores (its scope's ``heal``), in their order; a fault of a
+        scope this backend did not register, or with nothing to restore, gives nothing."""
+        out = []
+        for f in faults:
+            impl = self.implementations.get(f.get("scope"))
+            if impl is not None and impl.heal is not None:
+                out.append(impl.heal(self, f))
+        return out
 
 
 def capabilities_of(backend) -> set[str]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import signal
 from typing import Callable
 
-from chaos import placement, scopes
+from chaos import placement
 from chaos.backends import base
 from chaos.backends.local import effect, procs
-from chaos.backends.local.scopes import IMPLEMENTATIONS
+from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
 
@@ -223,21 +223,16 @@ class LocalBackend(base.ByScope):
 
     def heal(self, faults: list[dict], timeout: float = 180.0) -> dict:
         """Heal what ``faults`` (this run's, from :meth:`chaos.faults.Marker.unhealed`) broke, and
-        nothing else: their engines resumed, their zones' partitions healed, Redis and the head
-        restarted if a head or Redis fault left them down, their nodes (node, drain; every node of
-        a lost zone or region) restarted where down; then wait for health. A head fault's consequence
-        is the whole cluster's (without GCS fault tolerance no worker is known to the new GCS), so
-        after one every worker is checked."""
-        kinds = {f["scope"] for f in faults}
-        control = any(scopes.get(k).control_plane for k in kinds)
-        nodes = {f["target"] for f in faults if f["scope"] in ("node", "drain")}
-        nodes |= {n for f in faults if f["scope"] in ("zone", "region") for z in f["zones"] for n in self.nodes_in(zone=z)}
-        done: dict[str, list] = {"resumed": self.resume_engine([p for f in faults if f["scope"] == "engine"
-                                                                for p in f.get("pids") or []])}
-        partitioned = {f["target"] for f in faults if f["scope"] == "partition"}
-        return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in partitioned],
-                             redis="redis" in kinds, head=control, nodes=sorted(nodes),
-                             check=None if control else set(nodes), timeout=timeout)
+        nothing else: what each one's scope restores here (:class:`chaos.backends.local.scopes.Restore`:
+        engines resumed, zones' partitions healed, Redis and the head restarted if a head or Redis fault
+        left them down, nodes (node, drain; every node of a lost zone or region) restarted where down);
+        then wait for health. A head fault's consequence is the whole cluster's (without GCS fault
+        tolerance no worker is known to the new GCS), so after one every worker is checked."""
+        want = sum(self.restores(faults), Restore())
+        done: dict[str, list] = {"resumed": self.resume_engine(want.resume)}
+        return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
+                             redis=want.redis, head=want.head, nodes=sorted(want.nodes),
+                             check=None if want.head else set(want.nodes), timeout=timeout)
 
     def heal_all(self, timeout: float = 180.0) -> dict:
         """Undo whatever is broken (``availproof recover`` after a killed run): resume stopped

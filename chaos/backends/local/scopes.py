@@ -1,10 +1,12 @@
 """The local backend's scopes: one implementation per scope it can run (:class:`chaos.backends.base.Implementation`):
 what a fault of it would touch (``availproof run --plan``: every process, node and link by name; reads only:
-the state file, /proc, the dashboard for a replica's placement; nothing signalled or changed) and how its
-effect is proven (:mod:`chaos.backends.local.effect`). What it registers here is what it can run
+the state file, /proc, the dashboard for a replica's placement; nothing signalled or changed), how its
+effect is proven (:mod:`chaos.backends.local.effect`) and what its heal restores (:class:`Restore`). What it registers here is what it can run
 (:func:`chaos.backends.base.capabilities_of`). Each function takes the backend first, as its methods do."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from chaos.backends import base
 from chaos.backends.base import Implementation
@@ -141,16 +143,56 @@ def effect_partition(b, fault: dict) -> list[dict]:
     return probe.checks()
 
 
+# ---------------------------------------------------------------- heals
+@dataclass
+class Restore:
+    """What healing faults restores on the local backend (:meth:`LocalBackend.heal` joins one per fault)."""
+
+    nodes: set[str] = field(default_factory=set)  # restarted where down
+    resume: list = field(default_factory=list)  # stopped processes resumed (SIGCONT)
+    partitions: set[str] = field(default_factory=set)  # zones whose cut is healed
+    redis: bool = False  # Redis restarted where down
+    head: bool = False  # the head restarted where down, and every worker checked after (the control plane went)
+
+    def __add__(self, other: Restore) -> Restore:
+        return Restore(self.nodes | other.nodes, self.resume + other.resume, self.partitions | other.partitions,
+                       self.redis or other.redis, self.head or other.head)
+
+
+def heal_engine(b, fault: dict) -> Restore:
+    return Restore(resume=_pids(fault))
+
+
+def heal_node(b, fault: dict) -> Restore:
+    return Restore(nodes={fault["target"]})
+
+
+def heal_zone_loss(b, fault: dict) -> Restore:
+    return Restore(nodes={n for z in fault["zones"] for n in b.nodes_in(zone=z)})
+
+
+def heal_head(b, fault: dict) -> Restore:
+    return Restore(head=True)
+
+
+def heal_redis(b, fault: dict) -> Restore:
+    return Restore(redis=True, head=True)  # the GCS may have exited with its Redis
+
+
+def heal_partition(b, fault: dict) -> Restore:
+    return Restore(partitions={fault["target"]})
+
+
 IMPLEMENTATIONS = base.implementations(
-    Implementation("replica", plan_replica, effect_replica),
-    Implementation("engine", plan_engine, effect_engine),
-    Implementation("engine-crash", plan_engine_crash, effect_engine_crash),
-    Implementation("node", plan_node, effect_node),
-    Implementation("head", plan_head, effect_head),
-    Implementation("zone", plan_zone_loss, effect_zone_loss),
-    Implementation("region", plan_zone_loss, effect_zone_loss),
-    Implementation("partition", plan_partition, effect_partition),
-    Implementation("redis", plan_redis, effect_redis),
-    Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.faults.upgrade_app)
-    Implementation("drain", plan_drain, effect_node),  # at its deadline the node is gone, as a node loss
+    Implementation("replica", plan_replica, effect_replica),  # Serve replaces the replica: nothing to restore
+    Implementation("engine", plan_engine, effect_engine, heal_engine),
+    Implementation("engine-crash", plan_engine_crash, effect_engine_crash),  # Serve replaces the replica
+    Implementation("node", plan_node, effect_node, heal_node),
+    Implementation("head", plan_head, effect_head, heal_head),
+    Implementation("zone", plan_zone_loss, effect_zone_loss, heal_zone_loss),
+    Implementation("region", plan_zone_loss, effect_zone_loss, heal_zone_loss),
+    Implementation("partition", plan_partition, effect_partition, heal_partition),
+    Implementation("redis", plan_redis, effect_redis, heal_redis),
+    Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.faults.upgrade_app); Serve replaces
+    Implementation("drain", plan_drain, effect_node, heal_node),  # at its deadline the node is gone, as a node loss
 )

@@ -1,0 +1,50 @@
+"""The local backend's scopes (chaos/backends/local/scopes.py): its heal restores what each fault's scope
+says it restores, and nothing for the scopes Serve heals itself."""
+
+from chaos.backends.local.backend import LocalBackend
+from chaos.backends.local.scopes import Restore
+
+ZONES = {"zone-a": ["worker-a"], "zone-b": ["worker-b1", "worker-b2"], "zone-c": ["worker-c"]}
+
+
+def backend(partitioned=()):
+    """A local backend whose restore is recorded, not done (what heal asks of it is what is tested)."""
+    b = LocalBackend.__new__(LocalBackend)
+    b.asked = {}
+    b.nodes_in = lambda zone=None, region=None: ZONES[zone]
+    b.resume_engine = lambda pids: [p for p in pids]
+    b.cluster = type("Cluster", (), {"partitioned_zones": lambda self: list(partitioned)})()
+    b._restore = lambda done, **kw: b.asked.update(done=done, **kw) or done
+    return b
+
+
+def fault(scope, target, zones=(), **detail):
+    return {"fault_id": f"{scope}-1", "scope": scope, "target": target, "zones": list(zones), **detail}
+
+
+def test_the_heal_restores_what_each_fault_s_scope_says():
+    b = backend(partitioned=["zone-c", "zone-a"])
+    b.heal([fault("engine", "r1", ["zone-a"], pids=[11, 12]), fault("node", "worker-a", ["zone-a"]),
+            fault("zone", "zone-b", ["zone-b"]), fault("partition", "zone-c", ["zone-c"]),
+            fault("replica", "r2", ["zone-a"], pids=[13]), fault("drain", "worker-c", ["zone-c"])], timeout=1.0)
+    assert b.asked == {"done": {"resumed": [11, 12]}, "partitions": ["zone-c"], "redis": False, "head": False,
+                       "nodes": ["worker-a", "worker-b1", "worker-b2", "worker-c"],
+                       "check": {"worker-a", "worker-b1", "worker-b2", "worker-c"}, "timeout": 1.0}
+
+
+def test_after_a_control_plane_fault_the_head_is_restarted_and_every_worker_checked():
+    b = backend()
+    b.heal([fault("redis", "redis"), fault("node", "worker-a", ["zone-a"])], timeout=1.0)
+    assert b.asked["redis"] is True and b.asked["head"] is True and b.asked["check"] is None
+    b.heal([fault("head", "head")], timeout=1.0)
+    assert b.asked["redis"] is False and b.asked["head"] is True and b.asked["nodes"] == []
+
+
+def test_scopes_serve_heals_itself_and_unknown_ones_restore_nothing():
+    b = backend()
+    faults = [fault("replica", "r1", pids=[1]), fault("engine-crash", "r2", pids=[2]), fault("upgrade", "code"),
+              fault("disk-full", "worker-a", ["zone-a"])]
+    assert b.restores(faults) == []
+    b.heal(faults, timeout=1.0)
+    assert b.asked["done"] == {"resumed": []} and b.asked["nodes"] == [] and not b.asked["head"]
+    assert sum([Restore(nodes={"a"}), Restore(resume=[1], head=True)], Restore()) == Restore({"a"}, [1], set(), False, True)
