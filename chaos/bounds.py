@@ -1,8 +1,9 @@
 """An experiment's stated bounds, checked against the recovery summary.
 
-Bounds are the experiment author's; each is checked for every fault of its run, on one
-population of the fault (:mod:`chaos.analysis`): ``affected`` by default (the users of the
-lost domain), or ``service`` when the experiment says ``"population": "service"``.
+Which figure a bound reads, and how it compares, is the figure catalogue's (:mod:`chaos.figures`: a
+figure's ``bound`` and ``comparison``). Bounds are the experiment author's; each is checked for every
+fault of its run, on one population of the fault (:mod:`chaos.analysis`): ``affected`` by default (the
+users of the lost domain), or ``service`` when the experiment says ``"population": "service"``.
 
 Every result has ``met``: ``true``, ``false``, or ``null`` with a ``status`` and a ``reason``:
 

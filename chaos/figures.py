@@ -46,7 +46,7 @@ class Figure:
     row: bool = False  # a row of its own in the report's figure (population) or plane table
     failure: bool = False  # exists only because something failed: a null means "nothing failed"
     window_cut: bool = False  # a null in a window a later fault cut reads "never in its window"
-    read: Callable[[dict, dict], Any] | None = None  # how its bound reads it from (fault, population) when not at its key
+    read: Callable[[dict, dict], Any] | None = None  # how its bound reads it from (fault, population), if not by key
     derive: Callable[..., tuple[Any, str | None]] | None = None  # a registered figure's own derivation
 
     @property

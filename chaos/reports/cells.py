@@ -107,9 +107,9 @@ def table(results: list[dict[str, Any]]) -> str:
         for f in faults:
             a, svc = f.get("affected") or {}, f.get("service") or {}
             who = ", ".join(a.get("zones") or []) if a.get("basis") == "fault_domain" else "service"
-            cells = [name, f["scope"], who, a.get("requests"), f"{a.get('failed_total')} ({a.get('failed_mid_stream')})"]
-            cells += [figure(f, "affected", k.name) for k in AFFECTED_COLUMNS]
-            cells += [svc.get("failed_total"), figure(f, "service", figures.FIRST_SUCCESS.name), unaffected_zones(f)]
-            cells += [plane_figure(f, k.plane, k.name) for k in PLANE_COLUMNS]
-            rows.append("| " + " | ".join(str(c) for c in cells + [_fault_met(s, f), verdict]) + " |")
+            row = [name, f["scope"], who, a.get("requests"), f"{a.get('failed_total')} ({a.get('failed_mid_stream')})"]
+            row += [figure(f, "affected", k.name) for k in AFFECTED_COLUMNS]
+            row += [svc.get("failed_total"), figure(f, "service", figures.FIRST_SUCCESS.name), unaffected_zones(f)]
+            row += [plane_figure(f, k.plane, k.name) for k in PLANE_COLUMNS]
+            rows.append("| " + " | ".join(str(c) for c in row + [_fault_met(s, f), verdict]) + " |")
     return "\n".join(rows) + "\n"
