@@ -1,7 +1,7 @@
 """Deploy a Serve app on a local cluster through the dashboard's REST API, and wait for it.
 
 The same declarative document KubeRay sends (``serveConfigV2``) is PUT to
-``/api/serve/applications/``; then the app status and the replica placement are polled until
+``/api/serve/applications/`` (:mod:`chaos.ray_dashboard`); then the app status and the replica placement are polled until
 every replica is RUNNING, and where each landed is checked against the zones asked for.
 """
 
@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import urllib.request
 from typing import Callable
 
-from chaos import placement
+from chaos import placement, ray_dashboard
 from chaos.errors import ClusterError
 from serve_apps import config as serve_config
 
@@ -23,18 +22,6 @@ DEPLOY_FAILED_GRACE_S = 120.0
 class PlacementError(ClusterError):
     """The app runs, but its replicas are not spread over the zones as asked (Serve does not move
     replicas back, e.g. to a zone whose drained node returned)."""
-
-
-def put_config(dashboard_url: str, config: dict, timeout: float = 30.0) -> None:
-    req = urllib.request.Request(f"{dashboard_url}/api/serve/applications/", method="PUT",
-                                 data=json.dumps(config).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            r.read()
-    except urllib.error.HTTPError as e:
-        raise ClusterError(f"Serve refused the config: HTTP {e.code}: {e.read()[:300].decode(errors='replace')}") from None
-    except OSError as e:
-        raise ClusterError(f"cannot reach the dashboard at {dashboard_url}: {e}") from None
 
 
 def proxy_ready(url: str, timeout: float = 2.0) -> bool:
@@ -48,7 +35,7 @@ def proxy_ready(url: str, timeout: float = 2.0) -> bool:
 
 def app_status(dashboard_url: str, app: str = serve_config.APP_NAME, since: float | None = None) -> str | None:
     """The app's status; with ``since`` (wall clock), a status from an older deploy reads PENDING."""
-    details = placement.serve_details(dashboard_url)
+    details = ray_dashboard.serve_details(dashboard_url)
     if not details:
         return None
     a = (details.get("applications") or {}).get(app)
@@ -61,7 +48,7 @@ def app_status(dashboard_url: str, app: str = serve_config.APP_NAME, since: floa
 
 def deployed_app(cluster) -> str | None:
     """Which of our apps (stream, llm) the cluster runs, from its deployed config."""
-    details = placement.serve_details(cluster.state.dashboard_url) or {}
+    details = ray_dashboard.serve_details(cluster.state.dashboard_url) or {}
     app = (details.get("applications") or {}).get(serve_config.APP_NAME) or {}
     path = ((app.get("deployed_app_config") or {}).get("import_path")) or ""
     if "stream_target" in path:
@@ -74,7 +61,7 @@ def deployed_app(cluster) -> str | None:
 def deployments_differ(cluster, spec: serve_config.AppSpec) -> bool:
     """The deployed app's deployments are not what ``spec`` asks for (an experiment's overrides):
     it must be deployed again. The application's runtime_env is not compared (an upgrade changes it)."""
-    details = placement.serve_details(cluster.state.dashboard_url) or {}
+    details = ray_dashboard.serve_details(cluster.state.dashboard_url) or {}
     app = (details.get("applications") or {}).get(serve_config.APP_NAME) or {}
     have = (app.get("deployed_app_config") or {}).get("deployments")
     spec.http_port = cluster.state.head.serve_port
@@ -125,7 +112,7 @@ def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Calla
         failed_since = (failed_since or time.monotonic()) if status == "DEPLOY_FAILED" else None
         # Serve keeps retrying a failed replica: give up only when the failure persists
         if failed_since is not None and time.monotonic() - failed_since > DEPLOY_FAILED_GRACE_S:
-            details = placement.serve_details(cluster.state.dashboard_url) or {}
+            details = ray_dashboard.serve_details(cluster.state.dashboard_url) or {}
             msg = ((details.get("applications") or {}).get(serve_config.APP_NAME) or {}).get("message", "")
             raise ClusterError(f"deploy failed: {msg[:400]}")
         time.sleep(1.0)
@@ -143,7 +130,7 @@ def deploy(cluster, spec: serve_config.AppSpec, timeout: float = 300.0,
         log("the app is in DEPLOY_FAILED: deleting it before deploying again")
         undeploy(cluster)
     since = time.time()
-    put_config(cluster.state.dashboard_url, cfg)
+    ray_dashboard.put_serve_config(cluster.state.dashboard_url, cfg)
     rows = wait_running(cluster, spec, timeout, log, since=since)
     log(f"{spec.app} app RUNNING in {time.monotonic() - t0:.1f} s: "
         + ", ".join(f"{r.replica_id[:8]}@{r.node}/{r.zone}" for r in rows))
@@ -152,11 +139,7 @@ def deploy(cluster, spec: serve_config.AppSpec, timeout: float = 300.0,
 
 def undeploy(cluster, timeout: float = 60.0) -> None:
     """Delete every Serve app and wait until it is gone."""
-    req = urllib.request.Request(f"{cluster.state.dashboard_url}/api/serve/applications/", method="DELETE")
-    try:
-        urllib.request.urlopen(req, timeout=timeout).read()
-    except OSError:
-        pass
+    ray_dashboard.delete_serve_applications(cluster.state.dashboard_url, timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and app_status(cluster.state.dashboard_url) is not None:
         time.sleep(1.0)

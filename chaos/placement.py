@@ -8,10 +8,9 @@ caller that polls (a drain watching its node empty) skips it instead of taking i
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from dataclasses import dataclass
 
+from chaos import ray_dashboard
 from chaos.errors import ClusterError
 
 
@@ -38,15 +37,6 @@ class PlacementUnknown(ClusterError):
     """The dashboard did not answer: where the replicas are (and whether there are any) is not known."""
 
 
-def serve_details(dashboard_url: str, timeout: float = 5.0) -> dict | None:
-    """The Serve instance details (`/api/serve/applications/`), or None when unavailable."""
-    try:
-        with urllib.request.urlopen(f"{dashboard_url}/api/serve/applications/", timeout=timeout) as r:
-            return json.load(r)
-    except (OSError, ValueError):
-        return None
-
-
 def replicas_from_details(details: dict | None, nodes_by_ip: dict[str, tuple[str, str | None, str | None]]) -> list[Replica]:
     """Flatten Serve details into replicas; ``nodes_by_ip`` maps an IP to (node, zone, region)."""
     out: list[Replica] = []
@@ -67,7 +57,7 @@ def replicas(cluster, app: str | None = None) -> list[Replica]:
     """Replicas of a local cluster (all apps, or one); :class:`PlacementUnknown` when the
     dashboard does not answer."""
     by_ip = {n.ip: (n.name, n.zone, n.region) for n in cluster.state.nodes.values()}
-    details = serve_details(cluster.state.dashboard_url)
+    details = ray_dashboard.serve_details(cluster.state.dashboard_url)
     if details is None:
         raise PlacementUnknown(f"the dashboard at {cluster.state.dashboard_url} did not answer: "
                                "where the Serve replicas are is not known")

@@ -16,36 +16,28 @@ started. The probes of one sample run concurrently, each with a timeout of ``PRO
 answering (and why), never skipped. A sample that takes longer than the period delays the
 next one (the sample records how long it took); ticks are never made up in a burst.
 
-The backend decides *how* to observe (:meth:`observe` functions below for a dashboard URL);
-this module only keeps the clock.
+The backend decides *how* to observe (:meth:`observe` functions below for a dashboard URL, their
+calls made by :mod:`chaos.ray_dashboard`); this module only keeps the clock.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from chaos import records as rec
+from chaos import ray_dashboard, records as rec
 
 DEFAULT_PERIOD_S = 0.5
 PROBE_TIMEOUT_S = 2.0  # a probe that has not answered by then did not answer (KubeRay's probes allow 1-5 s)
-
-
-def _get(url: str, timeout: float) -> tuple[int, bytes]:
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.status, r.read()
 
 
 def gcs_health(dashboard_url: str, timeout: float) -> tuple[bool, float | None, str | None]:
     """(answered, latency, why not) of the dashboard's GCS health check."""
     t = time.monotonic()
     try:
-        status, body = _get(f"{dashboard_url}/api/gcs_healthz", timeout)
+        status, body = ray_dashboard.gcs_healthz(dashboard_url, timeout)
     except (OSError, ValueError) as e:
         return False, None, _why(e)
     took = round(time.monotonic() - t, 6)
@@ -71,8 +63,7 @@ def serve_state(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
     deployment for a few seconds, the old replicas still serving) it does not say: replicas are then
     ``None`` (unknown), never 0. An application that is not listed at all has 0 replicas."""
     try:
-        _, body = _get(f"{dashboard_url}/api/serve/applications/", timeout)
-        details = json.loads(body)
+        details = ray_dashboard.read_serve_details(dashboard_url, timeout)
     except (OSError, ValueError) as e:
         return False, None, None, _why(e)
     if not isinstance(details, dict) or "applications" not in details:
@@ -113,8 +104,7 @@ def nodes_alive(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
                 exclude_ips: set[str] = frozenset()) -> tuple[dict[str, int] | None, str | None]:
     """Worker nodes the GCS holds ALIVE, per zone (the head excluded)."""
     try:
-        _, body = _get(f"{dashboard_url}/nodes?view=summary", timeout)
-        summary = json.loads(body).get("data", {}).get("summary", [])
+        summary = ray_dashboard.read_nodes(dashboard_url, timeout)
     except (OSError, ValueError, AttributeError) as e:
         return None, _why(e)
     out = {z: 0 for z in set(zone_of_ip.values()) if z}
@@ -130,8 +120,8 @@ def nodes_alive(dashboard_url: str, timeout: float, zone_of_ip: dict[str, str | 
 
 
 def _why(e: BaseException) -> str:
-    if isinstance(e, urllib.error.HTTPError):
-        return f"HTTP {e.code}"
+    if isinstance(e, ray_dashboard.HTTPStatusError):
+        return f"HTTP {e.status}"
     reason = getattr(e, "reason", None)
     return f"{type(e).__name__}: {reason or e}"[:160]
 

@@ -1,7 +1,6 @@
 """The KubeRay backend, driven through the fault functions, over the real kubernetes client and an
 in-memory API server (tests/unit/kube_fake.py): what it reads, writes and execs, per scope."""
 
-import json
 import shlex
 import time
 
@@ -11,6 +10,7 @@ from chaos import faults
 from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
+from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import FakeServer, FakeStream, node, ray_pod, redis_pod
 
 CLUSTER = "availproof-x7k2p"  # KubeRay v1.7: <RayService name>-<5 random chars>
@@ -240,14 +240,12 @@ def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
 
 
 def test_replicas_map_to_pods_and_zones_by_pod_ip(monkeypatch):
-    from chaos import placement
-
     s, b, _ = cluster()
     details = {"applications": {"app": {"deployments": {"StreamTarget": {"replicas": [
         {"replica_id": "r1", "state": "RUNNING", "node_ip": "10.0.1.2", "pid": 3, "actor_name": "n1"},
         {"replica_id": "r2", "state": "RUNNING", "node_ip": "10.0.2.1", "pid": 4, "actor_name": "n2"},
         {"replica_id": "r3", "state": "RUNNING", "node_ip": "10.0.9.9", "pid": 5, "actor_name": "n3"}]}}}}}
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: details)
+    fake_dashboard(monkeypatch, serve=details)
     rows = b.replicas()
     assert [(r.replica_id, r.node, r.zone) for r in rows] == [("r1", "wa-2", "zone-a"), ("r2", "wb-1", "zone-b"),
                                                                ("r3", None, None)]  # another cluster's pod IP
@@ -374,22 +372,12 @@ def test_health_counts_the_pods_the_raycluster_asks_for():
 def test_observe_counts_ready_worker_pods_per_zone_and_maps_replicas_by_pod_ip(monkeypatch):
     """The control-plane sample on KubeRay: GCS, controller and replicas through the dashboard (faked
     here at the HTTP level), nodes alive as the Ray worker pods Ready per zone from the API server."""
-    from chaos import sampler
-
     s, b, _ = cluster()
     s.pods["wb-1"]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]  # zone-b's pod not Ready
     details = {"applications": {"llm": {"status": "RUNNING", "deployments": {"StreamTarget": {"replicas": [
         {"state": "RUNNING", "node_ip": "10.0.1.1"}, {"state": "RUNNING", "node_ip": "10.0.3.1"},
         {"state": "STARTING", "node_ip": "10.0.2.1"}]}}}}}
-    answers = {"/api/gcs_healthz": (200, b"success"), "/api/serve/applications/": (200, json.dumps(details).encode())}
-
-    def get(url, timeout):
-        path = url.split("http://d", 1)[1]
-        if path not in answers:
-            raise OSError("connection refused")
-        return answers[path]
-
-    monkeypatch.setattr(sampler, "_get", get)
+    fake_dashboard(monkeypatch, serve=details)  # the GCS answers; no node table
     smp = b.observe(timeout=1.0)
     assert smp.gcs_ok and smp.controller_ok and smp.app_status == "RUNNING"
     assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-c": 1}}

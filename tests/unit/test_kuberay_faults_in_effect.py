@@ -5,14 +5,14 @@ its kubelet (tests/unit/kube_fake.py: pod termination as the kubelet does it, th
 containers, Pod Security admission, the network between pod IPs)."""
 
 import contextlib
-import json
 import threading
 
 import pytest
 
-from chaos import analysis, faults, placement, sampler, verdict
+from chaos import analysis, faults, verdict
 from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
+from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import GRACE_END, node, ray_pod, redis_pod
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, replica, writes
 
@@ -27,7 +27,7 @@ def no_waiting(monkeypatch):
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
     # one look at a fault's effect is enough here (what each look sees is tested below)
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(SCOPES, 0.0), raising=False)
-    monkeypatch.setattr(sampler, "gcs_health", lambda url, timeout: (True, 0.01, None))
+    fake_dashboard(monkeypatch)  # the GCS answers
 
 
 def crashed(s, name):
@@ -526,8 +526,7 @@ def test_a_draining_zones_replicas_keep_their_zone_while_the_pod_terminates(monk
     b.drain_node("wb-1", 30)  # terminating, still listed
     details = {"applications": {"llm": {"status": "RUNNING", "deployments": {"StreamTarget": {"replicas": [
         {"state": "RUNNING", "node_ip": "10.0.1.1"}, {"state": "RUNNING", "node_ip": "10.0.2.1"}]}}}}}
-    answers = {"/api/gcs_healthz": (200, b"success"), "/api/serve/applications/": (200, json.dumps(details).encode())}
-    monkeypatch.setattr(sampler, "_get", lambda url, timeout: answers[url.split("http://d", 1)[1]])
+    fake_dashboard(monkeypatch, serve=details)
     smp = b.observe(timeout=1.0)
     assert smp.replicas == {"StreamTarget": {"zone-a": 1, "zone-b": 1}}  # not "?"
     assert smp.nodes_alive["zone-b"] == 0  # a pod going away is no capacity
@@ -630,7 +629,7 @@ def test_effect_checks_of_upgrades_drains_and_unknown_scopes(monkeypatch):
     rs["status"]["activeServiceStatus"] = {"rayClusterName": "availproof-b6d4f"}
     assert look_ok(b, up) == [True]
     app = {"status": "RUNNING", "deployed_app_config": {"runtime_env": {"env_vars": {kb.VERSION_ENV: "v2"}}}}
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: {"applications": {"llm": app}})
+    fake_dashboard(monkeypatch, serve={"applications": {"llm": app}})
     up = {"scope": "upgrade", "target": "serve_config", "zones": [], "version": "v2"}
     assert look_ok(b, up) == [True]
     app["status"] = "DEPLOYING"

@@ -19,6 +19,7 @@ from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.load.pool import deal
 from chaos.load.workload import LoadShape, Router, Target, plan
 from chaos.schemas import __file__ as schemas_init
+from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import node
 from tests.unit.test_kuberay_backend import cluster, writes
 from tests.unit.test_kuberay_preflight import api_accesses
@@ -213,9 +214,7 @@ def load_pod(s, name, node_name, run="runX"):
     ("drain", {"node": "wb-1", "deadline_s": 5}, "k-b (zone-b)"),
 ])
 def test_a_fault_whose_scope_reaches_a_load_pods_node_is_refused_before_anything(scope, args, where, monkeypatch):
-    from chaos import placement
-
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: {"applications": {}})
+    fake_dashboard(monkeypatch, serve={"applications": {}})
     s, b, stream = load_cluster()
     load_pod(s, "load-0", "k-load-a")
     load_pod(s, "load-1", "k-b")  # as if placed before the anti-affinity: the check does not rely on it

@@ -6,8 +6,9 @@ ConfigMaps, a cluster upgrade's record; and the RayService as the upgrade's patc
 
 import pytest
 
-from chaos import faults, manifests, sampler
+from chaos import faults, manifests
 from chaos.backends import kube_load as kl, kube_partition as kp, kuberay as kb
+from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.test_kuberay_backend import cluster
 from tests.unit.test_kuberay_leftovers import crash_mid_zone_loss_and_partition, fresh
 from tests.unit.test_kuberay_load_job import LOAD_NODE
@@ -18,7 +19,7 @@ from tests.unit.test_kuberay_upgrade_drain import rayservice, service
 def no_waiting(monkeypatch):
     monkeypatch.setattr(kb.time, "sleep", lambda s: None)
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
-    monkeypatch.setattr(sampler, "gcs_health", lambda url, timeout: (True, 0.01, None))
+    fake_dashboard(monkeypatch)  # the GCS answers
 
 
 def created(s) -> list[dict]:

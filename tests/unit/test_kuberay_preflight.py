@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import cli, faults, placement, plan, provision, ray_actor, records as rec, scopes as scope_registry
+from chaos import cli, faults, plan, provision, ray_actor, records as rec, scopes as scope_registry
 from chaos.backends import kube_access, kuberay as kb
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
@@ -21,6 +21,7 @@ from chaos.backends.local.cluster import LocalCluster
 from chaos.commands.common import kube_flags
 from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.experiment import load
+from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import node
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, replica, writes
 from tests.unit.test_kuberay_upgrade_drain import RS_PATH, rayservice, service
@@ -34,9 +35,7 @@ def no_waiting(monkeypatch):
     monkeypatch.setattr(kb.time, "sleep", lambda s: None)
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(SCOPES, 0.0), raising=False)
-    from chaos import sampler
-
-    monkeypatch.setattr(sampler, "gcs_health", lambda url, timeout: (True, 0.01, None))
+    fake_dashboard(monkeypatch)  # the GCS answers
 
 
 def one_line(e) -> str:
@@ -93,7 +92,7 @@ def reviewed(scopes, method="node-filter") -> set[tuple[str, str, str, str, bool
 def inject_and_heal(scope, s, b, monkeypatch):
     """One fault of ``scope`` and its heal, as a run does them (heal_all's waits skipped)."""
     marker = faults.Marker()
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: SERVE)
+    fake_dashboard(monkeypatch, serve=SERVE)
     monkeypatch.setattr(b, "wait_healthy", lambda timeout=300.0: None)
     monkeypatch.setattr(b, "restart_head", lambda: None)
     if scope == "replica":
@@ -446,7 +445,7 @@ def test_the_fake_operator_writes_the_rayservice_status_only_when_kuberay_v17_wo
 def test_an_ignored_cluster_upgrade_records_no_injection(monkeypatch):
     s, b = service()
     s.kuberay.zero_downtime_env = False
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: SERVE)
+    fake_dashboard(monkeypatch, serve=SERVE)
     marker = faults.Marker()
     with pytest.raises(ClusterError, match="zero-downtime upgrades are off"):
         faults.upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=900, poll_s=0.01)
@@ -459,7 +458,7 @@ def plan_of(b, name):
 
 
 def test_the_plan_names_every_object_and_makes_no_mutating_call_and_no_exec(monkeypatch):
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: SERVE)
+    fake_dashboard(monkeypatch, serve=SERVE)
     s, b, stream = cluster()
     s.calls.clear()
     rows = plan_of(b, "zone-loss.json")

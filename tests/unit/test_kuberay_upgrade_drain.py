@@ -13,6 +13,7 @@ import yaml
 from chaos import analysis, faults, placement, records as rec
 from chaos.backends import kube_marks as km, kuberay as kb
 from chaos.errors import ClusterError, SetupError, UsageError
+from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import ray_pod
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, writes
 
@@ -209,7 +210,7 @@ def test_drain_evicts_the_worker_pod_with_the_deadline_as_its_grace_period():
 
 def test_a_disruption_budget_refusal_raises_one_line_and_records_no_injection(monkeypatch):
     s, b, _ = cluster()
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: {"applications": {}})  # it answers
+    fake_dashboard(monkeypatch, serve={"applications": {}})  # it answers
     s.pdbs["zone-c"] = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "zone-c"},
                         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"ray.io/group": "workers-zone-c"}}}}
     marker = faults.Marker()
@@ -288,7 +289,7 @@ class FakeServe:
     def __init__(self, script):
         self.script, self.n = script, 0
 
-    def __call__(self, url, timeout=5.0):
+    def __call__(self):
         reps, status = self.script(self.n)
         self.n += 1
         return {"applications": {"llm": {"status": status, "deployments": {"StreamTarget": {"replicas": [
@@ -319,7 +320,7 @@ def test_upgrade_app_serve_config_end_to_end(monkeypatch):
         new = [(f"n{i}", "RUNNING", ip) for i, (_, _, ip) in enumerate(OLD[:k], 1)]
         return new + OLD[k:], "RUNNING" if k >= 3 else "DEPLOYING"
 
-    monkeypatch.setattr(placement, "serve_details", FakeServe(script))
+    fake_dashboard(monkeypatch, serve=FakeServe(script))
     marker, seen = collected()
     f = faults.upgrade_app(b, marker, variant="serve_config", version="v2", timeout_s=10, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END, rec.HEAL_START, rec.HEAL_END]
@@ -357,7 +358,7 @@ def test_upgrade_app_cluster_end_to_end_follows_kuberay_to_the_new_cluster(monke
             s.pods.pop(name, None)
         return [(f"n{i}", "RUNNING", ip) for i, ip in enumerate(new_ips, 1)], "RUNNING"
 
-    monkeypatch.setattr(placement, "serve_details", FakeServe(kuberay_and_serve))
+    fake_dashboard(monkeypatch, serve=FakeServe(kuberay_and_serve))
     marker, seen = collected()
     f = faults.upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=10, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END, rec.HEAL_START, rec.HEAL_END]
@@ -384,7 +385,7 @@ def drain_script(s, moves_after=None, gone_after=None):
 
 def test_drain_node_end_to_end_replicas_moved_before_the_deadline(monkeypatch):
     s, b, _ = cluster()
-    monkeypatch.setattr(placement, "serve_details", FakeServe(drain_script(s, moves_after=3)))
+    fake_dashboard(monkeypatch, serve=FakeServe(drain_script(s, moves_after=3)))
     marker, seen = collected()
     f = faults.drain_node(b, marker, node="wb-1", deadline_s=0.3, outage_s=0.01, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END, rec.HEAL_START, rec.HEAL_END]
@@ -408,7 +409,7 @@ def test_drain_node_end_to_end_replicas_moved_before_the_deadline(monkeypatch):
 def test_drain_node_end_to_end_replica_still_there_and_pod_gone_at_the_deadline(monkeypatch):
     s, b, _ = cluster()
     # the evicted pod's replica stays mapped to it while it terminates, until the pod is gone
-    monkeypatch.setattr(placement, "serve_details", FakeServe(drain_script(s, gone_after=10**9)))
+    fake_dashboard(monkeypatch, serve=FakeServe(drain_script(s, gone_after=10**9)))
     marker, seen = collected()
     f = faults.drain_node(b, marker, node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END]
@@ -417,7 +418,7 @@ def test_drain_node_end_to_end_replica_still_there_and_pod_gone_at_the_deadline(
     (fault,) = analysis.faults_from_marks(seen)
     assert fault.detail["pids"] == 1 and fault.detail["replicas_left_at_deadline"] == ["r2"]
     s2, b2, _ = cluster()
-    monkeypatch.setattr(placement, "serve_details", FakeServe(drain_script(s2, gone_after=2)))
+    fake_dashboard(monkeypatch, serve=FakeServe(drain_script(s2, gone_after=2)))
     f = faults.drain_node(b2, faults.Marker(), node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
     # the pod left before its deadline: its replica is no longer on it, and nothing is left to kill
     assert f["pids"] == 0 and f["replicas_left_at_deadline"] == []
@@ -426,7 +427,7 @@ def test_drain_node_end_to_end_replica_still_there_and_pod_gone_at_the_deadline(
 
 def test_a_dashboard_that_does_not_answer_is_placement_unknown_not_no_replica(monkeypatch):
     s, b, _ = cluster()
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: None)
+    fake_dashboard(monkeypatch, serve=None)
     with pytest.raises(placement.PlacementUnknown):
         b.replicas(state=None)
     marker = faults.Marker()
@@ -444,7 +445,7 @@ def test_a_cluster_upgrade_that_does_not_complete_is_rolled_back_at_the_heal(mon
     upgrade never completes: the heal reverts the patch, deletes that pending cluster and the record."""
     s, b = service()
     before = copy.deepcopy(rayservice(s)["spec"])
-    monkeypatch.setattr(placement, "serve_details", FakeServe(lambda n: (OLD, "RUNNING")))  # nothing moves
+    fake_dashboard(monkeypatch, serve=FakeServe(lambda n: (OLD, "RUNNING")))  # nothing moves
     monkeypatch.setattr(b, "wait_healthy", lambda timeout=300.0: None)
     marker, _ = collected()
     f = faults.upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=0.05, poll_s=0.01)

@@ -2,9 +2,10 @@
 
 import pytest
 
-from chaos import deploy, placement
+from chaos import ray_dashboard
 from chaos.backends.local.backend import LocalBackend
 from chaos.errors import ClusterError, UsageError
+from tests.unit.fake_dashboard import install as fake_dashboard
 
 DEPLOYED = {"name": "llm", "route_prefix": "/", "import_path": "serve_apps.stream_target:app_builder",
             "args": {"model": "availproof-tiny"}, "runtime_env": {"env_vars": {"KEEP": "1"}},
@@ -17,20 +18,17 @@ class FakeCluster:
 
 
 def backend(monkeypatch, details):
-    monkeypatch.setattr(placement, "serve_details", lambda url: details)
-    sent = []
-    monkeypatch.setattr(deploy, "put_config", lambda url, doc, timeout=30.0: sent.append((url, doc)))
-    return LocalBackend(FakeCluster()), sent
+    return LocalBackend(FakeCluster()), fake_dashboard(monkeypatch, serve=details)
 
 
 def test_upgrade_puts_the_deployed_config_again_with_only_a_new_code_version(monkeypatch):
     details = {"proxy_location": "EveryNode", "http_options": {"host": "0.0.0.0", "port": 18106},
                "applications": {"llm": {"deployed_app_config": DEPLOYED}}}
-    b, sent = backend(monkeypatch, details)
+    b, dashboard = backend(monkeypatch, details)
     got = b.upgrade_app("code", "v2")
     assert got["version"] == "v2" and got["previous_version"] is None
-    ((url, doc),) = sent
-    assert url == FakeCluster.state.dashboard_url
+    ((url, doc),) = dashboard.sent("PUT")
+    assert url == FakeCluster.state.dashboard_url + ray_dashboard.SERVE_APPLICATIONS
     assert doc["proxy_location"] == "EveryNode" and doc["http_options"] == {"host": "0.0.0.0", "port": 18106}
     (app,) = doc["applications"]
     # everything as deployed, but the version in the runtime_env (the existing env vars kept)
@@ -44,12 +42,12 @@ def test_upgrade_puts_the_deployed_config_again_with_only_a_new_code_version(mon
 
 
 def test_upgrade_refuses_an_unknown_variant_and_an_app_that_is_not_there(monkeypatch):
-    b, sent = backend(monkeypatch, {"applications": {}})
+    b, dashboard = backend(monkeypatch, {"applications": {}})
     with pytest.raises(UsageError, match="upgrade variants are code"):
         b.upgrade_app("serve_config", "v2")
     with pytest.raises(ClusterError, match="not deployed"):
         b.upgrade_app("code", "v2")
-    assert sent == []
+    assert dashboard.sent("PUT") == []
 
 
 # ---------------------------------------------------------------- drain (Ray's drain-node API)

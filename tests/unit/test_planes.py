@@ -5,6 +5,7 @@ import pytest
 from chaos import analysis, bounds, planes
 from chaos import records as rec
 
+from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.test_analysis import NS, T0, every, mark, run
 
 FULL = {"StreamTarget": {"zone-a": 1, "zone-b": 1, "zone-c": 1}}
@@ -221,14 +222,12 @@ def test_observe_dashboard_over_http_reads_each_probe_and_says_why_one_did_not_a
 def test_replicas_recovering_after_a_controller_restart_are_unknown_not_lost(monkeypatch):
     """Seen after a Redis loss restarted the head: the controller answers with the app DEPLOYING and
     its live replicas RECOVERING for ~1.6 s. Capacity is unknown then, not 0."""
-    import json
-
     from chaos import sampler
 
     rows = [{"state": "RECOVERING", "node_ip": "127.0.0.3"}, {"state": "RUNNING", "node_ip": "127.0.0.4"}]
-    body = json.dumps({"applications": {"llm": {"status": "DEPLOYING", "deployments": {
-        "StreamTarget": {"replicas": rows}}}}}).encode()
-    monkeypatch.setattr(sampler, "_get", lambda url, timeout: (200, body))
+    details = {"applications": {"llm": {"status": "DEPLOYING", "deployments": {
+        "StreamTarget": {"replicas": rows}}}}}
+    fake_dashboard(monkeypatch, serve=details)
     ok, status, replicas, why = sampler.serve_state("http://d", 1.0, {"127.0.0.3": "zone-a", "127.0.0.4": "zone-b"},
                                                     "llm")
     assert ok and status == "DEPLOYING" and replicas is None and "RECOVERING" in why
@@ -246,23 +245,18 @@ def test_an_app_listed_without_deployments_is_being_built_unknown_not_zero(monke
     """An upgrade's new code version: for ~3-4 s the controller lists the app (DEPLOYING) with no
     deployment while the old replicas serve (measured on Ray 2.60): capacity unknown, not 0; an app
     that is not listed at all (deleted) has none."""
-    import json
-
     from chaos import sampler
 
     ids: dict = {}
-    body = json.dumps({"applications": {"llm": {"status": "DEPLOYING", "deployments": {}}}}).encode()
-    monkeypatch.setattr(sampler, "_get", lambda url, timeout: (200, body))
+    dashboard = fake_dashboard(monkeypatch, serve={"applications": {"llm": {"status": "DEPLOYING", "deployments": {}}}})
     ok, status, replicas, why = sampler.serve_state("http://d", 1.0, {}, "llm", ids)
     assert ok and status == "DEPLOYING" and replicas is None and "lists no deployment" in why and ids == {}
-    body = json.dumps({"applications": {}}).encode()
-    monkeypatch.setattr(sampler, "_get", lambda url, timeout: (200, body))
+    dashboard.serve = {"applications": {}}
     assert sampler.serve_state("http://d", 1.0, {}, "llm") == (True, None, {}, None)
     rows = [{"state": "RUNNING", "node_ip": "127.0.0.3", "replica_id": "r1"},
             {"state": "STOPPING", "node_ip": "127.0.0.4", "replica_id": "r0"}]
-    body = json.dumps({"applications": {"llm": {"status": "DEPLOYING", "deployments": {
-        "StreamTarget": {"replicas": rows}}}}}).encode()
-    monkeypatch.setattr(sampler, "_get", lambda url, timeout: (200, body))
+    dashboard.serve = {"applications": {"llm": {"status": "DEPLOYING", "deployments": {
+        "StreamTarget": {"replicas": rows}}}}}
     ids = {}
     ok, status, replicas, why = sampler.serve_state("http://d", 1.0, {"127.0.0.3": "zone-a"}, "llm", ids)
     assert replicas == {"StreamTarget": {"zone-a": 1}} and ids == {"StreamTarget": ["r1"]} and why is None
@@ -293,16 +287,14 @@ def test_a_sampling_gap_makes_both_planes_unmeasurable_not_never_down():
 def test_starting_replicas_count_once_allocated_on_a_node(monkeypatch):
     """Serve says STARTING both while a replica waits for a node (no node, no pid: e.g. its zone is
     down) and while its constructor runs on one (a vLLM engine starting): only the second is a start."""
-    import json
-
     from chaos import sampler
 
     rows = [{"state": "RUNNING", "node_ip": "127.0.0.3", "replica_id": "r1", "node_id": "n1", "pid": 7},
             {"state": "STARTING", "replica_id": "waiting", "node_id": None, "pid": None},
             {"state": "STARTING", "node_ip": "127.0.0.4", "replica_id": "engine", "node_id": "n2", "pid": 9}]
-    body = json.dumps({"applications": {"llm": {"status": "RUNNING", "deployments": {
-        "LLMServer": {"replicas": rows}}}}}).encode()
-    monkeypatch.setattr(sampler, "_get", lambda url, timeout: (200, body))
+    details = {"applications": {"llm": {"status": "RUNNING", "deployments": {
+        "LLMServer": {"replicas": rows}}}}}
+    fake_dashboard(monkeypatch, serve=details)
     ids, starting = {}, {}
     ok, _, replicas, _ = sampler.serve_state("http://d", 1.0, {"127.0.0.3": "zone-a"}, "llm", ids, starting)
     assert ok and ids == {"LLMServer": ["r1"]} and starting == {"LLMServer": ["engine"]}

@@ -162,7 +162,7 @@ class Kills:
         return exited or self._head_restarted()
 
     def replicas(self, state: str | None = "RUNNING") -> list:
-        from chaos import placement
+        from chaos import placement, ray_dashboard
 
         self._follow_active()
         nodes = self._nodes()
@@ -174,7 +174,7 @@ class Kills:
             ip = (p.get("status") or {}).get("pod_ip")
             if ip:
                 by_ip[ip] = (_name(p), zones.get(n), regions.get(n))
-        details = placement.serve_details(self.dashboard_url)
+        details = ray_dashboard.serve_details(self.dashboard_url)
         if details is None:
             raise placement.PlacementUnknown(f"the dashboard of {self.cluster} did not answer: placement unknown")
         rows = placement.replicas_from_details(details, by_ip)

@@ -223,7 +223,7 @@ def partition(self, fault: dict) -> list[dict]:
 
 
 def upgrade(self, fault: dict) -> list[dict]:
-    from chaos import placement
+    from chaos import ray_dashboard
 
     variant, version = fault.get("target"), str(fault.get("version"))
     if variant == "cluster":
@@ -234,7 +234,7 @@ def upgrade(self, fault: dict) -> list[dict]:
         ok = bool(active) and active != fault.get("cluster_before") and not pending
         return [check(f"RayService {self.service}: a new RayCluster active, none pending", ok,
                       f"active {active}, pending {pending or 'none'} (before: {fault.get('cluster_before')})")]
-    details = placement.serve_details(self.dashboard_url, timeout=2.0)
+    details = ray_dashboard.serve_details(self.dashboard_url, timeout=2.0)
     if details is None:
         return [check(f"every application deployed with {VERSION_ENV}={version} and RUNNING", False,
                       "the dashboard did not answer")]
