@@ -12,7 +12,7 @@ pod names (or ``pod/pid``) on KubeRay. Faults record them, or their number, in t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
@@ -63,6 +63,17 @@ def implementations(*impls: Implementation) -> Mapping[str, Implementation]:
             raise ValueError(f"scope {i.scope} implemented twice")
         out[i.scope] = i
     return MappingProxyType(out)
+
+
+class Restores:
+    """What healing faults restores on a backend (a dataclass of sets, lists and flags, one per fault of a scope
+    its implementation's ``heal`` gives): two add up field by field (sets joined, lists in order, flags or'ed)."""
+
+    def __add__(self, other):
+        def join(a, b):
+            return (a or b) if isinstance(a, bool) else (a | b) if isinstance(a, set) else a + b
+
+        return type(self)(**{f.name: join(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)})
 
 
 class ByScope:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from chaos.backends import kube_access, kube_marks as km
 from chaos.backends.kuberay.common import _api_message
+from chaos.backends.kuberay.scopes import Restore
 from chaos.errors import SetupError
 
 
@@ -94,26 +95,27 @@ class Preparation:
         return [a.text(self.namespace) for a in wanted]
 
     def heal(self, faults: list[dict], timeout: float = 300.0) -> dict:
-        """Heal what ``faults`` (this run's) broke, and nothing else: their engines resumed, their
-        zones' partitions healed, the nodes cordoned for their zone or region losses uncordoned; pods
-        deleted by the other faults are KubeRay's (or the kubelet's) to bring back: wait for health."""
+        """Heal what ``faults`` (this run's) broke, and nothing else: what each one's scope restores here
+        (:class:`chaos.backends.kuberay.scopes.Restore`: their engines resumed, their zones' partitions
+        healed, the nodes cordoned for their zone or region losses uncordoned, an incomplete cluster upgrade
+        rolled back); pods deleted by the other faults are KubeRay's (or the kubelet's) to bring back: wait
+        for health."""
+        want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": [], "healed": [], "uncordoned": []}
-        done["resumed"] = self.resume_engine([p for f in faults if f["scope"] == "engine" for p in f.get("pids") or []])
-        for zone in sorted({f["target"] for f in faults if f["scope"] == "partition"}):
+        done["resumed"] = self.resume_engine(want.resume)
+        for zone in sorted(want.cuts):
             self.heal_zone(zone)
             done["healed"].append(zone)
-        for f in faults:  # the faults the watches prove: their finding is written into them at the heal
-            if f["scope"] in ("zone", "region") and self._watch_of(f.get("zones")) is not None:
+        for f in want.watched:  # the faults the watches prove: their finding is written into them at the heal
+            if self._watch_of(f.get("zones")) is not None:
                 self._adopt_fault(self._watch_of(f.get("zones")), f)
-        for f in faults:  # a cluster upgrade that did not complete is rolled back; one that did keeps no record
-            if f["scope"] == "upgrade" and f.get("record"):
-                if f.get("complete") is False:
-                    done.setdefault("rolled_back", []).append(self.roll_back_upgrade(f))
-                else:
-                    self._drop_record(f["record"])
-        lost = sorted({z for f in faults if f["scope"] in ("zone", "region") for z in f["zones"]})
-        if lost:
-            done["uncordoned"] = self.restore_zones(lost)
+        for f in want.upgrades:  # a cluster upgrade that did not complete is rolled back; one that did keeps no record
+            if f.get("complete") is False:
+                done.setdefault("rolled_back", []).append(self.roll_back_upgrade(f))
+            else:
+                self._drop_record(f["record"])
+        if want.lost:
+            done["uncordoned"] = self.restore_zones(sorted(want.lost))
         self.wait_healthy(timeout=timeout)
         return done
 

@@ -1,24 +1,55 @@
 """The KubeRay backend's scopes: one implementation per scope it can run (:class:`chaos.backends.base.Implementation`):
-what the plan of a fault of that scope lists (:mod:`.plan`) and how its effect is proven (:mod:`.proofs`).
-What it registers here is what it can run (:func:`chaos.backends.base.capabilities_of`)."""
+what the plan of a fault of that scope lists (:mod:`.plan`), how its effect is proven (:mod:`.proofs`) and
+what its heal restores (:class:`Restore`). What it registers here is what it can run
+(:func:`chaos.backends.base.capabilities_of`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from chaos.backends import base
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import plan, proofs
 
+@dataclass
+class Restore(base.Restores):
+    """What healing faults restores on KubeRay (:meth:`KubeRayBackend.heal` joins one per fault); the pods
+    the other faults deleted are KubeRay's (or the kubelet's) to bring back."""
+
+    resume: list = field(default_factory=list)  # engines this backend stopped ("pod/pid"), resumed
+    cuts: set[str] = field(default_factory=set)  # zones whose partition is healed
+    lost: set[str] = field(default_factory=set)  # zones whose nodes the loss cordoned, uncordoned
+    watched: list[dict] = field(default_factory=list)  # zone and region losses: their watch's finding written in
+    upgrades: list[dict] = field(default_factory=list)  # upgrades with a record: rolled back unless complete
+
+
+def heal_engine(self, fault: dict) -> Restore:
+    return Restore(resume=list(fault.get("pids") or []))
+
+
+def heal_partition(self, fault: dict) -> Restore:
+    return Restore(cuts={fault["target"]})
+
+
+def heal_zone_loss(self, fault: dict) -> Restore:
+    return Restore(lost=set(fault["zones"]), watched=[fault])
+
+
+def heal_upgrade(self, fault: dict) -> Restore:
+    return Restore(upgrades=[fault] if fault.get("record") else [])
+
+
 IMPLEMENTATIONS = base.implementations(
     Implementation("replica", plan.replica, proofs.replica),
-    Implementation("engine", plan.engine, proofs.engine),
+    Implementation("engine", plan.engine, proofs.engine, heal_engine),
     Implementation("engine-crash", plan.engine_crash, proofs.engine_crash),
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
-    Implementation("zone", plan.zone_loss, proofs.zone_loss),
-    Implementation("region", plan.zone_loss, proofs.zone_loss),
-    Implementation("partition", plan.partition, proofs.partition),
+    Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss),
+    Implementation("region", plan.zone_loss, proofs.zone_loss, heal_zone_loss),
+    Implementation("partition", plan.partition, proofs.partition, heal_partition),
     Implementation("redis", plan.redis, proofs.pods_crashed),
-    Implementation("upgrade", plan.upgrade, proofs.upgrade),
+    Implementation("upgrade", plan.upgrade, proofs.upgrade, heal_upgrade),
     Implementation("drain", plan.drain, proofs.drain),
 )
 

@@ -145,7 +145,7 @@ def effect_partition(b, fault: dict) -> list[dict]:
 
 # ---------------------------------------------------------------- heals
 @dataclass
-class Restore:
+class Restore(base.Restores):
     """What healing faults restores on the local backend (:meth:`LocalBackend.heal` joins one per fault)."""
 
     nodes: set[str] = field(default_factory=set)  # restarted where down
@@ -153,10 +153,6 @@ class Restore:
     partitions: set[str] = field(default_factory=set)  # zones whose cut is healed
     redis: bool = False  # Redis restarted where down
     head: bool = False  # the head restarted where down, and every worker checked after (the control plane went)
-
-    def __add__(self, other: Restore) -> Restore:
-        return Restore(self.nodes | other.nodes, self.resume + other.resume, self.partitions | other.partitions,
-                       self.redis or other.redis, self.head or other.head)
 
 
 def heal_engine(b, fault: dict) -> Restore:

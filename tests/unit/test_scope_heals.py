@@ -1,6 +1,9 @@
-"""The local backend's scopes (chaos/backends/local/scopes.py): its heal restores what each fault's scope
-says it restores, and nothing for the scopes Serve heals itself."""
+"""Each backend's heal restores what each fault's scope says it restores there (the ``heal`` of its
+implementations: chaos/backends/local/scopes.py, chaos/backends/kuberay/scopes.py), and nothing for the
+scopes Serve heals itself."""
 
+from chaos.backends.kuberay import KubeRayBackend
+from chaos.backends.kuberay.scopes import Restore as KubeRestore
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.scopes import Restore
 
@@ -48,3 +51,14 @@ def test_scopes_serve_heals_itself_and_unknown_ones_restore_nothing():
     b.heal(faults, timeout=1.0)
     assert b.asked["done"] == {"resumed": []} and b.asked["nodes"] == [] and not b.asked["head"]
     assert sum([Restore(nodes={"a"}), Restore(resume=[1], head=True)], Restore()) == Restore({"a"}, [1], set(), False, True)
+
+
+def test_on_kuberay_the_heal_joins_what_each_fault_s_scope_restores_in_the_faults_order():
+    b = KubeRayBackend.__new__(KubeRayBackend)
+    zone_a, region = fault("zone", "zone-a", ["zone-a"]), fault("region", "region-2", ["zone-c"])
+    upgrade, plain = fault("upgrade", "cluster", record="cm-1", complete=False), fault("upgrade", "serve_config")
+    faults = [fault("engine", "r1", pids=["wa-1/11"]), zone_a, fault("partition", "zone-b", ["zone-b"]), upgrade,
+              plain, region, fault("engine", "r2", pids=["wb-1/12"]), fault("node", "wc-1", ["zone-c"])]
+    assert sum(b.restores(faults), KubeRestore()) == KubeRestore(
+        resume=["wa-1/11", "wb-1/12"], cuts={"zone-b"}, lost={"zone-a", "zone-c"}, watched=[zone_a, region],
+        upgrades=[upgrade])
