@@ -21,7 +21,6 @@ from chaos.backends.local import haproxy, ports, procs
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import LocalCluster
-from tests.unit.fake_dashboard import install as fake_dashboard
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 needs_haproxy = pytest.mark.skipif(not Path(HAPROXY).exists(), reason="haproxy is not installed")
@@ -168,7 +167,7 @@ def test_reading_an_experiment_declares_its_token_variables_secret():
 
 
 def test_ray_nodes_redis_and_haproxy_start_without_the_secret_variables(tmp_path, monkeypatch):
-    from chaos.backends.local import cluster as cluster_mod, redis
+    from chaos.backends.local import nodes, redis
 
     for k in ("AP_T_CLIENT_TOKEN", "AP_T_FRONT_TOKEN", "AP_T_LISTED", "AP_T_ONLY_FRONT", frontdoor.TOKEN_VAR):
         monkeypatch.setenv(k, "secret")
@@ -184,8 +183,8 @@ def test_ray_nodes_redis_and_haproxy_start_without_the_secret_variables(tmp_path
         def wait(self, timeout=None):
             return 0
 
-    monkeypatch.setattr(cluster_mod.subprocess, "Popen", Popen)
-    monkeypatch.setattr(cluster_mod, "ray_binary", lambda: "/bin/true")
+    monkeypatch.setattr(nodes.subprocess, "Popen", Popen)
+    monkeypatch.setattr(nodes, "ray_binary", lambda: "/bin/true")
     monkeypatch.setattr(procs, "session_members", lambda sid: [sid])
     monkeypatch.setattr(redis, "start", lambda *a, env=None, **kw: envs["redis"].append(env) or 4243)
     monkeypatch.setattr(haproxy, "start", lambda *a, env=None, **kw: envs["haproxy"].append(env) or front_state(tmp_path))
@@ -297,10 +296,10 @@ def details_on(ip):
 
 def test_the_local_backend_says_a_read_without_an_answer_is_unknown_not_empty(monkeypatch):
     b = DrainBackend()
-    dashboard = fake_dashboard(monkeypatch, serve=None)
+    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: None)
     with pytest.raises(placement.PlacementUnknown, match="did not answer"):
         b.replicas(state=None)
-    dashboard.serve = {"applications": {}}
+    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: {"applications": {}})
     assert b.replicas(state=None) == []  # answered: there are none
 
 
@@ -310,12 +309,12 @@ def test_a_drain_read_without_an_answer_does_not_move_the_replicas(monkeypatch):
     b = DrainBackend()
     reads = []
 
-    def serve_details():
+    def serve_details(url, timeout=5.0):
         reads.append(time.monotonic())
         n = len(reads)
         return None if n == 2 else details_on("127.9.9.4" if n < 6 else "127.9.9.5")
 
-    fake_dashboard(monkeypatch, serve=serve_details)
+    monkeypatch.setattr(placement, "serve_details", serve_details)
     marker = faults.Marker()
     f = faults.drain_node(b, marker, node="b", deadline_s=0.5, outage_s=None, poll_s=0.02)
     assert marker.marks[0].detail["replicas_at_notice"] == ["r1"]
@@ -328,11 +327,11 @@ def test_a_drain_whose_deadline_read_got_no_answer_keeps_the_last_known_placemen
     b = DrainBackend()
     deadline_s = 0.3
 
-    def serve_details():
+    def serve_details(url, timeout=5.0):
         late = b.drained_at is not None and time.monotonic() - b.drained_at >= deadline_s
         return None if late else details_on("127.9.9.4")  # the replica never leaves; the last read fails
 
-    fake_dashboard(monkeypatch, serve=serve_details)
+    monkeypatch.setattr(placement, "serve_details", serve_details)
     marker = faults.Marker()
     f = faults.drain_node(b, marker, node="b", deadline_s=deadline_s, outage_s=None, poll_s=0.02)
     assert f["replicas_left_at_deadline"] == ["r1"] and f["moved_before_deadline_s"] is None
@@ -343,7 +342,7 @@ def test_a_drain_whose_deadline_read_got_no_answer_keeps_the_last_known_placemen
 
 def test_no_drain_when_the_placement_at_the_notice_is_unknown(monkeypatch):
     b = DrainBackend()
-    fake_dashboard(monkeypatch, serve=None)
+    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: None)
     marker = faults.Marker()
     with pytest.raises(placement.PlacementUnknown):
         faults.drain_node(b, marker, node="b", deadline_s=0.1, outage_s=None, poll_s=0.01)

@@ -7,7 +7,7 @@ import pytest
 
 from chaos import topology
 from chaos.backends.local import cluster as cl
-from chaos.backends.local import netns, ports
+from chaos.backends.local import netns, partition, ports
 from chaos.backends.local import state as st
 from chaos.errors import UsageError
 
@@ -40,7 +40,7 @@ def test_plan_puts_each_zone_in_one_namespace_and_head_with_redis(tmp_path):
         s.nodes[n.name] = st.NodeState(name=n.name, role="worker", ip=f"10.250.1.{3 + i}",
                                        ports=ports.node_ports(20000, 2 + i), temp_dir="/tmp/x", labels={},
                                        zone=n.zone, region=n.region)
-    cl._plan_netns(s, "10.250.1")
+    partition.plan_netns(s, "10.250.1")
     assert s.netns_mode and s.bridge == "ap0000aabr"
     assert set(s.links) == {"head"} | set(topo.zones)
     by_zone = {}
