@@ -21,6 +21,7 @@ from chaos.backends.local import haproxy, ports, procs
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import LocalCluster
+from tests.unit.fake_dashboard import install as fake_dashboard
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 needs_haproxy = pytest.mark.skipif(not Path(HAPROXY).exists(), reason="haproxy is not installed")
@@ -296,10 +297,10 @@ def details_on(ip):
 
 def test_the_local_backend_says_a_read_without_an_answer_is_unknown_not_empty(monkeypatch):
     b = DrainBackend()
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: None)
+    dashboard = fake_dashboard(monkeypatch, serve=None)
     with pytest.raises(placement.PlacementUnknown, match="did not answer"):
         b.replicas(state=None)
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: {"applications": {}})
+    dashboard.serve = {"applications": {}}
     assert b.replicas(state=None) == []  # answered: there are none
 
 
@@ -309,12 +310,12 @@ def test_a_drain_read_without_an_answer_does_not_move_the_replicas(monkeypatch):
     b = DrainBackend()
     reads = []
 
-    def serve_details(url, timeout=5.0):
+    def serve_details():
         reads.append(time.monotonic())
         n = len(reads)
         return None if n == 2 else details_on("127.9.9.4" if n < 6 else "127.9.9.5")
 
-    monkeypatch.setattr(placement, "serve_details", serve_details)
+    fake_dashboard(monkeypatch, serve=serve_details)
     marker = faults.Marker()
     f = faults.drain_node(b, marker, node="b", deadline_s=0.5, outage_s=None, poll_s=0.02)
     assert marker.marks[0].detail["replicas_at_notice"] == ["r1"]
@@ -327,11 +328,11 @@ def test_a_drain_whose_deadline_read_got_no_answer_keeps_the_last_known_placemen
     b = DrainBackend()
     deadline_s = 0.3
 
-    def serve_details(url, timeout=5.0):
+    def serve_details():
         late = b.drained_at is not None and time.monotonic() - b.drained_at >= deadline_s
         return None if late else details_on("127.9.9.4")  # the replica never leaves; the last read fails
 
-    monkeypatch.setattr(placement, "serve_details", serve_details)
+    fake_dashboard(monkeypatch, serve=serve_details)
     marker = faults.Marker()
     f = faults.drain_node(b, marker, node="b", deadline_s=deadline_s, outage_s=None, poll_s=0.02)
     assert f["replicas_left_at_deadline"] == ["r1"] and f["moved_before_deadline_s"] is None
@@ -342,7 +343,7 @@ def test_a_drain_whose_deadline_read_got_no_answer_keeps_the_last_known_placemen
 
 def test_no_drain_when_the_placement_at_the_notice_is_unknown(monkeypatch):
     b = DrainBackend()
-    monkeypatch.setattr(placement, "serve_details", lambda url, timeout=5.0: None)
+    fake_dashboard(monkeypatch, serve=None)
     marker = faults.Marker()
     with pytest.raises(placement.PlacementUnknown):
         faults.drain_node(b, marker, node="b", deadline_s=0.1, outage_s=None, poll_s=0.01)

@@ -21,18 +21,16 @@ handle (``availproof recover``) drops them too.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from chaos import secret_env, topology as topo
+from chaos import ray_dashboard, secret_env, topology as topo
 from chaos.backends.local import netns, ports, procs, redis
 from chaos.backends.local import state as st
 from chaos.backends.local.front import FrontDoor
@@ -258,12 +256,7 @@ class LocalCluster(NodeProcesses, RedisStore, ZonePartitions, FrontDoor):
 
     def gcs_nodes(self, timeout: float = 3.0) -> list[dict] | None:
         """Nodes as the GCS sees them (dashboard REST API), or None when the head does not answer."""
-        try:
-            with urllib.request.urlopen(f"{self.state.dashboard_url}/nodes?view=summary", timeout=timeout) as r:
-                data = json.load(r)
-        except (OSError, ValueError):
-            return None
-        return data.get("data", {}).get("summary", [])
+        return ray_dashboard.nodes(self.state.dashboard_url, timeout)
 
     def status(self) -> list[NodeStatus]:
         seen: dict[str, str] = {}
