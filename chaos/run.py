@@ -1,6 +1,7 @@
-"""One experiment run, start to end: the core of the rig (no Chaos Toolkit here).
+"""One experiment run's lifecycle, start to end: the core of the rig (no Chaos Toolkit here).
 
-One public function per step; a driver calls them in this order::
+One public function per step; a driver calls them in this order (:mod:`chaos.moments` does, for
+every driver: Chaos Toolkit's control, :mod:`chaos.ctk.control`, hands it its moments)::
 
     run = open_run(experiment, options)   # the system ready (provision + deploy), records open
     start_load(run)                        # load and stop conditions on; warm-up and baseline waited out,
@@ -8,152 +9,46 @@ One public function per step; a driver calls them in this order::
     ...                                    # the method: faults through run.backend, marks through run.marker
     keep_load_for_recovery(run)            # the recovery window, load still on
     finish(run)                            # load off; analyse, check the bounds, write summary.json
-    close(run)                             # records and exporter closed; no run in progress
+    end(run, journal)                      # what is still injected healed, the run closed, the one verdict
 
-:mod:`chaos.ctk.control` is the driver for Chaos Toolkit (its controls call these steps);
-:func:`current` is the run in progress in this process, where the Chaos Toolkit actions and
-probes find the backend and the marker.
+:func:`current` is the run in progress in this process, where the Chaos Toolkit actions and probes
+find the backend and the marker.
 
-Stop conditions (as AWS FIS has them): the :class:`Guard` thread watches the failure ratio
-(``stop_when``: ``max_failed_ratio`` for ``for_s`` seconds) and the wall clock
-(``max_wall_s``) and calls :meth:`Run.stop`. The reason goes in the summary (the run is then
-judged violated) and the driver's ``on_stop`` interrupts the method; a stop that the driver
-did not take is raised as :class:`Stopped` by the next wait of this module.
+The concepts around the lifecycle have their own modules, re-exported here (``run.X`` keeps working):
+the run's state (:mod:`chaos.run_state`: :class:`Run`, :func:`current`, :func:`log`, :class:`Stopped`),
+its stop conditions (:mod:`chaos.stop_conditions`: :class:`StopConditions`, :class:`Guard`) and its
+client's security (:mod:`chaos.client_security`: the CA trusted, the bearer token).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import threading
 import time
 import uuid
-from collections import deque
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from chaos import analysis, bounds, environment, faults, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
 from chaos import baseline_gate as gate, plan, utilization
 from chaos import verdict as verdict_mod
-from chaos.faults import Marker
-from chaos.options import Options
 from chaos.backends import base
-from chaos.backends.base import Backend
+from chaos.client_security import client_ca, client_headers, client_transport
 from chaos.errors import SetupError, UsageError
-from chaos.load._transport import LeanTransport
+from chaos.faults import Marker
 from chaos.load import served
 from chaos.load.harness import LoadRun
-from chaos.sampler import Sampler
 from chaos.load.workload import Target
+from chaos.options import Options
+from chaos.run_state import Run, Stopped, current, default_out_dir, log, set_current, write_json
+from chaos.sampler import Sampler
+from chaos.stop_conditions import Guard, StopConditions
+
+__all__ = ["Run", "Stopped", "current", "log", "write_json", "default_out_dir", "Guard", "StopConditions",
+           "client_ca", "client_headers", "client_transport", "Options",
+           "open_run", "load_targets", "definitions", "start_load", "new_load", "keep_load_for_recovery", "wait",
+           "stop_load", "finish", "log_figures", "close", "heal_injected", "heal_quietly", "conclude", "end",
+           "failed", "attempt"]
 
 
-def log(msg: str) -> None:
-    print(f"availproof: {msg}", flush=True)
-
-
-class Stopped(Exception):
-    """A stop condition tripped while this module waited; the driver interrupts its method."""
-
-
-@dataclass
-class Run:
-    """One experiment run in progress."""
-
-    experiment_title: str
-    settings: exp_mod.Settings
-    options: Options
-    out_dir: Path
-    backend: Backend
-    events: rec.Events
-    writer: rec.RecordWriter
-    marker: Marker
-    load: LoadRun | None = None
-    sampler: Sampler | None = None
-    summary: dict[str, Any] | None = None
-    bound_results: list[dict[str, Any]] | None = None
-    started_mono: float = field(default_factory=time.monotonic)
-    stop_reason: str | None = None
-    exporter: Any = None
-    run_id: str = ""  # the backend acts under it (KubeRay: cordons and helpers carry it)
-    # who drives the Chaos Toolkit call: "availproof" (the runner opened the run around it) or
-    # "chaostoolkit" (plain `chaos run`: the control opened it)
-    driver: str = "chaostoolkit"
-    verdict: dict[str, Any] | None = None  # chaos.verdict, decided once after the experiment
-    recovery_window: dict[str, Any] | None = None  # how long the recovery window was (keep_load_for_recovery)
-    rate_from: dict[str, Any] | None = None  # the load's rate as a share of a measured capacity (chaos.utilization)
-    rolled_back: bool = False  # heal_injected succeeded (the rollback, or the run's own)
-    heal_error: str | None = None  # the last heal that failed (verdict ERROR: the run's faults not healed)
-    error: str | None = None  # a step of the lifecycle that failed (start_load, finish: verdict ERROR)
-    interrupted: bool = False  # Ctrl-C or SIGTERM (the runner's handler): no recovery window, heal at once
-    baseline_gate: dict[str, Any] | None = None  # the baseline's steady state, judged before the method
-    header_extra: dict[str, Any] | None = None  # what a driver adds to the run header (a soak: its schedule)
-    # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
-    # True when it did (else the stop stays pending for take_stop()).
-    on_stop: Callable[[str], bool] | None = None
-    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
-    _stop_pending: bool = False
-    _finishing: bool = False
-
-    @property
-    def app(self) -> str:
-        return self.options.app
-
-    @property
-    def records_path(self) -> Path:
-        return self.out_dir / "records.ndjson"
-
-    def stop(self, reason: str) -> bool:
-        """A stop condition tripped: record ``reason`` and interrupt the method (once; never once finishing)."""
-        with self.lock:
-            if self.stop_reason is not None or self._finishing:
-                return False
-            self.stop_reason = reason
-            self.writer.write({"kind": "stop", "t_ns": rec.now_ns(), "reason": reason})  # the records say it too
-            self._stop_pending = True  # until the driver says it interrupted the method
-            try:
-                log(f"STOP CONDITION: {reason}: aborting the method and rolling back")
-                if self.on_stop is not None and self.on_stop(reason):
-                    self._stop_pending = False
-            except Exception as e:  # noqa: BLE001 - the stop stays pending for the driver's next hook or wait
-                log(f"stop condition: the driver's interrupter failed ({type(e).__name__}: {e}); "
-                    "the stop ends the method at its next step")
-            return True
-
-    def measuring(self) -> bool:
-        """The load is on and records are taken: the only time a fault may be injected."""
-        return (not self._finishing and self.load is not None and self.load.running
-                and self.stop_reason is None and not gate.blocks(self.baseline_gate))
-
-    def take_stop(self) -> str | None:
-        """The stop reason if a stop is pending (nobody interrupted the method for it yet); then no longer pending."""
-        with self.lock:
-            if not self._stop_pending:
-                return None
-            self._stop_pending = False
-            return self.stop_reason
-
-
-_current: Run | None = None
-
-
-def current() -> Run | None:
-    """The run in progress in this process, if any."""
-    return _current
-
-
-def _set_current(run: Run | None) -> None:
-    global _current
-    _current = run
-
-
-def default_out_dir(title: str) -> Path:
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40]
-    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
-
-
-# ---------------------------------------------------------------- the steps
 def open_run(experiment: dict[str, Any], options: Options) -> Run:
     """Make sure the system is up and the app deployed (idempotent), open the records file and
     the metrics exporter; the run becomes :func:`current`."""
@@ -185,7 +80,7 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     writer = rec.RecordWriter(out / "records.ndjson").attach(events)
     run = Run(experiment_title=experiment.get("title", ""), settings=settings, options=options, out_dir=out, run_id=run_id,
               backend=backend, events=events, writer=writer, marker=Marker(events, log=log), rate_from=rate_from)
-    _set_current(run)
+    set_current(run)
     log(f"records -> {run.records_path}")
     if rate_from is not None:
         log(f"rate: {utilization.describe(rate_from)}")
@@ -274,43 +169,6 @@ def new_load(run: Run, shape, header: dict[str, Any]):
                    header_extra=header, transport=client_transport(run, targets), headers=client_headers(s))
 
 
-def client_transport(run: Run, targets: list[Target]) -> LeanTransport | None:
-    """The client's transport: for an https front door, trusting the experiment's ``ca_bundle``, else
-    the run's own CA (the rig's balancer terminating TLS), else the system's."""
-    if not any(t.url.startswith("https://") for t in targets):
-        return None
-    import ssl
-
-    ca = client_ca(run, targets)
-    try:
-        ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-    except (OSError, ssl.SSLError) as e:
-        raise UsageError(f"ca_bundle {ca}: cannot be loaded ({e})") from None
-    return LeanTransport(ssl_context=ctx)
-
-
-def client_ca(run: Run, targets: list[Target]) -> str | None:
-    """The CA file the client trusts for an https front door (None: the system's, or plain http)."""
-    if not any(t.url.startswith("https://") for t in targets):
-        return None
-    return run.settings.ca_bundle or (run.backend.front_door() or {}).get("ca_bundle")
-
-
-def client_headers(s: exp_mod.Settings) -> dict[str, str]:
-    """``Authorization: Bearer`` from the environment variable the experiment names (``auth_token_env``,
-    else the front door's ``token_env``); the token is never written anywhere."""
-    import os
-
-    from chaos.frontdoor import FrontSettings
-
-    name = s.auth_token_env or FrontSettings.from_dict(s.front_door).token_env
-    if not name:
-        return {}
-    token = os.environ.get(name)
-    if not token:
-        raise UsageError(f"the client's bearer token: set ${name}")
-    return {"Authorization": f"Bearer {token}"}
-
 
 def keep_load_for_recovery(run: Run, poll_s: float = 2.0) -> None:
     """After the method: the load stays on for the recovery window, or until every plane has been
@@ -385,9 +243,7 @@ def stop_load(run: Run) -> None:
 def finish(run: Run) -> dict[str, Any]:
     """Stop the load, analyse the records, check the bounds, write summary.json. From here on
     the stop conditions no longer interrupt anything."""
-    with run.lock:
-        run._finishing = True
-        run._stop_pending = False
+    run.begin_finishing()
     stop_load(run)
     run.writer.close()
     if run.load is not None and run.settings.load.workers > 1:
@@ -460,9 +316,7 @@ def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_rea
 
 def close(run: Run) -> None:
     """Close the records and the exporter; no run is in progress any more."""
-    with run.lock:
-        run._finishing = True
-        run._stop_pending = False
+    run.begin_finishing()
     try:
         if run.sampler is not None:
             run.sampler.stop()
@@ -471,7 +325,7 @@ def close(run: Run) -> None:
             run.exporter.close()
     finally:
         if current() is run:
-            _set_current(None)
+            set_current(None)
 
 
 def heal_injected(run: Run, timeout_s: float = 240.0) -> dict[str, Any]:
@@ -510,117 +364,46 @@ def heal_quietly(run: Run) -> None:
 
 def conclude(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:
     """After the experiment: the one verdict (:mod:`chaos.verdict`) from the summary and the final
-    journal, written into ``summary.json``."""
-    run.verdict = verdict_mod.decide(run.summary, journal, run_error=run.error, heal_error=run.heal_error)
-    if run.summary is not None:
-        run.summary["verdict"] = run.verdict
-        write_json(run.out_dir / "summary.json", run.summary)
+    journal, written into ``summary.json`` (a write that fails: the verdict is ERROR, saying so)."""
+    def decide() -> dict[str, Any]:
+        run.verdict = verdict_mod.decide(run.summary, journal, run_error=run.error, heal_error=run.heal_error)
+        if run.summary is not None:
+            run.summary["verdict"] = run.verdict
+        return run.verdict
+
+    decide()
+    if run.summary is not None and attempt(run, "writing summary.json",
+                                           lambda: write_json(run.out_dir / "summary.json", run.summary)) is False:
+        decide()
     log(f"verdict: {run.verdict['word']}" + (f" ({'; '.join(run.verdict['reasons'])})" if run.verdict["reasons"] else ""))
     return run.verdict
 
 
 def end(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:
     """The end of every run, however the experiment ended: what is still injected healed, the
-    summary derived (if the method did not get to it), the verdict decided, the run closed."""
+    summary derived (if the method did not get to it), the run closed, the verdict decided. Each step
+    is guarded (:func:`attempt`): one that fails makes the verdict ERROR with its reason, and the end goes on."""
+    attempt(run, "healing the run's faults", lambda: heal_quietly(run))
+    if run.summary is None:
+        attempt(run, "the analysis", lambda: finish(run))
+    attempt(run, "closing the run", lambda: close(run))
+    return conclude(run, journal)
+
+
+def failed(run: Run, what: str, e: BaseException) -> str:
+    """A step of the run failed: recorded on the run (the first one: its verdict is ERROR with it) and said."""
+    error = f"{what}: {type(e).__name__}: {e}"[:300]
+    log(f"error: {error}")
+    if run.error is None:
+        run.error = error
+    return error
+
+
+def attempt(run: Run, what: str, step: Callable[[], Any]) -> bool:
+    """One step of a run's end: True when it went through; False when it failed (:func:`failed`)."""
     try:
-        heal_quietly(run)
-        if run.summary is None:
-            finish(run)
-        return conclude(run, journal)
-    finally:
-        close(run)
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(path)
-
-
-# ---------------------------------------------------------------- stop conditions
-class StopConditions:
-    """Whether to stop, from what was seen: the failed fraction of the measured requests of the
-    last ``for_s`` seconds above ``max_failed_ratio`` (at least 5 of them) for ``for_s`` seconds
-    on end, or ``max_wall_s`` past ``started``. Times are the caller's clock (seconds)."""
-
-    MIN_REQUESTS = 5
-
-    def __init__(self, max_failed_ratio: float | None, for_s: float, max_wall_s: float, started: float):
-        self.max_failed_ratio, self.for_s, self.max_wall_s, self.started = max_failed_ratio, for_s, max_wall_s, started
-        self._seen: deque[tuple[float, bool]] = deque()
-        self._lock = threading.Lock()
-        self._above_since: float | None = None
-
-    @classmethod
-    def of(cls, settings: exp_mod.Settings, started: float) -> StopConditions:
-        return cls(settings.stop_when.get("max_failed_ratio"), float(settings.stop_when.get("for_s", 10.0)),
-                   settings.max_wall_s, started)
-
-    def seen(self, t: float, ok: bool) -> None:
-        """A measured request ended at ``t`` (called from the harness' thread)."""
-        with self._lock:
-            self._seen.append((t, ok))
-
-    def check(self, now: float) -> str | None:
-        """The reason to stop now, or None."""
-        if now - self.started > self.max_wall_s:
-            return f"wall-clock limit of {self.max_wall_s:.0f} s exceeded"
-        ratio = self.max_failed_ratio
-        if ratio is None:
-            return None
-        with self._lock:
-            while self._seen and now - self._seen[0][0] > self.for_s:
-                self._seen.popleft()
-            n, failed = len(self._seen), sum(1 for _, ok in self._seen if not ok)
-        if n >= self.MIN_REQUESTS:
-            fraction = failed / n
-            if fraction > ratio:
-                if self._above_since is None:
-                    self._above_since = now
-                if now - self._above_since >= self.for_s:
-                    return f"failure ratio {fraction:.2f} above {ratio} for {self.for_s:.0f} s"
-            else:
-                self._above_since = None
-        return None
-
-
-class Guard(threading.Thread):
-    """The stop conditions' watch: every ``poll_s`` until the run stops or finishes,
-    :meth:`StopConditions.check`; when it says stop, :meth:`Run.stop` (which interrupts the
-    method through the driver). It watches whether or not the load still runs: a harness that
-    ended early (or died) must not take the wall-clock limit with it."""
-
-    def __init__(self, run: Run, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic):
-        super().__init__(name="availproof-guard", daemon=True)
-        self.run_, self.poll_s, self.clock = run, poll_s, clock
-        self.conditions = StopConditions.of(run.settings, run.started_mono)
-        run.events.request_done.append(self._seen)
-
-    def _seen(self, r: rec.RequestRecord) -> None:
-        if r.phase == rec.MEASURE:
-            self.conditions.seen(self.clock(), r.ok)
-
-    def done(self) -> bool:
-        """Nothing left to watch: the run stopped, or it is finishing."""
-        run = self.run_
-        return run.stop_reason is not None or run._finishing
-
-    def poll(self) -> bool:
-        """One check of the stop conditions (the thread's step); True when nothing is left to watch."""
-        if self.done():
-            return True
-        reason = self.conditions.check(self.clock())
-        if reason is not None:
-            self.run_.stop(reason)
-            return True
+        step()
+    except Exception as e:  # noqa: BLE001 - every step of the end is owed its turn, and the verdict its reason
+        failed(run, what, e)
         return False
-
-    def run(self) -> None:
-        while not self.done():
-            time.sleep(self.poll_s)
-            try:
-                if self.poll():
-                    return
-            except Exception as e:  # noqa: BLE001 - a watch that dies silently is no stop condition
-                log(f"stop conditions: check failed ({type(e).__name__}: {e}); still watching")
+    return True
