@@ -1,12 +1,15 @@
 """`availproof run`: one experiment file through Chaos Toolkit's own API, with its outputs and verdict.
 
-Chaos Toolkit drives the run (the steady-state hypothesis, the method, the rollbacks); the
-experiment's control (:mod:`chaos.ctk.control`) hooks :mod:`chaos.run`, the core, into it.
+Chaos Toolkit drives the experiment (the steady-state hypothesis, the method, the rollbacks); the
+experiment's control (:mod:`chaos.ctk.control`) hands its moments to the run core (:mod:`chaos.moments`,
+:mod:`chaos.run`), which drives the load, the recovery window, the analysis and the verdict. The exit
+code is the verdict's, as under plain ``chaos run``.
 
 Outputs in the run directory: ``journal.json`` (Chaos Toolkit), ``records.ndjson`` (every
 request and fault mark), ``summary.json`` (recovery per scope, bound results), ``junit.xml``.
-Verdict (:mod:`chaos.verdict`): 0 every bound met, 1 a bound violated or unmeasurable (or the
-hypothesis deviated, or a stop condition tripped), 2 a set-up error or a run that measured nothing.
+Verdict (:mod:`chaos.verdict`): PASS 0 every bound met, VIOLATED or UNMEASURED 1 a bound violated or
+unmeasurable (or the hypothesis deviated, or a stop condition tripped), ERROR 2 a set-up error, a step
+of the run that failed, or a run that measured nothing.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from chaos import experiment as exp_mod
+from chaos import moments
 from chaos import run as core
 from chaos import verdict as verdict_mod
 from chaos.options import Options
 
-PASS, VIOLATED, ERROR = 0, 1, 2  # exit codes (chaos.verdict.EXIT)
+PASS, VIOLATED, ERROR = (verdict_mod.EXIT[w] for w in (verdict_mod.PASS, verdict_mod.VIOLATED, verdict_mod.ERROR))
 
 
 def _chaos_logging() -> None:
@@ -71,10 +75,10 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if core.current() is run:  # the control's last hook never ran (Chaos Toolkit raised)
-            core.end(run, journal or {"status": "aborted"})
+            journal = journal or {"status": "aborted"}
+            moments.end_experiment(run, journal)
     wall = time.monotonic() - t0
-    (out_dir / "journal.json").write_text(json.dumps(journal, indent=2, default=str))
-    v = run.verdict or verdict_mod.decide(run.summary, journal)
+    v = run.verdict or verdict_mod.decide(run.summary, journal)  # journal.json: written by the run's end
     result = {"experiment": str(path), "status": journal.get("status"), "deviated": journal.get("deviated"),
               "wall_s": round(wall, 1), "summary": run.summary, "verdict_detail": v,
               "error": "; ".join(v["reasons"]) if v["word"] != verdict_mod.PASS else None}

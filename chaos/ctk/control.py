@@ -1,181 +1,138 @@
-"""The Chaos Toolkit control that turns an experiment into a measurement: each hook is a step of
-the run's lifecycle (:mod:`chaos.run`, the core). ``availproof run`` and ``suite`` open the run
-themselves around the Chaos Toolkit call (:mod:`chaos.runner`); under plain ``chaos run`` this
-control opens it. Either way:
+"""The Chaos Toolkit control: a thin edge that hands Chaos Toolkit's moments to the run core.
 
-- before the experiment: :func:`chaos.run.open_run` (system up, app deployed, records open), unless
-  the runner already did; a set-up that fails is recorded and raises ``InterruptExecution``, so
-  nothing is injected (the actions refuse outside a measuring run too, and the rollback has
-  nothing to heal); plain ``chaos run`` then exits 2 with the error's one line;
-- before the method: :func:`chaos.run.start_load` (load on, warm-up and baseline waited out, the
-  baseline judged: one out of steady state interrupts the experiment before any fault, verdict ERROR,
-  :mod:`chaos.baseline_gate`);
-- after the method: :func:`chaos.run.keep_load_for_recovery`, then :func:`chaos.run.finish`
-  (analysis, bounds, ``summary.json``);
-- after the experiment (after the rollbacks, the journal final): :func:`chaos.run.end` heals what
-  is still injected (Chaos Toolkit's default strategy plays no rollback for an interrupted run),
-  decides the one verdict (:mod:`chaos.verdict`) and closes the run.
+Each hook is one guarded call into a :class:`chaos.moments.Session` (the core drives the load, the
+recovery window, the analysis and the verdict; see :mod:`chaos.moments`). The session is this
+experiment's own: made by ``before_experiment_control`` and kept in the experiment itself (Chaos
+Toolkit's ``context`` at the experiment and method levels, its ``experiment`` argument at the activity
+level; the journal's copy of the experiment is taken before, so it never holds it); this module keeps
+no state. ``availproof run`` and ``suite`` open the run around the Chaos Toolkit call
+(:mod:`chaos.runner`) and the session adopts it; under plain ``chaos run`` the session opens it.
 
-Stop conditions interrupt the experiment the ways Chaos Toolkit supports, and it then plays
-the rollbacks (under ``availproof run``: strategy ``always``) and ends the journal ``interrupted``:
+- before the experiment: the run opened or adopted; a set-up that fails interrupts (nothing injected);
+- before the method: load on, warm-up and baseline, the baseline gate;
+- before and after each activity: where the method is, for a stop condition;
+- after the method: the recovery window, the analysis (``summary.json``);
+- after the experiment (after the rollbacks, the journal final): the run's end (what is still injected
+  healed, the run closed, the one verdict: :mod:`chaos.verdict`), the summary and the verdict into the
+  journal under ``availproof`` and the journal into the run's directory.
 
-- while a method activity runs (a fault can block for its whole outage):
-  ``chaoslib.exit.exit_gracefully()``, Chaos Toolkit's immediate graceful exit (its own
-  SIGUSR1 handler, installed for the run, raises ``SystemExit(20)`` in the activity);
-- otherwise (this control's waits, or between two activities): the control raises
-  ``chaoslib.exceptions.InterruptExecution`` with the stop reason.
+A moment's :class:`chaos.moments.Interrupt` becomes ``chaoslib.exceptions.InterruptExecution``, the
+one exception Chaos Toolkit does not swallow in a control (any other it logs at debug level and goes
+on). A stop condition while a method activity runs (a fault can block for its whole outage) ends the
+activity with ``chaoslib.exit.exit_gracefully()``, Chaos Toolkit's immediate graceful exit (its own
+SIGUSR1 handler, installed for the run, raises ``SystemExit(20)`` in the activity). Chaos Toolkit then
+plays the rollbacks (under ``availproof run``: strategy ``always``) and ends the journal ``interrupted``.
+
+The exit code of plain ``chaos run`` is the verdict's (PASS 0, VIOLATED and UNMEASURED 1, ERROR 2),
+as ``availproof run``'s. Chaos Toolkit's CLI decides its own from the journal (1 when the status is
+not ``completed`` or the journal deviated, else 0: ``chaostoolkit/commands/run.py``) and has no code 2;
+the journal's status is not rewritten to steer it (it says what Chaos Toolkit did). Instead, under
+that CLI (click's current context is Chaos Toolkit's ``run`` command, without ``--no-exit``), when
+the two codes differ the after-experiment hook writes the journal to the command's ``--journal-path``
+itself (Chaos Toolkit would write it after this hook returns) and raises ``SystemExit`` with the
+verdict's code: a ``SystemExit`` leaves ``chaoslib``'s run through its ``finally`` (controls cleaned
+up, the run's event handlers told) and the CLI; the experiment-level after-hooks of controls listed
+after this one are then not called. When the codes agree Chaos Toolkit finishes as usual. Called
+through ``chaoslib``'s API (not the CLI) nothing is raised: the verdict is in
+``journal["availproof"]["verdict"]``.
 """
 
 from __future__ import annotations
 
+import json
 import signal
+from typing import Any, Callable
 
 from chaoslib.exceptions import InterruptExecution
 from chaoslib.exit import exit_gracefully
 
-from chaos import baseline_gate
-from chaos import run as core
-from chaos import verdict
-from chaos.errors import AvailproofError
-from chaos.options import Options
+from chaos.moments import Interrupt, Session
+
+SESSION = "_availproof_session"  # the key of this experiment's session in the experiment
 
 
-class _Method:
-    """Where the experiment is, as far as a stop condition's interruption cares (guarded by the run's lock)."""
-
-    def __init__(self) -> None:
-        self.running = False  # between before_method_control and after_method_control
-        self.in_activity = False  # a method activity is running
-
-    def interrupt(self, reason: str) -> bool:
-        """The run's ``on_stop`` (called by the Guard's thread, the run's lock held): True when interrupted."""
-        if not (self.running and self.in_activity):
-            return False  # the control raises InterruptExecution at its next hook or wait
-        if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, signal.SIG_IGN, None):
-            return False  # not inside Chaos Toolkit's run (no exit handler): SIGUSR1 would kill the process
-        exit_gracefully()
-        return True
+def _session(experiment: dict | None) -> Session:
+    """This experiment's session (one that never began, where there is none: every moment does nothing)."""
+    found = (experiment or {}).get(SESSION)
+    return found if isinstance(found, Session) else Session()
 
 
-_method = _Method()
+def _hand(moment: Callable[..., Any], *args: Any) -> Any:
+    """One moment handed to the core: its interruption becomes Chaos Toolkit's."""
+    try:
+        return moment(*args)
+    except Interrupt as e:
+        raise InterruptExecution(str(e)) from None
 
 
-def _interrupted(reason: str) -> InterruptExecution:
-    return InterruptExecution(f"stop condition: {reason}")
-
-
-def _failed(run: core.Run, step: str, e: Exception) -> InterruptExecution:
-    """A step of the run failed inside a hook: recorded on the run (its verdict is ERROR) and the
-    experiment interrupted (Chaos Toolkit swallows any other exception of a control)."""
-    run.error = f"{step}: {type(e).__name__}: {e}"[:300]
-    core.log(f"error: {run.error}")
-    return InterruptExecution(f"availproof: {run.error}")
-
-
-# a set-up that failed under plain `chaos run` (no run to record it on): said again at the end
-_setup_error: str | None = None
+def _exit_activity() -> bool:
+    """Chaos Toolkit's graceful exit, raised in the running activity; declined (False) outside Chaos
+    Toolkit's run, where no handler of SIGUSR1 is installed and the signal would kill the process."""
+    if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, signal.SIG_IGN, None):
+        return False
+    exit_gracefully()
+    return True
 
 
 def before_experiment_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
-    global _setup_error
-    _setup_error = None
-    if core.current() is not None:
-        return  # the runner opened the run around the Chaos Toolkit call
-    try:
-        core.open_run(context, Options.from_configuration(configuration))
-    except Exception as e:  # noqa: BLE001 - any set-up failure: nothing may be injected
-        _setup_error = str(e) if isinstance(e, AvailproofError) else f"{type(e).__name__}: {e}"
-        core.log(f"error: {_setup_error}")
-        raise InterruptExecution(f"availproof: set-up failed, nothing injected: {_setup_error}") from None
+    session = context[SESSION] = Session(interrupt_activity=_exit_activity)
+    _hand(session.begin, context, configuration)
 
 
-def before_method_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
-    run = core.current()
-    if run is None:
-        return
-    global _method
-    _method = _Method()
-    run.on_stop = _method.interrupt
-    try:
-        core.start_load(run)
-    except core.Stopped as e:
-        raise _interrupted(str(e)) from None
-    except baseline_gate.Unsteady as e:  # the verdict (ERROR) reads it from the summary's baseline_gate
-        raise InterruptExecution(f"availproof: {e}") from None
-    except Exception as e:  # noqa: BLE001 - Chaos Toolkit would log it at debug level and go on to the method
-        raise _failed(run, "starting the load", e) from None
-    with run.lock:
-        reason = run.take_stop()
-        if reason is not None:
-            raise _interrupted(reason)
-        _method.running = True
+def before_method_control(context: dict, **kwargs) -> None:
+    _hand(_session(context).before_method)
 
 
-def before_activity_control(context: dict, **kwargs) -> None:
-    run = core.current()
-    if run is None:
-        return
-    with run.lock:
-        if not _method.running:
-            return  # a probe of the steady-state hypothesis, or a rollback
-        reason = run.take_stop()
-        if reason is not None:
-            raise _interrupted(reason)
-        _method.in_activity = True
+def before_activity_control(context: dict, experiment: dict | None = None, **kwargs) -> None:
+    _hand(_session(experiment).before_activity)
 
 
-def after_activity_control(context: dict, **kwargs) -> None:
-    run = core.current()
-    if run is None:
-        return
-    with run.lock:
-        _method.in_activity = False
+def after_activity_control(context: dict, experiment: dict | None = None, **kwargs) -> None:
+    _hand(_session(experiment).after_activity)
 
 
-def after_method_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
-    run = core.current()
-    if run is None:
-        return
-    with run.lock:
-        _method.running = _method.in_activity = False
-    if run.load is None:
-        return
-    if run.stop_reason is None and not run.interrupted and not baseline_gate.blocks(run.baseline_gate):
-        try:
-            core.keep_load_for_recovery(run)
-        except core.Stopped as e:
-            raise _interrupted(str(e)) from None
-        except Exception as e:  # noqa: BLE001
-            raise _failed(run, "the recovery window", e) from None
-    else:
-        # a stop condition, Ctrl-C or the baseline gate ended the method: no recovery window; what it
-        # injected (the gate: nothing) is healed now, the load still on, so the heal is in the records
-        # and the summary (the rollbacks find it healed)
-        core.heal_quietly(run)
-    try:
-        core.finish(run)
-    except Exception as e:  # noqa: BLE001
-        raise _failed(run, "the analysis", e) from None
+def after_method_control(context: dict, **kwargs) -> None:
+    _hand(_session(context).after_method)
 
 
-def after_experiment_control(context: dict, state: dict | None = None, configuration: dict | None = None,
-                             **kwargs) -> None:
+def after_experiment_control(context: dict, state: dict | None = None, **kwargs) -> None:
+    session = _session(context)
+    context.pop(SESSION, None)
     journal = state if isinstance(state, dict) else None
-    run = core.current()
-    if run is None:
-        if _setup_error is not None:
-            v = verdict.decide(None, journal, setup_error=_setup_error)
-            if journal is not None:
-                journal["availproof"] = {"summary": None, "verdict": v, "error": _setup_error}
-            # plain `chaos run` (the runner raises its set-up errors itself): exit 2, as availproof does
-            raise SystemExit(v["exit_code"])
+    v = _hand(session.after_experiment, journal)
+    if v is not None and session.opened_by_driver:
+        _exit_as_judged(v["exit_code"], journal)
+
+
+# ---------------------------------------------------------------- plain `chaos run`'s exit code
+def _chaos_run_command():
+    """Click's context of Chaos Toolkit's ``chaos run`` when this runs under it, else None."""
+    try:
+        import click
+    except ImportError:  # pragma: no cover - Chaos Toolkit's CLI needs it
+        return None
+    ctx = click.get_current_context(silent=True)
+    callback = getattr(getattr(ctx, "command", None), "callback", None)
+    if ctx is None or not getattr(callback, "__module__", "").startswith("chaostoolkit.") \
+            or ctx.info_name != "run" or "journal_path" not in ctx.params:
+        return None
+    return ctx
+
+
+def chaos_toolkit_exit_code(journal: dict | None) -> int:
+    """The exit code Chaos Toolkit's CLI gives a journal (``chaostoolkit/commands/run.py``)."""
+    journal = journal or {}
+    return 1 if journal.get("status") != "completed" or journal.get("deviated") else 0
+
+
+def _exit_as_judged(code: int, journal: dict | None) -> None:
+    """Under ``chaos run``: the process exits with the verdict's ``code`` (see the module's docstring)."""
+    ctx = _chaos_run_command()
+    if ctx is None or ctx.params.get("no_exit") or code == chaos_toolkit_exit_code(journal):
         return
-    v = core.end(run, journal)
-    if journal is not None:
-        journal["availproof"] = {"out_dir": str(run.out_dir), "summary": run.summary, "verdict": v}
-        if run.driver == "chaostoolkit" and v["word"] != verdict.PASS:
-            # plain `chaos run` exits 1 on a failed or deviated journal: the verdict says which
-            if v["word"] == verdict.ERROR:
-                journal["status"] = "failed"
-            else:
-                journal["deviated"] = True
+    if journal is not None and ctx.params.get("journal_path"):
+        from chaostoolkit import encoder
+
+        with open(ctx.params["journal_path"], "w") as f:
+            json.dump(journal, f, indent=2, ensure_ascii=False, default=encoder)
+    raise SystemExit(code)

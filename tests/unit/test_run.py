@@ -357,16 +357,20 @@ def test_the_control_never_sends_the_exit_signal_outside_chaos_toolkits_run():
     import signal
 
     from chaos.ctk import control
+    from chaos.moments import Session
 
-    m = control._Method()
-    m.running = m.in_activity = True
+    s = Session(interrupt_activity=control._exit_activity)
+    s.in_method = s.in_activity = True
     previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     try:
-        assert m.interrupt("test") is False
+        assert s.interrupt("test") is False
     finally:
         signal.signal(signal.SIGUSR1, previous)
-    m.in_activity = False  # between activities: the control raises InterruptExecution itself
-    assert m.interrupt("test") is False
+    willing = Session(interrupt_activity=lambda: True)
+    willing.in_method = True  # between activities: the next moment raises the interruption itself
+    assert willing.interrupt("test") is False
+    willing.in_activity = True
+    assert willing.interrupt("test") is True
 
 
 def test_options_from_chaos_toolkit_configuration_and_the_kuberay_target():
