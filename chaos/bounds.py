@@ -52,15 +52,15 @@ def _population(f: dict, population: str) -> dict:
                      f"re-derive it with `availproof analyse RUN_DIR`")
 
 
-def _not_applicable(name: str, fig: figures.Figure, f: dict, p: dict) -> str | None:
+def _not_applicable(fig: figures.Figure, f: dict, p: dict) -> str | None:
     if fig.bound_recovery and f.get("window_cut_by"):
         return f"window cut by fault {f['window_cut_by']}; recovery and capacity are checked on the last fault"
-    if name == "max_time_to_first_success_s" and not p["failed_total"]:
+    if fig.failure and not p["failed_total"]:  # a figure that exists only because something failed
         return "no request failed: there was nothing to recover from"
-    if name == "max_failed_unaffected_zones" and (not f.get("zones") or scopes.get(f["scope"]).every_target_affected):
+    if fig is figures.UNAFFECTED_ZONES and (not f.get("zones") or scopes.get(f["scope"]).every_target_affected):
         return (f.get("unmeasurable") or {}).get("failed.unaffected_zones") or \
             f"the {f['scope']} fault has no zone: no zone is unaffected by it"
-    if name == "max_failed_unaffected_zones" and (f.get("affected") or {}).get("basis") == "service":
+    if fig is figures.UNAFFECTED_ZONES and (f.get("affected") or {}).get("basis") == "service":
         # one front door for every zone (lb): the client's requests have no zone, so no population
         # of an unaffected zone exists to bound; zonal-lb and direct clients keep their zones
         return ("the client sends through one front door for every zone: its requests belong to no zone, "
@@ -86,7 +86,7 @@ def check(summary: dict[str, Any], bounds: dict[str, Any], population: str = "af
                    "value": value, "limit": limit}
             unmeasurable = f.get("unmeasurable") or {}
             no_requests = unmeasurable.get(f"{population}.requests") if fig.plane == figures.POPULATION else None
-            why_na = _not_applicable(name, fig, f, p)
+            why_na = _not_applicable(fig, f, p)
             why_unmeasurable = unmeasurable.get(fig.key(population))
             if no_requests:  # nothing of this population to judge: not even "0 failed"
                 row.update(met=None, status=UNMEASURABLE, reason=no_requests)
