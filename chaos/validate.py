@@ -1,22 +1,29 @@
 """What `availproof validate`, `run` and `suite` check of input files before anything runs: every problem
 of an experiment, topology or capacity file (told apart by content), one line each; and an experiment's
-utilization against the run's app. Kept apart from :mod:`chaos.schemas` (the schemas alone) so that the
-schemas, the experiment, the topology and the utilization import no circle."""
+utilization against the run's app. What is no error but can be told from the file alone is a warning
+(:func:`experiment_warnings`, one line each): a ``load.timeout_s`` too short for the load's longest planned
+output at the stream target's configured token rate (:func:`chaos.timeout_fit.from_file`). Kept apart
+from :mod:`chaos.schemas` (the schemas alone) so that the schemas, the experiment, the topology and the
+utilization import no circle."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
-from chaos import experiment, schemas, topology, utilization
+from chaos import experiment, schemas, timeout_fit, topology, utilization
 from chaos.errors import UsageError, read_input, yaml_problem
 
 
-def check_file(file: str | Path, capacity: str | Path | None = None) -> list[str]:
+def check_file(file: str | Path, capacity: str | Path | None = None, warn: list[str] | None = None,
+               app: str | None = None) -> list[str]:
     """Every problem of an experiment, topology or capacity file (told apart by content), one line each
     starting with the file; an empty list when the file is good. ``capacity``: the capacity file an
-    experiment's ``load.utilization`` takes its share of, over its ``load.capacity`` (``--capacity``)."""
+    experiment's ``load.utilization`` takes its share of, over its ``load.capacity`` (``--capacity``).
+    ``warn``: a list that gets the warnings of a good experiment file (:func:`experiment_warnings`, for
+    the run's ``app`` when known); they are not problems (``validate`` exits 0 on them)."""
     import yaml
 
     source = str(file)
@@ -38,12 +45,42 @@ def check_file(file: str | Path, capacity: str | Path | None = None) -> list[str
     if isinstance(doc, dict) and any(k in doc for k in ("method", "extensions", "steady-state-hypothesis")):
         if json_error:  # availproof and Chaos Toolkit read experiment files as JSON
             return [json_error]
-        return experiment.problems(doc, source, capacity=capacity, experiment_file=Path(source))
+        found = experiment.problems(doc, source, capacity=capacity, experiment_file=Path(source))
+        if not found and warn is not None:
+            warn.extend(experiment_warnings(doc, source, capacity=capacity, experiment_file=Path(source), app=app))
+        return found
     if isinstance(doc, dict) and doc.get("kind") == schemas.CAPACITY and not json_error:
         return [f"{source}: {line}" for line in schemas.errors(doc, schemas.CAPACITY)]
     if (isinstance(doc, dict) and "regions" in doc) or Path(source).suffix in (".yaml", ".yml"):
         return topology.problems(doc, source)  # topology files are YAML
     return [f"{source}: neither an experiment (no method, no extensions) nor a topology (no regions)"]
+
+
+def experiment_warnings(doc: dict[str, Any], source: str = "experiment", capacity: str | Path | None = None,
+                        experiment_file: str | Path | None = None, app: str | None = None) -> list[str]:
+    """What the file alone tells that will go wrong although it is valid, one line each starting with
+    ``source: warning:`` (``doc``: an experiment without problems, :func:`chaos.experiment.problems`).
+
+    The timeout: when the load's longest planned output (its own seeded plan, a trace's lengths included)
+    cannot finish within ``load.timeout_s`` at the stream target's configured token rate, the line says
+    what would fit (:func:`chaos.timeout_fit.from_file`); the run would refuse it at its baseline gate.
+    The app is the run's (``app``), else the one the experiment's capacity file was measured for, else
+    ``stream`` (``--app``'s default). On ``llm`` nothing is said: vLLM's token rate is only known
+    measured (a capacity file records none), so the run judges the timeout on its baseline."""
+    shape = experiment._settings(experiment._extension(doc, source), source, "stream").load  # llm overrides: vLLM's
+    cap = utilization.capacity_file(shape, capacity, experiment_file)
+    try:
+        measured_for = utilization.read(cap)["app"] if cap is not None else None
+    except UsageError:  # a load.capacity without utilization is read by nothing else: no app learnt from it
+        measured_for = None
+    if (app or measured_for or "stream") != "stream":
+        return []
+    rate_from = utilization.derive(shape, None, capacity, experiment_file, source)  # problems() passed it
+    if rate_from is not None:  # the plan at the run's rate: utilization x sustained_rps
+        shape = copy.deepcopy(shape)
+        utilization.apply(shape, rate_from)
+    fit = timeout_fit.from_file(shape, "stream")
+    return [f"{source}: warning: {fit['why']}"] if fit["fits"] is False else []
 
 
 def run_inputs(experiment_path: str | Path, app: str, capacity: str | Path | None = None) -> dict[str, Any] | None:
