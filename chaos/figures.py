@@ -15,7 +15,8 @@ and its JSON Schema fragment (a unit test holds ``chaos/schemas/summary.schema.j
 Adding a figure of the sampled planes takes its entry and its derivation alone: :func:`register` an
 entry with ``derive`` (``(t0_ns, window_samples, baseline_samples) -> (value, reason or None)``) and
 :func:`chaos.planes.analyse_fault` computes it into its plane, the report shows it as a row, and its
-bound is checked. The definitions in words: ``docs/definitions.md``.
+bound is checked (for an experiment file to state that bound, the experiment schema lists it too:
+``experiment-extension.schema.json``). The definitions in words: ``docs/definitions.md``.
 
 This module is data: it imports nothing of the rig, so every part may read it.
 """
@@ -93,9 +94,13 @@ CATALOGUE: dict[str, Figure] = {}  # by key (a population's: "population.<name>"
 
 
 def register(fig: Figure) -> Figure:
+    """Add a figure to the catalogue (the shipped ones below; a new one from its own module or a test)."""
     key = fig.key(POPULATION)
     if key in CATALOGUE:
         raise ValueError(f"figure {key} is already in the catalogue")
+    if fig.derive and fig.plane not in SAMPLED_PLANES:
+        raise ValueError(f"figure {key}: only the sampled planes' figures ({', '.join(SAMPLED_PLANES)}) are derived "
+                         "by the catalogue's derive; the others are computed in chaos.analysis")
     CATALOGUE[key] = fig
     return fig
 

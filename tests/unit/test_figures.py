@@ -68,6 +68,9 @@ def test_keys_labels_and_columns():
     assert "capacity restored s" in cells.TABLE_COLUMNS and "control-plane outage s" in report.OVERVIEW_COLUMNS
     with pytest.raises(ValueError, match="already"):
         figures.register(figures.CAP_RESTORED)
+    with pytest.raises(ValueError, match="only the sampled planes"):
+        figures.register(figures.Figure(figures.POPULATION, "x_s", "s", "x s", "m.f", {}, derive=lambda *a: (0, None)))
+    assert figures.get("affected.x_s") is None
 
 
 # ---------------------------------------------------------------- a figure added by its entry and derivation
