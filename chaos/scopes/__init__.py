@@ -3,9 +3,9 @@ label, the flags the analysis branches on, the bound on its effect's proof, the 
 fault and heal need, its fault function's name), and the registry they are entered in
 (:mod:`chaos.scopes.registry`, whose API this package is: ``from chaos import scopes``; ``scopes.get``).
 
-How each backend does a scope (its plan rows, its effect checks) is the backend's implementation of it
-(:class:`chaos.backends.base.Implementation`); a backend can run the scopes it implements. Adding a
-scope: docs/architecture.md, "Adding a scope".
+How each backend does a scope (its plan rows, its effect checks, what its heal restores) is the backend's
+implementation of it (:class:`chaos.backends.base.Implementation`); a backend can run the scopes it
+implements. Adding a scope: docs/architecture.md, "Adding a scope".
 
 What each flag means: :class:`Scope` (:mod:`chaos.scopes.registry`).
 """

@@ -129,3 +129,9 @@ def test_the_real_backends_register_every_builtin_scope_with_its_methods():
     for backend in (LocalBackend, KubeRayBackend):
         assert set(backend.implementations) == set(scopes.names())
         assert builtin <= base.capabilities_of(backend)
+
+
+def test_each_builtin_scope_is_the_module_of_its_name_registered_in_order():
+    assert tuple(m.SCOPE.name for m in scopes.BUILTIN) == scopes.names()
+    for m in scopes.BUILTIN:
+        assert m.__name__ == "chaos.scopes." + m.SCOPE.name.replace("-", "_") and scopes.get(m.SCOPE.name) is m.SCOPE
