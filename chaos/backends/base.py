@@ -47,12 +47,15 @@ class Implementation:
     whether the fault is in effect (``{"check", "ok", "seen"}`` per check; :func:`chaos.faults.prove`).
     ``effect`` None: the scope proves itself (an upgrade, at its end). ``heal(backend, fault)``: what
     healing the fault restores, in the backend's own terms (its ``heal(faults)`` joins them:
-    :meth:`ByScope.restores`); None: nothing (Serve replaces what it took)."""
+    :meth:`ByScope.restores`); None: nothing (Serve replaces what it took). ``reach(backend, planned)``:
+    what a planned fault of it (:func:`chaos.plan.faults_of`: its scope and arguments) reaches, that the
+    backend's ``prepare`` checks before any fault (:meth:`ByScope.reaches`); None: nothing to check."""
 
     scope: str
     plan: Callable[[Any, str, dict], list[dict]]
     effect: Callable[[Any, dict], list[dict]] | None = None
     heal: Callable[[Any, dict], Any] | None = None
+    reach: Callable[[Any, dict], Any] | None = None
 
 
 def implementations(*impls: Implementation) -> Mapping[str, Implementation]:
@@ -65,9 +68,9 @@ def implementations(*impls: Implementation) -> Mapping[str, Implementation]:
     return MappingProxyType(out)
 
 
-class Restores:
-    """What healing faults restores on a backend (a dataclass of sets, lists and flags, one per fault of a scope
-    its implementation's ``heal`` gives): two add up field by field (sets joined, lists in order, flags or'ed)."""
+class Joinable:
+    """A dataclass of sets, lists and flags, one per fault (what healing it restores, what it reaches before it
+    is injected): two add up field by field (sets joined, lists in order, flags or'ed)."""
 
     def __add__(self, other):
         def join(a, b):
@@ -96,15 +99,25 @@ class ByScope:
                      "seen": f"the {self.name} backend has none"}]
         return impl.effect(self, fault)
 
-    def restores(self, faults: list[dict]) -> list:
-        """What healing each of ``faults`` restores (its scope's ``heal``), in their order; a fault of a
-        scope this backend did not register, or with nothing to restore, gives nothing."""
+    def _each(self, part: str, faults: list[dict]) -> list:
+        """Each fault's ``part`` of its scope's implementation, in their order; a fault of a scope this backend
+        did not register, or whose implementation has no such part, gives nothing."""
         out = []
         for f in faults:
             impl = self.implementations.get(f.get("scope"))
-            if impl is not None and impl.heal is not None:
-                out.append(impl.heal(self, f))
+            if impl is not None and getattr(impl, part) is not None:
+                out.append(getattr(impl, part)(self, f))
         return out
+
+    def restores(self, faults: list[dict]) -> list:
+        """What healing each of ``faults`` restores (its scope's ``heal``), in their order."""
+        return self._each("heal", faults)
+
+    def reaches(self, scopes: set[str], planned: list[dict]) -> list:
+        """What each planned fault reaches (its scope's ``reach``), in their order; a scope of ``scopes`` with
+        no planned fault (the experiment's own, its method not given) as one fault with no arguments."""
+        named = {f.get("scope") for f in planned}
+        return self._each("reach", list(planned) + [{"scope": s, "arguments": {}} for s in sorted(scopes - named)])
 
 
 def capabilities_of(backend) -> set[str]:

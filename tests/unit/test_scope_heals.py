@@ -1,9 +1,10 @@
 """Each backend's heal restores what each fault's scope says it restores there (the ``heal`` of its
 implementations: chaos/backends/local/scopes.py, chaos/backends/kuberay/scopes.py), and nothing for the
-scopes Serve heals itself."""
+scopes Serve heals itself; KubeRay's preparation checks what each planned fault's scope says it reaches
+(``reach``)."""
 
 from chaos.backends.kuberay import KubeRayBackend
-from chaos.backends.kuberay.scopes import Restore as KubeRestore
+from chaos.backends.kuberay.scopes import Reach, Restore as KubeRestore
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.scopes import Restore
 
@@ -62,3 +63,21 @@ def test_on_kuberay_the_heal_joins_what_each_fault_s_scope_restores_in_the_fault
     assert sum(b.restores(faults), KubeRestore()) == KubeRestore(
         resume=["wa-1/11", "wb-1/12"], cuts={"zone-b"}, lost={"zone-a", "zone-c"}, watched=[zone_a, region],
         upgrades=[upgrade])
+
+
+def test_on_kuberay_the_preparation_joins_what_each_planned_fault_reaches():
+    b = KubeRayBackend.__new__(KubeRayBackend)
+    b.zones_in_region = lambda region: {"region-2": ["zone-c"]}[region]
+
+    def planned(scope, **arguments):
+        return {"scope": scope, "arguments": arguments}
+
+    # the zones named by the losses and the partitions; a cluster upgrade; the other faults reach nothing
+    faults = [planned("zone", zone="zone-a"), planned("region", region="region-2"), planned("partition", zone="zone-b"),
+              planned("upgrade", variant="cluster"), planned("replica", zone="zone-a")]
+    assert sum(b.reaches({"zone", "region", "partition", "upgrade", "replica"}, faults), Reach()) == Reach(
+        loses=True, lost={"zone-a", "zone-c"}, cuts=True, cut={"zone-b"}, cluster_upgrade=True)
+    # a loss naming no zone loses every zone; a scope with no planned fault reaches as one with no arguments
+    assert sum(b.reaches({"zone", "partition"}, [planned("zone")]), Reach()) == Reach(
+        loses=True, every_zone_lost=True, cuts=True)
+    assert sum(b.reaches({"upgrade"}, [planned("upgrade", variant="serve_config")]), Reach()) == Reach()

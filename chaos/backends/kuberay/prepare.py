@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from chaos.backends import kube_access, kube_marks as km
 from chaos.backends.kuberay.common import _api_message
-from chaos.backends.kuberay.scopes import Restore
+from chaos.backends.kuberay.scopes import Reach, Restore
 from chaos.errors import SetupError
 
 
@@ -36,44 +36,22 @@ class Preparation:
             shown = ", ".join(f"{x['kind']} {x['name']} (run {x.get('run_id')})" for x in left[:5])
             raise SetupError(f"the cluster still has {len(left)} object(s) of an earlier run of the rig: {shown}"
                              f"{' ...' if len(left) > 5 else ''}; run `availproof recover --backend kuberay` first")
-        self.load_avoid_zones = self._zones_under_test(scopes, scope, planned)  # the load Job kept out of them
-        if scopes & {"zone", "region"}:
-            self.refuse_autoscaled_zone_loss(self._planned_lost_zones(scope, planned))
-        if any(f.get("scope") == "upgrade" and (f.get("arguments") or {}).get("variant") == "cluster" for f in planned):
+        reach = sum(self.reaches(scopes, planned), Reach())
+        lost = None if reach.every_zone_lost else sorted(reach.lost)  # None: every zone
+        zones: set[str] = set()  # where the planned faults take zones out or cut them off: no load pod from the start
+        if reach.loses:
+            zones |= set(lost if lost is not None else self.zones())
+        if reach.cuts:
+            zones |= reach.cut or set(self.zones())
+        self.load_avoid_zones = sorted(zones)
+        if reach.loses:
+            self.refuse_autoscaled_zone_loss(lost)
+        if reach.cluster_upgrade:
             self.preflight_upgrade("cluster")
-        if "partition" in scopes:
-            named = {(f.get("arguments") or {}).get("zone") for f in planned if f.get("scope") == "partition"}
-            for zone in sorted(named - {None}) or self.zones():
-                self.preflight_partition(zone)
+        for zone in sorted(reach.cut) or (self.zones() if reach.cuts else []):
+            self.preflight_partition(zone)
         if self.load_job is not None:
             self.preflight_load()
-
-    def _zones_under_test(self, scopes: set, scope: str, planned: list[dict]) -> list[str]:
-        """The zones the planned faults will take out or cut off (a zone or region loss, a partition; one that
-        names none: every zone of the cluster), where no load pod may run from the start."""
-        zones: set[str] = set()
-        if scopes & {"zone", "region"}:
-            lost = self._planned_lost_zones(scope, planned)
-            zones |= set(lost if lost is not None else self.zones())
-        if "partition" in scopes:
-            named = {(f.get("arguments") or {}).get("zone") for f in planned if f.get("scope") == "partition"}
-            zones |= (named - {None}) or set(self.zones())
-        return sorted(zones)
-
-    def _planned_lost_zones(self, scope: str, planned: list[dict]) -> list[str] | None:
-        """The zones the planned zone and region losses name (None: one names none, so every zone)."""
-        zones: set[str] = set()
-        losses = [f for f in planned if f.get("scope") in ("zone", "region")]
-        if not losses:
-            return None
-        for f in losses:
-            a = f.get("arguments") or {}
-            named = [a["zone"]] if f["scope"] == "zone" and a.get("zone") else (
-                self.zones_in_region(a["region"]) if f["scope"] == "region" and a.get("region") else None)
-            if not named:
-                return None
-            zones |= set(named)
-        return sorted(zones)
 
     def preflight_access(self, scopes) -> list[str]:
         """One SelfSubjectAccessReview per verb and resource the faults of ``scopes`` and their heals call

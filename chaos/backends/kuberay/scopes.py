@@ -1,6 +1,6 @@
 """The KubeRay backend's scopes: one implementation per scope it can run (:class:`chaos.backends.base.Implementation`):
-what the plan of a fault of that scope lists (:mod:`.plan`), how its effect is proven (:mod:`.proofs`) and
-what its heal restores (:class:`Restore`). What it registers here is what it can run
+what the plan of a fault of that scope lists (:mod:`.plan`), how its effect is proven (:mod:`.proofs`),
+what its heal restores (:class:`Restore`) and what a planned one reaches, checked before any fault (:class:`Reach`). What it registers here is what it can run
 (:func:`chaos.backends.base.capabilities_of`)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from chaos.backends.base import Implementation
 from chaos.backends.kuberay import plan, proofs
 
 @dataclass
-class Restore(base.Restores):
+class Restore(base.Joinable):
     """What healing faults restores on KubeRay (:meth:`KubeRayBackend.heal` joins one per fault); the pods
     the other faults deleted are KubeRay's (or the kubelet's) to bring back."""
 
@@ -39,17 +39,47 @@ def heal_upgrade(self, fault: dict) -> Restore:
     return Restore(upgrades=[fault] if fault.get("record") else [])
 
 
+@dataclass
+class Reach(base.Joinable):
+    """What planned faults reach on KubeRay, checked before any fault (:meth:`KubeRayBackend.prepare` joins one
+    per planned fault): the zones lost (a zone or region loss; ``every_zone_lost``: one names none) and cut
+    off (a partition; none named: every zone), and whether a ``cluster`` upgrade is planned."""
+
+    loses: bool = False
+    lost: set[str] = field(default_factory=set)
+    every_zone_lost: bool = False
+    cuts: bool = False
+    cut: set[str] = field(default_factory=set)
+    cluster_upgrade: bool = False
+
+
+def reach_zone_loss(self, planned: dict) -> Reach:
+    a = planned.get("arguments") or {}
+    named = ([a["zone"]] if planned["scope"] == "zone" and a.get("zone") else
+             self.zones_in_region(a["region"]) if planned["scope"] == "region" and a.get("region") else None)
+    return Reach(loses=True, lost=set(named or ()), every_zone_lost=not named)
+
+
+def reach_partition(self, planned: dict) -> Reach:
+    zone = (planned.get("arguments") or {}).get("zone")
+    return Reach(cuts=True, cut={zone} if zone else set())
+
+
+def reach_upgrade(self, planned: dict) -> Reach:
+    return Reach(cluster_upgrade=(planned.get("arguments") or {}).get("variant") == "cluster")
+
+
 IMPLEMENTATIONS = base.implementations(
     Implementation("replica", plan.replica, proofs.replica),
     Implementation("engine", plan.engine, proofs.engine, heal_engine),
     Implementation("engine-crash", plan.engine_crash, proofs.engine_crash),
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
-    Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss),
-    Implementation("region", plan.zone_loss, proofs.zone_loss, heal_zone_loss),
-    Implementation("partition", plan.partition, proofs.partition, heal_partition),
+    Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss, reach_zone_loss),
+    Implementation("region", plan.zone_loss, proofs.zone_loss, heal_zone_loss, reach_zone_loss),
+    Implementation("partition", plan.partition, proofs.partition, heal_partition, reach_partition),
     Implementation("redis", plan.redis, proofs.pods_crashed),
-    Implementation("upgrade", plan.upgrade, proofs.upgrade, heal_upgrade),
+    Implementation("upgrade", plan.upgrade, proofs.upgrade, heal_upgrade, reach_upgrade),
     Implementation("drain", plan.drain, proofs.drain),
 )
 

@@ -145,7 +145,7 @@ def effect_partition(b, fault: dict) -> list[dict]:
 
 # ---------------------------------------------------------------- heals
 @dataclass
-class Restore(base.Restores):
+class Restore(base.Joinable):
     """What healing faults restores on the local backend (:meth:`LocalBackend.heal` joins one per fault)."""
 
     nodes: set[str] = field(default_factory=set)  # restarted where down
