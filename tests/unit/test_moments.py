@@ -26,7 +26,7 @@ def chaos_cli(tmp_path: Path, path: Path, journal: Path) -> tuple[int, dict]:
 
     result = CliRunner().invoke(cli, ["--no-version-check", "--no-log-file", "--settings", str(tmp_path / "none.yaml"),
                                       "run", "--journal-path", str(journal), str(path)])
-    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result.exit_code, json.loads(journal.read_text())
 
 
@@ -98,9 +98,8 @@ def test_a_step_of_the_runs_end_that_fails_is_an_error_with_its_reason(tmp_path,
     real = getattr(core, step)
 
     def broken(*args, **kwargs):
-        if step == "write_json" and Path(args[0]).name != "summary.json" or step == "write_json" and \
-                "verdict" not in args[1]:
-            return real(*args, **kwargs)  # summary.json at the analysis, journal.json: written
+        if step == "write_json" and not (Path(args[0]).name == "summary.json" and "verdict" in args[1]):
+            return real(*args, **kwargs)  # the analysis' summary.json and journal.json: written
         if step == "close":
             real(*args, **kwargs)  # closed all the same (no run left open in the process)
         raise RuntimeError(f"{step} broke")
