@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.claim.rates import DEFAULT_RISK, DEFAULT_TARGET_PCT
 from chaos.errors import UsageError
 from chaos.soak import schedule as sch
 
 SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "soak.schema.json"
 KIND = "soak"
 # the claim the prediction comes from: chaos.claim.claim's defaults (the soak compares lost seconds, not a verdict)
-CLAIM_ARGS = {"target_pct": 99.9, "risk": 0.05, "population": "service", "seed": 0}
+CLAIM_ARGS = {"target_pct": DEFAULT_TARGET_PCT, "risk": DEFAULT_RISK, "population": "service", "seed": 0}
 
 
 @dataclass
