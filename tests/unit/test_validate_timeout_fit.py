@@ -7,35 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chaos import capacity, cli, timeout_fit, validate
-from chaos.analysis import SLO
-from chaos.capacity import Step, SweepPlan
+from chaos import cli, timeout_fit, validate
 from chaos.load.workload import LoadShape
 from serve_apps.config import StreamOptions
 
+from .test_utilization import capacity_file, experiment_file  # the same files as there
+
 ROOT = Path(__file__).resolve().parents[2]
-GOOD = json.loads((ROOT / "experiments" / "replica-kill.json").read_text())
 STREAM = StreamOptions()
-
-
-def experiment_file(path: Path, **load) -> Path:
-    doc = json.loads(json.dumps(GOOD))
-    ext = next(e for e in doc["extensions"] if e["name"] == "availproof")
-    ext["load"].update(load)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path
-
-
-def capacity_file(path: Path, app: str) -> Path:
-    """A capacity.json as `availproof capacity` writes it (3, 6, 12 req/s sustained, 24 broke the SLO)."""
-    plan = SweepPlan(start_rps=3, factor=2, max_rps=48, step_s=10)
-    steps = [Step(i, r, 10.0, r * 10, r * 10 if r < 24 else 0, 0, 0.1) for i, r in enumerate([3, 6, 12, 24], 1)]
-    doc = capacity.document(steps, capacity.decide(steps, plan), plan, SLO(), LoadShape(),
-                            {"app": app, "front": "lb", "topology": "three-zones"})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def checked(path: Path, **kw) -> tuple[list[str], list[str]]:
