@@ -170,11 +170,12 @@ def new_load(run: Run, shape, header: dict[str, Any]):
 
 
 
-def keep_load_for_recovery(run: Run, poll_s: float = 2.0) -> None:
+def keep_load_for_recovery(run: Run, poll_s: float = 1.0) -> None:
     """After the method: the load stays on for the recovery window, or until every plane has been
-    back for the settle time (:mod:`chaos.settle`; ``recovery_settle_s``, 0: the whole window).
-    Raises :class:`Stopped` when a stop condition trips meanwhile. The window as it was is recorded
-    in the summary (``recovery_window``)."""
+    back for the settle time (:mod:`chaos.settle`; ``recovery_settle_s``, 0: the whole window),
+    asked every ``poll_s`` (or five times as long as the last asking took: the records are analysed
+    each time, and the machine is the one under test). Raises :class:`Stopped` when a stop condition
+    trips meanwhile. The window as it was is recorded in the summary (``recovery_window``)."""
     s = run.settings
     planned, settle = s.recovery_window_s, s.recovery_settle_s
     log(f"method done; keeping the load on for the {planned:.0f} s recovery window"
@@ -183,11 +184,14 @@ def keep_load_for_recovery(run: Run, poll_s: float = 2.0) -> None:
     end = start + planned
     run.recovery_window = {"planned_s": planned, "settle_s": settle, "length_s": None, "ended_early": False,
                            "recovered_at_s": None}
+    every = poll_s
     while time.monotonic() < end:
-        wait(run, min(poll_s, end - time.monotonic()))
+        wait(run, max(0.0, min(every, end - time.monotonic())))
         if run.load is None or not run.load.running:
             break
+        asked = time.monotonic()
         at = _settled(run) if settle else None
+        every = max(poll_s, 5 * (time.monotonic() - asked))
         if at is not None:
             run.recovery_window.update(ended_early=True, recovered_at_s=round(at, 3))
             log(f"every plane back {at:.1f} s after the last injection and steady for {settle:.0f} s: "

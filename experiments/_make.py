@@ -240,13 +240,14 @@ experiment(
     "head-kill-no-ft", "SIGKILL the head WITHOUT GCS fault tolerance (the contrast case)",
     "The same head kill on a cluster whose GCS keeps its state in memory only. The restarted head is a new "
     "cluster: workers cannot rejoin it, the Serve app is gone until redeployed. The rollback restarts every "
-    "node and redeploys.",
+    "node and redeploys. Its recovery window is 20 s after the head is back: without the rollback nothing comes "
+    "back, and a longer window shows the same.",
     "head", [action("kill-head-restart-after-10s", "kill_head", outage_s=10)],
     {"max_failed_requests": 0, "max_time_to_steady_state_s": 60, "must_recover": True,
      "max_control_plane_outage_s": 60, "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 1.0},
     "The same bounds as head-kill-gcs-ft, on purpose: this experiment exists to show what GCS fault tolerance "
     "buys, so it is expected to violate them (exit 1).",
-    gcs_fault_tolerance=False, recovery_window_s=40, hypothesis_wait_s=0,
+    gcs_fault_tolerance=False, recovery_window_s=20, hypothesis_wait_s=0,
 )
 
 experiment(
