@@ -22,6 +22,16 @@ burstiness, for its CPU per request (its schedule is its own draw, rescaled: no 
 it). CPU is per process: the rig's, each worker's, the server's; records are written as in a run.
 
     python bench/harness.py --sweep [--burstiness 0.5] [--rates 150 200 250 300 400 500 600 800] [--seconds 4]
+
+``--bursts``: simultaneous arrivals. A Mooncake-format trace (:func:`chaos.load.trace.bursts`) of
+``--burst-count`` bursts of each of ``--burst-sizes`` (16 and 32) requests at one instant, in turn,
+``--burst-gap`` s apart, replayed by the harness with 1 and 2 workers (``load.trace``, speed 1) and
+by ``vllm bench serve`` (its ``timed_trace`` dataset: the same file, the same instants). Per client
+and burst size, the lag of every request (kernel arrival stamps) p50 / p99 / max in ms against its
+planned instant (the harness' records) and against its burst's first arrival (every client: vllm
+bench's planned instants are not known outside it), and the client's CPU seconds.
+
+    python bench/harness.py --bursts [--burst-sizes 16 32] [--burst-count 4] [--burst-gap 2]
 """
 
 from __future__ import annotations
@@ -101,7 +111,8 @@ def server(port: int) -> None:
             else:
                 if arrived is None:
                     raise SystemExit("bench server: a request without a kernel timestamp")
-                arrivals.append(arrived)
+                if url.startswith((b"/v1/completions", b"/v1/chat/completions")):
+                    arrivals.append(arrived)  # not vllm bench's /tokenize, /detokenize, /metrics calls
                 self.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 for i, ev in enumerate(events):
                     last = i == len(events) - 1
@@ -172,14 +183,34 @@ def client_ours(url: str, rate: float, n: int) -> None:
 def client_workers(url: str, rate: float, n: int, burstiness: float, workers: int, out_dir: str) -> None:
     """The harness with gamma arrivals, in this process (``workers`` 1) or as a pool of worker
     processes, writing records as a run does; prints CPU per process and the planned instants."""
-    from chaos import records as rec
-    from chaos.load.harness import LoadRun
-    from chaos.load.workers import WorkerPool
-    from chaos.load.workload import LoadShape, Target
+    from chaos.load.workload import LoadShape
 
     shape = LoadShape(mode="open", arrival="gamma", burstiness=burstiness, rate=rate, duration_s=n / rate + 1,
                       max_requests=n, warmup_s=0, timeout_s=30, route="completions", model="bench",
                       max_tokens=(TOKENS, TOKENS), prompt_words=(8, 8), seed=1, workers=workers)
+    _client_run(url, shape, out_dir)
+
+
+def client_trace(url: str, trace_path: str, workers: int, out_dir: str) -> None:
+    """The harness replaying a trace (``load.trace``, speed 1), as :func:`client_workers` measures it."""
+    from chaos.load import trace
+    from chaos.load.workload import LoadShape
+
+    t = trace.load(trace_path)
+    shape = LoadShape(mode="open", trace=trace_path, duration_s=t.span_s + 1, max_requests=len(t.rows), warmup_s=0,
+                      timeout_s=30, route="completions", model="bench", seed=1, workers=workers)
+    _client_run(url, shape, out_dir)
+
+
+def _client_run(url: str, shape, out_dir: str) -> None:
+    from chaos import records as rec
+
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    from chaos.load.harness import LoadRun
+    from chaos.load.workers import WorkerPool
+    from chaos.load.workload import Target
+
+    workers = shape.workers
     events = rec.Events()
     writer = rec.RecordWriter(Path(out_dir) / "records.ndjson").attach(events)
     planned: list[int] = []
@@ -218,6 +249,115 @@ def client_vllm(url: str, rate: float, n: int, tokenizer: str, burstiness: float
     ru = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (ru.ru_utime + ru.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     print(json.dumps({"cpu_s": cpu, "completed": result.get("completed")}))
+
+
+def client_vllm_trace(url: str, trace_path: str, n: int, tokenizer: str) -> None:
+    """``vllm bench serve`` replaying the same trace (its ``timed_trace`` dataset, self-timed: the
+    trace's timestamps in ms), without its initial test prompt (``--ready-check-timeout-sec 0``)."""
+    import argparse as ap
+
+    from vllm.benchmarks import serve
+
+    p = ap.ArgumentParser()
+    serve.add_cli_args(p)
+    args = p.parse_args([
+        "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions", "--model", "bench",
+        "--tokenizer", tokenizer, "--dataset-name", "timed_trace", "--dataset-path", trace_path,
+        "--timed-trace-sec-multiplier", "0.001", "--timed-trace-chunk-hash-size", "512",
+        "--num-prompts", str(n), "--ready-check-timeout-sec", "0", "--disable-tqdm", "--seed", "1",
+    ])
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    result = serve.main(args) or {}
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru.ru_utime + ru.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    print(json.dumps({"cpu_s": cpu, "completed": result.get("completed")}))
+
+
+def split_bursts(arrivals_ns: list[int], gap_ns: int) -> list[list[int]]:
+    """Sorted arrivals cut into bursts wherever two consecutive ones are more than ``gap_ns`` apart."""
+    out: list[list[int]] = []
+    for a in sorted(arrivals_ns):
+        if out and a - out[-1][-1] <= gap_ns:
+            out[-1].append(a)
+        else:
+            out.append([a])
+    return out
+
+
+def burst_lags(arrivals_ns: list[int], planned_ns: list[int] | None, gap_ns: int) -> dict[int, dict[str, list[float]]]:
+    """Per burst size, the lags (ms) of every request of every burst of that size: ``planned``
+    (arrival minus its planned instant, the i-th arrival against the i-th planned instant; only when
+    the planned instants are known) and ``first`` (arrival minus the first arrival of its burst).
+    Bursts are the planned instants' when known, else the arrivals cut by :func:`split_bursts`."""
+    arrivals_ns = sorted(arrivals_ns)
+    groups: list[list[tuple[int, int | None]]] = []
+    if planned_ns is not None:
+        last = None
+        for a, p in zip(arrivals_ns, sorted(planned_ns)):
+            if p != last:
+                groups.append([])
+                last = p
+            groups[-1].append((a, p))
+    else:
+        groups = [[(a, None) for a in g] for g in split_bursts(arrivals_ns, gap_ns)]
+    out: dict[int, dict[str, list[float]]] = {}
+    for g in groups:
+        first = min(a for a, _ in g)
+        lags = out.setdefault(len(g), {"planned": [], "first": [], "bursts": []})
+        lags["bursts"].append(len(g))
+        lags["first"] += [(a - first) / 1e6 for a, _ in g]
+        if planned_ns is not None:
+            lags["planned"] += [(a - p) / 1e6 for a, p in g]
+    return out
+
+
+def lag_figures(lags: list[float]) -> str:
+    """p50 / p99 / max of lags in ms, or n/a."""
+    if not lags:
+        return "n/a"
+    xs = sorted(lags)
+    return f"{percentile(xs, 0.5):.2f} / {percentile(xs, 0.99):.2f} / {xs[-1]:.2f}"
+
+
+def bursts(url: str, srv_pid: int, args, tokenizer: str) -> None:
+    """Bursts of 16 and 32 requests at one instant, one every ``--burst-gap`` s, from a trace replayed
+    by the harness (1 and 2 workers) and by vllm bench serve: send lag per burst size."""
+    import tempfile
+
+    import httpx
+
+    from chaos.load import trace
+
+    rows = trace.bursts(tuple(args.burst_sizes), args.burst_count, int(args.burst_gap * 1000),
+                        output_length=TOKENS)
+    gap_ns = int(args.burst_gap * 1e9 / 2)
+    print(f"trace: {args.burst_count} bursts each of {'/'.join(map(str, args.burst_sizes))} requests at one "
+          f"instant, in turn, {args.burst_gap:g} s apart ({len(rows)} requests)")
+    print("lag ms, p50 / p99 / max over every request of every burst of that size: vs planned = kernel arrival "
+          "minus the planned instant; vs first = minus the burst's first arrival")
+    print(f"{'client':<22} {'burst':>5} {'bursts':>6} {'vs planned':>22} {'vs first':>22} {'failed':>6} "
+          f"{'CPU s':>6} {'server s':>8}")
+    with tempfile.TemporaryDirectory() as d:
+        path = str(trace.write(rows, Path(d) / "bursts.jsonl"))
+        clients = [(f"availproof, {w} worker{'s' if w > 1 else ''}",
+                    [sys.executable, __file__, "_trace", url, path, str(w), str(Path(d) / f"w{w}")])
+                   for w in args.workers]
+        if not args.no_vllm:
+            clients.append(("vllm bench serve", [sys.executable, __file__, "_vllm_trace", url, path, str(len(rows)),
+                                                 tokenizer]))
+        for name, cmd in clients:
+            httpx.get(url + "/stats", trust_env=False)  # reset
+            srv0 = proc_cpu_s(srv_pid)
+            res = run_client(cmd)
+            srv = proc_cpu_s(srv_pid) - srv0
+            arrivals = sorted(httpx.get(url + "/stats", trust_env=False).json())
+            failed = res.get("failed", 0) + (len(rows) - len(arrivals))
+            planned = res.get("planned_ns")
+            if planned is not None and len(planned) != len(arrivals):
+                planned = None  # cannot be matched in order: the first-arrival figure only
+            for size, lags in sorted(burst_lags(arrivals, planned, gap_ns).items()):
+                print(f"{name:<22} {size:5d} {len(lags['bursts']):6d} {lag_figures(lags['planned']):>22} "
+                      f"{lag_figures(lags['first']):>22} {failed:6d} {res['cpu_s']:6.2f} {srv:8.2f}", flush=True)
 
 
 def schedule_errors_ms(arrivals_ns: list[int], rate: float) -> tuple[float, float]:
@@ -323,8 +463,14 @@ def main() -> None:
     ap.add_argument("--tokenizer", default=None, help="tokenizer dir for vllm bench (default: the tiny checkpoint)")
     ap.add_argument("--sweep", action="store_true", help="the highest rate 1 and 2 workers sustain (gamma arrivals)")
     ap.add_argument("--burstiness", type=float, default=0.5, help="--sweep: gamma shape, as vllm bench's")
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="--sweep: worker counts")
-    ap.add_argument("--no-vllm", action="store_true", help="--sweep: without vllm bench serve (a smoke run)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="--sweep, --bursts: worker counts")
+    ap.add_argument("--no-vllm", action="store_true", help="--sweep, --bursts: without vllm bench serve (a smoke run)")
+    ap.add_argument("--bursts", action="store_true",
+                    help="send lag of simultaneous arrivals: a trace of bursts replayed by 1 and 2 workers "
+                         "and vllm bench serve")
+    ap.add_argument("--burst-sizes", type=int, nargs="+", default=[16, 32], help="--bursts: requests per burst")
+    ap.add_argument("--burst-count", type=int, default=4, help="--bursts: bursts of each size (at most 20)")
+    ap.add_argument("--burst-gap", type=float, default=2.0, help="--bursts: seconds between bursts")
     args = ap.parse_args()
     args.rates = args.rates or ([150, 200, 250, 300, 400, 500, 600, 800] if args.sweep else [50, 200])
     if args.seconds is None:
@@ -349,6 +495,11 @@ def main() -> None:
               f"{TOKEN_DELAY_S * 1e3:.0f} ms apart")
         if args.sweep:
             sweep(url, srv.pid, args, tokenizer)
+            return
+        if args.bursts:
+            if not (1 <= args.burst_count <= 20 and 0.5 <= args.burst_gap <= 10 and max(args.burst_sizes) <= 256):
+                raise SystemExit("--burst-count 1..20, --burst-gap 0.5..10 s, bursts of at most 256")
+            bursts(url, srv.pid, args, tokenizer)
             return
         print(f"{'client':<18} {'rate':>6} {'requests':>8} {'sched p50 ms':>12} {'sched p99 ms':>12} "
               f"{'CPU s/1k req':>12}")
@@ -384,6 +535,11 @@ if __name__ == "__main__":
     elif len(sys.argv) > 1 and sys.argv[1] == "_workers":
         client_workers(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
                        sys.argv[7])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_trace":
+        client_trace(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_vllm_trace":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        client_vllm_trace(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     elif len(sys.argv) > 1 and sys.argv[1] == "_vllm":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         client_vllm(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5], *map(float, sys.argv[6:7]))

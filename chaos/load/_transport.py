@@ -9,7 +9,8 @@ pool on every request. Here each connection is an :class:`asyncio.Protocol` whos
 list until the response stream reads them.
 
 What it does: HTTP/1.1 over TCP, TLS when the URL is ``https`` (the SSL context given),
-keep-alive with a bounded number of idle connections per origin, chunked and
+keep-alive with a bounded number of idle connections per origin, connections opened ahead of
+planned sends (:meth:`LeanTransport.prepare`: a burst's sends find them open), chunked and
 ``Content-Length`` and read-until-close bodies, HEAD. What it does not: proxies, HTTP/2,
 upgrades, ``Expect: 100-continue``.
 
@@ -191,6 +192,40 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._max_idle = max_idle_per_origin
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._open: set[_Connection] = set()
+        self._reserved: dict[tuple[str, str, int], int] = {}  # sends announced by prepare(), not yet made
+        self._opening: dict[tuple[str, str, int], int] = {}  # connections prepare() is opening
+        self._preparing: set[asyncio.Task] = set()
+        self._closed = False
+
+    def prepare(self, url: httpx.URL | str, timeout: float | None = None) -> None:
+        """A send on ``url``'s origin is planned shortly: open a connection for it now, in the background,
+        unless an idle (or opening) one is spare for every send announced and not yet made. The requests of
+        a burst then find their connections open at their instant instead of connecting then, one after
+        another. Nothing is awaited: a connection not open by the send's instant, or not at all, is left to
+        the send, which connects itself and raises failures as it always does."""
+        if self._closed:
+            return
+        u = httpx.URL(url)
+        origin = (u.scheme, u.host, u.port or (443 if u.scheme == "https" else 80))
+        want = self._reserved[origin] = self._reserved.get(origin, 0) + 1
+        if len(self._idle.get(origin, ())) + self._opening.get(origin, 0) >= want:
+            return
+        self._opening[origin] = self._opening.get(origin, 0) + 1
+        task = asyncio.get_running_loop().create_task(self._open_idle(origin, timeout))
+        self._preparing.add(task)
+        task.add_done_callback(self._preparing.discard)
+
+    async def _open_idle(self, origin: tuple[str, str, int], timeout: float | None) -> None:
+        try:
+            conn = await self._connect(origin, timeout, None)
+        except (httpx.HTTPError, OSError):
+            return  # the send will connect, and fail, itself
+        finally:
+            self._opening[origin] -= 1
+        if self._closed:
+            conn.close()
+            return
+        self._idle.setdefault(origin, []).append(conn)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -199,6 +234,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(f"unsupported scheme {scheme!r}", request=request)
         port = url.port or (443 if scheme == "https" else 80)
         origin = (scheme, url.host, port)
+        if self._reserved.get(origin):
+            self._reserved[origin] -= 1
         timeouts = request.extensions.get("timeout") or {}
         body = request.content if isinstance(request.stream, httpx.ByteStream) else await request.aread()
         head = [request.method.encode(), b" ", url.raw_path, b" HTTP/1.1\r\n"]
@@ -282,6 +319,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         conn.close()
 
     async def aclose(self) -> None:
+        self._closed = True
+        for task in list(self._preparing):
+            task.cancel()
         for idle in self._idle.values():
             for conn in idle:
                 conn.close()

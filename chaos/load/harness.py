@@ -5,7 +5,11 @@
   ``duration_s`` or ``max_requests``, then wait at most ``drain_s`` for requests in flight.
 - Open-loop sends wake on :class:`~chaos.load._timer.PreciseTimer` (a timerfd: the loop's own
   timers are millisecond-grained) from a task created just ahead of its instant, so the
-  write follows the wake-up without waiting for another turn of the loop.
+  write follows the wake-up without waiting for another turn of the loop. The task builds its
+  request (headers, JSON body) before the instant and has the transport open a connection for
+  it ahead when no idle one is spare (:meth:`~chaos.load._transport.LeanTransport.prepare`): the
+  requests of a burst (many at one instant) leave one write after another, not one connect and
+  one request build after another.
 - HTTP goes through :class:`~chaos.load._transport.LeanTransport`, an httpx transport over asyncio
   protocols and httptools (the same httpx client API and exceptions, a fraction of the CPU
   per streamed chunk); uvloop runs the loop when installed.
@@ -99,6 +103,7 @@ class LoadRun:
         self._engines_seen: set[str] = set()  # replicas whose engine a record described (chaos.load.served)
         self._lengths = sessions_mod.Lengths()  # the server's token counts seen (load.sessions)
         self._session_ids = 0  # requests sent by sessions (their ids)
+        self._lean: LeanTransport | None = None  # the run's transport, when it can open connections ahead
 
     # ---------------------------------------------------------------- public
     def header(self) -> dict[str, Any]:
@@ -159,6 +164,7 @@ class LoadRun:
         s = self.shape
         timeout = httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s)
         transport = self.transport or LeanTransport()
+        self._lean = transport if isinstance(transport, LeanTransport) else None
         async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False,
                                      headers=self._headers) as client:
             if self._start_at is not None:  # a worker: the run's start, shared by every worker
@@ -247,12 +253,20 @@ class LoadRun:
         """Send one request and record it (returned; None when stopped before its instant); the text
         answered is appended to ``reply`` when one is given (a session's turn)."""
         s = self.shape
+        path, body = request_body(s, req)
+        url = req.target.url.rstrip("/") + path
+        # built before the instant (headers, JSON): at the instant the send is the transport's write
+        request: httpx.Request | BaseException
+        try:
+            request = client.build_request("POST", url, json=body)
+        except Exception as e:  # noqa: BLE001 - raised and recorded with the request below
+            request = e
         if send_at is not None:
+            if self._lean is not None:  # a burst's connections open ahead, not one after another at the instant
+                self._lean.prepare(url, s.connect_timeout_s)
             await timer.sleep_until(send_at)
             if self._stop.is_set():
                 return  # stopped before its instant: never sent, not recorded
-        path, body = request_body(s, req)
-        url = req.target.url.rstrip("/") + path
         sent_mono = time.monotonic()
         sent_ns = self._clock_ns()
         offset = sent_mono - self.t0
@@ -270,10 +284,12 @@ class LoadRun:
         token_times: list[float] = []
         try:
             async with asyncio.timeout(s.timeout_s):
+                if isinstance(request, BaseException):
+                    raise request
                 if s.stream:
-                    await self._stream(client, url, body, r, token_times, sent_mono, reply)
+                    await self._stream(client, request, body, r, token_times, sent_mono, reply)
                 else:
-                    await self._unary(client, url, body, r, reply)
+                    await self._unary(client, request, body, r, reply)
         except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - every failure is recorded
             if isinstance(e, asyncio.CancelledError):
                 r.failure, r.detail = rec.DEADLINE, "cancelled at the end of the run (drain expired)"
@@ -300,9 +316,10 @@ class LoadRun:
         r.failure = rec.HTTP_5XX if status >= 500 else rec.HTTP_4XX
         r.detail = f"HTTP {status}: {text[:160]}"
 
-    async def _stream(self, client, url, body, r: rec.RequestRecord, token_times: list[float], sent_mono,
-                      reply: list[str] | None = None) -> None:
-        async with client.stream("POST", url, json=body) as resp:
+    async def _stream(self, client, request: httpx.Request, body, r: rec.RequestRecord, token_times: list[float],
+                      sent_mono, reply: list[str] | None = None) -> None:
+        resp = await client.send(request, stream=True)  # what client.stream() does, the request built before
+        try:
             r.status = resp.status_code
             served_mod.read(r, resp.headers, self._engines_seen)
             if resp.status_code >= 400:
@@ -339,9 +356,12 @@ class LoadRun:
                 r.failure, r.detail = wrong
                 return
             r.ok = True
+        finally:
+            await resp.aclose()
 
-    async def _unary(self, client, url, body, r: rec.RequestRecord, reply: list[str] | None = None) -> None:
-        resp = await client.post(url, json=body)
+    async def _unary(self, client, request: httpx.Request, body, r: rec.RequestRecord,
+                     reply: list[str] | None = None) -> None:
+        resp = await client.send(request)
         r.status = resp.status_code
         served_mod.read(r, resp.headers, self._engines_seen)
         if resp.status_code >= 400:

@@ -19,7 +19,8 @@ the trace's span plus one mean gap, ``span * n / (n - 1)``), bounded by ``durati
 (:func:`chaos.load.lengths.clip`). Prompts are built so that shared ``hash_ids`` are shared text:
 each block id is ``block_tokens`` words drawn from a generator seeded by (seed, id).
 
-:func:`generate` writes a synthetic trace (``scripts/make_trace.py``).
+:func:`generate` writes a synthetic trace (``scripts/make_trace.py``), :func:`bursts` one of simultaneous
+arrivals (``bench/harness.py --bursts``).
 """
 
 from __future__ import annotations
@@ -210,6 +211,22 @@ def generate(n: int, rate: float, seed: int = 0, burstiness: float = 1.0, input_
             ids.append(next_id)
             next_id += 1
         out.append({"timestamp": int(round(t * 1000)), "input_length": inp, "output_length": outp, "hash_ids": ids})
+    return out
+
+
+def bursts(sizes: tuple[int, ...] = (16, 32), count: int = 3, gap_ms: int = 2000, input_length: int = 8,
+           output_length: int = 16) -> list[dict]:
+    """A trace of simultaneous arrivals: ``count`` bursts of each size in ``sizes``, taken in turn
+    (16, 32, 16, 32, ...), one burst every ``gap_ms`` from 0; every request of a burst has the same
+    timestamp. Each request has a block of its own (``hash_ids`` ``[i]``: vllm bench serve's
+    ``timed_trace`` builds its prompt from the blocks, none would be an empty prompt)."""
+    if count < 1 or gap_ms <= 0 or not sizes or min(sizes) < 1:
+        raise ValueError("count >= 1, gap_ms > 0 and sizes >= 1")
+    out: list[dict] = []
+    for k in range(count * len(sizes)):
+        for _ in range(sizes[k % len(sizes)]):
+            out.append({"timestamp": k * gap_ms, "input_length": input_length, "output_length": output_length,
+                        "hash_ids": [len(out)]})
     return out
 
 
