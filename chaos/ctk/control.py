@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from typing import Any, Callable
 
 from chaoslib.exceptions import InterruptExecution
@@ -131,8 +132,15 @@ def _exit_as_judged(code: int, journal: dict | None) -> None:
     if ctx is None or ctx.params.get("no_exit") or code == chaos_toolkit_exit_code(journal):
         return
     if journal is not None and ctx.params.get("journal_path"):
+        from pathlib import Path
+
         from chaostoolkit import encoder
 
-        with open(ctx.params["journal_path"], "w") as f:
-            json.dump(journal, f, indent=2, ensure_ascii=False, default=encoder)
+        path = Path(ctx.params["journal_path"])
+        try:  # its directory may not exist yet (the run's, when its set-up failed before making it)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "w") as f:
+                json.dump(journal, f, indent=2, ensure_ascii=False, default=encoder)
+        except OSError as e:  # the exit code is the verdict's all the same
+            print(f"availproof: could not write the journal to {path}: {e}", file=sys.stderr)
     raise SystemExit(code)

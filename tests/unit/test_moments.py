@@ -123,7 +123,8 @@ def test_a_set_up_error_under_plain_chaos_run_exits_2_with_the_reason_in_the_jou
     monkeypatch.delenv("AP_UNSET_TOKEN_VAR", raising=False)
     path = _violated(tmp_path, tmp_path / "plain")
     _edit(path, tmp_path / "plain", front="lb", front_door={"token_env": "AP_UNSET_TOKEN_VAR"})
-    code, journal = chaos_cli(tmp_path, path, tmp_path / "journal.json")
+    # the journal's directory (the run's) is not made yet: the set-up failed before it
+    code, journal = chaos_cli(tmp_path, path, tmp_path / "not-yet" / "journal.json")
     assert code == 2 and journal["status"] == "interrupted"
     assert journal["availproof"]["verdict"]["reasons"][0].startswith("set-up failed, nothing injected: ")
     assert "$AP_UNSET_TOKEN_VAR" in journal["availproof"]["error"]
