@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check experiment and topology files against their schemas "
                                           "(chaos/schemas/): one line per problem, exit 2 if any")
     val.add_argument("files", nargs="+", metavar="FILE")
+    val.add_argument("--app", choices=("stream", "llm"), default=None,
+                     help="the app the experiments will run (default: the capacity file's, else stream): "
+                          "the timeout warning knows the stream target's token rate, not vLLM's")
     val.set_defaults(func=cmd_validate)
     cap = sub.add_parser("capacity", help="the highest rate the experiment's deployment sustains within its SLO: a "
                                           "stepped sweep with no fault; capacity.json (exit 1 when none is sustained)")

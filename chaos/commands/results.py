@@ -102,7 +102,7 @@ def cmd_validate(args) -> int:
     for f in args.files:
         warned: list[str] = []  # what the file alone shows will go wrong (a timeout too short): said, exit 0
         found = soak_problems(f)  # a soak definition (kind: soak), else None
-        found = check_file(f, capacity=args.capacity, warn=warned) if found is None else found
+        found = check_file(f, capacity=args.capacity, warn=warned, app=args.app) if found is None else found
         print("\n".join(found) if found else "\n".join([*warned, f"ok {f}"]))
         bad = bad or bool(found)
     return 2 if bad else 0

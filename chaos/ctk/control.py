@@ -140,7 +140,19 @@ def _exit_as_judged(code: int, journal: dict | None) -> None:
         try:  # its directory may not exist yet (the run's, when its set-up failed before making it)
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w") as f:
-                json.dump(journal, f, indent=2, ensure_ascii=False, default=encoder)
-        except OSError as e:  # the exit code is the verdict's all the same
+                json.dump(journal, f, indent=2, ensure_ascii=False, default=lambda o: _plain(o, encoder))
+        except (OSError, TypeError, ValueError) as e:  # the exit code is the verdict's all the same
             print(f"availproof: could not write the journal to {path}: {e}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def _plain(o: Any, encoder: Callable[[Any], Any]) -> Any:
+    """Chaos Toolkit's JSON encoder, and an enum's value where it has none (``--dry``'s ``Dry``, which its
+    CLI turns into a string only after this hook)."""
+    try:
+        return encoder(o)
+    except TypeError:
+        value = getattr(o, "value", None)
+        if isinstance(value, (str, int, float, bool)) or value is None and hasattr(o, "name"):
+            return value
+        raise

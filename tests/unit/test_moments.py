@@ -138,3 +138,16 @@ def test_the_control_keeps_no_state_of_its_own():
     state = {k: v for k, v in vars(control).items() if not k.startswith("__") and not isinstance(v, kinds)
              and getattr(v, "__module__", None) not in ("typing", "__future__")}
     assert state == {}
+
+
+def test_the_journal_written_for_the_verdicts_exit_takes_a_dry_runs_enum():
+    """Under `chaos run --dry` the journal still holds Chaos Toolkit's Dry enum when the hook writes it (its CLI
+    makes it a string only later): written as its value, so the exit is the verdict's, not Chaos Toolkit's."""
+    from chaostoolkit import encoder
+    from chaoslib.types import Dry
+
+    journal = {"experiment": {"dry": Dry.ACTIONS}, "status": "completed"}
+    assert json.loads(json.dumps(journal, default=lambda o: control._plain(o, encoder)))["experiment"]["dry"] == \
+        Dry.ACTIONS.value
+    with pytest.raises(TypeError):
+        json.dumps({"x": object()}, default=lambda o: control._plain(o, encoder))

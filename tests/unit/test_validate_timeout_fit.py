@@ -50,9 +50,12 @@ def test_outputs_that_fit_get_no_warning(tmp_path):
     assert checked(path) == ([], [])
 
 
-def test_an_llm_experiment_gets_no_warning(tmp_path):
+def test_an_llm_experiment_gets_no_warning(tmp_path, capsys):
     path = experiment_file(tmp_path / "long.json", max_tokens=[400, 500], timeout_s=8)
     assert checked(path, app="llm") == ([], [])  # vLLM's token rate is only known measured: the baseline judges it
+    assert cli.main(["validate", str(path), "--app", "llm"]) == 0  # told by the flag: no warning printed
+    assert capsys.readouterr().out.splitlines() == [f"ok {path}"]
+    assert cli.main(["validate", str(path)]) == 0 and "warning" in capsys.readouterr().out  # stream assumed
     # the app its capacity file was measured for: llm; a capacity.json records no per-token time
     capacity_file(tmp_path / "llm" / "capacity.json", app="llm")
     on_llm = experiment_file(tmp_path / "llm" / "x.json", max_tokens=[400, 500], timeout_s=8,
