@@ -6,7 +6,9 @@
   and from its second turn its conversation, with earlier requests). ``baseline_p95_ttft_s``: the
   p95 latency of the successful prefix-sharing requests measured before the injection. The
   **replacement**: a replica that served a prefix-sharing request in the window and had served
-  nothing before the injection (warm-up requests included); **warm** replicas: those that had.
+  nothing before the injection (warm-up requests included), and, when the control plane's samples knew
+  the replicas' ids, one they saw start after it (``replacement.new``: a replica running before that
+  happened to serve nothing is not one; seen with vLLM on 2026-12-05); **warm** replicas: those that had.
   Windows as for steady state (``window_s``, starting at the injection and at each prefix-sharing
   request's send, wholly inside the window); one is judged when it holds at least ``min_requests``
   successful prefix-sharing requests served by the replacement and as many served by warm replicas
@@ -78,6 +80,11 @@ def warmup(fault: dict[str, Any], every: list[rec.RequestRecord], measured: list
     seen_before = {r.served_replica for r in every if r.sent_ns < t0 and r.served_replica is not None}
     rs = [r for r in _window_requests(fault, measured, window_end_ns) if _prefix_sharing(r)]
     new = sorted({r.served_replica for r in rs if r.served_replica is not None} - seen_before)
+    sampled = fault.get("replacement") or {}
+    if sampled.get("replicas_before") is not None:  # the control plane knew the replicas' ids: a replica that
+        # was running before the injection but served nothing then (idle, or routed around) is not a replacement
+        started = {x["replica"] for x in sampled.get("new") or []}
+        new = [i for i in new if i in started]
     first_new = min((r.sent_ns for r in rs if r.served_replica in set(new)), default=None)
     out = {"factor": steady.warm_factor, "baseline_p95_ttft_s": baseline, "time_to_warm_s": None, "warmed": None,
            "requests": len(rs), "replacements": new, "first_served_by_replacement_s": sec(first_new),

@@ -144,6 +144,28 @@ def test_a_replica_seen_in_the_warm_up_phase_is_not_a_replacement():
     assert analyse(rs)["warmup"]["replacements"] == []
 
 
+def _sample(t, ids):
+    return rec.Sample(t_ns=T0 + int(t * NS), took_s=0.01, gcs_ok=True, gcs_latency_s=0.01, controller_ok=True,
+                      app_status="RUNNING", replicas={"D": {"a": len(ids)}}, nodes_alive={"a": 1},
+                      replica_ids={"D": list(ids)})
+
+
+def test_a_running_replica_that_served_nothing_before_is_not_a_replacement_when_the_samples_know_the_ids():
+    """r5 runs from the start but serves only after the kill (routed around before, as a vLLM replica once was,
+    2026-12-05): the samples saw it before the injection, so only r4, which they saw start, is the replacement.
+    Without replica ids in the samples the data plane alone decides, and r5 counts as it always did."""
+    rs = replica_kill() + [req(10_000 + k, INJECT + 1 + k, "r5") for k in range(5)]
+    samples = [_sample(t, ["r1", "r2", "r3", "r5"] if t < INJECT else ["r2", "r3", "r5"] + (["r4"] if t >= 14 else []))
+               for t in range(0, 30)]
+    run = rec.RunRecords(header={"run_id": "r"}, requests=sorted(rs, key=lambda r: r.sent_ns), marks=[mark(INJECT)],
+                         footer={"stopped_ns": T0 + 30 * NS}, samples=samples)
+    steady = analysis.SteadyState(window_s=2.0, min_success_ratio=0.9, min_requests=3)
+    f = analysis.analyse(run, steady)["faults"][0]
+    assert [x["replica"] for x in f["replacement"]["new"]] == ["r4"]
+    assert f["warmup"]["replacements"] == ["r4"]
+    assert analyse(rs)["warmup"]["replacements"] == ["r4", "r5"]  # no samples: the data plane's rule alone
+
+
 # ---------------------------------------------------------------- locality
 def spread(end=30.0):
     """Clients in zone a (east); served in a before, in b (east) and c (west) during 10-15, in a after."""
