@@ -10,7 +10,8 @@ The public surface is small: a :class:`LoadShape`, the :class:`Target` list, and
 :class:`LoadRun` that publishes every finished request on :class:`chaos.records.Events`.
 """
 
-from chaos.load.harness import LoadRun, classify_exception
+from chaos.load.failures import classify_exception
+from chaos.load.harness import LoadRun
 from chaos.load.workload import LoadShape, Target, check_target_allowed
 
 __all__ = ["LoadRun", "LoadShape", "Target", "check_target_allowed", "classify_exception"]

@@ -34,28 +34,9 @@ from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.stats import percentile
 from chaos.load import integrity, served as served_mod, sessions as sessions_mod
-from chaos.load.sse import DONE, MalformedStream, SSEParser, cached_tokens, parse_openai_event
+from chaos.load.failures import classify_exception
+from chaos.load.sse import DONE, SSEParser, cached_tokens, parse_openai_event
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
-
-
-def classify_exception(exc: BaseException, got_first_token: bool) -> tuple[str, str]:
-    """Map a client-side exception onto a failure class (and a short detail)."""
-    detail = f"{type(exc).__name__}: {exc}"[:200]
-    if got_first_token and not isinstance(exc, (asyncio.TimeoutError, httpx.TimeoutException)):
-        return rec.STREAM_BROKEN, detail
-    if isinstance(exc, asyncio.TimeoutError):
-        return rec.DEADLINE, detail or "deadline"
-    if isinstance(exc, httpx.ConnectTimeout):
-        return rec.CONNECT_TIMEOUT, detail
-    if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
-        return rec.READ_TIMEOUT, detail
-    if isinstance(exc, httpx.ConnectError):
-        return rec.CONNECT_REFUSED, detail
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-        return rec.CONNECTION_CLOSED, detail
-    if isinstance(exc, MalformedStream):
-        return rec.MALFORMED, detail
-    return rec.OTHER, detail
 
 
 class LoadRun:

@@ -17,7 +17,7 @@ import pytest
 from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
-from chaos.load.harness import classify_exception
+from chaos.load.failures import classify_exception
 from chaos.load.workload import LoadShape
 
 SSE = [b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b","finish_reason":"length"}]}\n\n',

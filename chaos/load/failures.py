@@ -1,0 +1,31 @@
+"""What a client-side exception of a request means: its failure class (:mod:`chaos.records`) and a short
+detail, the same for every load loop (the harness, its workers)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from chaos import records as rec
+from chaos.load.sse import MalformedStream
+
+
+def classify_exception(exc: BaseException, got_first_token: bool) -> tuple[str, str]:
+    """Map a client-side exception onto a failure class (and a short detail)."""
+    detail = f"{type(exc).__name__}: {exc}"[:200]
+    if got_first_token and not isinstance(exc, (asyncio.TimeoutError, httpx.TimeoutException)):
+        return rec.STREAM_BROKEN, detail
+    if isinstance(exc, asyncio.TimeoutError):
+        return rec.DEADLINE, detail or "deadline"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return rec.CONNECT_TIMEOUT, detail
+    if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
+        return rec.READ_TIMEOUT, detail
+    if isinstance(exc, httpx.ConnectError):
+        return rec.CONNECT_REFUSED, detail
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return rec.CONNECTION_CLOSED, detail
+    if isinstance(exc, MalformedStream):
+        return rec.MALFORMED, detail
+    return rec.OTHER, detail
