@@ -39,6 +39,7 @@ through ``chaoslib``'s API (not the CLI) nothing is raised: the verdict is in
 
 from __future__ import annotations
 
+import enum
 import json
 import signal
 import sys
@@ -149,10 +150,6 @@ def _exit_as_judged(code: int, journal: dict | None) -> None:
 def _plain(o: Any, encoder: Callable[[Any], Any]) -> Any:
     """Chaos Toolkit's JSON encoder, and an enum's value where it has none (``--dry``'s ``Dry``, which its
     CLI turns into a string only after this hook)."""
-    try:
-        return encoder(o)
-    except TypeError:
-        value = getattr(o, "value", None)
-        if isinstance(value, (str, int, float, bool)) or value is None and hasattr(o, "name"):
-            return value
-        raise
+    if isinstance(o, enum.Enum):
+        return o.value
+    return encoder(o)
