@@ -24,7 +24,9 @@ when ``max_p95_ttft_s`` is set, the p95 latency of the successes is within it). 
 The load's **timeout** is checked at the gate too (:mod:`chaos.timeout_fit`): when the longest planned
 output cannot finish within ``load.timeout_s`` at the token rate measured so far (warm-up and baseline),
 the run is refused the same way (steady false, the reason saying what would fit), since every such
-request would fail as a deadline whatever the fault; the figures are in ``baseline_gate.timeout``.
+request would fail as a deadline whatever the fault; the figures are in ``baseline_gate.timeout``. The
+warm-up's requests already measure that rate: :func:`check_timeout` refuses such a run right after the
+warm-up, without waiting the baseline out (its reason ends "(measured in the warm-up)").
 
 The baseline's requests are the measured ones (phase ``measure``, sent after the warm-up) that ended
 before the gate: a request still in flight then (a hang, up to the load's ``timeout_s``) is not seen.
@@ -129,6 +131,31 @@ def judge(requests: Iterable[rec.RequestRecord], steady: analysis.SteadyState, e
         f"({'; '.join(criteria)})"))
 
 
+def check_timeout(run, log=print) -> dict[str, Any] | None:
+    """Right after the warm-up (before the baseline's ``baseline_s``): when the longest planned output
+    cannot finish within ``load.timeout_s`` at the token rate of the requests answered so far (the
+    warm-up's), the run is refused at once, as :func:`check` would refuse it at the baseline's end (no
+    need to wait the baseline out for a verdict the warm-up already gives). Returns the refused gate (or
+    None when the timeout fits, cannot be judged yet, or the run injects anyway: :func:`check` judges it
+    again on the whole baseline); raises :class:`Unsteady` as :func:`check` does."""
+    if getattr(run.options, "inject_anyway", False):
+        return None
+    try:
+        records = rec.read(run.records_path)
+    except OSError:
+        return None  # the gate at the baseline's end says why
+    now = rec.now_ns()
+    fit = timeout_fit.judge([r for r in records.requests if _end_ns(r) <= now],
+                            timeout_fit.longest_output(run.settings.load), run.settings.load.timeout_s)
+    if fit["fits"] is not False:
+        return None
+    ended = [r for r in records.requests if r.phase == rec.MEASURE and _end_ns(r) <= now]
+    gate = _gate(requests=len(ended), failed=sum(1 for r in ended if not r.ok), judged=True, steady=False,
+                 reason=f"baseline: {fit['why']} (measured in the warm-up)")
+    gate["timeout"] = fit
+    return _decide(run, gate, log)
+
+
 def check(run, log=print) -> dict[str, Any]:
     """The gate of a run (:class:`chaos.run.Run`) after its warm-up and baseline, before its method:
     :func:`judge` on its records so far, kept in ``run.baseline_gate``; raises :class:`Unsteady` when
@@ -145,6 +172,12 @@ def check(run, log=print) -> dict[str, Any]:
     gate["timeout"] = fit
     if fit is not None and fit["fits"] is False and gate["steady"] is not False:
         gate.update(judged=True, steady=False, reason=f"baseline: {fit['why']}")
+    return _decide(run, gate, log)
+
+
+def _decide(run, gate: dict[str, Any], log) -> dict[str, Any]:
+    """Keep ``gate`` as the run's, say it, and stop the run (:class:`Unsteady`) when it is out of steady
+    state and the run does not inject anyway."""
     run.baseline_gate = gate
     if not gate["judged"]:
         log(f"baseline not judged: {gate['reason']}; the method goes on")

@@ -244,3 +244,39 @@ def test_actions_refuse_once_the_gate_has_stopped_the_run(tmp_path):
     assert run.measuring()
     run.writer.close()
     assert core.current() is None
+
+
+# ---------------------------------------------------------------- the timeout, right after the warm-up
+def _warm_run(monkeypatch, longest: int, inject_anyway: bool = False):
+    """A run just past its warm-up: 20 answered requests of 10 tokens (0.1 s first token, 22 ms a token
+    after it), a plan whose longest output is ``longest`` tokens, a 5 s timeout."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    answered = [dataclasses.replace(r, output_tokens=10, phase=rec.WARMUP if i < 10 else rec.MEASURE)
+                for i, r in enumerate(_every(4, 0.0, 5.0))]
+    monkeypatch.setattr(gate.rec, "read", lambda path: SimpleNamespace(requests=answered))
+    monkeypatch.setattr(gate.timeout_fit, "longest_output", lambda load: longest)
+    return SimpleNamespace(options=SimpleNamespace(inject_anyway=inject_anyway), records_path="records.ndjson",
+                           settings=SimpleNamespace(load=SimpleNamespace(timeout_s=5.0)), baseline_gate=None)
+
+
+def test_a_timeout_the_warm_up_shows_too_short_refuses_the_run_before_the_baseline(monkeypatch):
+    run, said = _warm_run(monkeypatch, longest=400), []
+    with pytest.raises(gate.Unsteady) as e:
+        gate.check_timeout(run, log=said.append)
+    g = run.baseline_gate
+    assert (g["judged"], g["steady"], g["injected_anyway"]) == (True, False, False)
+    assert g["timeout"]["fits"] is False and g["timeout"]["longest_output_tokens"] == 400
+    assert g["reason"].startswith("baseline: load.timeout_s 5 s is too short for the longest planned output (400")
+    assert g["reason"].endswith("(measured in the warm-up); nothing injected") and str(e.value) == g["reason"]
+    assert g["requests"] == 10  # the measured ones (after the warm-up) that ended
+    assert said and said[-1].startswith("BASELINE OUT OF STEADY STATE")
+    _schema_validator().validate(g)
+
+
+def test_a_timeout_that_fits_or_a_run_that_injects_anyway_waits_for_the_baseline(monkeypatch):
+    run = _warm_run(monkeypatch, longest=40)  # 0.1 + 39 x 22 ms: fits
+    assert gate.check_timeout(run) is None and run.baseline_gate is None
+    run = _warm_run(monkeypatch, longest=400, inject_anyway=True)  # judged on the whole baseline instead
+    assert gate.check_timeout(run) is None and run.baseline_gate is None
