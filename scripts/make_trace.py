@@ -38,19 +38,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix-share", type=float, default=0.6, help="the share of requests that start with one")
     ap.add_argument("--prefix-blocks", type=int, default=1, help="blocks in a shared prefix")
     ap.add_argument("--block-tokens", type=int, default=512, help="tokens per hash_ids block (Mooncake's 512)")
+    ap.add_argument("--granularity-ms", type=int, default=0,
+                    help="floor the timestamps to multiples of this (a production log's 3000 ms: bursts); 0: exact")
     a = ap.parse_args(argv)
     try:
         rows = trace.generate(a.requests, a.rate, a.seed, a.burstiness, a.input_median, a.input_sigma, a.input_max,
                               a.output_median, a.output_sigma, a.output_max, a.prefixes, a.prefix_share,
-                              a.prefix_blocks, a.block_tokens)
+                              a.prefix_blocks, a.block_tokens, a.granularity_ms)
     except ValueError as e:
         print(f"make_trace: {e}", file=sys.stderr)
         return 2
     p = trace.write(rows, a.out)
     span = rows[-1]["timestamp"] / 1000
     clipped = sum(1 for r in rows if r["input_length"] + r["output_length"] > 504)
-    print(f"wrote {p}: {len(rows)} requests over {span:.1f} s; {clipped} exceed 504 tokens (the tiny model's "
-          "512 less the chat template): clipped when replayed")
+    burst = max(sum(1 for r in rows if r["timestamp"] == t) for t in {r["timestamp"] for r in rows})
+    print(f"wrote {p}: {len(rows)} requests over {span:.1f} s, at most {burst} at one instant; {clipped} exceed 504 "
+          "tokens (the tiny model's 512 less the chat template): clipped when replayed")
     return 0
 
 

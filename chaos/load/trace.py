@@ -186,13 +186,15 @@ class Prompts:
 def generate(n: int, rate: float, seed: int = 0, burstiness: float = 1.0, input_median: float = 200,
              input_sigma: float = 0.8, input_max: int = 4096, output_median: float = 60, output_sigma: float = 0.7,
              output_max: int = 1024, prefixes: int = 8, prefix_share: float = 0.6, prefix_blocks: int = 1,
-             block_tokens: int = 512) -> list[dict]:
+             block_tokens: int = 512, granularity_ms: int = 0) -> list[dict]:
     """A synthetic trace of ``n`` requests: gamma arrivals at ``rate`` (``burstiness`` as vllm bench's),
     log-normal input and output lengths (median, sigma of the log, capped), and shared prefixes: a
     ``prefix_share`` of the requests start with one of ``prefixes`` shared prefixes of
-    ``prefix_blocks`` blocks (Zipf-like popularity), the rest of each prompt its own blocks."""
-    if n < 1 or rate <= 0:
-        raise ValueError("n >= 1 and rate > 0")
+    ``prefix_blocks`` blocks (Zipf-like popularity), the rest of each prompt its own blocks.
+    ``granularity_ms`` > 0 floors every timestamp to a multiple of it, as a production log kept at that
+    granularity does (a Mooncake trace's 3000 ms): the requests of one step arrive as one burst."""
+    if n < 1 or rate <= 0 or granularity_ms < 0:
+        raise ValueError("n >= 1, rate > 0 and granularity_ms >= 0")
     rng = random.Random(seed + 1)  # the lengths' own stream (the arrivals draw from seed)
     times = arrivals.offsets("gamma", rate, math.inf, seed, burstiness)
     weights = [1.0 / (i + 1) for i in range(prefixes)]
@@ -210,7 +212,10 @@ def generate(n: int, rate: float, seed: int = 0, burstiness: float = 1.0, input_
         while len(ids) < blocks:
             ids.append(next_id)
             next_id += 1
-        out.append({"timestamp": int(round(t * 1000)), "input_length": inp, "output_length": outp, "hash_ids": ids})
+        ms = int(round(t * 1000))
+        if granularity_ms:
+            ms -= ms % granularity_ms
+        out.append({"timestamp": ms, "input_length": inp, "output_length": outp, "hash_ids": ids})
     return out
 
 

@@ -270,6 +270,18 @@ def test_generated_traces_have_the_stated_burstiness_and_prefixes():
     assert all(len(r["hash_ids"]) == math.ceil(r["input_length"] / 512) for r in rows)
 
 
+def test_a_coarse_granularity_makes_bursts_of_the_same_requests():
+    exact = trace.generate(400, rate=4, seed=5)
+    coarse = trace.generate(400, rate=4, seed=5, granularity_ms=3000)
+    assert [r["timestamp"] - r["timestamp"] % 3000 for r in exact] == [r["timestamp"] for r in coarse]
+    assert [{k: v for k, v in r.items() if k != "timestamp"} for r in exact] == \
+        [{k: v for k, v in r.items() if k != "timestamp"} for r in coarse]  # the same requests, in bursts
+    sizes = [sum(1 for r in coarse if r["timestamp"] == t) for t in {r["timestamp"] for r in coarse}]
+    assert max(sizes) >= 12 and all(r["timestamp"] % 3000 == 0 for r in coarse)  # ~12 a step at 4 req/s
+    with pytest.raises(ValueError):
+        trace.generate(10, rate=1, granularity_ms=-1)
+
+
 # ---------------------------------------------------------------- workers: dealing, merging, clocks
 def test_dealing_round_robin_keeps_the_merged_schedule():
     reqs = _plan(arrival="gamma", burstiness=0.5, rate=200, duration_s=30, seed=1, max_requests=100_000)
