@@ -62,21 +62,39 @@ def test_failures_beyond_the_stated_share_break_the_slo_whatever_the_attainment(
     assert decide(good(1) + [step(2, 2, met=15, failed=0)], plan).stop is None  # the same step without the failure
 
 
-def test_goodput_that_stops_rising_stops_the_sweep_and_the_plateau_step_is_not_sustained():
-    # rate 8 offered, 4.1 req/s served within the SLO (all it served): +2.5 % over the best step before
-    steps = good(1, 2, 4) + [step(4, 8, met=41, sent=41)]
-    d = decide(steps, PLAN)
+LENIENT = SweepPlan(**{**PLAN.__dict__, "target_attainment": 0.5})  # a plateau within the SLO is possible
+
+
+def test_goodput_that_stops_rising_although_more_was_sent_stops_the_sweep_and_the_step_is_not_sustained():
+    # rate 8 offered and sent (80 requests), 4.1 req/s served within the SLO: +2.5 % over the best step before
+    steps = good(1, 2, 4) + [step(4, 8, met=41, sent=80)]
+    d = decide(steps, LENIENT)
     assert d.stop == capacity.GOODPUT_PLATEAU and d.sustained_rps == 4
     assert d.judged[3].within_slo and not d.judged[3].sustained and d.judged[3].gain == pytest.approx(0.025)
     assert "+2.5 % over the best step before (at least 5 % needed)" in d.reason
 
 
 def test_a_gain_of_min_gain_is_still_rising_and_nothing_after_a_stop_is_judged():
-    d = decide(good(1, 2, 4) + [step(4, 8, met=42, sent=42)], PLAN)  # +5 %: the least that counts
+    d = decide(good(1, 2, 4) + [step(4, 8, met=42, sent=80)], LENIENT)  # +5 %: the least that counts
     assert d.stop is None and d.sustained_rps == 8
-    steps = good(1, 2, 4) + [step(4, 8, met=41, sent=41), step(5, 16)]
-    d = decide(steps, PLAN)
+    steps = good(1, 2, 4) + [step(4, 8, met=41, sent=80), step(5, 16)]
+    d = decide(steps, LENIENT)
     assert d.stop == capacity.GOODPUT_PLATEAU and len(d.judged) == 4 and d.sustained_rps == 4
+
+
+def test_a_step_whose_arrivals_sent_no_more_than_the_best_before_is_no_plateau():
+    """Bursty arrivals over a short step: 2.25 req/s offered sent 3.8 req/s, then 3.375 offered sent 3.3, all
+    within the SLO (2026-12-05, gamma of burstiness 0.5 over 15 s steps). The second step's goodput fell
+    because fewer requests were sent, not because the deployment stopped serving them: sustained, and the
+    sweep goes on; once a step sends more and its goodput does not follow, that is the plateau."""
+    steps = [step(1, 1.5, sent=35), step(2, 2.25, sent=38), step(3, 3.375, sent=33)]
+    d = decide(steps, PLAN)
+    assert d.stop is None and [j.sustained for j in d.judged] == [True, True, True] and d.sustained_rps == 3.375
+    assert d.judged[2].gain == pytest.approx(33 / 38 - 1) and d.judged[2].sent_no_more
+    assert [j.sent_no_more for j in d.judged[:2]] == [False, False]
+    assert capacity.row(steps[2], d.judged[2]).endswith("sustained (sent no more)")
+    d = decide(steps + [step(4, 5.0625, sent=50, met=39)], LENIENT)  # 5.0 sent over 3.8 (+32 %), goodput +2.6 %
+    assert d.stop == capacity.GOODPUT_PLATEAU and d.sustained_rps == 3.375
 
 
 def test_max_steps_and_max_rate_stop_the_sweep_with_the_last_step_sustained():
