@@ -10,6 +10,11 @@ Placement: one deployment with ``replicas_per_zone x zones`` replicas, kept off 
 ``label_selector`` on the zone label, and spread with ``max_replicas_per_node``. The shipped
 topologies have one node per zone, so that is one replica set per zone; where each replica
 actually landed is read back after deploy and checked (see ``chaos.deploy``).
+
+The progress watchdog (``serve_apps.watchdog``, both apps) is off unless ``AppSpec.stall_s`` is set:
+then the engine deployment (``StreamTarget``; vLLM's ``LLMServer``) gets ``user_config: {"stall_s": N}``,
+which its replicas read in ``reconfigure`` (a change reconfigures them in place, no restart). Off, the
+config has no ``user_config`` at all, as before the watchdog existed.
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ class AppSpec:
     graceful_shutdown_timeout_s: float = 2.0
     graceful_shutdown_wait_loop_s: float = 2.0  # Serve's default
     max_replicas_per_node: int | None = None  # None: replicas_per_zone (pins each replica set to its zone)
+    # the progress watchdog (serve_apps/watchdog.py): a replica with requests in flight and no token for
+    # stall_s seconds fails its health check; None: off
+    stall_s: float | None = None
     stream: StreamOptions = field(default_factory=StreamOptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
 
@@ -75,7 +83,8 @@ def _zone_selector(zones: list[str]) -> dict[str, str]:
 
 
 def _deployment_common(spec: AppSpec) -> dict[str, Any]:
-    return {
+    """The engine deployment's options, either app (the LLM app's ingress takes some of them)."""
+    common = {
         "num_replicas": spec.num_replicas,
         "max_replicas_per_node": spec.max_replicas_per_node or spec.replicas_per_zone,
         "max_ongoing_requests": spec.max_ongoing_requests,
@@ -84,6 +93,9 @@ def _deployment_common(spec: AppSpec) -> dict[str, Any]:
         "graceful_shutdown_timeout_s": spec.graceful_shutdown_timeout_s,
         "graceful_shutdown_wait_loop_s": spec.graceful_shutdown_wait_loop_s,
     }
+    if spec.stall_s:
+        common["user_config"] = {"stall_s": spec.stall_s}
+    return common
 
 
 def serve_config(spec: AppSpec) -> dict[str, Any]:

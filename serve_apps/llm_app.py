@@ -17,7 +17,10 @@ What this module adds is that and the CPU-sized configuration:
   the engine's bundle), which rules out ``max_replicas_per_node``. Replicas are spread by size
   instead: the engine bundle takes more than half a worker's logical CPUs, so no two replicas
   fit on one node, and the head (0 CPUs) takes none. With one node per zone that is one
-  replica per zone; ``chaos.deploy`` reads back where each replica landed and fails otherwise.
+  replica per zone; ``chaos.deploy`` reads back where each replica landed and fails otherwise;
+- ``AVAILPROOF_ENGINE_FAULTS=1``: the rig's vLLM plugin (:mod:`serve_apps.engine_faults`) installs its
+  ``engine-error`` hook in the engine process; with ``AppSpec.stall_s`` the engine deployment gets the
+  progress watchdog's ``user_config`` (:mod:`serve_apps.watchdog`, read by :mod:`serve_apps.llm_served`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ ENV = {
     # explained"; scripts/repro/serve_recovery_after_dictconfig.py). vLLM's logs go through
     # Serve's handlers instead.
     "VLLM_CONFIGURE_LOGGING": "0",
+    # the engine-error hook (serve_apps/engine_faults.py, a vLLM general plugin): installed in the engine
+    # process only with this set, armed there by SIGUSR1
+    "AVAILPROOF_ENGINE_FAULTS": "1",
 }
 
 

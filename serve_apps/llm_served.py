@@ -19,36 +19,96 @@ The classes keep Ray's names (``LLMServer``, ``OpenAiIngress``), so the deployme
 (the engine's first answer an error) carries no headers. This does not apply to Serve LLM's direct
 streaming mode (``RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING``, where vLLM's own FastAPI app answers),
 which the rig does not use.
+
+The engine's ``LLMServer`` also carries the progress watchdog (:mod:`serve_apps.watchdog`, off unless the
+deployment's ``user_config`` sets ``stall_s``, read in :meth:`LLMServer.reconfigure`): each ``chat`` and
+``completions`` stream is a request in flight while it runs, and each item it yields is progress; so is
+each batch of outputs vLLM's ``AsyncLLM`` pulls from its engine core (``engine_core.get_output_async``, the
+one place every token of every request comes out, streamed or not: a non-streamed answer yields its one
+item only at its end). :meth:`LLMServer.check_health` asks Ray's (the engine dead) and then the watchdog.
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
 
 from ray.llm._internal.serve.core.ingress.ingress import OpenAiIngress as _OpenAiIngress
 from ray.llm._internal.serve.core.server.llm_server import LLMServer as _LLMServer
 
-from serve_apps import served_by
+from serve_apps import served_by, watchdog
 from serve_apps.served_by import engine_info, prepend_served, set_headers, strip_served
 
 _HOLDER: contextvars.ContextVar[dict | None] = contextvars.ContextVar("availproof_served_by", default=None)
+logger = logging.getLogger("ray.serve")
 
 
 class LLMServer(_LLMServer):
-    """Ray Serve LLM's ``LLMServer``; ``chat`` and ``completions`` say first which replica serves."""
+    """Ray Serve LLM's ``LLMServer``; ``chat`` and ``completions`` say first which replica serves, and the
+    progress watchdog sees them."""
 
     _availproof_served: dict | None = None
+    _availproof_watchdog: watchdog.Watchdog | None = None
 
     def _served(self) -> dict:
         if self._availproof_served is None:
             self._availproof_served = {"identity": served_by.identity(), "engine": engine_info(self.engine)}
         return self._availproof_served
 
+    @property
+    def progress_watchdog(self) -> watchdog.Watchdog:
+        if self._availproof_watchdog is None:
+            self._availproof_watchdog = watchdog.Watchdog()
+        return self._availproof_watchdog
+
+    async def start(self):
+        await super().start()
+        observe_engine_outputs(self.engine, self.progress_watchdog)
+
+    def reconfigure(self, user_config, rank=None):
+        """Serve's ``user_config``: ``stall_s`` turns the progress watchdog on. The ``rank`` parameter makes
+        Serve call this on every replica start and every change of the user_config, also when it is
+        removed (then with None: off), not only when one is set."""
+        self.progress_watchdog.configure(watchdog.stall_s_of(user_config))
+
+    async def check_health(self) -> None:
+        await super().check_health()  # raises once the engine errored (EngineDeadError)
+        self.progress_watchdog.check()  # raises when requests are in flight and no token came for stall_s
+
     async def chat(self, request, raw_request_info=None):
-        return prepend_served(self._served(), await super().chat(request, raw_request_info))
+        return self._watched(prepend_served(self._served(), await super().chat(request, raw_request_info)))
 
     async def completions(self, request, raw_request_info=None):
-        return prepend_served(self._served(), await super().completions(request, raw_request_info))
+        return self._watched(prepend_served(self._served(), await super().completions(request, raw_request_info)))
+
+    def _watched(self, stream):
+        """``stream`` in flight for the watchdog until it ends or is closed; its items, but the replica's
+        description, are progress."""
+        return self.progress_watchdog.watch(stream, is_token=lambda item: served_by.served_item(item) is None)
+
+
+def observe_engine_outputs(engine, dog: watchdog.Watchdog) -> bool:
+    """Every batch of outputs vLLM's ``AsyncLLM`` pulls from its engine core is progress for ``dog``:
+    ``engine`` (Serve LLM's ``VLLMEngine``) ``._engine_client`` (``AsyncLLM``) ``.engine_core``
+    (``AsyncMPClient``) ``.get_output_async``, wrapped on that one instance (``AsyncLLM``'s output handler
+    looks it up on each call: ``vllm/v1/engine/async_llm.py`` ``_run_output_handler``). A batch with
+    ``outputs`` carries new tokens (or ends requests); one with only scheduler stats does not. Where that
+    is not there (another engine), False: only the streams' items are progress."""
+    core = getattr(getattr(engine, "_engine_client", None), "engine_core", None)
+    get = getattr(core, "get_output_async", None)
+    if get is None:
+        logger.warning("progress watchdog: the engine's outputs are not observed (no engine_core."
+                       "get_output_async); a non-streamed request longer than stall_s looks stalled")
+        return False
+
+    async def get_output_async():
+        outputs = await get()
+        if getattr(outputs, "outputs", None):
+            dog.progress()
+        return outputs
+
+    core.get_output_async = get_output_async
+    return True
 
 
 class OpenAiIngress(_OpenAiIngress):

@@ -18,15 +18,23 @@ served from the cache, and the usage reports the cached ones
 pass ``max_model_len`` is refused with a 400, as vLLM refuses it.
 
 Each replica runs an engine child process (:mod:`serve_apps.stream_engine`) and depends on it as a
-vLLM replica depends on its EngineCore: while the engine is hung requests wait, once it is dead
-requests fail (a stream in flight ends with an error event, as vLLM's does) and the replica's
-health check fails, so Serve replaces it. (The ``engine`` scope's hang stops this whole replica,
-as before the engine child existed; ``engine-crash`` kills the engine child.)
+vLLM replica depends on its EngineCore, every token of every request (streamed or not) going through it:
+
+- engine **stopped** (the ``engine`` scope SIGSTOPs the child alone, as it stops vLLM's EngineCore): no
+  token comes out for any request while it is hung; requests in flight and new ones wait, then go on
+  once it continues; the health check passes (vLLM's does: a gray failure);
+- engine **errored** (``engine-error``: SIGUSR1 to the child, :mod:`serve_apps.engine_faults`) or
+  **dead** (``engine-crash``: SIGKILL): requests fail, a stream in flight ending with an error event
+  (as vLLM's does), a new request with a 500, the message saying which (``engine error (injected)``,
+  ``engine process died``); the health check fails, so Serve replaces the replica.
+
+The progress watchdog (:mod:`serve_apps.watchdog`, off unless the deployment's ``user_config`` sets
+``stall_s``) fails the health check of a replica with requests in flight and no token for ``stall_s``.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import os
 import random
@@ -37,9 +45,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from serve_apps import served_by, stream_tokens
+from serve_apps import served_by, stream_tokens, watchdog
 from serve_apps.prefix_cache import PrefixCache
-from serve_apps.stream_engine import EngineDead, EngineProcess, wait_ready
+from serve_apps.stream_engine import EngineDead, EngineProcess, generate, wait_ready
 
 FINGERPRINT = stream_tokens.FINGERPRINT
 
@@ -48,6 +56,10 @@ api = FastAPI(title="availproof stream target")
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=status)
+
+
+def _engine_dead(e: EngineDead) -> JSONResponse:
+    return JSONResponse({"error": {"message": str(e), "type": "EngineDeadError"}}, status_code=500)
 
 
 @serve.deployment(name="StreamTarget")
@@ -67,13 +79,26 @@ class StreamTarget:
         self.cap = max_tokens_cap
         self.rng = random.Random()
         self.started = time.time()
-        self.engine = EngineProcess()
+        self.watchdog = watchdog.Watchdog()
+        self.engine = EngineProcess(faults=True)
+        if not self.engine.wait_started():  # started: its engine-error hook is in place
+            self.engine.close()
+            raise RuntimeError(f"engine process {self.engine.pid} did not start")
+
+    def reconfigure(self, user_config, rank=None):
+        """Serve's ``user_config``: ``stall_s`` turns the progress watchdog on (:mod:`serve_apps.watchdog`).
+        The ``rank`` parameter makes Serve call this on every replica start and every change of the
+        user_config, also when it is removed (then with None: off), not only when one is set."""
+        self.watchdog.configure(watchdog.stall_s_of(user_config))
 
     def check_health(self):
-        """Serve's health check: fails once the engine is dead, as vLLM's (``AsyncLLM.check_health``
-        raises only once the engine errored: a hung engine is not noticed)."""
-        if self.engine.state() == "dead":
-            raise RuntimeError(f"engine process {self.engine.pid} is dead")
+        """Serve's health check: fails once the engine errored or died, as vLLM's (``AsyncLLM.check_health``
+        raises only once the engine errored: a hung engine is not noticed), and when the progress watchdog
+        (if on) sees requests in flight and no token for ``stall_s``."""
+        reason = self.engine.reason()
+        if reason is not None:
+            raise RuntimeError(f"engine process {self.engine.pid}: {reason}")
+        self.watchdog.check()
 
     def __del__(self):
         engine = getattr(self, "engine", None)
@@ -156,15 +181,19 @@ class StreamTarget:
         obj = "chat.completion" if chat else "text_completion"
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         try:
-            await wait_ready(self.engine)
+            with self.watchdog.request():  # a request waiting for a hung engine is work in flight
+                await wait_ready(self.engine)
         except EngineDead as e:
-            return JSONResponse({"error": {"message": str(e), "type": "EngineDeadError"}}, status_code=500)
+            return _engine_dead(e)
         cached = self.cache.serve(tokens)
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
         prefill = self.prefill_s + (prompt_tokens - cached) * self.uncached_token_s
         if not body.get("stream"):
-            await asyncio.sleep(self._delay(prefill) + sum(self._delay(self.token_s) for _ in range(n - 1)))
-            text = " ".join(words)
+            try:
+                out = [w async for w in self._tokens(words, prefill)]
+            except EngineDead as e:
+                return _engine_dead(e)
+            text = " ".join(out)
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})
             return JSONResponse({"id": rid, "object": obj, "created": int(time.time()), "model": self.model,
@@ -172,6 +201,12 @@ class StreamTarget:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return StreamingResponse(self._events(rid, chat, words, usage, include_usage, prefill),
                                  media_type="text/event-stream")
+
+    def _tokens(self, words: list[str], prefill: float):
+        """The request's tokens from the engine (:func:`serve_apps.stream_engine.generate`: none while it is
+        hung), the first after the prefill, each seen by the watchdog."""
+        delays = [self._delay(prefill)] + [self._delay(self.token_s) for _ in words[1:]]
+        return self.watchdog.watch(generate(self.engine, words, delays))
 
     async def _events(self, rid, chat, words, usage, include_usage, prefill):
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -182,22 +217,20 @@ class StreamTarget:
                        "system_fingerprint": FINGERPRINT, "choices": choices, **extra}
             return f"data: {json.dumps(payload)}\n\n"
 
-        await asyncio.sleep(self._delay(prefill))
-        for i, w in enumerate(words):
-            if i:
-                await asyncio.sleep(self._delay(self.token_s))
-            try:
-                await wait_ready(self.engine)
-            except EngineDead as e:  # as vLLM ends a stream whose engine died: an error event, then [DONE]
-                yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'EngineDeadError', 'code': 500}})}\n\n"
-                yield "data: [DONE]\n\n"
-                return
-            text = w if i == 0 else " " + w
-            last = i == len(words) - 1
-            finish = "length" if last else None
-            choice = ({"index": 0, "delta": {"content": text}, "finish_reason": finish} if chat
-                      else {"index": 0, "text": text, "finish_reason": finish})
-            yield event([choice])
+        i = 0
+        try:
+            async with contextlib.aclosing(self._tokens(words, prefill)) as tokens:  # closed with the stream
+                async for w in tokens:
+                    text = w if i == 0 else " " + w
+                    finish = "length" if i == len(words) - 1 else None
+                    choice = ({"index": 0, "delta": {"content": text}, "finish_reason": finish} if chat
+                              else {"index": 0, "text": text, "finish_reason": finish})
+                    yield event([choice])
+                    i += 1
+        except EngineDead as e:  # as vLLM ends a stream whose engine died: an error event, then [DONE]
+            yield f"data: {json.dumps({'error': {'message': str(e), 'type': 'EngineDeadError', 'code': 500}})}\n\n"
+            yield "data: [DONE]\n\n"
+            return
         if include_usage:
             yield event([], usage=usage)
         yield "data: [DONE]\n\n"
