@@ -168,12 +168,12 @@ class LoadPool:
 
     def shares(self) -> list[list[tuple]]:
         """The plan drawn once from the seed and dealt: per worker, its requests as (id, offset_s, target
-        index, prompt, max_tokens, prompt_len, clipped)."""
+        index, prompt, max_tokens, prompt_len, clipped, prefix_group)."""
         requests = list(plan(self.shape, self.router))
         self._planned = len(requests)
         index = {t: i for i, t in enumerate(self.targets)}
-        return deal([(r.id, r.offset_s, index[r.target], r.prompt, r.max_tokens, r.prompt_len, r.clipped)
-                     for r in requests], self.n)
+        return deal([(r.id, r.offset_s, index[r.target], r.prompt, r.max_tokens, r.prompt_len, r.clipped,
+                      r.prefix_group) for r in requests], self.n)
 
     def worker_shape(self, w: int) -> dict[str, Any]:
         """Worker ``w``'s load shape: one harness; a closed loop's concurrency split among the workers."""

@@ -44,8 +44,9 @@ def load_run(spec: dict, events, start_at: tuple[float, int], clock_ns=time.time
 
     targets = [Target(**t) for t in spec["targets"]]
     shape = LoadShape.from_dict(spec["shape"])
-    share = [PlannedRequest(id=i, offset_s=o, target=targets[ti], prompt=p, max_tokens=m, prompt_len=pl, clipped=c)
-             for i, o, ti, p, m, pl, c in spec["share"]]
+    share = [PlannedRequest(id=i, offset_s=o, target=targets[ti], prompt=p, max_tokens=m, prompt_len=pl, clipped=c,
+                            prefix_group=g)  # a trace row's shared first block: the warm-up counts it
+             for i, o, ti, p, m, pl, c, g in spec["share"]]
     transport = None
     if spec.get("ca_file") or any(t.url.startswith("https://") for t in targets):
         import ssl

@@ -114,7 +114,8 @@ def test_the_workers_run_as_an_indexed_job_off_the_ray_nodes_and_their_records_m
     assert [m["metadata"]["ownerReferences"][0]["kind"] for m in maps] == ["Job", "Job"]
     shares = [json.loads(gzip.decompress(base64.b64decode(m["binaryData"][kl.SPEC_KEY])))["share"] for m in maps]
     requests = list(plan(sh, Router([Target("serve-svc", f"http://127.0.0.1:{server.port}")])))
-    want = deal([[r.id, r.offset_s, 0, r.prompt, r.max_tokens, r.prompt_len, r.clipped] for r in requests], 2)
+    want = deal([[r.id, r.offset_s, 0, r.prompt, r.max_tokens, r.prompt_len, r.clipped, r.prefix_group]
+                 for r in requests], 2)
     assert shares == want and [x[0] for x in shares[1]] == [r.id for r in requests][1::2]
     # the records: every planned request once, from its worker, on the rig's clock
     path = tmp_path / "records.ndjson"

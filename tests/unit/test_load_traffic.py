@@ -420,6 +420,44 @@ def test_two_local_workers_send_their_shares_and_their_records_merge(tmp_path):
             assert c["via"] == "socket" and abs(c["wall_offset_ns"]) <= c["uncertainty_ns"] + 1_000_000
 
 
+def test_trace_rows_sent_from_two_workers_keep_their_shared_prefix_group(tmp_path):
+    """A trace replayed by two worker processes: every request line says its row's shared first block
+    (``prefix_group``) as one harness's would, so the warm-up counts the trace's prefix sharing whatever
+    the number of workers (2026-12-05: with workers 2 every line said none, and the warm-up read "no
+    prefix-sharing request was sent")."""
+    import asyncio
+    import threading
+
+    from chaos.load.workers import WorkerPool
+    from chaos.load.workload import plan
+    from tests.unit.test_transport import Server
+
+    rows = [{"timestamp": 100 * (i // 4), "input_length": 8, "output_length": 2, "hash_ids": [i % 3, 100 + i]}
+            for i in range(24)]
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(Server().start())
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    events = rec.Events()
+    writer = rec.RecordWriter(tmp_path / "records.ndjson").attach(events)
+    shape = LoadShape(mode="open", duration_s=5.0, warmup_s=0, timeout_s=5, route="completions", model="m",
+                      trace=str(path), workers=2, seed=3)
+    target = Target("t", f"http://127.0.0.1:{server.port}")
+    pool = WorkerPool([target], shape, events, records_dir=tmp_path)
+    try:
+        pool.run()
+    finally:
+        writer.close()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+    planned = {r.id: r.prefix_group for r in plan(LoadShape(**{**shape.__dict__, "workers": 1}), pool.router)}
+    back = rec.read(tmp_path / "records.ndjson").requests
+    assert len(back) == 24 and {r.worker for r in back} == {0, 1}
+    assert {r.id: r.prefix_group for r in back} == planned and set(planned.values()) == {0, 1, 2}
+
+
 def test_the_summary_says_the_arrivals_as_sent():
     from chaos import analysis
 
