@@ -259,6 +259,26 @@ def test_the_shipped_example_trace_replays_and_the_generator_makes_it(tmp_path):
 
 
 EXAMPLE_ARGS = ["--requests", "600", "--rate", "10", "--burstiness", "0.5", "--seed", "25"]
+# README's worked example: a production-shaped trace (a log of 3 s granularity, every prompt opening with one
+# shared block, prompts of 400-120,000 tokens, outputs up to 900)
+PRODUCTION_ARGS = ["--requests", "450", "--rate", "3", "--granularity-ms", "3000", "--prefixes", "1",
+                   "--prefix-share", "1", "--input-median", "8000", "--input-sigma", "1.0", "--input-max", "120000",
+                   "--output-median", "150", "--output-sigma", "1.0", "--output-max", "900", "--seed", "7"]
+
+
+def test_the_shipped_production_shaped_trace_is_what_the_readme_says_and_makes(tmp_path):
+    shipped = REPO / "experiments" / "traces" / "production-like.jsonl"
+    rows = trace.load(str(shipped)).rows
+    stamps = [r.timestamp_ms for r in rows]
+    assert len(rows) == 450 and all(t % 3000 == 0 for t in stamps) and stamps[-1] == 141_000
+    assert max(stamps.count(t) for t in set(stamps)) == 21  # the largest burst: 21 requests at one instant
+    assert {r.hash_ids[0] for r in rows} == {0} and max(r.output_length for r in rows) == 900
+    reqs = _plan(trace="experiments/traces/production-like.jsonl", duration_s=10_000, max_requests=100_000)
+    assert all(r.clipped for r in reqs) and max(r.max_tokens for r in reqs) == 503  # the tiny model's 512
+    out = tmp_path / "again.jsonl"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "make_trace.py"), "--out", str(out), *PRODUCTION_ARGS],
+                   check=True, capture_output=True, timeout=60)
+    assert out.read_bytes() == shipped.read_bytes()
 
 
 def test_generated_traces_have_the_stated_burstiness_and_prefixes():
