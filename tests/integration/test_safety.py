@@ -20,8 +20,20 @@ AVAILPROOF = str(Path(sys.executable).parent / "availproof")
 CHAOS = str(Path(sys.executable).parent / "chaos")
 
 
-def start_run(shared_cluster, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([AVAILPROOF, "run", str(suite.experiment_path("replica-kill")), "--out", str(out),
+def quick_variant(test_root: Path, name: str, **ext) -> Path:
+    """``name`` with a 1 s warm-up and a 2 s baseline (what these tests interrupt comes after the fault's
+    mark: the shipped 15 s before it add nothing to them; CI time), ``ext`` over its extension."""
+    doc = json.loads(suite.experiment_path(name).read_text())
+    e = doc["extensions"][0]
+    e["load"] = {**e["load"], "warmup_s": 1}
+    e.update(baseline_s=2, **ext)
+    path = test_root / f"{name}-quick{'-' + '-'.join(ext) if ext else ''}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def start_run(shared_cluster, out: Path, test_root: Path) -> subprocess.Popen:
+    return subprocess.Popen([AVAILPROOF, "run", str(quick_variant(test_root, "replica-kill")), "--out", str(out),
                              "--cluster-dir", str(shared_cluster.cluster_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -37,7 +49,7 @@ def wait_for_mark(path: Path, timeout: float = 240) -> None:
 
 def test_sigkill_mid_experiment_keeps_records_and_recover_cleans_up(shared_cluster, test_root):
     out = test_root / "runs" / "sigkill"
-    proc = start_run(shared_cluster, out)
+    proc = start_run(shared_cluster, out, test_root)
     records = out / "records.ndjson"
     try:
         wait_for_mark(records)
@@ -68,7 +80,7 @@ def test_sigkill_mid_experiment_keeps_records_and_recover_cleans_up(shared_clust
 
 def test_ctrl_c_during_the_method_runs_rollbacks(shared_cluster, test_root):
     out = test_root / "runs" / "ctrl-c"
-    proc = start_run(shared_cluster, out)
+    proc = start_run(shared_cluster, out, test_root)
     try:
         wait_for_mark(out / "records.ndjson")
         time.sleep(2)
@@ -128,8 +140,8 @@ def test_plain_chaos_run_stopped_by_a_stop_condition_leaves_nothing_broken(share
     run's end heals the node it killed (in the middle of its outage) all the same."""
     import os
 
-    # the wall-clock limit trips ~10 s into the node's 20 s outage (warm-up 5 s + baseline 10 s before it)
-    path = _variant(test_root, "worker-node-kill", max_wall_s=25)
+    # the wall-clock limit trips ~10 s into the node's 20 s outage (warm-up 1 s + baseline 2 s before it)
+    path = quick_variant(test_root, "worker-node-kill", max_wall_s=13)
     out = test_root / "runs" / "chaos-run-stopped"
     env = dict(os.environ, AVAILPROOF_CLUSTER_DIR=str(shared_cluster.cluster_dir), AVAILPROOF_OUT=str(out))
     proc = subprocess.run([CHAOS, "--no-version-check", "run", "--journal-path", str(out / "journal.json"),
