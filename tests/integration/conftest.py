@@ -12,11 +12,17 @@ from chaos.backends.local import LocalCluster, procs
 HERE = Path(__file__).resolve().parent
 
 
+LAST = "test_serve_apps.py"  # the vLLM app's tests: deployed once, after every test of the stream target
+
+
 def pytest_collection_modifyitems(items):
     # the hook sees every collected item of the session (unit tests too): mark only ours
     for item in items:
         if Path(item.path).resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.integration)
+    # the shared cluster runs the stream target until the vLLM app's tests deploy vLLM: they go last, so
+    # that no test of the stream target after them pays its redeploy (stable: file order otherwise)
+    items.sort(key=lambda item: Path(item.path).name == LAST)
 
 
 def assert_nothing_left(cluster: LocalCluster, pids_seen: set[int]) -> None:

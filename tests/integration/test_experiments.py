@@ -271,11 +271,14 @@ def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(s
 
 
 def node_kill_variant(test_root: Path, name: str, front_door: dict | None = None, bounds: dict | None = None) -> Path:
-    """worker-node-kill with a 10 s outage (the shipped one's is 20 s: what these variants show does not
-    need the longer one; CI time), its front door and bounds updated with ``front_door`` and ``bounds``."""
+    """worker-node-kill with a 10 s outage, a 2 s warm-up and a 5 s baseline (the shipped one's 20 s, 5 s and
+    10 s: what these variants show does not need them; CI time), its front door and bounds updated with
+    ``front_door`` and ``bounds``."""
     doc = json.loads(suite.experiment_path("worker-node-kill").read_text())
     doc["method"][0]["provider"]["arguments"]["outage_s"] = 10
     ext = doc["extensions"][0]
+    ext["load"] = {**ext["load"], "warmup_s": 2}
+    ext["baseline_s"] = 5
     ext["front_door"] = {**ext["front_door"], **(front_door or {})}
     ext["bounds"] = {**ext["bounds"], **(bounds or {})}
     path = test_root / f"worker-node-kill-{name}.json"
