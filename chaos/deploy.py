@@ -59,25 +59,36 @@ def deployed_app(cluster) -> str | None:
 
 
 def deployments_differ(cluster, spec: serve_config.AppSpec) -> bool:
-    """The deployed app's deployments are not what ``spec`` asks for (an experiment's overrides):
-    it must be deployed again. The application's runtime_env is not compared (an upgrade changes it)."""
+    """The deployed app's deployments, or its arguments, are not what ``spec`` asks for (an experiment's
+    overrides): it must be deployed again. The LLM app carries its deployments' settings in its arguments
+    (``args.llm_configs[].deployment_config``: the progress watchdog's ``user_config`` among them), the
+    stream target in ``deployments``. The application's runtime_env is not compared (an upgrade changes it)."""
     details = ray_dashboard.serve_details(cluster.state.dashboard_url) or {}
     app = (details.get("applications") or {}).get(serve_config.APP_NAME) or {}
-    have = (app.get("deployed_app_config") or {}).get("deployments")
+    have = app.get("deployed_app_config") or {}
     spec.http_port = cluster.state.head.serve_port
-    want = serve_config.serve_config(spec)["applications"][0].get("deployments")
-    return _norm(have) != _norm(want)
+    want = serve_config.serve_config(spec)["applications"][0]
+    return (_norm(have.get("deployments")) != _norm(want.get("deployments"))
+            or _plain(have.get("args")) != _plain(want.get("args")))
+
+
+def _num(v):
+    """``v`` with every integer a float (Serve returns 1.0 for 1)."""
+    if isinstance(v, dict):
+        return {k: _num(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_num(x) for x in v]
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 def _norm(deps) -> str:
-    """Deployments as comparable text: in name order, numbers as floats (Serve returns 1.0 for 1)."""
-    def num(v):
-        if isinstance(v, dict):
-            return {k: num(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [num(x) for x in v]
-        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-    return json.dumps(num(sorted(deps or [], key=lambda d: d.get("name", ""))), sort_keys=True)
+    """Deployments as comparable text: in name order, numbers as floats."""
+    return json.dumps(_num(sorted(deps or [], key=lambda d: d.get("name", ""))), sort_keys=True)
+
+
+def _plain(args) -> str:
+    """An application's arguments as comparable text (none: empty)."""
+    return json.dumps(_num(args or {}), sort_keys=True)
 
 
 def wait_running(cluster, spec: serve_config.AppSpec, timeout: float, log: Callable[[str], None] = lambda m: None,
