@@ -2,7 +2,8 @@
 
 A figure is a number (or a yes/no) in one *plane* of a fault in ``summary.json``: the two
 populations of requests (``affected`` and ``service``, :data:`POPULATION` here: one entry serves
-both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` and ``locality``.
+both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` and ``locality``, and a
+slow replica's ``straggler`` (``engine-slow``).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
 ``service.time_to_steady_state_s``), the key of its reason in the fault's ``unmeasurable`` map.
 
@@ -33,7 +34,7 @@ SAMPLED_PLANES = ("control_plane", "capacity")  # from the sampler's samples (ch
 
 @dataclass(frozen=True)
 class Figure:
-    plane: str  # POPULATION, "failed", "control_plane", "capacity" or "locality"
+    plane: str  # POPULATION, "failed", "control_plane", "capacity", "locality" or "straggler"
     name: str  # the key inside its plane
     unit: str  # "s" (from the fault's injection), "requests", "ratio", "count", "samples", "replicas", "nodes", "bool"
     label: str  # its row in the report
@@ -187,7 +188,8 @@ CAP_TARGET = _(Figure("capacity", "target_replicas", "replicas", "target replica
 CAP_MIN = _(Figure("capacity", "min_replicas", "replicas", "min replicas", CAP_FN, COUNT, row=True))
 CAP_MIN_RATIO = _(Figure("capacity", "min_ratio", "ratio", "min ratio (min / target)", CAP_FN, NUMBER, row=True,
                          bound="min_capacity_ratio", comparison=">=", bound_recovery=True))
-CAP_LOST = _(Figure("capacity", "time_to_lost_s", "s", "time to lost s", CAP_FN, NUMBER, row=True))
+CAP_LOST = _(Figure("capacity", "time_to_lost_s", "s", "time to lost s", CAP_FN, NUMBER, row=True,
+                     bound="max_time_to_capacity_lost_s", comparison="<=", bound_recovery=True))
 CAP_RESTORED = _(Figure("capacity", "time_to_restored_s", "s", "time to restored s", CAP_FN, NUMBER,
                         column="capacity restored s", short="capacity", row=True, window_cut=True,
                         bound="max_time_to_capacity_restored_s", comparison="<=", bound_recovery=True))
@@ -196,6 +198,22 @@ CAP_NODES = _(Figure("capacity", "nodes_min_alive", "nodes", "nodes min alive", 
 CROSS_REGION = _(Figure("locality", "cross_region_share", "ratio", "share served outside the client's region",
                         "chaos.analysis.locality", {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                         bound="max_cross_region_share", comparison="<=", read=_cross_region_share))
+# ---------------------------------------------------------------- a straggler (chaos.analysis.slow_replica): engine-slow
+ST_FN, SHARE = "chaos.analysis.straggler", {"type": ["number", "null"], "minimum": 0, "maximum": 1}
+ST_REQUESTS = _(Figure("straggler", "requests", "requests", "requests during the fault that named their replica", ST_FN,
+                       {**COUNT, "minimum": 0}, row=True))
+ST_REPLICAS = _(Figure("straggler", "replicas", "replicas", "replicas serving (the slow one included)", ST_FN,
+                       {**COUNT, "minimum": 0}, row=True))
+ST_SLOW_REQUESTS = _(Figure("straggler", "slow_requests", "requests", "served by the slow replica", ST_FN,
+                            {**COUNT, "minimum": 0}, row=True))
+ST_SHARE = _(Figure("straggler", "share", "ratio", "share served by the slow replica", ST_FN, SHARE, row=True))
+ST_FAIR = _(Figure("straggler", "fair_share", "ratio", "fair share (1 / replicas serving)", ST_FN, SHARE, row=True))
+ST_SHARE_OF_FAIR = _(Figure("straggler", "share_of_fair", "ratio", "share / fair share", ST_FN,
+                            {"type": ["number", "null"], "minimum": 0}, row=True))
+ST_LATENCIES = tuple(_(Figure("straggler", f"{side}_p{q}_{what}_s", "s", f"{who} p{q} {what.upper()} s", ST_FN, NUMBER,
+                              row=True))
+                     for what in ("ttft", "itl") for q in (50, 95)
+                     for side, who in (("slow", "slow replica"), ("others", "other replicas")))
 del _
 
 # every plane back: the instant the recovery window may settle at (chaos.settle) and an event's span (chaos.claim)

@@ -83,8 +83,9 @@ Service-wide figures of a fault
 - ``resolution_s``: the median gap between consecutive planned sends in the window. No
   figure can be finer than that.
 
-Who served (``locality``, ``warmup``) and the load as sent (``arrivals``): :mod:`chaos.analysis.who_served`,
-:mod:`chaos.analysis.cold_cache`, :mod:`chaos.analysis.sending`.
+Who served (``locality``, ``warmup``; a straggler's ``straggler``) and the load as sent (``arrivals``):
+:mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`, :mod:`chaos.analysis.slow_replica`,
+:mod:`chaos.analysis.sending`.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ from typing import Any
 from chaos import planes, records as rec, scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.sending import arrivals
+from chaos.analysis.slow_replica import SCOPES as STRAGGLER_SCOPES, straggler
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState, _end_ns,
                                     faults_from_marks, judge_windows, latency, run_end_ns)
@@ -311,6 +313,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         # who served: outside the client's zone and region; the replacement's cold prefix cache
         fault["locality"] = locality(fault, measured, window_end, measure_start)
         fault["warmup"] = warmup(fault, reqs, measured, window_end, measure_start, steady)
+        if f.scope in STRAGGLER_SCOPES:  # a replica slowed down: its share and latency against the others'
+            fault["straggler"] = straggler(fault, measured, window_end)
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}
     for r in results:

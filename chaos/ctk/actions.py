@@ -33,6 +33,15 @@ def crash_engine(zone: str | None = None, configuration: dict | None = None) -> 
     return _on_run(faults.crash_engine, zone=zone)
 
 
+def error_engine(zone: str | None = None, configuration: dict | None = None) -> dict:
+    return _on_run(faults.error_engine, zone=zone)
+
+
+def slow_engine(zone: str | None = None, factor: float = 4.0, period_s: float = 0.2, duration_s: float = 20.0,
+                configuration: dict | None = None) -> dict:
+    return _on_run(faults.slow_engine, zone=zone, factor=factor, period_s=period_s, duration_s=duration_s)
+
+
 def kill_node(node: str | None = None, zone: str | None = None, outage_s: float | None = None,
               configuration: dict | None = None) -> dict:
     return _on_run(faults.kill_node, node=node, zone=zone, outage_s=outage_s)

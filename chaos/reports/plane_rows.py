@@ -1,5 +1,5 @@
 """The report's rows of a fault's other planes (:mod:`chaos.planes`): control plane and capacity, what it
-replaced, what the balancer did, and who served."""
+replaced, what the balancer did, who served, and a straggler's share and latency."""
 
 from __future__ import annotations
 
@@ -74,7 +74,21 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
     rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
-    return rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f)
+    return rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f) + straggler_rows(f)
+
+
+def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
+    """A slow replica's share and latency against the others' (:func:`chaos.analysis.straggler`): for the
+    faults that made one (engine-slow), one row per figure of the catalogue's ``straggler`` plane."""
+    st = f.get("straggler")
+    if not isinstance(st, dict):
+        return []
+    rows = [["straggler", "slow replica (requests sent from s to s)",
+             f"{str(st.get('replica'))[:8]} ({fmt(st.get('from_s'))} to {fmt(st.get('to_s'))})"]]
+    for fig in F.of("straggler"):
+        v = st.get(fig.name)
+        rows.append(["straggler", fig.label, fmt(v) if v is not None else (_plane_note(f, fig.key()) or "n/a")])
+    return rows
 
 
 def served_rows(f: dict[str, Any]) -> list[list[str]]:

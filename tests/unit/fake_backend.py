@@ -54,3 +54,87 @@ class OneProxyBackend(FakeBackend):
     def topology_doc(self):
         return {}
 
+
+
+# ---------------------------------------------------------------- the local backend over tiny real processes
+ENGINE_CHILD = """
+import os, signal, sys, time
+mode = sys.argv[1]
+if mode == "exit":  # the app's hook: the engine errs and exits (the stream target's engine exits 70)
+    signal.signal(signal.SIGUSR1, lambda s, f: os._exit(70))
+elif mode == "stay":  # a hook that errs but never exits: the engine is not reported dead
+    signal.signal(signal.SIGUSR1, lambda s, f: None)
+os.write(1, b"ready\\n")  # one write: two engines' lines do not interleave
+while True:
+    time.sleep(0.05)
+"""
+REPLICA = """
+import subprocess, sys, time
+for i in range(int(sys.argv[2])):
+    subprocess.Popen(["availproof::EngineCore", "-c", sys.argv[3], sys.argv[1]], executable=sys.executable)
+while True:
+    time.sleep(0.05)
+"""
+
+
+class TinyReplica:
+    """A "replica": a process of a session of its own (as a node's session on the local cluster) whose children
+    are ``engines`` "engine" processes (``availproof::EngineCore`` in their command line) in ``mode``: ``exit``
+    (SIGUSR1 makes it exit, as the app's hook does), ``stay`` (a SIGUSR1 handler that does nothing), ``none``
+    (no handler: SIGUSR1 would kill it). A context manager: on leaving, its session (its own id) is SIGKILLed."""
+
+    def __init__(self, mode: str = "exit", engines: int = 1):
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-c", REPLICA, mode, str(engines), ENGINE_CHILD],
+                                     start_new_session=True, stdout=subprocess.PIPE)
+        self.pid = self.proc.pid
+        try:
+            self._wait_ready(engines)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def _wait_ready(self, engines: int, timeout_s: float = 30.0) -> None:
+        """Each engine says ``ready`` once its handler is in place (one write each); at most ``timeout_s``."""
+        import os
+        import select
+        import time
+
+        seen, deadline = b"", time.monotonic() + timeout_s
+        while seen.count(b"ready") < engines:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
+            chunk = os.read(self.proc.stdout.fileno(), 256) if ready else b""
+            assert chunk, f"the engines did not all start within {timeout_s:g} s: {seen!r}"
+            seen += chunk
+
+    def replica(self, zone: str = "zone-a"):
+        from chaos.placement import Replica
+
+        return Replica(app="llm", deployment="StreamTarget", replica_id="r1", state="RUNNING", actor_name=None,
+                       actor_id=None, pid=self.pid, node_ip="127.0.0.1", node="w", zone=zone, region=None)
+
+    def backend(self):
+        """A LocalBackend whose cluster's one node session is this replica's."""
+        from types import SimpleNamespace
+
+        from chaos.backends.local.backend import LocalBackend
+
+        cluster = SimpleNamespace(state=SimpleNamespace(nodes={"w": SimpleNamespace(sid=self.pid)}, cluster_id="tiny"))
+        return LocalBackend(cluster)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import os
+        import signal
+
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()

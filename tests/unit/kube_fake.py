@@ -576,6 +576,8 @@ class Kubelet:
         self.actors: dict[str, tuple[str, int]] = {}  # Ray actor name -> (pod, pid) of its process
         self.armed: dict[str, str] = {}  # an actor kill's id -> the actor its connected driver will kill
         self.actor_kill_log: list[tuple[str, str]] = []  # (arm | fire, id) in the order they ran
+        self.throttled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle started (engine-slow)
+        self.unthrottled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle ended
 
     # -- processes
     @staticmethod
@@ -751,17 +753,9 @@ class Kubelet:
                 self._end(pod, pid, "SIGKILL")
             self._container_exits(pod)  # ray start --block: "Some Ray subprocesses exited unexpectedly", exit 1
             return " ".join(map(str, gcs)) + "\n", "", 0
-        m = re.match(r"p=\$\(pgrep -P (\d+) -f VLLM::EngineCore\); \[ -n \"\$p\" \] \|\| p=(\d+); kill -STOP \$p && echo \$p$",
-                     script)
-        if m:
-            parent = int(m.group(1))
-            kids = [pid for pid, p in live.items() if p["ppid"] == parent and "EngineCor" in p["comm"]] or \
-                [pid for pid in live if pid == parent]
-            if not kids:
-                return "", f"sh: 1: kill: ({parent}) - No such process\n", 1
-            for pid in kids:
-                live[pid]["state"] = "T"
-            return " ".join(map(str, kids)) + "\n", "", 0
+        engine = self._engine_command(pod, live, script)
+        if engine is not None:
+            return engine
         m = re.fullmatch(r"p=\$\(pgrep -P (\d+) -f EngineCore\); \[ -z \"\$p\" \] \|\| \{ kill -9 \$p && echo \$p; \}",
                          script)
         if m:  # an engine crash: the replica's EngineCore children only; none is no error (empty answer)
@@ -788,6 +782,70 @@ class Kubelet:
             return "".join(f"{pid} {live[int(pid)]['state'] if int(pid) in live else 'gone'}\n"
                            for pid in m.group(1).split()), "", 0
         raise AssertionError(f"the fake kubelet does not know this command: {script[:200]}")
+
+    def _kids(self, live: dict[int, dict], parent: int) -> list[int]:
+        return [pid for pid, p in live.items() if p["ppid"] == parent and "EngineCor" in p["comm"]]
+
+    def _engine_command(self, pod: dict, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
+        """The engine faults' commands (chaos/backends/kuberay/engines.py): the hang's SIGSTOP of the EngineCore
+        children; the engine error's look at their signal masks (``SigCgt`` has SIGUSR1 while the process's
+        ``hook`` is on, the default) and its ``kill -USR1`` (a hooked engine errs and exits: fate ``SIGUSR1``; one
+        without the hook dies of it: ``SIGUSR1-default``); the straggler's duty cycle (``throttle``: its id on the
+        process; a look at it sees it stopped in even samples, running in odd ones) and its end, the prefix of the
+        SIGCONT. None: not one of them."""
+        name = pod["metadata"]["name"]
+        while True:  # the duty cycles ended before a SIGCONT (unthrottle_script), one prefix per cycle
+            m = re.match(r"pkill -KILL -f '\[a\]vailproof-throttle-([\w-]+)'; n=0; while pgrep .*?; done; ", script)
+            if not m:
+                break
+            self.unthrottled.append((name, m.group(1)))
+            for p in live.values():
+                if p.get("throttle") == m.group(1):
+                    p.pop("throttle")
+            script = script[m.end():]
+            if not script.startswith("pkill"):
+                return self.exec(name, None, script)
+        m = re.fullmatch(r"p=\$\(echo \$\(pgrep -P (\d+) -f EngineCore\)\); \[ -z \"\$p\" \] \|\| "
+                         r"\{ kill -STOP \$p && echo \$p; \}", script)
+        if m:  # an engine hang: the EngineCore children only; none is no error (empty answer)
+            kids = self._kids(live, int(m.group(1)))
+            for pid in kids:
+                live[pid]["state"] = "T"
+            return " ".join(map(str, kids)) + ("\n" if kids else ""), "", 0
+        m = re.match(r": availproof-engine-error look; for p in \$\(pgrep -P (\d+) -f EngineCore\)", script)
+        if m:
+            return "".join(f"{pid} SigBlk:0000000000000000 SigIgn:0000000001001000 SigCgt:"
+                           f"{'0000000180004a02' if live[pid].get('hook', True) else '0000000180004802'} \n"
+                           for pid in self._kids(live, int(m.group(1)))), "", 0
+        m = re.fullmatch(r"kill -USR1 ([\d ]+) && echo \1", script)
+        if m:
+            pids = [int(x) for x in m.group(1).split()]
+            if any(p not in live for p in pids):
+                return "", "sh: 1: kill: No such process\n", 1
+            for pid in pids:
+                self._end(pod, pid, "SIGUSR1" if live[pid].get("hook", True) else "SIGUSR1-default")
+            return m.group(1) + "\n", "", 0
+        m = re.match(r": availproof-engine-slow ([\w-]+); p=\$\(echo \$\(pgrep -P (\d+) -f EngineCore\)\); "
+                     r"\[ -n \"\$p\" \] \|\| exit 0; nohup sh -c '.*' availproof-throttle-\1 \"\$p\" "
+                     r"</dev/null >/dev/null 2>&1 & echo \$p$", script, re.S)
+        if m:
+            kids = self._kids(live, int(m.group(2)))
+            for pid in kids:
+                live[pid]["throttle"] = m.group(1)
+            self.throttled.append((name, m.group(1)))
+            return " ".join(map(str, kids)) + ("\n" if kids else ""), "", 0
+        m = re.match(r": availproof-engine-slow sample; i=0; while \[ \$i -lt (\d+) \]; do echo \"sample \$i\"; "
+                     r"for p in ([\d ]+); do", script)
+        if m:
+            out = []
+            for i in range(int(m.group(1))):
+                out.append(f"sample {i}\n")
+                for x in m.group(2).split():
+                    p = live.get(int(x))
+                    state = "gone" if p is None else ("T" if i % 2 == 0 else "S") if p.get("throttle") else p["state"]
+                    out.append(f"{x} {state}\n")
+            return "".join(out), "", 0
+        return None
 
     def _actor_kill(self, pod: dict, script: str) -> tuple[str, str, int]:
         """The actor kill's two execs (chaos/ray_actor.py): ``arm`` starts a driver that connects (``ray.init``)

@@ -234,7 +234,9 @@ def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
     b.pick_replica = lambda **kw: replica(node="wb-1")
     n = len(stream.calls)
     f = faults.hang_engine(b, marker, duration_s=5)
-    assert f["pids"] == ["wb-1/57"] and "pgrep -P 41 -f VLLM::EngineCore" in stream.calls[n][2]
+    assert f["pids"] == ["wb-1/57"] and "pgrep -P 41 -f EngineCore" in stream.calls[n][2]
+    # the engine stopped; the replica's process is not running: the actor kill above took wb-1's replica
+    assert f["pid"] == 41 and [c["ok"] for c in f["effect"]["checks"]] == [True, False]
     assert stream.calls[-1] == ("wb-1", "ray-worker", "if kill -0 57 2>/dev/null; then kill -CONT 57; else echo gone; fi")
     assert b.paused == [] and kubelet.processes(s.pods["wb-1"])[57]["state"] == "S"
 

@@ -102,6 +102,10 @@ def inject_and_heal(scope, s, b, monkeypatch):
         faults.hang_engine(b, marker, zone="zone-b")
     elif scope == "engine-crash":
         faults.crash_engine(b, marker, zone="zone-b")
+    elif scope == "engine-error":
+        faults.error_engine(b, marker, zone="zone-b")
+    elif scope == "engine-slow":
+        faults.slow_engine(b, marker, zone="zone-b", duration_s=0.1)
     elif scope == "node":
         faults.kill_node(b, marker, node="wb-1")
     elif scope == "head":

@@ -8,6 +8,7 @@ from chaos.backends import kube_exec, kube_load as kl, kube_partition as kp
 from chaos.backends import kube_zone as kz
 from chaos.backends.kuberay.autoscaling import Autoscaling
 from chaos.backends.kuberay.common import GCS_EXIT_WINDOW_S, ZONE_WATCH_POLL_S
+from chaos.backends.kuberay.engines import Engines
 from chaos.backends.kuberay.kills import Kills
 from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.partition import Partition
@@ -23,7 +24,7 @@ from chaos.backends.kuberay.zone import ZoneLoss
 from chaos.errors import UsageError, parse_bool
 
 
-class KubeRayBackend(Reads, Kills, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback, LoadJob,
+class KubeRayBackend(Reads, Kills, Engines, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback, LoadJob,
                      Preparation, Leftovers, PlanRows, ProofReads, ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
@@ -90,7 +91,8 @@ class KubeRayBackend(Reads, Kills, ZoneLoss, Autoscaling, Partition, UpgradeDrai
         self.max_nodes = max_pods if max_nodes is None else max_nodes
         self.run_id = run_id or secrets.token_hex(4)
         self.helper_deadline_s, self.gcs_exit_window_s = helper_deadline_s, gcs_exit_window_s
-        self.paused: list[str] = []  # "pod/pid" of engines we stopped
+        self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
+        self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-slow)
         self.load_avoid_zones: list[str] = []  # the zones the run's faults hit: no load pod there (prepare)
         self.head_before_redis_kill: tuple[str, int, str | None] | None = None  # (pod name, restarts, uid)
         self.redis_killed_at: float | None = None  # monotonic instant of the last Redis kill

@@ -1,5 +1,5 @@
 """Exec and kills: commands in pods (exit status checked), the crash of a pod's processes then its
-delete, and the kills of a worker pod, the head, Redis, a replica and an engine (SIGSTOP/SIGCONT too)."""
+delete, and the kills of a worker pod, the head, Redis and a replica (an engine's faults: :mod:`.engines`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_exec, kube_marks as km
+from chaos.backends import kube_exec
 from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, _labels, _name, _node_of,
                                           _not_found, limit, node_regions, node_zones, pod_ready, restarts, select)
 from chaos.errors import ClusterError, UsageError
@@ -225,58 +225,3 @@ class Kills:
             return [f"{r.node}/{r.pid}"]
 
         return fire
-
-    def pause_engine(self, r) -> list[str]:
-        """SIGSTOP the replica's vLLM EngineCore children (else the replica process: the stream target's
-        hang is its whole replica) inside its pod."""
-        pid = int(r.pid)
-        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f VLLM::EngineCore); [ -n \"$p\" ] || p={pid}; "
-                                f"kill -STOP $p && echo $p")
-        pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
-        if not pids:
-            raise ClusterError(f"engine of replica {r.replica_id}: `kill -STOP` reported no process")
-        self.paused += pids
-        self._mark_paused(r.node)
-        return pids
-
-    def _mark_paused(self, pod: str) -> None:
-        """Record on ``pod`` the processes this run stopped there (:data:`kube_marks.PAUSED_MARK
-        <chaos.backends.kube_marks.PAUSED_MARK>`), so that a crashed run's ``recover`` can SIGCONT them; none
-        left: the mark dropped."""
-        pids = sorted(int(x.rsplit("/", 1)[1]) for x in self.paused if x.rsplit("/", 1)[0] == pod)
-        value = km.record(self.run_id, self.helper_deadline_s, pids=pids) if pids else None
-        try:
-            self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"annotations": {km.PAUSED_MARK: value}}})
-        except Exception as e:  # noqa: BLE001 - ApiException; a pod gone has nothing left stopped
-            if not _not_found(e):
-                raise
-
-    def crash_engine(self, r) -> list[str]:
-        """``kill -9`` the replica's engine children (vLLM's EngineCore; the stream target's engine
-        child) inside its pod, and nothing else: the replica's process lives on. Refused when the
-        replica has no engine child."""
-        pid = int(r.pid)
-        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f EngineCore); [ -z \"$p\" ] || {{ kill -9 $p && echo $p; }}")
-        pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
-        if not pids:
-            raise ClusterError(f"replica {r.replica_id} (pid {pid}) in pod {r.node}: no engine child process to crash")
-        return pids
-
-    def resume_engine(self, pids: list[str]) -> list[str]:
-        """SIGCONT each stopped process that is still there: Serve may have replaced a stopped replica
-        (its health check failed) in a live pod, and a process gone is nothing left stopped."""
-        done = []
-        for item in pids:
-            pod, pid = item.rsplit("/", 1)
-            try:
-                self.exec(pod, f"if kill -0 {int(pid)} 2>/dev/null; then kill -CONT {int(pid)}; else echo gone; fi")
-            except kube_exec.ExecError:
-                if any(_name(p) == pod for p in self._ray()):
-                    raise
-                # the pod is gone (deleted, replaced): nothing is left stopped
-            done.append(item)
-            if item in self.paused:
-                self.paused.remove(item)
-        for pod in sorted({item.rsplit("/", 1)[0] for item in done}):
-            self._mark_paused(pod)
-        return done

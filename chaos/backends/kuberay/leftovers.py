@@ -45,9 +45,11 @@ class Leftovers:
         for p in pods:
             mark = km.read(km.annotations(p).get(km.PAUSED_MARK))
             if mark.get("pids"):
+                cycles = list(mark.get("throttles") or [])
                 out.append(_row("Paused", _name(p), self.namespace, mark.get("run"), None,
-                                f"engine process(es) {', '.join(map(str, mark['pids']))} stopped (SIGSTOP)",
-                                mark.get("expires"), pids=list(mark["pids"])))
+                                f"engine process(es) {', '.join(map(str, mark['pids']))} stopped (SIGSTOP)"
+                                + (f", duty cycle(s) {', '.join(cycles)} (engine-slow)" if cycles else ""),
+                                mark.get("expires"), pids=list(mark["pids"]), throttles=cycles))
         jobs: dict[str, list[dict]] = {}
         for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
             lab = _labels(p)
@@ -74,14 +76,19 @@ class Leftovers:
 
     def remove_leftovers(self, found: list[dict] | None = None) -> dict:
         """Undo every leftover :meth:`leftovers` finds (or those of ``found``), whatever its run: stopped engines
-        resumed (SIGCONT through exec, a process gone skipped), helpers (their table deleted first, checked), nft
-        tables whose helper died (through a helper made for it), NetworkPolicies, the pods' partition labels,
-        load workers' Jobs (``propagationPolicy: Foreground``: their pods and ConfigMaps go too), the cordons (a
-        node someone uncordoned meanwhile only loses the annotation), a failed ``cluster`` upgrade rolled back.
+        resumed (SIGCONT through exec, a process gone skipped; a straggler's duty cycle ended first), helpers
+        (their table deleted first, checked), nft tables whose helper died (through a helper made for it),
+        NetworkPolicies, the pods' partition labels, load workers' Jobs (``propagationPolicy: Foreground``: their pods
+        and ConfigMaps go too), the cordons (a node someone uncordoned meanwhile only loses the annotation), a failed
+        ``cluster`` upgrade rolled back.
         ``availproof recover --backend kuberay``."""
         found = self.leftovers() if found is None else found
         errors = []
         paused = [f"{x['name']}/{pid}" for x in found if x["kind"] == "Paused" for pid in x.get("pids") or []]
+        for x in found:  # a straggler's duty cycle is ended before its engines are continued
+            if x["kind"] == "Paused" and x.get("throttles"):
+                known = self.throttles.setdefault(x["name"], [])
+                known += [t for t in x["throttles"] if t not in known]
         if paused:
             self.resume_engine(paused)
         helpers = [x["name"] for x in found if x["kind"] == "Pod" and x["what"].startswith("partition helper")]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from chaos.backends import kube_partition as kp
+from chaos.backends import kube_marks as km, kube_partition as kp
+from chaos.backends.engine_faults import Throttle
 from chaos.backends.kuberay.common import (CORDON_MARK, CRASH_SCRIPT, UPGRADE_VARIANTS, VERSION_ANNOTATION,
                                           VERSION_ENV, _labels, _name, _node_of, _pod_ips, limit, node_zones)
 from chaos.errors import UsageError
@@ -50,19 +51,46 @@ def replica(self, scope: str, a: dict) -> list[dict]:
     raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
 
 
-def engine(self, scope: str, a: dict) -> list[dict]:
+def _replica_pod(self, a: dict):
     r = self.pick_replica(zone=a.get("zone"))
-    pod = limit([p for p in self._ray(terminating=True) if _name(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
-    return [self._pod_row(pod, f"exec: SIGSTOP of the EngineCore children of {r.pid} (else {r.pid} itself)",
+    pods = [p for p in self._ray(terminating=True) if _name(p) == r.node]
+    return r, limit(pods, 1, f"pod of replica {r.replica_id}")[0]
+
+
+def engine(self, scope: str, a: dict) -> list[dict]:
+    r, pod = _replica_pod(self, a)
+    return [self._pod_row(pod, f"exec: SIGSTOP of the EngineCore children of {r.pid} (none: refused, nothing "
+                               f"injected); the replica's process {r.pid} runs on",
                           "SIGCONT at the heal (a process Serve replaced meanwhile is skipped)")]
+
+
+def engine_error(self, scope: str, a: dict) -> list[dict]:
+    """The replica's pod and its engine children, as :meth:`error_engine` finds them (the plan does not exec)."""
+    r, pod = _replica_pod(self, a)
+    where = f"{self.namespace}, pod {_name(pod)}, node {_node_of(pod)}"
+    return [self._pod_row(pod, f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
+                               "SIGUSR1: the app's engine-fault hook; else refused, nothing injected), then "
+                               "`kill -USR1` of them", "the pod and the replica's process live on"),
+            self._row("Process", f"EngineCore children of {r.pid}", f"SIGUSR1: the engine fails from inside its step "
+                      f"loop; the process of replica {r.replica_id} ({r.pid}, a RUNNING one picked now) lives",
+                      "nothing to heal: the replica's health check fails on its dead engine and Serve replaces it",
+                      where)]
+
+
+def engine_slow(self, scope: str, a: dict) -> list[dict]:
+    t = Throttle(**{k: a[k] for k in ("factor", "period_s", "duration_s") if k in a})
+    r, pod = _replica_pod(self, a)
+    return [self._pod_row(pod, f"exec: a shell loop in the background, SIGSTOP/SIGCONT of the EngineCore children of "
+                               f"{r.pid}, {t.text()} (none: refused, nothing injected; it ends by itself after "
+                               f"{t.cycles} cycles, continuing them); pids and loop recorded on the pod "
+                               f"({km.PAUSED_MARK})", "the loop killed and SIGCONT at the heal")]
 
 
 def engine_crash(self, scope: str, a: dict) -> list[dict]:
     """The replica's pod (exec'd) and its engine children, as :meth:`crash_engine` finds them at the
     injection (``pgrep -P PID -f EngineCore``): their pids are known only inside the pod, and the plan
     does not exec."""
-    r = self.pick_replica(zone=a.get("zone"))
-    pod = limit([p for p in self._ray(terminating=True) if _name(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
+    r, pod = _replica_pod(self, a)
     where = f"{self.namespace}, pod {_name(pod)}, node {_node_of(pod)}"
     return [self._pod_row(pod, f"exec `pgrep -P {r.pid} -f EngineCore`, then `kill -9` of what it finds (none: "
                                f"refused, nothing injected)", "the pod and the replica's process live on"),

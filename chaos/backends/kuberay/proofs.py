@@ -3,7 +3,7 @@ function per scope (``scope(backend, fault)``: the backend as ``self``), named i
 
 from __future__ import annotations
 
-from chaos.backends import kube_exec, kube_partition as kp
+from chaos.backends import engine_faults, kube_exec, kube_partition as kp
 from chaos.backends.kuberay.common import (CORDON_MARK, VERSION_ENV, ZONE_LABEL, _labels, _name, _node_of,
                                           _not_found, check, pod_ready, proc_states_script, restarts, select)
 
@@ -84,34 +84,43 @@ def replica(self, fault: dict) -> list[dict]:
     return out
 
 
+def _replica_pid(fault: dict) -> int | None:
+    return int(fault["pid"]) if str(fault.get("pid") or "").isdigit() else None
+
+
 def engine(self, fault: dict) -> list[dict]:
+    """Each stopped engine process in state T, and the replica's own process alive and not stopped."""
     items = list(fault.get("pids") or [])
     if not items:
         return [check("the engine's processes stopped (state T)", False, "the pause named no process")]
     out = []
+    replica = _replica_pid(fault)
     for pod, pids in self._by_pod(items).items():
-        states = self._proc_states(pod, pids)
+        states = self._proc_states(pod, pids + ([replica] if replica else []))
         what = f"engine process(es) {', '.join(map(str, pids))} in pod {pod} stopped (state T)"
         if states is None:
             out.append(check(what, False, "the pod is gone"))
             continue
         out.append(check(what, all(states.get(p) in ("T", "t") for p in pids),
                          ", ".join(f"{p} {states.get(p, '?')}" for p in pids)))
+        if replica is not None:
+            out.append(engine_faults.replica_runs(replica, states.get(replica, "gone")))
     return out
 
 
 def engine_crash(self, fault: dict) -> list[dict]:
-    """The killed engine processes gone from the pod, and the replica's own process still there."""
+    """The killed (engine-crash) or erred (engine-error) engine processes gone from the pod, and the replica's own
+    process still there."""
     items = list(fault.get("pids") or [])
     if not items:
         return [check("the engine's processes gone", False, "the kill named no process")]
     out = []
     for pod, pids in self._by_pod(items).items():
-        replica = int(fault["pid"]) if str(fault.get("pid") or "").isdigit() else None
+        replica = _replica_pid(fault)
         states = self._proc_states(pod, pids + ([replica] if replica else []))
         if states is None:
             out.append(check(f"engine process(es) {', '.join(map(str, pids))} gone from pod {pod}", False,
-                             "the pod is gone (a pod loss, not an engine crash)"))
+                             "the pod is gone (a pod loss, not the engine's alone)"))
             continue
         left = {p: states.get(p, "gone") for p in pids if states.get(p, "gone") not in ("gone", "Z", "X")}
         out.append(check(f"engine process(es) {', '.join(map(str, pids))} gone from pod {pod}", not left,
@@ -119,6 +128,25 @@ def engine_crash(self, fault: dict) -> list[dict]:
         alive = replica is not None and states.get(replica, "gone") not in ("gone", "Z", "X")
         out.append(check(f"the replica's process {replica} alive in pod {pod} without its engine", alive,
                          f"state {states.get(replica, 'gone')}" if replica else "no replica pid recorded"))
+    return out
+
+
+def engine_slow(self, fault: dict) -> list[dict]:
+    """Per pod, one exec sampling the engine processes and the replica's over two cycles: each engine seen stopped
+    in one sample and running in another, the replica's process alive and not stopped at the last."""
+    items = list(fault.get("pids") or [])
+    if not items:
+        return [check("the engine's processes under a duty cycle", False, "the duty cycle named no process")]
+    out = []
+    replica = _replica_pid(fault)
+    for pod, pids in self._by_pod(items).items():
+        samples = self.duty_samples(pod, pids + ([replica] if replica else []), engine_faults.Throttle.of(fault))
+        if samples is None:
+            out.append(check(f"engine process(es) {', '.join(map(str, pids))} in pod {pod} under a duty cycle", False,
+                             "the pod is gone"))
+            continue
+        out += engine_faults.duty_cycle_checks(pids, samples)
+        out.append(engine_faults.replica_runs(replica, samples[-1].get(replica) if samples and replica else None))
     return out
 
 

@@ -7,16 +7,23 @@ state file (the allowlist): a replica PID read from Serve is refused if it is an
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Callable
 
 from chaos import placement
-from chaos.backends import base
-from chaos.backends.local import effect, procs
+from chaos.backends import base, engine_faults
+from chaos.backends.local import effect, procs, throttle
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
 
-VLLM_ENGINE = "VLLM::EngineCore"  # vLLM's engine process title (vllm.v1.engine.core: set_process_title("EngineCore"))
+
+def _status(pid: int) -> str:
+    """/proc/PID/status ("" when the process is gone): its signal masks."""
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return ""
 
 
 class LocalBackend(base.ByScope):
@@ -30,6 +37,7 @@ class LocalBackend(base.ByScope):
     def __init__(self, cluster: LocalCluster):
         self.cluster = cluster
         self.cut_probes: dict[str, effect.CutProbe] = {}  # zone -> the connection opened before its cut
+        self.duty_cycles: list[throttle.DutyCycle] = []  # engine-slow's, until the heal stops them
 
     # ---------------------------------------------------------------- domains
     def zones(self) -> list[str]:
@@ -194,23 +202,51 @@ class LocalBackend(base.ByScope):
         return [p for p in procs.session_members(procs.session_of(pid))
                 if procs.parent(p) == pid and name in procs.cmdline(p) + procs.comm(p)]
 
-    def engine_pids(self, r: placement.Replica) -> list[int]:
-        """What an engine hang stops: vLLM's EngineCore children, else the replica itself (the stream
-        target's hang is its whole replica: its engine child beats for the crash scope only)."""
-        return self.engine_children(r, VLLM_ENGINE) or [self._owned(r.pid)]
-
-    def crash_engine(self, r: placement.Replica) -> list[int]:
-        """SIGKILL the replica's engine process(es) and nothing else: the replica's own process lives on.
-        Refused for a replica without an engine child (there is no engine to crash apart from it)."""
+    def engine_pids(self, r: placement.Replica, to: str = "stop") -> list[int]:
+        """The replica's engine processes (:meth:`engine_children`), never the replica itself: what an engine
+        hang stops, an engine crash kills, an engine error signals and a straggler's duty cycle throttles.
+        Refused for a replica without an engine child (there is no engine apart from it)."""
         engines = self.engine_children(r)
         if not engines:
-            raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) has no engine child process to crash")
-        return procs.signal_pids(engines, signal.SIGKILL)
+            raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) has no engine child process to {to}")
+        return engines
+
+    def crash_engine(self, r: placement.Replica) -> list[int]:
+        """SIGKILL the replica's engine process(es) and nothing else: the replica's own process lives on."""
+        return procs.signal_pids(self.engine_pids(r, "crash"), signal.SIGKILL)
 
     def pause_engine(self, r: placement.Replica) -> list[int]:
         return procs.signal_pids(self.engine_pids(r), signal.SIGSTOP)
 
+    def error_engine(self, r: placement.Replica) -> Callable[[], list[int]]:
+        """Everything but the signal done: the engine processes found and each checked to take SIGUSR1 (the
+        app's fault hook; without it the signal's default action would kill it: a crash, not an engine error,
+        refused). The returned callable sends it."""
+        engines = self.engine_pids(r, "make fail")
+        for p in engines:
+            takes, seen = engine_faults.handles(_status(p))
+            if not takes:
+                raise ClusterError(f"replica {r.replica_id}: its engine process {p} would not fail from inside on "
+                                   f"SIGUSR1 ({seen}): the app's engine-fault hook is off (AVAILPROOF_ENGINE_FAULTS=1 "
+                                   f"in the engine's environment); nothing sent")
+        return lambda: procs.signal_pids(engines, engine_faults.ERROR_SIGNAL)
+
+    def slow_engine(self, r: placement.Replica, factor: float, period_s: float, duration_s: float) -> list[int]:
+        """Throttle the replica's engine process(es) by a duty cycle of SIGSTOP and SIGCONT, a thread of the
+        rig's (:class:`chaos.backends.local.throttle.DutyCycle`) that :meth:`resume_engine` stops; it ends by
+        itself a margin after ``duration_s``."""
+        cycle = throttle.DutyCycle(self.engine_pids(r, "slow down"),
+                                   engine_faults.Throttle(factor, period_s, duration_s))
+        cycle.start()
+        self.duty_cycles.append(cycle)
+        return list(cycle.pids)
+
     def resume_engine(self, pids: list[int]) -> list[int]:
+        """SIGCONT each stopped process still there; first the duty cycles throttling any of them stopped."""
+        cycles = getattr(self, "duty_cycles", [])
+        for cycle in [c for c in cycles if c.covers(pids)]:
+            cycle.stop()
+            cycles.remove(cycle)
         return procs.signal_pids([self._owned(p) for p in pids if procs.alive(p)], signal.SIGCONT)
 
     # ---------------------------------------------------------------- health
@@ -237,6 +273,8 @@ class LocalBackend(base.ByScope):
     def heal_all(self, timeout: float = 180.0) -> dict:
         """Undo whatever is broken (``availproof recover`` after a killed run): resume stopped
         processes, heal partitions, restart what is down."""
+        for cycle in getattr(self, "duty_cycles", []):  # a straggler's duty cycle first: it would stop them again
+            cycle.stop()
         done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT)}
         return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
                              nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)

@@ -4,9 +4,13 @@ One call is one look: a list of checks ``{"check": what was looked at, "ok": boo
 observed}``; :func:`chaos.faults.prove` calls it until every check is ok or the scope's bound passes.
 
 - replica: its worker process gone (SIGKILL leaves no process; a zombie counts as gone);
-- engine: each stopped engine process in state ``T`` (stopped, alive);
-- engine-crash: each killed engine process gone, and the replica's own process still there (the
-  crash is the engine's, not the replica's: Serve is left to notice it);
+- engine: each stopped engine process in state ``T`` (stopped, alive), and the replica's own process
+  alive and not stopped (the hang is the engine's alone);
+- engine-crash, engine-error: each killed (or erred) engine process gone, and the replica's own process
+  still there (the crash or error is the engine's, not the replica's: Serve is left to notice it);
+- engine-slow: the engine processes sampled over two cycles of the duty cycle, each seen stopped in one
+  sample and running in another, and the replica's process alive and not stopped
+  (:func:`chaos.backends.local.throttle.sample`);
 - node, zone, region, drain (at its deadline): no process left in the node's session, and the GCS
   holding the node DEAD (ALIVE is no effect; a GCS that does not answer, as while the head is
   down, is said, not counted against it);
@@ -25,6 +29,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from chaos.backends import engine_faults
 from chaos.backends.local import procs, redis
 
 if TYPE_CHECKING:
@@ -75,6 +80,11 @@ def replica_lives(pid: int | None) -> dict[str, Any]:
     state = procs.state(pid) if pid else None
     return check(f"the replica's process {pid} alive without its engine", bool(state) and state not in ("Z", "X"),
                  f"state {state}" if state else "gone")
+
+
+def replica_runs(pid: int | None) -> dict[str, Any]:
+    """The replica's process alive and not stopped while its engine is (an engine hang stops the engine alone)."""
+    return engine_faults.replica_runs(pid, procs.state(pid) if pid else None)
 
 
 def pids_stopped(pids: list[int]) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chaos.backends import base
+from chaos.backends import base, engine_faults
 from chaos.backends.base import Implementation
-from chaos.backends.local import effect
+from chaos.backends.local import effect, throttle
 from chaos.backends.local.cluster import HEAD
 from chaos.errors import UsageError
 
@@ -45,13 +45,30 @@ def plan_replica(b, scope: str, a: dict) -> list[dict]:
 
 def plan_engine(b, scope: str, a: dict) -> list[dict]:
     r = b.pick_replica(zone=a.get("zone"))
-    return _process_rows(b.engine_pids(r), _replica_where(r), "SIGSTOP", "SIGCONT at the heal")
+    return _process_rows(b.engine_pids(r), _replica_where(r), f"SIGSTOP (the replica's process {r.pid} runs on)",
+                         "SIGCONT at the heal")
 
 
 def plan_engine_crash(b, scope: str, a: dict) -> list[dict]:
     r = b.pick_replica(zone=a.get("zone"))
-    return _process_rows(b.engine_children(r), _replica_where(r), "SIGKILL (the replica lives)",
+    return _process_rows(b.engine_pids(r, "crash"), _replica_where(r), "SIGKILL (the replica lives)",
                          "Serve's health check replaces the replica")
+
+
+def plan_engine_error(b, scope: str, a: dict) -> list[dict]:
+    r = b.pick_replica(zone=a.get("zone"))
+    b.error_engine(r)  # everything but the signal: the engine found, its hook checked (reads /proc only)
+    return _process_rows(b.engine_pids(r), _replica_where(r), "SIGUSR1 to the app's engine-fault hook: the engine "
+                         f"fails from inside its step loop (the replica's process {r.pid} lives)",
+                         "Serve's health check replaces the replica")
+
+
+def plan_engine_slow(b, scope: str, a: dict) -> list[dict]:
+    t = engine_faults.Throttle(**{k: a[k] for k in ("factor", "period_s", "duration_s") if k in a})
+    r = b.pick_replica(zone=a.get("zone"))
+    return _process_rows(b.engine_pids(r, "slow down"), _replica_where(r), f"a SIGSTOP/SIGCONT duty cycle, {t.text()} "
+                         f"(a thread of the rig's, ending by itself {engine_faults.SELF_STOP_MARGIN_S:g} s later)",
+                         "the duty cycle stopped and SIGCONT at the heal")
 
 
 def plan_node(b, scope: str, a: dict) -> list[dict]:
@@ -110,11 +127,15 @@ def effect_replica(b, fault: dict) -> list[dict]:
 
 
 def effect_engine(b, fault: dict) -> list[dict]:
-    return [effect.pids_stopped(_pids(fault))]
+    return [effect.pids_stopped(_pids(fault)), effect.replica_runs(fault.get("pid"))]
 
 
 def effect_engine_crash(b, fault: dict) -> list[dict]:
     return [effect.pids_gone(_pids(fault), "the engine process"), effect.replica_lives(fault.get("pid"))]
+
+
+def effect_engine_slow(b, fault: dict) -> list[dict]:
+    return throttle.sample(_pids(fault), fault.get("pid"), engine_faults.Throttle.of(fault))
 
 
 # a kill that signalled nothing (its victim already down) proves nothing, whatever the state says
@@ -183,6 +204,9 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("replica", plan_replica, effect_replica),  # Serve replaces the replica: nothing to restore
     Implementation("engine", plan_engine, effect_engine, heal_engine),
     Implementation("engine-crash", plan_engine_crash, effect_engine_crash),  # Serve replaces the replica
+    # the engine gone after its error path, the replica alive (as a crash's); Serve replaces the replica
+    Implementation("engine-error", plan_engine_error, effect_engine_crash),
+    Implementation("engine-slow", plan_engine_slow, effect_engine_slow, heal_engine),  # the cycle stopped, SIGCONT
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
     Implementation("zone", plan_zone_loss, effect_zone_loss, heal_zone_loss),

@@ -1,0 +1,161 @@
+"""What the engine faults with the replica alive share on every backend: pure logic, no process touched.
+
+- ``engine-slow`` (:class:`Throttle`): a straggler, its engine process(es) throttled by a duty cycle of
+  SIGSTOP and SIGCONT. ``factor`` is the slowdown: the engine runs one ``period_s`` of every ``factor``
+  (factor 4: running 1 period, stopped 3, a cycle of 4 x ``period_s``). The cycle goes on until the heal (at
+  ``duration_s``) stops it, and ends by itself :data:`SELF_STOP_MARGIN_S` later whatever happens to the
+  rig (a local thread, a shell loop in the pod), leaving the engine continued.
+- Its proof (:func:`duty_cycle_checks`): one look is several samples of the engine's state spread over two
+  cycles (:func:`sampling`); the engine must be seen stopped (state ``T``) in at least one and running in
+  another: a duty cycle, not a hang and not nothing.
+- ``engine-error`` (:func:`handles`): the rig sends ``SIGUSR1`` to the engine, whose fault hook (installed
+  by the app when ``AVAILPROOF_ENGINE_FAULTS=1``) makes it fail from inside its step loop. A process with no
+  handler for it would be killed by its default action (a crash, not an engine error): such an engine is
+  refused before anything is sent, from its signal masks (``/proc/PID/status``: ``SigCgt``, ``SigBlk``,
+  ``SigIgn``).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from chaos.errors import UsageError
+
+ENGINE = "EngineCore"  # in the command line of an engine process: vLLM's VLLM::EngineCore, availproof::EngineCore
+ERROR_SIGNAL = signal.SIGUSR1  # what arms the app's engine-fault hook
+SELF_STOP_MARGIN_S = 5.0  # a duty cycle the heal did not stop ends by itself this long after its duration
+STOPPED = ("T", "t")
+GONE = (None, "gone", "Z", "X")
+MAX_CYCLE_S = 20.0  # a longer cycle stops the engine longer than a hang's health checks take
+MAX_SAMPLES = 60  # one look at a duty cycle samples the engine's state at most this many times
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """A duty cycle: running ``period_s``, stopped ``(factor - 1) x period_s``, for ``duration_s``."""
+
+    factor: float = 4.0
+    period_s: float = 0.2
+    duration_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        for name, low in (("factor", 1.0), ("period_s", 0.0), ("duration_s", 0.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= low:
+                raise UsageError(f"engine-slow: {name} must be a number above {low:g}, got {v!r}")
+        if self.period_s < 0.02:
+            raise UsageError(f"engine-slow: period_s must be at least 0.02 s (a signal's timing), "
+                             f"got {self.period_s!r}")
+        if self.factor * self.period_s > MAX_CYCLE_S:
+            raise UsageError(f"engine-slow: one cycle (factor x period_s = {self.factor * self.period_s:g} s) must be "
+                             f"at most {MAX_CYCLE_S:g} s: a longer stop is a hang, and a look at it samples two cycles")
+
+    @property
+    def run_s(self) -> float:
+        """Running part of each cycle."""
+        return float(self.period_s)
+
+    @property
+    def stop_s(self) -> float:
+        """Stopped part of each cycle."""
+        return round((self.factor - 1.0) * self.period_s, 6)
+
+    @property
+    def cycle_s(self) -> float:
+        return round(self.factor * self.period_s, 6)
+
+    @property
+    def bound_s(self) -> float:
+        """How long the duty cycle goes on at most without a heal: its duration and the margin."""
+        return self.duration_s + SELF_STOP_MARGIN_S
+
+    @property
+    def cycles(self) -> int:
+        """Cycles a loop that counts them (KubeRay's) runs to cover :attr:`bound_s`."""
+        return max(1, math.ceil(self.bound_s / self.cycle_s))
+
+    def detail(self) -> dict[str, float]:
+        """What the fault's marks carry of it."""
+        return {"factor": self.factor, "period_s": self.period_s, "duration_s": self.duration_s,
+                "run_s": self.run_s, "stop_s": self.stop_s}
+
+    @classmethod
+    def of(cls, fault: Mapping[str, Any]) -> "Throttle":
+        """The throttle a fault's detail names (defaults for what it does not)."""
+        d = cls()
+        return cls(fault.get("factor", d.factor), fault.get("period_s", d.period_s),
+                   fault.get("duration_s", d.duration_s))
+
+    def text(self) -> str:
+        return (f"stopped {self.stop_s:g} s, running {self.run_s:g} s, every {self.cycle_s:g} s "
+                f"(factor {self.factor:g}) for {self.duration_s:g} s")
+
+
+def sampling(t: Throttle) -> tuple[int, float]:
+    """(samples, seconds between two) of one look at a duty cycle: at least two per part of a cycle, over
+    two cycles, at most :data:`MAX_SAMPLES`."""
+    interval = max(0.005, min(t.run_s, t.stop_s) / 2.0)
+    n = math.ceil(2 * t.cycle_s / interval) + 1
+    if n > MAX_SAMPLES:
+        n, interval = MAX_SAMPLES, 2 * t.cycle_s / (MAX_SAMPLES - 1)
+    return n, round(interval, 4)
+
+
+def _check(what: str, ok: bool, seen: str) -> dict[str, Any]:
+    return {"check": what, "ok": bool(ok), "seen": seen}
+
+
+def duty_cycle_checks(pids: Sequence, samples: Sequence[Mapping[Any, str | None]]) -> list[dict[str, Any]]:
+    """The proof of a duty cycle from ``samples`` (each: pid -> its state letter, None or "gone" when gone):
+    every engine process seen stopped (``T``) in at least one sample, and running (alive, not stopped) in
+    another."""
+    names = ", ".join(map(str, pids)) or "none"
+    n = len(samples)
+    stopped = {p: sum(1 for s in samples if s.get(p) in STOPPED) for p in pids}
+    running = {p: sum(1 for s in samples if s.get(p) not in STOPPED + GONE) for p in pids}
+    gone = {p: sum(1 for s in samples if s.get(p) in GONE) for p in pids}
+    seen = "; ".join(f"{p}: stopped in {stopped[p]}, running in {running[p]}"
+                     + (f", gone in {gone[p]}" if gone[p] else "") + f" of {n} samples" for p in pids) \
+        or "no process was named"
+    return [_check(f"engine process(es) {names} seen stopped (state T) in at least one sample",
+                   bool(pids) and n > 0 and all(stopped.values()), seen),
+            _check(f"engine process(es) {names} seen running in another (a duty cycle, not a hang)",
+                   bool(pids) and n > 0 and all(running.values()), seen)]
+
+
+def replica_runs(pid, state: str | None) -> dict[str, Any]:
+    """The replica's own process alive and not stopped: the fault is its engine's alone."""
+    return _check(f"the replica's process {pid} alive and not stopped", state not in STOPPED + GONE,
+                  f"state {state}" if state not in GONE else "gone")
+
+
+def _mask(status: str, key: str) -> int | None:
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == key:
+            try:
+                return int(value.strip(), 16)
+            except ValueError:
+                return None
+    return None
+
+
+def handles(status: str, sig: int = ERROR_SIGNAL) -> tuple[bool, str]:
+    """Whether the process whose ``/proc/PID/status`` is ``status`` takes ``sig`` itself (a handler: its
+    ``SigCgt`` bit; or blocked, for a thread that waits for it: ``SigBlk``) rather than dying of it or
+    ignoring it; and what was seen."""
+    bit = 1 << (int(sig) - 1)
+    caught, blocked, ignored = (_mask(status, k) for k in ("SigCgt", "SigBlk", "SigIgn"))
+    name = signal.Signals(sig).name
+    if caught is None:
+        return False, "its signal masks could not be read (gone?)"
+    if ignored is not None and ignored & bit:
+        return False, f"it ignores {name}"
+    if caught & bit:
+        return True, f"it has a handler of {name}"
+    if blocked is not None and blocked & bit:
+        return True, f"it blocks {name} (a thread waits for it)"
+    return False, f"no handler of {name}: its default action would kill it"
