@@ -125,7 +125,7 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     """The validated ``availproof`` extension of an experiment.
 
     With ``app="llm"`` the extension's ``llm`` block (load, steady_state, slo, bounds key by key;
-    recovery_window_s and bounds_source in place) is merged over the defaults: a CPU vLLM replica
+    recovery_window_s, recovery_settle_s and bounds_source in place) is merged over the defaults: a CPU vLLM replica
     serves far fewer tokens per second than the stream target, and a replacement engine takes
     minutes to start.
     The block is validated as written (``...llm.load.rate``) and the merged result again.

@@ -66,7 +66,7 @@ def test_enums_match_the_code():
     if hasattr(bounds, "POPULATIONS"):
         assert tuple(EXT["properties"]["population"]["enum"]) == bounds.POPULATIONS
     assert set(EXT["properties"]["llm"]["properties"]) == {"load", "steady_state", "slo", "bounds", "recovery_window_s",
-                                                           "bounds_source"}
+                                                           "recovery_settle_s", "bounds_source"}
     from chaos.backends import kube_partition
 
     assert tuple(EXT["properties"]["kubernetes"]["properties"]["partition_method"]["enum"]) == kube_partition.METHODS
@@ -456,7 +456,7 @@ KINDS = {
     "bounds.max_failed_ratio": "number", "bounds.must_recover": "boolean",
 }
 KINDS.update({f"llm.{k}": v for k, v in KINDS.items()
-              if k.split(".")[0] in ("load", "steady_state", "slo", "bounds") or k in ("recovery_window_s", "bounds_source")})
+              if k.split(".")[0] in ("load", "steady_state", "slo", "bounds") or k in ("recovery_window_s", "recovery_settle_s", "bounds_source")})
 
 
 def _leaves(node, root, prefix=""):
