@@ -407,9 +407,9 @@ def test_workers_beyond_one_run_on_kuberay_too():
     provision.check_capabilities("kuberay", s)
 
 
-def test_two_local_workers_send_their_shares_and_their_records_merge(tmp_path):
-    """The local pool end to end (its processes against a loopback server): the plan dealt, the records
-    published with their worker, the clocks read over the sockets at the start and the end."""
+def run_local_pool(tmp_path, shape: LoadShape):
+    """``shape`` sent by a local WorkerPool (its worker processes) to a loopback server; records in
+    ``tmp_path/records.ndjson``. Returns (the pool, its footer)."""
     import asyncio
     import threading
 
@@ -422,15 +422,21 @@ def test_two_local_workers_send_their_shares_and_their_records_merge(tmp_path):
     t.start()
     events = rec.Events()
     writer = rec.RecordWriter(tmp_path / "records.ndjson").attach(events)
-    shape = LoadShape(mode="open", arrival="constant", rate=40, duration_s=1.0, warmup_s=0, timeout_s=5,
-                      route="completions", model="m", max_tokens=(2, 2), prompt_words=(2, 2), workers=2, seed=3)
     pool = WorkerPool([Target("t", f"http://127.0.0.1:{server.port}")], shape, events, records_dir=tmp_path)
     try:
-        footer = pool.run()
+        return pool, pool.run()
     finally:
         writer.close()
         loop.call_soon_threadsafe(loop.stop)
         t.join(5)
+
+
+def test_two_local_workers_send_their_shares_and_their_records_merge(tmp_path):
+    """The local pool end to end (its processes against a loopback server): the plan dealt, the records
+    published with their worker, the clocks read over the sockets at the start and the end."""
+    shape = LoadShape(mode="open", arrival="constant", rate=40, duration_s=1.0, warmup_s=0, timeout_s=5,
+                      route="completions", model="m", max_tokens=(2, 2), prompt_words=(2, 2), workers=2, seed=3)
+    _, footer = run_local_pool(tmp_path, shape)
     back = rec.read(tmp_path / "records.ndjson")
     assert back.header["workers"]["where"] == "processes of the rig" and len(back.header["workers"]["pids"]) == 2
     assert sorted(r.id for r in back.requests) == list(range(back.header["workers"]["planned"])) and footer["sent"] == 40
@@ -445,33 +451,13 @@ def test_trace_rows_sent_from_two_workers_keep_their_shared_prefix_group(tmp_pat
     (``prefix_group``) as one harness's would, so the warm-up counts the trace's prefix sharing whatever
     the number of workers (2026-12-05: with workers 2 every line said none, and the warm-up read "no
     prefix-sharing request was sent")."""
-    import asyncio
-    import threading
-
-    from chaos.load.workers import WorkerPool
-    from chaos.load.workload import plan
-    from tests.unit.test_transport import Server
-
     rows = [{"timestamp": 100 * (i // 4), "input_length": 8, "output_length": 2, "hash_ids": [i % 3, 100 + i]}
             for i in range(24)]
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(Server().start())
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    events = rec.Events()
-    writer = rec.RecordWriter(tmp_path / "records.ndjson").attach(events)
     shape = LoadShape(mode="open", duration_s=5.0, warmup_s=0, timeout_s=5, route="completions", model="m",
                       trace=str(path), workers=2, seed=3)
-    target = Target("t", f"http://127.0.0.1:{server.port}")
-    pool = WorkerPool([target], shape, events, records_dir=tmp_path)
-    try:
-        pool.run()
-    finally:
-        writer.close()
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(5)
+    pool, _ = run_local_pool(tmp_path, shape)
     planned = {r.id: r.prefix_group for r in plan(LoadShape(**{**shape.__dict__, "workers": 1}), pool.router)}
     back = rec.read(tmp_path / "records.ndjson").requests
     assert len(back) == 24 and {r.worker for r in back} == {0, 1}
