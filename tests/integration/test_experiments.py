@@ -247,19 +247,29 @@ def assert_the_replacement_started_cold(result, out, must_warm: bool) -> dict:
         assert w["time_to_warm_s"] >= w["first_served_by_replacement_s"] > 0, w
         assert w["pooled_p95_ttft_s"]["replacement"] <= w["factor"] * w["pooled_p95_ttft_s"]["warm"], w
     requests = rec.read(out / "records.ndjson").requests
-    first = f["inject_ns"] + int(w["first_served_by_replacement_s"] * NS)
-    early = [r for r in requests if r.ok and r.session is not None and first <= r.sent_ns < first + 5 * NS]
-    cold = [r.cached_tokens or 0 for r in early if r.served_replica == new[0]]
-    warm = [r.cached_tokens or 0 for r in early if r.served_replica != new[0]]
-    if must_warm or judged or (cold and warm):
-        assert cold and warm and sum(cold) / len(cold) < sum(warm) / len(warm), (cold, warm)  # its cache starts empty
-    else:  # no successful prefix-sharing request of the replacement's (or of a warm replica's) in its first 5 s
-        # to compare: the run says why its warm-up could not be judged (asserted above)
-        assert not judged and w["reason"], (cold, warm, w)
+    cold, warm = cold_and_warm_firsts(requests, f["inject_ns"], new[0])
+    # its cache starts empty: the first request of each prefix group the replacement served found nothing
+    # of it cached, while the warm replicas' first requests of a group after the kill found their cache
+    # (the first 5 s of its serving held too few requests to compare their means with vLLM's own cache:
+    # 2026-12-05, 3 of the replacement's against 2)
+    assert cold and all(c == 0 for c in cold.values()), cold
+    assert warm and any(c > 0 for c in warm.values()), warm
     assert not [r for r in requests if r.failure == "http_4xx"]  # a session ends before max_model_len
     assert all(r.served_replica for r in requests if r.ok), "a served request that does not say who served it"
     assert {r.session for r in requests if r.session is not None} and max(r.turn or 0 for r in requests) >= 2
     return w
+
+
+def cold_and_warm_firsts(requests, inject_ns: int, replacement: str) -> tuple[dict, dict]:
+    """After the injection, the cached tokens of the first successful request of each prefix group that the
+    replacement served (``cold``), and of the first of each group that a replica running before served
+    (``warm``): {group: cached tokens}."""
+    cold: dict = {}
+    warm: dict = {}
+    for r in sorted(requests, key=lambda r: r.sent_ns):
+        if r.ok and r.prefix_group is not None and r.sent_ns >= inject_ns and r.served_replica:
+            (cold if r.served_replica == replacement else warm).setdefault(r.prefix_group, r.cached_tokens or 0)
+    return cold, warm
 
 
 def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(shared_cluster, test_root):
