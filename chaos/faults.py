@@ -1,14 +1,11 @@
 """One function per failure scope, written once against :class:`chaos.backends.base.Backend`.
 
-A fault's inject marks are written only when the backend call returned: a backend that fails
-to inject (a refused selection, a command that exited non-zero in a pod) raises, and the run
-records no injection. No fault without proof: before its inject end mark, each fault looks at the
-system until it sees itself in effect (:func:`prove`; the evidence is the fault's ``effect``); one
-not seen in effect within its bound makes the run's verdict ERROR.
-
-Each fault emits its marks (inject start/end, heal start/end) on the run's timeline through a
-:class:`Marker`, and has a way back: either it heals itself after ``outage_s``, or
-:func:`heal` (every experiment's rollback) heals what the run injected.
+A fault's inject marks are written only when the backend call returned (a backend that fails to inject
+raises, and the run records no injection). No fault without proof: before its inject end mark, each fault
+looks at the system until it sees itself in effect (:func:`prove`, the fault's ``effect``); one not seen in
+effect within its bound makes the run's verdict ERROR. Each fault marks the run's timeline through a
+:class:`Marker` (inject and heal, start and end) and heals itself after ``outage_s``, or :func:`heal`
+(every experiment's rollback) heals what the run injected.
 """
 
 from __future__ import annotations
@@ -43,15 +40,13 @@ class Marker:
         self.events = events
         self.log = log
         self.marks: list[rec.FaultMark] = []
-        # every fault whose injection was attempted (its call started), in order, with what it did:
-        # the run heals exactly these (chaos.run.heal_injected); a fault's call that raised half-way
-        # may have acted on part of its target, so it is healed too
+        # every fault whose injection was attempted, in order: the run heals exactly these (chaos.run.heal_injected),
+        # a call that raised half-way too (it may have acted on part of its target)
         self.attempted: dict[str, dict[str, Any]] = {}
         self.healed: set[str] = set()
         self.started: dict[str, float] = {}  # fault id -> monotonic instant of its injection
 
-    def since_inject(self, fault: dict) -> float:
-        """Seconds since ``fault``'s injection instant."""
+    def since_inject(self, fault: dict) -> float:  # seconds since the fault's injection instant
         return time.monotonic() - self.started[fault["fault_id"]]
 
     def unhealed(self) -> list[dict[str, Any]]:
