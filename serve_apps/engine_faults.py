@@ -13,7 +13,11 @@ the stack's files:
 - **armed** by SIGUSR1 sent to the engine process (the rig sends it to the children of one replica's
   process whose command line says ``EngineCore``): the handler only sets a flag;
 - **fired** by the engine's next step: it raises :class:`InjectedEngineError` (:data:`MESSAGE`) instead
-  of stepping. When the engine is idle the next step is that of the next request.
+  of stepping. When the engine is idle the next step is that of the next request;
+- **recorded** by the engine as it fires: it writes its *tombstone* (:func:`tombstone_path`, the wall-clock
+  time as text) before raising, the engine's own word that the error was raised in it. The rig removes a
+  stale one before it signals and proves the fault by it (vLLM's engine process outlives its error until
+  Serve replaces the replica, so "the process gone" proves nothing there).
 
 **vLLM** (the CPU build 0.32 in the lock): :func:`register` is a vLLM *general plugin* (entry point group
 ``vllm.general_plugins``, pyproject.toml), which vLLM loads in every one of its processes
@@ -55,11 +59,13 @@ import logging
 import os
 import signal
 import threading
+import time
 
 ENV = "AVAILPROOF_ENGINE_FAULTS"
 MESSAGE = "engine error (injected)"
 ERROR_BYTE = b"E"  # the stream target's engine child, to its replica: errored, not crashed
 ERROR_EXIT = 70  # the stream target's engine child's exit status after an injected error
+TOMBSTONE_DIR = "/tmp"  # not $TMPDIR: the rig (or an exec in the pod) must find it without the engine's environment
 _WRAPPED = "__availproof_engine_fault__"
 
 logger = logging.getLogger(__name__)
@@ -92,6 +98,26 @@ def enabled(environ=None) -> bool:
     return (os.environ if environ is None else environ).get(ENV) == "1"
 
 
+def tombstone_path(pid: int) -> str:
+    """Where the engine process ``pid`` records that it raised the injected error."""
+    return f"{TOMBSTONE_DIR}/availproof-engine-error-{int(pid)}"
+
+
+def write_tombstone(pid: int | None = None) -> bool:
+    """Record (atomically) that this engine process raised the injected error; never raises (the error path
+    must run whatever happens to the record)."""
+    path = tombstone_path(os.getpid() if pid is None else pid)
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{time.time():.3f}\n")
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        logger.exception("availproof: the engine error's tombstone %s could not be written", path)
+        return False
+
+
 def install_handler(trigger: Trigger | None = None) -> bool:
     """SIGUSR1 arms ``trigger`` (:data:`TRIGGER`); only from the main thread (else nothing, False)."""
     if threading.current_thread() is not threading.main_thread():
@@ -105,6 +131,7 @@ def _failing_step(step, trigger: Trigger):
     def wrapper(self, *args, **kwargs):
         if trigger.take():
             logger.error("availproof: %s raised in the engine's step (SIGUSR1)", MESSAGE)
+            write_tombstone()
             raise InjectedEngineError(MESSAGE)
         return step(self, *args, **kwargs)
     setattr(wrapper, _WRAPPED, True)

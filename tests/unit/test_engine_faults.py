@@ -9,6 +9,7 @@ class without its constructor (no model, no scheduler: a stand-in scheduler with
 import os
 import signal
 import threading
+import time
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -66,8 +67,9 @@ def test_without_the_variable_nothing_is_installed(pristine, monkeypatch):
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL  # SIGUSR1 keeps its default meaning
 
 
-def test_with_the_variable_sigusr1_makes_the_next_step_raise_inside_vllms_busy_loop(pristine, monkeypatch):
+def test_with_the_variable_sigusr1_makes_the_next_step_raise_inside_vllms_busy_loop(pristine, monkeypatch, tmp_path):
     monkeypatch.setenv(engine_faults.ENV, "1")
+    monkeypatch.setattr(engine_faults, "TOMBSTONE_DIR", str(tmp_path))
     assert engine_faults.register() is True
     assert getattr(core.EngineCore.__dict__["step"], "__availproof_engine_fault__", False)
     assert engine_faults.register() is True  # idempotent: loaded again, wrapped once
@@ -78,6 +80,9 @@ def test_with_the_variable_sigusr1_makes_the_next_step_raise_inside_vllms_busy_l
     with pytest.raises(engine_faults.InjectedEngineError, match=r"^engine error \(injected\)$"):
         e.run_busy_loop()
     assert 5 <= e.iterations < 200  # it stepped normally until armed, then failed at the next step
+    tomb = Path(engine_faults.tombstone_path(os.getpid()))  # the engine's own record, written as it raised
+    assert tomb.parent == tmp_path and abs(float(tomb.read_text()) - time.time()) < 30
+    assert [p.name for p in tmp_path.iterdir()] == [tomb.name]  # written atomically: no temporary left
     assert signal.getsignal(signal.SIGUSR1) is not signal.SIG_DFL  # installed on entering the loop
     assert e.step() == ({}, False)  # one error per arming: vLLM's own step again
 
@@ -90,6 +95,20 @@ def test_the_step_before_arming_is_vllms_own(pristine, monkeypatch):
     engine_faults.TRIGGER.arm()
     with pytest.raises(engine_faults.InjectedEngineError):
         e.step_fn()
+
+
+def test_a_tombstone_that_cannot_be_written_does_not_stop_the_error(pristine, monkeypatch, tmp_path):
+    monkeypatch.setenv(engine_faults.ENV, "1")
+    monkeypatch.setattr(engine_faults, "TOMBSTONE_DIR", str(tmp_path / "missing"))  # no such directory
+    engine_faults.register()
+    engine_faults.TRIGGER.arm()
+    with pytest.raises(engine_faults.InjectedEngineError):
+        engine().step_fn()
+    assert not (tmp_path / "missing").exists()
+
+
+def test_the_tombstone_is_named_by_the_engine_s_pid_in_tmp():
+    assert engine_faults.tombstone_path(57) == "/tmp/availproof-engine-error-57"
 
 
 def test_the_handler_is_installed_from_the_main_thread_only(pristine):
