@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from chaos import faults
+from chaos import faults, faults_engine
 from chaos import run as core
 from chaos.ctk.session import measuring_run
 
@@ -26,20 +26,20 @@ def kill_replica(zone: str | None = None, method: str = "sigkill", deployment: s
 
 
 def hang_engine(zone: str | None = None, duration_s: float | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults.hang_engine, zone=zone, duration_s=duration_s)
+    return _on_run(faults_engine.hang_engine, zone=zone, duration_s=duration_s)
 
 
 def crash_engine(zone: str | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults.crash_engine, zone=zone)
+    return _on_run(faults_engine.crash_engine, zone=zone)
 
 
 def error_engine(zone: str | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults.error_engine, zone=zone)
+    return _on_run(faults_engine.error_engine, zone=zone)
 
 
 def slow_engine(zone: str | None = None, factor: float = 4.0, period_s: float = 0.2, duration_s: float = 20.0,
                 configuration: dict | None = None) -> dict:
-    return _on_run(faults.slow_engine, zone=zone, factor=factor, period_s=period_s, duration_s=duration_s)
+    return _on_run(faults_engine.slow_engine, zone=zone, factor=factor, period_s=period_s, duration_s=duration_s)
 
 
 def kill_node(node: str | None = None, zone: str | None = None, outage_s: float | None = None,

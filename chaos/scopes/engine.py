@@ -1,4 +1,4 @@
-"""engine: a replica's engine SIGSTOPped, alive but stuck (:func:`chaos.faults.hang_engine`); Serve must
+"""engine: a replica's engine SIGSTOPped, alive but stuck (:func:`chaos.faults_engine.hang_engine`); Serve must
 detect it from health checks. SIGCONT at the heal."""
 
 from chaos.backends.kube_access import EXEC, Access

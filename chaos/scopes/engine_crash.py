@@ -1,5 +1,5 @@
 """engine-crash: a replica's engine process SIGKILLed while the replica's own process lives
-(:func:`chaos.faults.crash_engine`): the replica must notice, fail its health check, and Serve replace it."""
+(:func:`chaos.faults_engine.crash_engine`): the replica must notice, fail its health check, and Serve replace it."""
 
 from chaos.backends.kube_access import EXEC
 from chaos.scopes.registry import Scope

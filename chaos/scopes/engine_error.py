@@ -1,5 +1,5 @@
 """engine-error: a replica's engine made to fail from inside its step loop, the way a device error does
-(:func:`chaos.faults.error_engine`): the rig sends SIGUSR1 to the engine process, whose fault hook (the app
+(:func:`chaos.faults_engine.error_engine`): the rig sends SIGUSR1 to the engine process, whose fault hook (the app
 installs it when ``AVAILPROOF_ENGINE_FAULTS=1``) raises in the next step, so the serving stack's own error
 path runs (vLLM: the exception inside EngineCore that becomes its EngineDeadError). The replica's process
 lives: it must answer its requests with errors, fail its health check, and Serve replace it. Nothing to heal."""

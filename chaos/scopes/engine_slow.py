@@ -1,5 +1,5 @@
 """engine-slow: a straggler. A replica's engine process(es) throttled by a duty cycle of SIGSTOP and SIGCONT
-for a stated time (:func:`chaos.faults.slow_engine`; ``factor``: the engine runs one ``period_s`` of every
+for a stated time (:func:`chaos.faults_engine.slow_engine`; ``factor``: the engine runs one ``period_s`` of every
 ``factor``): alive and answering, slowly. What Serve's router does with it is the finding: the share of the
 requests the slow replica still got, and its TTFT and ITL against the others' (:mod:`chaos.analysis.slow_replica`).
 The heal stops the duty cycle and leaves the engine continued."""

@@ -32,7 +32,7 @@ class Scope:
 
     name: str  # what the marks, the experiments and the summaries call it
     label: str  # a few words for reports ("zone loss")
-    fault: str | None = None  # its fault function's name: in chaos.faults (a plug-in's: in its own module)
+    fault: str | None = None  # its fault function's name: in chaos.faults (the engine's: chaos.faults_engine; a plug-in's: its own module)
     backend_methods: tuple[str, ...] = ()  # the Backend methods its fault injects and heals with
     zoned: bool = False  # its marks name zones: those it takes down, or the zone of the node or replica it hits
     routed: bool = False  # takes down a domain whose users have their own proxies in it (affected: its users)

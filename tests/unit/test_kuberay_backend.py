@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from chaos import faults
+from chaos import faults, faults_engine
 from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
@@ -173,7 +173,7 @@ def test_a_failed_command_raises_says_what_failed_and_records_no_injection(scope
             faults.kill_replica(b, marker, replica=r)
         else:
             b.pick_replica = lambda **kw: r
-            faults.hang_engine(b, marker)
+            faults_engine.hang_engine(b, marker)
     assert "exited 1" in str(e.value) and "No such process" in str(e.value) and "availproof/" in str(e.value)
     assert marker.marks == [] and b.paused == []
 
@@ -233,7 +233,7 @@ def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
     assert kubelet.graceful("wa-1") == []
     b.pick_replica = lambda **kw: replica(node="wb-1")
     n = len(stream.calls)
-    f = faults.hang_engine(b, marker, duration_s=5)
+    f = faults_engine.hang_engine(b, marker, duration_s=5)
     assert f["pids"] == ["wb-1/57"] and "pgrep -P 41 -f EngineCore" in stream.calls[n][2]
     # the engine stopped; the replica's process is not running: the actor kill above took wb-1's replica
     assert f["pid"] == 41 and [c["ok"] for c in f["effect"]["checks"]] == [True, False]

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from chaos import analysis, faults, verdict
+from chaos import analysis, faults, faults_engine, verdict
 from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from tests.unit.fake_dashboard import install as fake_dashboard
@@ -679,7 +679,7 @@ def test_an_engine_crash_kills_the_engine_child_only_and_proves_the_replica_live
 def test_the_engine_crash_fault_records_the_replica_it_proves_alive():
     s, b, _ = cluster()
     b.pick_replica = lambda zone=None, **_: replica(node="wb-1")
-    f = faults.crash_engine(b, faults.Marker(), zone="zone-b")
+    f = faults_engine.crash_engine(b, faults.Marker(), zone="zone-b")
     assert f["pid"] == 41 and f["pids"] == ["wb-1/57"]
     assert f["effect"]["verified"] and [c["ok"] for c in f["effect"]["checks"]] == [True, True], f["effect"]
 
@@ -690,5 +690,5 @@ def test_an_engine_crash_refused_leaves_nothing_in_the_records():
     b.pick_replica = lambda zone=None, **_: replica(node="wb-1")
     marker = faults.Marker()
     with pytest.raises(ClusterError, match="no engine child process"):
-        faults.crash_engine(b, marker, zone="zone-b")
+        faults_engine.crash_engine(b, marker, zone="zone-b")
     assert marker.marks == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import analysis, bounds, experiment, faults, records as rec, schemas, scopes, suite, summary as summary_mod
+from chaos import analysis, bounds, experiment, faults, faults_engine, records as rec, schemas, scopes, suite, summary as summary_mod
 from chaos.backends.base import Backend
 from chaos.reports import cells, report
 from chaos.scopes import Scope
@@ -76,9 +76,10 @@ def _inject_call(fn: ast.FunctionDef) -> ast.Call:
 @pytest.mark.parametrize("name", BUILTIN)
 def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     s = scopes.get(name)
-    defs = _functions(ast.parse((ROOT / "chaos" / "faults.py").read_text()))
+    defs = {k: v for m in ("faults.py", "faults_engine.py")
+            for k, v in _functions(ast.parse((ROOT / "chaos" / m).read_text())).items()}
     fn = defs[s.fault]
-    assert callable(getattr(faults, s.fault))
+    assert callable(getattr(faults, s.fault, None) or getattr(faults_engine, s.fault))
     # the fault marks this scope, and names zones exactly when the entry says it does
     call = _inject_call(fn)
     assert isinstance(call.args[0], ast.Constant) and call.args[0].value == name
@@ -91,7 +92,7 @@ def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     assert set(s.backend_methods) <= used and used - set(s.backend_methods) <= QUERIES
     # a Chaos Toolkit action calls the fault, and an experiment measures the scope
     actions = ast.parse((ROOT / "chaos" / "ctk" / "actions.py").read_text())
-    assert any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "faults"
+    assert any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in ("faults", "faults_engine")
                and n.attr == s.fault for n in ast.walk(actions))
     measured = {e["scope"] for p in (ROOT / "experiments").glob("*.json")
                 for e in json.loads(p.read_text())["extensions"] if e.get("name") == "availproof"}
