@@ -1,31 +1,42 @@
 """The stream target's engine: a child process the replica depends on, as a vLLM replica depends
-on its EngineCore, with the same failure states.
+on its EngineCore, with the same failure states and the same pace: it *steps*.
 
 A vLLM replica (Ray Serve LLM) is an actor whose engine runs in a child process
-(``VLLM::EngineCore``). The engine can stop while the actor lives (a hang: no token comes out, the
-health check passes, since vLLM's raises only once the engine errored), fail from inside its step (an
-error: vLLM reports the engine dead, requests in flight get an error, the health check fails and Serve
-replaces the replica), or die (a crash: the same, seen from the process's end). The model-free stream
-target runs such a child for the same purpose, so that ``engine`` (hang), ``engine-error`` and
-``engine-crash`` hit the same kind of process on both apps:
+(``VLLM::EngineCore``). The engine produces tokens in steps (each step lets every running request out
+at most one token), so anything that stops it stops the tokens, and anything that slows it slows them.
+It can stop while the actor lives (a hang: no token comes out, the health check passes, since vLLM's
+raises only once the engine errored), run slowly (``engine-slow``'s duty cycle of SIGSTOP and SIGCONT:
+a straggler), fail from inside its step (an error: vLLM reports the engine dead, requests in flight get
+an error, the health check fails and Serve replaces the replica), or die (a crash: the same, seen from
+the process's end). The model-free stream target runs such a child for the same purpose, so that
+``engine`` (hang), ``engine-slow``, ``engine-error`` and ``engine-crash`` hit the same kind of process on
+both apps:
 
-- the child writes one heartbeat byte every :data:`BEAT_S` to a pipe, and nothing else;
-- the replica reads the pipe in a thread; its view (:meth:`EngineProcess.state`):
+- the child *steps*: it writes one byte to a pipe every :data:`STEP_S` (5 ms), and nothing else;
+- the replica reads the pipe in a thread and counts the steps (:class:`Steps`, pure, its clock
+  injectable); its view (:meth:`EngineProcess.state`):
 
-  - ``ok``: beats arrive;
-  - ``hung``: alive, no beat for :data:`HUNG_AFTER_S` (the child is stopped), until beats resume;
+  - ``ok``: steps arrive;
+  - ``hung``: alive, no step for :data:`HUNG_AFTER_S` (the child is stopped), until steps resume (for the
+    health view and the logs: the tokens do not wait for it, see below);
   - ``errored`` (for good): with ``AVAILPROOF_ENGINE_FAULTS=1`` in its environment
     (:mod:`serve_apps.engine_faults`; the replica sets it) the child answers SIGUSR1 by writing
-    :data:`~serve_apps.engine_faults.ERROR_BYTE` and exiting with
+    :data:`~serve_apps.engine_faults.ERROR_BYTE` to the pipe and exiting with
     :data:`~serve_apps.engine_faults.ERROR_EXIT`: it reported an error, the reason is
     ``engine error (injected)``. Without the variable SIGUSR1 keeps its default meaning (the child
     terminates: ``dead``);
   - ``dead`` (for good): end of file without that report (the child died: a crash).
 
-- every token of every request goes through :func:`generate`, which lets a token out only while the
-  engine is not hung (a request in flight and a new one both wait, streaming nothing, and go on when
-  beats resume) and raises :class:`EngineDead` (with the reason) once it errored or died. The stop is
-  noticed within :data:`HUNG_AFTER_S`: tokens may still come out for that long after a SIGSTOP.
+- every token of every request goes through :func:`generate`, which lets a token out once its pacing
+  delay has elapsed *and* the engine has stepped since that request's previous token (its first: since
+  the request came to the engine), and raises :class:`EngineDead` (with the reason) once it errored or
+  died. So one step lets each request out at most one token; a stopped engine lets out no token at once
+  (at most the one of a step already in the pipe), for a request in flight as for a new one, which wait,
+  streaming nothing, and go on at its next step; a duty cycle running one part in ``f`` slows a stream
+  about ``f`` times when its tokens come faster than the cycle (a token whose delay elapsed while the
+  engine was stopped goes out at its next step); with the engine running, steps come far more often than
+  tokens and the pacing is the delays' alone. The engine's step rate (1 / :data:`STEP_S`) caps a
+  request's token rate, as a real engine's does.
 
 Its command line names it ``availproof::EngineCore`` so the backends find it the way they find
 vLLM's (a child of the replica's process whose command line says ``EngineCore``).
@@ -40,14 +51,16 @@ import subprocess
 import sys
 import threading
 import time
-from typing import AsyncIterator, Iterable
+from typing import AsyncIterator, Callable, Iterable
 
 from serve_apps import engine_faults
 
-BEAT_S = 0.1
+STEP_S = 0.005  # the child's step: one byte to the pipe
 HUNG_AFTER_S = 1.0
+POLL_S = 0.1  # a token waiting for a step looks again this often even if no step wakes it
 ARGV0 = "availproof::EngineCore"
 DIED = "engine process died"
+STEP_BYTE = b"."
 _CHILD = ("import os, signal, sys, time\n"
           "fd = int(sys.argv[1])\n"
           f"if os.environ.get({engine_faults.ENV!r}) == '1':\n"
@@ -56,14 +69,95 @@ _CHILD = ("import os, signal, sys, time\n"
           f"        os._exit({engine_faults.ERROR_EXIT})\n"
           "    signal.signal(signal.SIGUSR1, error)\n"
           "while True:\n"
-          "    os.write(fd, b'.')\n"
-          f"    time.sleep({BEAT_S})\n")
+          f"    os.write(fd, {STEP_BYTE!r})\n"
+          f"    time.sleep({STEP_S})\n")
 
 logger = logging.getLogger("ray.serve")
 
 
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class Steps:
+    """The engine's steps as its replica knows them: how many, when the last, whether it reported an error
+    or ended. Fed by one thread (:meth:`record`, :meth:`end`), waited on from event loops (:meth:`wait`);
+    no process in it, its clock injectable."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.count = 0
+        self.last = clock()  # the last step (or the start)
+        self.error: str | None = None  # what the engine reported before it ended
+        self.ended: float | None = None
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+
+    def record(self, chunk: bytes) -> None:
+        """What the engine wrote: a step per :data:`STEP_BYTE`, an error report by
+        :data:`~serve_apps.engine_faults.ERROR_BYTE`."""
+        with self._lock:
+            if engine_faults.ERROR_BYTE in chunk:
+                self.error = engine_faults.MESSAGE
+            self.count += chunk.count(STEP_BYTE)
+            self.last = self.clock()
+        self._wake_all()
+
+    def step(self, n: int = 1) -> None:
+        """``n`` steps (a simulated engine)."""
+        self.record(STEP_BYTE * n)
+
+    def end(self) -> None:
+        """The engine's pipe closed: it ended."""
+        with self._lock:
+            self.ended = self.clock()
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for loop, fut in waiters:
+            try:
+                loop.call_soon_threadsafe(_wake, fut)
+            except RuntimeError:  # its loop closed: nobody waits there any more
+                pass
+
+    def state(self) -> str:
+        """``ok``, ``hung`` (no step for :data:`HUNG_AFTER_S`), ``errored`` or ``dead`` (for good)."""
+        if self.error is not None:
+            return "errored"
+        if self.ended is not None:
+            return "dead"
+        return "hung" if self.clock() - self.last > HUNG_AFTER_S else "ok"
+
+    def reason(self) -> str | None:
+        """Why the engine is gone (``engine error (injected)``, ``engine process died``), or None."""
+        state = self.state()
+        if state == "errored":
+            return engine_faults.MESSAGE
+        return DIED if state == "dead" else None
+
+    async def wait(self, seen: int, timeout: float) -> None:
+        """Until a step after the ``seen``-th, the engine's end, or ``timeout``, whichever first."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        entry = (loop, fut)
+        with self._lock:
+            if self.count > seen or self.ended is not None or self.error is not None:
+                return
+            self._waiters.append(entry)
+        try:
+            await asyncio.wait([fut], timeout=timeout)
+        finally:
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+
+
 class EngineProcess:
-    """The child engine of one replica, and what the replica knows of it (:meth:`state`, :meth:`reason`).
+    """The child engine of one replica, and what the replica knows of it (:attr:`steps`, :meth:`state`,
+    :meth:`reason`).
 
     ``faults``: whether the child's environment (the replica's otherwise) has ``AVAILPROOF_ENGINE_FAULTS=1``
     (the ``engine-error`` hook) or not at all."""
@@ -79,47 +173,54 @@ class EngineProcess:
                                      pass_fds=(write_fd,), stdin=subprocess.DEVNULL, close_fds=True, env=env)
         os.close(write_fd)
         self._read_fd = read_fd
-        self.last_beat = time.monotonic()
-        self.dead_since: float | None = None
-        self.error: str | None = None  # what the engine reported before it ended
-        self.beats = 0
+        self.steps = Steps()
         self._first_beat = threading.Event()
-        threading.Thread(target=self._read, name="engine-heartbeat", daemon=True).start()
+        threading.Thread(target=self._read, name="engine-steps", daemon=True).start()
 
     def _read(self) -> None:
         while True:
             try:
-                chunk = os.read(self._read_fd, 64)
+                chunk = os.read(self._read_fd, 256)
             except OSError:
                 chunk = b""
             if not chunk:  # every writer gone: the child ended
-                self.dead_since = time.monotonic()
-                logger.error("engine %d: %s", self.pid, self.error or f"{DIED} (exit {self.proc.poll()})")
+                self.steps.end()
+                logger.error("engine %d: %s", self.pid, self.steps.error or f"{DIED} (exit {self.proc.poll()})")
                 return
-            if engine_faults.ERROR_BYTE in chunk:
-                self.error = engine_faults.MESSAGE
-            self.last_beat = time.monotonic()
-            self.beats += len(chunk)
+            self.steps.record(chunk)
             self._first_beat.set()
 
     def wait_started(self, timeout: float = 30.0) -> bool:
-        """Whether the child beat once within ``timeout`` (it installs its SIGUSR1 hook before its first
-        beat: before that a SIGUSR1 still terminates it)."""
+        """Whether the child stepped once within ``timeout`` (it installs its SIGUSR1 hook before its first
+        step: before that a SIGUSR1 still terminates it)."""
         return self._first_beat.wait(timeout)
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def error(self) -> str | None:
+        """What the engine reported before it ended (through the pipe), or None."""
+        return self.steps.error
+
+    @property
+    def last_beat(self) -> float:
+        return self.steps.last
+
+    @property
+    def beats(self) -> int:
+        return self.steps.count
+
     def state(self) -> str:
-        """``ok``, ``hung`` (alive, no beat for :data:`HUNG_AFTER_S`), ``errored`` (it reported an error,
+        """``ok``, ``hung`` (alive, no step for :data:`HUNG_AFTER_S`), ``errored`` (it reported an error,
         for good) or ``dead`` (it ended without, for good)."""
         code = self.proc.poll()
-        if self.error is not None or code == engine_faults.ERROR_EXIT:
+        if self.steps.error is not None or code == engine_faults.ERROR_EXIT:
             return "errored"
-        if self.dead_since is not None or code is not None:
+        if self.steps.ended is not None or code is not None:
             return "dead"
-        return "hung" if time.monotonic() - self.last_beat > HUNG_AFTER_S else "ok"
+        return self.steps.state()
 
     def reason(self) -> str | None:
         """Why the engine is gone (``engine error (injected)``, ``engine process died``), or None."""
@@ -138,24 +239,35 @@ class EngineDead(RuntimeError):
     """The engine errored or died: what vLLM calls ``EngineDeadError``; the message says which."""
 
 
-async def wait_ready(engine: EngineProcess, poll_s: float = 0.05) -> None:
-    """Return when the engine answers; wait while it is hung (as a request to a stuck vLLM engine
-    waits); raise :class:`EngineDead` once it errored or died."""
+async def step_after(engine, seen: int, poll_s: float = POLL_S) -> int:
+    """The engine's step count once it is past ``seen`` (at once if it is already): wait while it does
+    not step (stopped, or not yet); raise :class:`EngineDead` once it errored or died. ``engine``: an
+    :class:`EngineProcess`, or anything with its ``steps`` and ``reason()``."""
+    steps = engine.steps
     while True:
-        state = engine.state()
-        if state == "ok":
-            return
-        if state in ("dead", "errored"):
-            raise EngineDead(engine.reason())
-        await asyncio.sleep(poll_s)
+        reason = engine.reason()
+        if reason is not None:
+            raise EngineDead(reason)
+        count = steps.count
+        if count > seen:
+            return count
+        await steps.wait(seen, poll_s)
 
 
-async def generate(engine: EngineProcess, words: Iterable[str], delays: Iterable[float],
-                   poll_s: float = 0.05) -> AsyncIterator[str]:
-    """The engine's tokens: each word after its delay (the first's is the prefill), and only once the
-    engine is live (:func:`wait_ready`): nothing comes out while it is hung; :class:`EngineDead` once it
-    errored or died."""
+async def wait_ready(engine, poll_s: float = POLL_S) -> None:
+    """Return at the engine's next step (as a real engine takes a request in at a step): wait while it
+    does not step (as a request to a stuck vLLM engine waits); raise :class:`EngineDead` once it errored
+    or died."""
+    await step_after(engine, engine.steps.count, poll_s)
+
+
+async def generate(engine, words: Iterable[str], delays: Iterable[float],
+                   poll_s: float = POLL_S) -> AsyncIterator[str]:
+    """The engine's tokens: each word once its delay elapsed (the first's is the prefill) and the engine
+    stepped since the previous one (the first: since the call), :func:`step_after`; nothing comes out
+    while it does not step; :class:`EngineDead` once it errored or died."""
+    seen = engine.steps.count
     for word, delay in zip(words, delays):
         await asyncio.sleep(delay)
-        await wait_ready(engine, poll_s)
+        seen = await step_after(engine, seen, poll_s)
         yield word

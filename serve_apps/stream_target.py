@@ -19,10 +19,14 @@ pass ``max_model_len`` is refused with a 400, as vLLM refuses it.
 
 Each replica runs an engine child process (:mod:`serve_apps.stream_engine`) and depends on it as a
 vLLM replica depends on its EngineCore, every token of every request (streamed or not) going through it:
+the engine steps (every 5 ms) and a token goes out once its delay elapsed and the engine stepped since the
+request's previous token:
 
 - engine **stopped** (the ``engine`` scope SIGSTOPs the child alone, as it stops vLLM's EngineCore): no
-  token comes out for any request while it is hung; requests in flight and new ones wait, then go on
-  once it continues; the health check passes (vLLM's does: a gray failure);
+  token comes out for any request from then on; requests in flight and new ones wait, then go on once it
+  continues; the health check passes (vLLM's does: a gray failure);
+- engine **slowed** (``engine-slow``: a duty cycle of SIGSTOP and SIGCONT): tokens come out only while it
+  runs, so its streams slow by about the cycle's factor, as vLLM's do;
 - engine **errored** (``engine-error``: SIGUSR1 to the child, :mod:`serve_apps.engine_faults`) or
   **dead** (``engine-crash``: SIGKILL): requests fail, a stream in flight ending with an error event
   (as vLLM's does), a new request with a 500, the message saying which (``engine error (injected)``,
@@ -203,8 +207,8 @@ class StreamTarget:
                                  media_type="text/event-stream")
 
     def _tokens(self, words: list[str], prefill: float):
-        """The request's tokens from the engine (:func:`serve_apps.stream_engine.generate`: none while it is
-        hung), the first after the prefill, each seen by the watchdog."""
+        """The request's tokens from the engine (:func:`serve_apps.stream_engine.generate`: one a step at most,
+        none while it does not step), the first after the prefill, each seen by the watchdog."""
         delays = [self._delay(prefill)] + [self._delay(self.token_s) for _ in words[1:]]
         return self.watchdog.watch(generate(self.engine, words, delays))
 
