@@ -20,8 +20,10 @@ both apps:
   - ``hung``: alive, no step for :data:`HUNG_AFTER_S` (the child is stopped), until steps resume (for the
     health view and the logs: the tokens do not wait for it, see below);
   - ``errored`` (for good): with ``AVAILPROOF_ENGINE_FAULTS=1`` in its environment
-    (:mod:`serve_apps.engine_faults`; the replica sets it) the child answers SIGUSR1 by writing
-    :data:`~serve_apps.engine_faults.ERROR_BYTE` to the pipe and exiting with
+    (:mod:`serve_apps.engine_faults`; the replica sets it) the child answers SIGUSR1 by writing its
+    tombstone (:data:`TOMBSTONE`, the pid appended: the wall-clock time as text, written atomically, as
+    vLLM's hook writes :func:`~serve_apps.engine_faults.tombstone_path`; a failure to write it is
+    ignored), then :data:`~serve_apps.engine_faults.ERROR_BYTE` to the pipe, and exiting with
     :data:`~serve_apps.engine_faults.ERROR_EXIT`: it reported an error, the reason is
     ``engine error (injected)``. Without the variable SIGUSR1 keeps its default meaning (the child
     terminates: ``dead``);
@@ -61,10 +63,23 @@ POLL_S = 0.1  # a token waiting for a step looks again this often even if no ste
 ARGV0 = "availproof::EngineCore"
 DIED = "engine process died"
 STEP_BYTE = b"."
+TOMBSTONE = engine_faults.tombstone_path(0).removesuffix("0")  # + the child's pid: the same file as vLLM's hook
 _CHILD = ("import os, signal, sys, time\n"
           "fd = int(sys.argv[1])\n"
           f"if os.environ.get({engine_faults.ENV!r}) == '1':\n"
           "    def error(signum, frame):\n"
+          "        tmp = None\n"
+          "        try:  # the tombstone, atomically; never in the way of the error\n"
+          f"            path = {TOMBSTONE!r} + str(os.getpid())\n"
+          "            tmp = f'{path}.{os.getpid()}.tmp'\n"
+          "            with open(tmp, 'w') as f:\n"
+          "                f.write(f'{time.time():.3f}\\n')\n"
+          "            os.replace(tmp, path)\n"
+          "        except BaseException:\n"
+          "            try:\n"
+          "                os.unlink(tmp)\n"
+          "            except BaseException:\n"
+          "                pass\n"
           f"        os.write(fd, {engine_faults.ERROR_BYTE!r})\n"
           f"        os._exit({engine_faults.ERROR_EXIT})\n"
           "    signal.signal(signal.SIGUSR1, error)\n"

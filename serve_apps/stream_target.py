@@ -27,7 +27,8 @@ request's previous token:
   continues; the health check passes (vLLM's does: a gray failure);
 - engine **slowed** (``engine-slow``: a duty cycle of SIGSTOP and SIGCONT): tokens come out only while it
   runs, so its streams slow by about the cycle's factor, as vLLM's do;
-- engine **errored** (``engine-error``: SIGUSR1 to the child, :mod:`serve_apps.engine_faults`) or
+- engine **errored** (``engine-error``: SIGUSR1 to the child, which leaves its tombstone,
+  :mod:`serve_apps.engine_faults`) or
   **dead** (``engine-crash``: SIGKILL): requests fail, a stream in flight ending with an error event
   (as vLLM's does), a new request with a 500, the message saying which (``engine error (injected)``,
   ``engine process died``); the health check fails, so Serve replaces the replica.

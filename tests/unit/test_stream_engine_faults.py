@@ -1,8 +1,11 @@
 """The stream target's engine child driven for real: stopped (SIGSTOP) it lets no token out for any request,
 in flight or new, until it continues (SIGCONT); errored (SIGUSR1, with AVAILPROOF_ENGINE_FAULTS=1) it
-says so and stays errored; without the variable SIGUSR1 is a crash (dead), as before the hook existed."""
+leaves its tombstone, says so and stays errored; without the variable SIGUSR1 is a crash (dead), as before
+the hook existed."""
 
 import asyncio
+import contextlib
+import glob
 import os
 import signal
 import time
@@ -20,12 +23,19 @@ def wait_for(engine, state, timeout=5.0):
     return engine.state()
 
 
+def remove_tombstone(pid):
+    for p in (engine_faults.tombstone_path(pid), *glob.glob(f"{engine_faults.tombstone_path(pid)}.*.tmp")):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            os.unlink(p)
+
+
 @pytest.fixture
 def engine():
     e = EngineProcess()
     assert e.wait_started(10) and e.state() == "ok"
     yield e
     e.close()
+    remove_tombstone(e.pid)  # a SIGUSR1 left one
 
 
 def test_sigusr1_with_the_hook_is_an_error_reported_by_the_engine_not_a_crash(engine):
@@ -130,3 +140,43 @@ def test_a_hung_engine_that_is_killed_fails_the_waiting_request_as_dead(engine):
 
     asyncio.run(main())
     assert engine.state() == "dead"
+
+
+@pytest.fixture
+def tombstone_engine():
+    """A short-lived engine with the hook, and its tombstone's path (removed before and after)."""
+    e = EngineProcess(faults=True)
+    path = engine_faults.tombstone_path(e.pid)
+    remove_tombstone(e.pid)  # a stale one (a reused pid's)
+    assert e.wait_started(10)
+    yield e, path
+    e.close()
+    remove_tombstone(e.pid)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        os.rmdir(path)
+
+
+def test_sigusr1_leaves_the_engines_tombstone_then_the_error(tombstone_engine):
+    """The engine's own record that it raised the injected error (the rig's proof of engine-error, as vLLM's
+    hook writes it): engine_faults.tombstone_path(pid), the wall-clock time, one line; nothing else left."""
+    e, path = tombstone_engine
+    before = time.time()
+    os.kill(e.pid, signal.SIGUSR1)
+    assert wait_for(e, "errored") == "errored"
+    assert e.proc.wait(timeout=5) == engine_faults.ERROR_EXIT
+    after = time.time()
+    with open(path) as f:
+        text = f.read()
+    assert text.endswith("\n") and text.count("\n") == 1
+    assert before - 0.001 <= float(text) <= after + 0.001  # written as %.3f
+    assert glob.glob(f"{path}.*.tmp") == []  # written atomically: the temporary name replaced
+    assert stream_engine.TOMBSTONE + str(e.pid) == path
+
+
+def test_a_tombstone_that_cannot_be_written_does_not_stop_the_error(tombstone_engine):
+    e, path = tombstone_engine
+    os.mkdir(path)  # os.replace onto a directory fails
+    os.kill(e.pid, signal.SIGUSR1)
+    assert wait_for(e, "errored") == "errored" and e.error == engine_faults.MESSAGE
+    assert e.proc.wait(timeout=5) == engine_faults.ERROR_EXIT
+    assert os.path.isdir(path) and glob.glob(f"{path}.*.tmp") == []  # its temporary file removed

@@ -4,6 +4,7 @@ passing unless the progress watchdog is on), errored (SIGUSR1: requests answered
 the health check failing) and dead (SIGKILL: the same, said as a crash)."""
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import time
 import pytest
 from starlette.requests import Request
 
-from serve_apps import stream_engine
+from serve_apps import engine_faults, stream_engine
 from serve_apps.stream_target import StreamTarget
 from serve_apps.watchdog import Stalled
 
@@ -24,6 +25,8 @@ def target():
     t = Target(prefill_s=0.01, token_s=0.02, jitter=0.0)
     yield t
     t.engine.close()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(engine_faults.tombstone_path(t.engine.pid))  # a SIGUSR1 left one
 
 
 def request(**body) -> Request:
