@@ -12,7 +12,10 @@
   by the app when ``AVAILPROOF_ENGINE_FAULTS=1``) makes it fail from inside its step loop. A process with no
   handler for it would be killed by its default action (a crash, not an engine error): such an engine is
   refused before anything is sent, from its signal masks (``/proc/PID/status``: ``SigCgt``, ``SigBlk``,
-  ``SigIgn``).
+  ``SigIgn``). Its proof (:func:`tombstone_checks`): each signalled engine's *tombstone*
+  (:func:`serve_apps.engine_faults.tombstone_path`), which the hook writes as it raises the error, the
+  engine's own word (a stale one is removed before the signal); and the replica's process alive. Not "the
+  engine process gone": vLLM's outlives its error until Serve replaces the replica.
 """
 
 from __future__ import annotations
@@ -130,6 +133,16 @@ def replica_runs(pid, state: str | None) -> dict[str, Any]:
     """The replica's own process alive and not stopped: the fault is its engine's alone."""
     return _check(f"the replica's process {pid} alive and not stopped", state not in STOPPED + GONE,
                   f"state {state}" if state not in GONE else "gone")
+
+
+def tombstone_checks(pids: Sequence, found: Mapping[Any, str | None]) -> dict[str, Any]:
+    """Each engine in ``pids`` recorded the injected error: ``found`` maps a pid to its tombstone's text (the
+    wall-clock time the hook raised) or None (no tombstone)."""
+    missing = [p for p in pids if not (found.get(p) or "").strip()]
+    seen = ("no engine was named" if not pids else
+            ", ".join(f"{p} {'raised it' if p not in missing else 'no record'}" for p in pids))
+    return _check(f"engine process(es) {', '.join(map(str, pids))} recorded the injected error (their tombstone)",
+                  bool(pids) and not missing, seen)
 
 
 def _mask(status: str, key: str) -> int | None:

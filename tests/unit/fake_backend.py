@@ -60,11 +60,16 @@ class OneProxyBackend(FakeBackend):
 ENGINE_CHILD = """
 import os, signal, sys, time
 mode = sys.argv[1]
-if mode == "exit":  # the app's hook: the engine errs and exits (the stream target's engine exits 70)
-    signal.signal(signal.SIGUSR1, lambda s, f: os._exit(70))
-elif mode == "stay":  # a hook that errs but never exits: the engine is not reported dead
+def record():  # the app's hook's tombstone (serve_apps.engine_faults.tombstone_path)
+    with open("/tmp/availproof-engine-error-%d" % os.getpid(), "w") as f:
+        f.write("%.3f\\n" % time.time())
+if mode == "exit":  # the app's hook: the engine errs, records it and exits (the stream target's engine exits 70)
+    signal.signal(signal.SIGUSR1, lambda s, f: (record(), os._exit(70)))
+elif mode == "record":  # the hook as on vLLM: the engine errs and records it; its process lives on
+    signal.signal(signal.SIGUSR1, lambda s, f: record())
+elif mode == "stay":  # a handler that does nothing: no error raised, nothing recorded
     signal.signal(signal.SIGUSR1, lambda s, f: None)
-os.write(1, b"ready\\n")  # one write: two engines' lines do not interleave
+os.write(1, b"ready %d\\n" % os.getpid())  # one write: two engines' lines do not interleave
 while True:
     time.sleep(0.05)
 """
@@ -80,8 +85,10 @@ while True:
 class TinyReplica:
     """A "replica": a process of a session of its own (as a node's session on the local cluster) whose children
     are ``engines`` "engine" processes (``availproof::EngineCore`` in their command line) in ``mode``: ``exit``
-    (SIGUSR1 makes it exit, as the app's hook does), ``stay`` (a SIGUSR1 handler that does nothing), ``none``
-    (no handler: SIGUSR1 would kill it). A context manager: on leaving, its session (its own id) is SIGKILLed."""
+    (SIGUSR1 makes it write its tombstone and exit, as the stream target's hook does), ``record`` (writes its
+    tombstone and lives on, as vLLM's engine does), ``stay`` (a SIGUSR1 handler that does nothing), ``none``
+    (no handler: SIGUSR1 would kill it). A context manager: on leaving, its session (its own id) is SIGKILLed
+    and its engines' tombstones removed."""
 
     def __init__(self, mode: str = "exit", engines: int = 1):
         import subprocess
@@ -109,6 +116,7 @@ class TinyReplica:
             chunk = os.read(self.proc.stdout.fileno(), 256) if ready else b""
             assert chunk, f"the engines did not all start within {timeout_s:g} s: {seen!r}"
             seen += chunk
+        self.engine_pids = [int(w) for w in seen.split()[1::2]]
 
     def replica(self, zone: str = "zone-a"):
         from chaos.placement import Replica
@@ -138,3 +146,8 @@ class TinyReplica:
             pass
         self.proc.wait(timeout=10)
         self.proc.stdout.close()
+        for pid in getattr(self, "engine_pids", []):
+            try:
+                os.unlink(f"/tmp/availproof-engine-error-{pid}")
+            except FileNotFoundError:
+                pass

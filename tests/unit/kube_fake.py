@@ -568,6 +568,8 @@ class Kubelet:
         self.s = server
         self.procs: dict[str, dict[int, dict]] = {}  # pod uid -> pid -> {"comm", "state", "ppid"}
         self.fates: dict[str, list[tuple[str, str]]] = {}
+        self.tombstones: dict[tuple[str, int], str] = {}  # (pod, pid): an engine's record of its injected error
+        self.erred: dict[str, list[str]] = {}  # pod: the engines whose hook raised the injected error
         self.tables: dict[str, set[str]] = {}  # node -> the zone addresses of the nft table loaded there
         self.probes: dict[str, dict] = {}  # probe id -> {"server": pod, "port"} / {"client": pod}
         self.cni_cuts_established = False
@@ -789,8 +791,9 @@ class Kubelet:
     def _engine_command(self, pod: dict, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
         """The engine faults' commands (chaos/backends/kuberay/engines.py): the hang's SIGSTOP of the EngineCore
         children; the engine error's look at their signal masks (``SigCgt`` has SIGUSR1 while the process's
-        ``hook`` is on, the default) and its ``kill -USR1`` (a hooked engine errs and exits: fate ``SIGUSR1``; one
-        without the hook dies of it: ``SIGUSR1-default``); the straggler's duty cycle (``throttle``: its id on the
+        ``hook`` is on, the default), its ``kill -USR1`` (stale tombstones removed first; a hooked engine errs,
+        records its tombstone and lives on, as vLLM's does: :attr:`erred`; one without the hook dies of it: fate
+        ``SIGUSR1-default``) and the proof's look at the tombstones; the straggler's duty cycle (``throttle``: its id on the
         process; a look at it sees it stopped in even samples, running in odd ones) and its end, the prefix of the
         SIGCONT. None: not one of them."""
         name = pod["metadata"]["name"]
@@ -817,14 +820,23 @@ class Kubelet:
             return "".join(f"{pid} SigBlk:0000000000000000 SigIgn:0000000001001000 SigCgt:"
                            f"{'0000000180004a02' if live[pid].get('hook', True) else '0000000180004802'} \n"
                            for pid in self._kids(live, int(m.group(1)))), "", 0
-        m = re.fullmatch(r"kill -USR1 ([\d ]+) && echo \1", script)
+        m = re.fullmatch(r"rm -f (?:/tmp/availproof-engine-error-\d+ ?)+; kill -USR1 ([\d ]+) && echo \1", script)
         if m:
             pids = [int(x) for x in m.group(1).split()]
+            for pid in pids:  # the stale tombstones removed first
+                self.tombstones.pop((name, pid), None)
             if any(p not in live for p in pids):
                 return "", "sh: 1: kill: No such process\n", 1
             for pid in pids:
-                self._end(pod, pid, "SIGUSR1" if live[pid].get("hook", True) else "SIGUSR1-default")
+                if live[pid].get("hook", True):  # vLLM's engine: it raises, records its tombstone, and lives on
+                    self.tombstones[(name, pid)] = "1780000000.000"
+                    self.erred.setdefault(name, []).append(live[pid]["comm"])
+                else:
+                    self._end(pod, pid, "SIGUSR1-default")
             return m.group(1) + "\n", "", 0
+        m = re.match(r": availproof-engine-error proof; for p in ([\d ]+); do", script)
+        if m:
+            return "".join(f"tomb {p} {self.tombstones.get((name, int(p)), '')}\n" for p in m.group(1).split()), "", 0
         m = re.match(r": availproof-engine-slow ([\w-]+); p=\$\(echo \$\(pgrep -P (\d+) -f EngineCore\)\); "
                      r"\[ -n \"\$p\" \] \|\| exit 0; nohup sh -c '.*' availproof-throttle-\1 \"\$p\" "
                      r"</dev/null >/dev/null 2>&1 & echo \$p$", script, re.S)

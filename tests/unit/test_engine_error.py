@@ -6,6 +6,7 @@ the KubeRay commands (the fake kubelet, and the same scripts through a real shel
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from chaos.backends.local import procs
 from chaos.backends.local.backend import LocalBackend
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
+from serve_apps import engine_faults as app_engine_faults
 from tests.unit.fake_backend import FakeBackend, TinyReplica
 from tests.unit.test_kuberay_backend import cluster, replica as kube_replica
 
@@ -143,8 +145,11 @@ def _until(look, timeout=5.0):
         time.sleep(0.05)
 
 
-def test_local_the_hooked_engine_exits_on_sigusr1_and_the_proof_sees_it_gone_and_the_replica_alive():
-    with TinyReplica("exit") as t:
+@pytest.mark.parametrize("mode", ["exit", "record"])
+def test_local_the_hooked_engine_records_its_error_and_the_proof_sees_it_and_the_replica_alive(mode):
+    """``exit``: the stream target's engine (records, then exits); ``record``: vLLM's (records, lives on until
+    Serve replaces the replica): either way the engine's tombstone and the replica alive are the proof."""
+    with TinyReplica(mode) as t:
         b = t.backend()
         (engine,) = b.engine_children(t.replica())
         fire = b.error_engine(t.replica())
@@ -152,10 +157,25 @@ def test_local_the_hooked_engine_exits_on_sigusr1_and_the_proof_sees_it_gone_and
         assert fire() == [engine]
         checks = _until(lambda: b.effect_checks(_fault(b, t, [engine])))
         assert [c["ok"] for c in checks] == [True, True], checks
-        assert checks[0]["check"] == f"the engine process {engine} gone" and checks[1]["seen"].startswith("state")
+        assert checks[0]["seen"] == f"{engine} raised it" and checks[1]["seen"].startswith("state")
+        assert procs.alive(engine) is (mode == "record")
 
 
-def test_local_an_engine_that_does_not_exit_is_unproven_and_the_real_proof_says_so(monkeypatch):
+def test_local_a_stale_tombstone_is_removed_before_the_signal(tmp_path):
+    with TinyReplica("stay") as t:
+        b = t.backend()
+        (engine,) = b.engine_children(t.replica())
+        stale = Path(app_engine_faults.tombstone_path(engine))
+        stale.write_text("1.0\n")  # an earlier process's with the same pid
+        try:
+            b.error_engine(t.replica())()
+            assert not stale.exists()
+            assert [c["ok"] for c in b.effect_checks(_fault(b, t, [engine]))] == [False, True]
+        finally:
+            stale.unlink(missing_ok=True)
+
+
+def test_local_an_engine_that_records_nothing_is_unproven_and_the_real_proof_says_so(monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.5}, raising=False)
     with TinyReplica("stay") as t:
         b, marker = t.backend(), faults.Marker()
@@ -163,7 +183,7 @@ def test_local_an_engine_that_does_not_exit_is_unproven_and_the_real_proof_says_
         f = faults_engine.error_engine(b, marker, zone="zone-a")  # the real fault and proof (bound: fast_proof's)
         assert f["effect"]["verified"] is False and f["effect"]["bound_s"] == 0.5
         assert [c["ok"] for c in f["effect"]["checks"]] == [False, True]
-        assert "still alive" in f["effect"]["checks"][0]["seen"] and procs.alive(f["pids"][0])
+        assert f["effect"]["checks"][0]["seen"] == f"{f['pids'][0]} no record" and procs.alive(f["pids"][0])
         assert [m.event for m in marker.marks] == [rec.INJECT_START, rec.INJECT_END]  # injected, not in effect
 
 
@@ -217,10 +237,23 @@ def test_kuberay_the_look_then_the_signal_to_the_engine_children_only_and_the_pr
     assert look[:2] == ("wb-1", "ray-worker") and look[2] == ke.masks_script(41)
     assert "pgrep -P 41 -f EngineCore" in look[2] and "Sig(Blk|Ign|Cgt)" in look[2]
     assert s.kubelet.fates.get("wb-1") is None  # looked at, nothing sent yet
-    assert fire() == ["wb-1/57"] and stream.calls[-1][2] == "kill -USR1 57 && echo 57"
-    assert s.kubelet.fates["wb-1"] == [("VLLM::EngineCor", "SIGUSR1")]  # the engine alone, by its hook
     f = {"scope": NAME, "target": "r1", "zones": ["zone-b"], "pid": 41, "pids": ["wb-1/57"]}
-    assert [c["ok"] for c in b.effect_checks(f)] == [True, True]
+    s.kubelet.tombstones[("wb-1", 57)] = "1.000"  # a stale one, of an earlier process with the same pid
+    assert fire() == ["wb-1/57"]
+    assert stream.calls[-1][2] == "rm -f /tmp/availproof-engine-error-57; kill -USR1 57 && echo 57"
+    assert s.kubelet.erred["wb-1"] == ["VLLM::EngineCor"] and s.kubelet.fates.get("wb-1") is None  # it lives on
+    checks = b.effect_checks(f)
+    assert [c["ok"] for c in checks] == [True, True] and checks[0]["seen"] == "57 raised it"
+    assert s.kubelet.tombstones[("wb-1", 57)] != "1.000"  # the stale one was removed, this one written by the hook
+
+
+def test_kuberay_no_tombstone_is_no_proof_whatever_the_engine_s_state():
+    s, b, stream = cluster()
+    f = {"scope": NAME, "target": "r1", "zones": ["zone-b"], "pid": 41, "pids": ["wb-1/57"]}
+    checks = b.effect_checks(f)  # nothing sent: the engine runs, no record
+    assert [c["ok"] for c in checks] == [False, True] and checks[0]["seen"] == "57 no record"
+    s.kubelet.exec("wb-1", "ray-worker", "kill -9 57")  # gone without raising the error: a crash, not an error
+    assert [c["ok"] for c in b.effect_checks(f)] == [False, True]
 
 
 def test_kuberay_an_engine_without_the_hook_or_no_engine_is_refused_before_any_signal():
@@ -261,15 +294,17 @@ def _sh(script: str) -> str:
 
 
 def test_kuberay_scripts_through_a_real_shell_read_the_hook_and_signal_the_engine():
-    with TinyReplica("exit") as t:
+    with TinyReplica("record") as t:
         (engine,) = t.backend().engine_children(t.replica())
         masks = ke.parse_masks(_sh(ke.masks_script(t.pid)))
         assert list(masks) == [engine] and engine_faults.handles(masks[engine])[0]
+        assert ke.parse_tombstones(_sh(ke.tombstones_script([engine]))) == {engine: None}
         assert _sh(ke.error_script([engine])).split() == [str(engine)]
         deadline = time.monotonic() + 5
-        while procs.alive(engine) and time.monotonic() < deadline:
+        while not ke.parse_tombstones(_sh(ke.tombstones_script([engine])))[engine] and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not procs.alive(engine) and procs.alive(t.pid)
+        (written,) = ke.parse_tombstones(_sh(ke.tombstones_script([engine]))).values()
+        assert abs(float(written) - time.time()) < 30 and procs.alive(engine) and procs.alive(t.pid)
     with TinyReplica("none") as t:
         masks = ke.parse_masks(_sh(ke.masks_script(t.pid)))
         assert len(masks) == 1 and not engine_faults.handles(next(iter(masks.values())))[0]

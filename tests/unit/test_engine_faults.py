@@ -25,8 +25,9 @@ WRAPPED = [(core.EngineCore, "step"), (core.EngineCore, "step_with_batch_queue")
 
 
 @pytest.fixture
-def pristine(monkeypatch):
-    """vLLM's classes and SIGUSR1 as they were, whatever the test installs."""
+def pristine(monkeypatch, tmp_path):
+    """vLLM's classes and SIGUSR1 as they were, whatever the test installs; tombstones written under tmp_path."""
+    monkeypatch.setattr(engine_faults, "TOMBSTONE_DIR", str(tmp_path))
     for cls, name in WRAPPED:
         monkeypatch.setattr(cls, name, cls.__dict__[name])
     previous = signal.getsignal(signal.SIGUSR1)
@@ -69,7 +70,6 @@ def test_without_the_variable_nothing_is_installed(pristine, monkeypatch):
 
 def test_with_the_variable_sigusr1_makes_the_next_step_raise_inside_vllms_busy_loop(pristine, monkeypatch, tmp_path):
     monkeypatch.setenv(engine_faults.ENV, "1")
-    monkeypatch.setattr(engine_faults, "TOMBSTONE_DIR", str(tmp_path))
     assert engine_faults.register() is True
     assert getattr(core.EngineCore.__dict__["step"], "__availproof_engine_fault__", False)
     assert engine_faults.register() is True  # idempotent: loaded again, wrapped once

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import cli, faults, plan, provision, ray_actor, records as rec, scopes as scope_registry
+from chaos import cli, faults, faults_engine, plan, provision, ray_actor, records as rec, scopes as scope_registry
 from chaos.backends import kube_access, kuberay as kb
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
@@ -99,13 +99,13 @@ def inject_and_heal(scope, s, b, monkeypatch):
         for method in ("sigkill", "pod"):
             faults.kill_replica(b, marker, replica=replica(node="wb-1" if method == "pod" else "wa-1"), method=method)
     elif scope == "engine":
-        faults.hang_engine(b, marker, zone="zone-b")
+        faults_engine.hang_engine(b, marker, zone="zone-b")
     elif scope == "engine-crash":
-        faults.crash_engine(b, marker, zone="zone-b")
+        faults_engine.crash_engine(b, marker, zone="zone-b")
     elif scope == "engine-error":
-        faults.error_engine(b, marker, zone="zone-b")
+        faults_engine.error_engine(b, marker, zone="zone-b")
     elif scope == "engine-slow":
-        faults.slow_engine(b, marker, zone="zone-b", duration_s=0.1)
+        faults_engine.slow_engine(b, marker, zone="zone-b", duration_s=0.1)
     elif scope == "node":
         faults.kill_node(b, marker, node="wb-1")
     elif scope == "head":

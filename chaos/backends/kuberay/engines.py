@@ -21,6 +21,7 @@ from chaos.backends import engine_faults, kube_exec, kube_marks as km
 from chaos.backends.engine_faults import ENGINE, Throttle
 from chaos.backends.kuberay.common import _name, _not_found, proc_states_script
 from chaos.errors import ClusterError
+from serve_apps.engine_faults import tombstone_path
 
 THROTTLE = "availproof-throttle-"  # in the command line of a duty cycle's loop, before its id
 SAMPLE = ": availproof-engine-slow sample; "  # the look at a duty cycle
@@ -43,8 +44,25 @@ def masks_script(pid: int) -> str:
 
 
 def error_script(pids: list[int]) -> str:
+    """A stale tombstone of each engine removed (a reused pid's), then SIGUSR1 to them, their pids printed."""
     ps = " ".join(str(int(p)) for p in pids)
-    return f"kill -USR1 {ps} && echo {ps}"
+    return f"rm -f {' '.join(tombstone_path(int(p)) for p in pids)}; kill -USR1 {ps} && echo {ps}"
+
+
+def tombstones_script(pids: list[int]) -> str:
+    """``tomb PID TEXT`` per engine: its tombstone's first line (the time its hook raised the error), empty when
+    it has none."""
+    return (": availproof-engine-error proof; for p in " + " ".join(str(int(p)) for p in pids) + "; do "
+            f"echo \"tomb $p $(head -c 40 {tombstone_path(0).removesuffix('0')}$p 2>/dev/null | head -n 1)\"; done")
+
+
+def parse_tombstones(out: str) -> dict[int, str | None]:
+    found: dict[int, str | None] = {}
+    for line in out.splitlines():
+        words = line.split(maxsplit=2)
+        if len(words) >= 2 and words[0] == "tomb" and words[1].isdigit():
+            found[int(words[1])] = words[2] if len(words) == 3 else None
+    return found
 
 
 def loop_script(t: Throttle) -> str:

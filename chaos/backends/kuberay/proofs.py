@@ -4,6 +4,7 @@ function per scope (``scope(backend, fault)``: the backend as ``self``), named i
 from __future__ import annotations
 
 from chaos.backends import engine_faults, kube_exec, kube_partition as kp
+from chaos.backends.kuberay.engines import parse_tombstones, tombstones_script
 from chaos.backends.kuberay.common import (CORDON_MARK, VERSION_ENV, ZONE_LABEL, _labels, _name, _node_of,
                                           _not_found, check, pod_ready, proc_states_script, restarts, select)
 
@@ -108,9 +109,33 @@ def engine(self, fault: dict) -> list[dict]:
     return out
 
 
+def engine_error(self, fault: dict) -> list[dict]:
+    """Each signalled engine's tombstone in its pod (the hook's record that it raised the error: vLLM's engine
+    process outlives its error), and the replica's own process still there; one exec per pod."""
+    items = list(fault.get("pids") or [])
+    if not items:
+        return [check("the engine's processes recorded the injected error", False, "the signal named no process")]
+    out = []
+    replica = _replica_pid(fault)
+    for pod, pids in self._by_pod(items).items():
+        try:
+            found = parse_tombstones(self.exec(pod, tombstones_script(pids)))
+        except kube_exec.ExecError:
+            if any(_name(p) == pod for p in self._pods()):
+                raise
+            out.append(check(f"engine process(es) {', '.join(map(str, pids))} in pod {pod} recorded the injected "
+                             "error", False, "the pod is gone (a pod loss, not the engine's alone)"))
+            continue
+        out.append(engine_faults.tombstone_checks(pids, found))
+        states = self._proc_states(pod, [replica]) if replica else None
+        state = (states or {}).get(replica, "gone") if replica else None
+        out.append(check(f"the replica's process {replica} alive in pod {pod}", state not in (None, "gone", "Z", "X"),
+                         f"state {state}" if replica else "no replica pid recorded"))
+    return out
+
+
 def engine_crash(self, fault: dict) -> list[dict]:
-    """The killed (engine-crash) or erred (engine-error) engine processes gone from the pod, and the replica's own
-    process still there."""
+    """The killed engine processes gone from the pod, and the replica's own process still there."""
     items = list(fault.get("pids") or [])
     if not items:
         return [check("the engine's processes gone", False, "the kill named no process")]

@@ -73,7 +73,7 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("replica", plan.replica, proofs.replica),
     Implementation("engine", plan.engine, proofs.engine, heal_engine),
     Implementation("engine-crash", plan.engine_crash, proofs.engine_crash),
-    Implementation("engine-error", plan.engine_error, proofs.engine_crash),  # the engine gone, the replica alive
+    Implementation("engine-error", plan.engine_error, proofs.engine_error),  # its tombstone, the replica alive
     Implementation("engine-slow", plan.engine_slow, proofs.engine_slow, heal_engine),  # the loop killed, SIGCONT
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
@@ -115,7 +115,8 @@ class ByScope(base.ByScope):
           looking until the heal and writes what it saw into the fault then: :meth:`restore_zones`);
         - head: the head pod gone, replaced or restarted, or else its GCS not answering;
         - engine: each stopped process in state T (``/proc/PID/stat``), the replica's process alive, not stopped;
-        - engine-crash, engine-error: the engine processes gone, the replica's process alive;
+        - engine-crash: the engine processes gone, the replica's process alive;
+        - engine-error: each engine's tombstone (its hook raised the error), the replica's process alive;
         - engine-slow: the engine processes sampled over two cycles (one exec), each seen stopped (T) in one
           sample and running in another, the replica's process alive and not stopped;
         - partition: the connection opened across the cut before it carries no more bytes and a new

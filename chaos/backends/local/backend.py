@@ -6,6 +6,8 @@ state file (the allowlist): a replica PID read from Serve is refused if it is an
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 from pathlib import Path
 from typing import Callable
@@ -16,6 +18,7 @@ from chaos.backends.local import effect, procs, throttle
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
+from serve_apps import engine_faults as app_engine_faults
 
 
 def _status(pid: int) -> str:
@@ -229,7 +232,12 @@ class LocalBackend(base.ByScope):
                 raise ClusterError(f"replica {r.replica_id}: its engine process {p} would not fail from inside on "
                                    f"SIGUSR1 ({seen}): the app's engine-fault hook is off (AVAILPROOF_ENGINE_FAULTS=1 "
                                    f"in the engine's environment); nothing sent")
-        return lambda: procs.signal_pids(engines, engine_faults.ERROR_SIGNAL)
+        def fire() -> list[int]:
+            for p in engines:  # a stale tombstone (a reused pid) would prove nothing of this signal's
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(app_engine_faults.tombstone_path(p))
+            return procs.signal_pids(engines, engine_faults.ERROR_SIGNAL)
+        return fire
 
     def slow_engine(self, r: placement.Replica, factor: float, period_s: float, duration_s: float) -> list[int]:
         """Throttle the replica's engine process(es) by a duty cycle of SIGSTOP and SIGCONT, a thread of the

@@ -6,8 +6,11 @@ observed}``; :func:`chaos.faults.prove` calls it until every check is ok or the 
 - replica: its worker process gone (SIGKILL leaves no process; a zombie counts as gone);
 - engine: each stopped engine process in state ``T`` (stopped, alive), and the replica's own process
   alive and not stopped (the hang is the engine's alone);
-- engine-crash, engine-error: each killed (or erred) engine process gone, and the replica's own process
-  still there (the crash or error is the engine's, not the replica's: Serve is left to notice it);
+- engine-crash: each killed engine process gone, and the replica's own process still there (the crash is
+  the engine's, not the replica's: Serve is left to notice it);
+- engine-error: each signalled engine's tombstone, written by the app's hook as it raised the error in the
+  engine's step (vLLM's engine process outlives its error, so its end proves nothing), and the replica's own
+  process still there;
 - engine-slow: the engine processes sampled over two cycles of the duty cycle, each seen stopped in one
   sample and running in another, and the replica's process alive and not stopped
   (:func:`chaos.backends.local.throttle.sample`);
@@ -27,10 +30,12 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.backends import engine_faults
 from chaos.backends.local import procs, redis
+from serve_apps import engine_faults as app_engine_faults
 
 if TYPE_CHECKING:
     from chaos.backends.local.cluster import LocalCluster
@@ -80,6 +85,17 @@ def replica_lives(pid: int | None) -> dict[str, Any]:
     state = procs.state(pid) if pid else None
     return check(f"the replica's process {pid} alive without its engine", bool(state) and state not in ("Z", "X"),
                  f"state {state}" if state else "gone")
+
+
+def tombstones(pids: list[int]) -> dict[str, Any]:
+    """Each engine's record that it raised the injected error (:func:`engine_faults.tombstone_checks`)."""
+    found = {}
+    for p in pids:
+        try:
+            found[p] = Path(app_engine_faults.tombstone_path(p)).read_text()
+        except OSError:
+            found[p] = None
+    return engine_faults.tombstone_checks(pids, found)
 
 
 def replica_runs(pid: int | None) -> dict[str, Any]:

@@ -134,6 +134,10 @@ def effect_engine_crash(b, fault: dict) -> list[dict]:
     return [effect.pids_gone(_pids(fault), "the engine process"), effect.replica_lives(fault.get("pid"))]
 
 
+def effect_engine_error(b, fault: dict) -> list[dict]:
+    return [effect.tombstones(_pids(fault)), effect.replica_lives(fault.get("pid"))]
+
+
 def effect_engine_slow(b, fault: dict) -> list[dict]:
     return throttle.sample(_pids(fault), fault.get("pid"), engine_faults.Throttle.of(fault))
 
@@ -205,7 +209,7 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine", plan_engine, effect_engine, heal_engine),
     Implementation("engine-crash", plan_engine_crash, effect_engine_crash),  # Serve replaces the replica
     # the engine gone after its error path, the replica alive (as a crash's); Serve replaces the replica
-    Implementation("engine-error", plan_engine_error, effect_engine_crash),
+    Implementation("engine-error", plan_engine_error, effect_engine_error),
     Implementation("engine-slow", plan_engine_slow, effect_engine_slow, heal_engine),  # the cycle stopped, SIGCONT
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
