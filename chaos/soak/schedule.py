@@ -9,10 +9,10 @@
   ``front``, ``front_door``;
 - ``method``: its one fault action (``provider.func``, :data:`HEAL_ARGS`) and that action's ``arguments``:
   ``outage_s`` (kill_node, kill_zone, kill_region, kill_head, kill_redis, head_outage_second_fault),
-  ``duration_s`` (hang_engine, partition_zone), ``max(outage_s, deadline_s)`` (drain_node: the node goes at
+  ``duration_s`` (hang_engine, slow_engine, partition_zone), ``max(outage_s, deadline_s)`` (drain_node: the node goes at
   its deadline and comes back ``outage_s`` after the notice, not before it went), each with the default of
   :mod:`chaos.ctk.actions` when not given; ``zone`` (the zones it names; none named: it may hit any zone).
-  A fault with no heal of its own (kill_replica, crash_engine: the system replaces what it hit;
+  A fault with no heal of its own (kill_replica, crash_engine, error_engine: the system replaces what it hit;
   upgrade_app: it completes) or whose duration is null (healed in the rollback) is held for an *occupancy*
   bound instead: its ``recovery_window_s`` (``healed_by``: ``occupancy``).
 
@@ -26,10 +26,11 @@ from its instant to ``until_s = heal_at_s + settle_s`` (its ``recovery_settle_s`
 - a fault that conflicts with one of another scope still holding: :data:`CONFLICTS` (whatever the zones) or
   :data:`SAME_ZONE` (when the zones they name meet; none named meets every zone).
 The conflict table (scopes: :mod:`chaos.scopes`; a scope it does not name conflicts only with itself):
-- always: head x redis; head or redis x replica, engine, engine-crash, drain, upgrade (they pick, drain or
-  upgrade through the control plane) and x node, zone, region (their heals restart Ray nodes, which register
-  with the GCS); upgrade x replica, engine, engine-crash, drain (it replaces every replica and waits for them);
-- in the same zone: any two of replica, engine, engine-crash, node, drain, zone, region, partition.
+- always: head x redis; head or redis x the replica-level scopes (replica, engine, engine-crash, engine-error,
+  engine-slow), drain, upgrade (they pick, drain or upgrade through the control plane) and x node, zone, region
+  (their heals restart Ray nodes, which register with the GCS); upgrade x the replica-level scopes and drain (it
+  replaces every replica and waits for them);
+- in the same zone: any two of the replica-level scopes, node, drain, zone, region, partition.
 Any other two faults may hold at once (as in production, a second arrives while the first heals): each such
 overlap is recorded (``faults``, ``scopes``, ``from_s`` to ``to_s``).
 
@@ -59,12 +60,13 @@ from chaos.errors import UsageError
 HEAL_ARGS = {"kill_node": {"outage_s": None}, "kill_zone": {"outage_s": None}, "kill_region": {"outage_s": None},
              "kill_head": {"outage_s": 5.0}, "kill_redis": {"outage_s": 5.0},
              "head_outage_second_fault": {"outage_s": 20.0}, "hang_engine": {"duration_s": None},
+             "slow_engine": {"duration_s": 20.0}, "error_engine": {},
              "partition_zone": {"duration_s": None}, "drain_node": {"outage_s": 20.0, "deadline_s": 30.0},
              "kill_replica": {}, "crash_engine": {}, "upgrade_app": {}}
 SETUP_FIELDS = ("topology", "gcs_fault_tolerance", "network", "app", "targets", "routing", "front", "front_door")
 LOAD_SET_BY_SOAK = ("duration_s", "max_requests")
 
-REPLICA_LEVEL = ("replica", "engine", "engine-crash")
+REPLICA_LEVEL = ("replica", "engine", "engine-crash", "engine-error", "engine-slow")
 DOMAIN = ("node", "drain", "zone", "region", "partition")
 CONTROL = ("head", "redis")
 CONFLICTS: dict[frozenset, str] = {}  # scope pair -> why they never hold at once

@@ -206,3 +206,21 @@ def test_fault_from_experiment_reads_scope_heal_and_windows():
                                           EXPERIMENTS / "zone-loss.json"])
     assert [f.scope for f in faults] == ["replica", "node", "zone"]
     assert "duration_s" not in faults[0].load  # the soak sets its own
+
+
+def test_the_engine_faults_of_issue_35_are_known_to_the_soak():
+    """engine-error has no heal of its own (Serve replaces the replica: held for its recovery window); engine-slow
+    heals at its duration_s; both are replica-level: not with the control plane down, an upgrade, or in the zone
+    of another replica-level or domain fault; and the soak calls their Chaos Toolkit actions."""
+    from chaos.ctk import actions
+
+    error = sch.fault_from_experiment(EXPERIMENTS / "engine-error.json")
+    assert (error.scope, error.heal_s, error.healed_by, error.zones) == ("engine-error", 30.0, "occupancy", ("zone-a",))
+    slow = sch.fault_from_experiment(EXPERIMENTS / "engine-slow.json")
+    assert (slow.scope, slow.heal_s, slow.healed_by, slow.zones) == ("engine-slow", 20.0, "heal", ("zone-a",))
+    for f in (error, slow):
+        assert sch.conflict(f, HEAD) and sch.conflict(f, REDIS)
+        assert sch.conflict(f, SoakFault("upgrade", "upgrade", 30.0, "occupancy", 30.0, 10.0))
+        assert sch.conflict(f, ZONE_A) and sch.conflict(f, REPLICA) and sch.conflict(f, NODE) is None
+    assert sch.conflict(error, slow).endswith("(zone-a)")
+    assert all(callable(getattr(actions, func)) for func in sch.HEAL_ARGS)
