@@ -47,10 +47,13 @@ def measure(experiment_path: str | Path, options: Options, plan: dict[str, Any] 
         shape.model = options.model or shape.model
         header = summary_mod.header_block(run.experiment_title, s.scope, core.definitions(s), s.bounds,
                                           s.bounds_source, run.app)
-        steps, decision = capacity.sweep(shape, s.slo, sweep_plan, step_runner(run, header, log), log=log)
+        watch = ReplicaWatch(run.backend)
+        steps, decision = capacity.sweep(shape, s.slo, sweep_plan, watch.around(step_runner(run, header, log)),
+                                         log=log)
         context = {"app": run.app, "front": s.front,
                    "topology": utilization.topology_name(s.topology) or s.topology,
-                   "experiment": {"title": run.experiment_title, "file": str(path)}, "cluster": _described(run)}
+                   "experiment": {"title": run.experiment_title, "file": str(path)}, "cluster": _described(run),
+                   "replicas": watch.figures((s.app or {}).get("stall_s"))}
     finally:
         core.close(run)
     if shape.workers > 1:
@@ -58,6 +61,10 @@ def measure(experiment_path: str | Path, options: Options, plan: dict[str, Any] 
     doc = capacity.document(steps, decision, sweep_plan, s.slo, shape, context)
     core.write_json(run.out_dir / "capacity.json", doc)
     print(capacity.table(steps, decision), flush=True)
+    reps = doc["replicas"]
+    log(f"replicas Serve replaced during the sweep (no fault): {reps['replaced'] if reps['replaced'] is not None else 'unknown: ' + str(reps['replaced_reason'])}"
+        + (f" (progress watchdog on, stall_s {reps['watchdog_stall_s']:g}: each one a false detection)"
+           if reps["watchdog_stall_s"] else ""))
     log(f"capacity -> {run.out_dir / 'capacity.json'}; records -> {run.records_path}")
     return decision, doc
 
@@ -125,6 +132,49 @@ def step_runner(run: core.Run, header: dict[str, Any], log: Callable[[str], None
         return got
 
     return run_step
+
+
+class ReplicaWatch:
+    """The replicas Serve replaced during the sweep, with no fault injected: each one a health check failed (or a
+    replica died) under load alone. With the progress watchdog on (the app's ``stall_s``), each is a false
+    detection: the watchdog's cost when nothing is wrong. Looked at before the sweep and after each step (the
+    backend's RUNNING replicas); a look that fails is said, never counted as none replaced."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.before = self._look()
+        self.replaced: dict[int, list[str]] = {}
+        self.unknown: str | None = None if self.before is not None else "the replicas could not be listed"
+
+    def _look(self) -> set[str] | None:
+        try:
+            return {r.replica_id for r in self.backend.replicas()}
+        except Exception:  # noqa: BLE001 - the figure becomes null with its reason, the sweep goes on
+            return None
+
+    def around(self, run_step: capacity.StepRunner) -> capacity.StepRunner:
+        seen = set(self.before or ())
+
+        def step(shape, index: int):
+            got = run_step(shape, index)
+            now = self._look()
+            if now is None:
+                self.unknown = f"the replicas could not be listed after step {index}"
+            elif self.unknown is None:
+                gone = sorted(seen - now)
+                if gone:
+                    self.replaced[index] = gone
+                seen.clear()
+                seen.update(now)
+            return got
+
+        return step
+
+    def figures(self, stall_s: Any) -> dict[str, Any]:
+        n = None if self.unknown else sum(len(v) for v in self.replaced.values())
+        return {"running_before": len(self.before) if self.before is not None else None,
+                "replaced": n, "replaced_by_step": {str(k): v for k, v in sorted(self.replaced.items())},
+                "replaced_reason": self.unknown, "watchdog_stall_s": stall_s or None}
 
 
 def _described(run: core.Run) -> dict[str, Any] | None:
