@@ -488,3 +488,22 @@ experiment(
     kubernetes={"namespace": "availproof", "ray_cluster": "availproof", "max_pods": 1},
     load={**LOAD, "duration_s": 1500}, recovery_window_s=90, max_wall_s=1800,
 )
+
+experiment(
+    "accelerator-loss", "KubeRay GPU: a replica's node loses its accelerator to Kubernetes for 60 s, its pods running",
+    "KubeRay only, on the GPU overlay (kuberay/overlays/vllm-gpu). Pauses the NVIDIA device plugin on the node of "
+    "one GPU replica in zone-a as NVIDIA's MIG manager does (its DaemonSet's node-selector label set to a paused "
+    "value: the DaemonSet controller deletes the plugin's pod), so the kubelet marks the node's nvidia.com/gpu "
+    "devices unhealthy and its allocatable drops to 0; proven by that drop, the plugin's pod gone and the node's GPU "
+    "pods still Running. After 60 s the label is put back and the plugin registers again. The replica keeps its GPU "
+    "and serves; what the cluster loses is room for a new GPU pod there (recorded at the heal: the GPU pods left "
+    "running, those Pending). Refused on the local backend (no accelerator).",
+    "accelerator", [action("lose-accelerator-of-a-replica-in-zone-a", "lose_accelerator", zone="zone-a", outage_s=60)],
+    {"max_failed_requests": 0, "max_time_to_steady_state_s": 30, "must_recover": True,
+     "max_control_plane_outage_s": 5, "min_capacity_ratio": 1.0},
+    "A claim, not a measurement (never run on a GPU cluster; the fakes only model the kubelet, the DaemonSet "
+    "controller and the scheduler): the device plugin is not in a running container's data path, so nothing "
+    "serving is lost: no request fails, capacity (RUNNING replicas) never drops (ratio 1.0), the control plane is "
+    "untouched (5 s allows a slow health answer). A violation is a finding: something that depends on the plugin.",
+    front="direct", kubernetes={"namespace": "availproof", "ray_cluster": "availproof", "max_pods": 1},
+)

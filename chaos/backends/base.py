@@ -32,6 +32,10 @@ CAPABILITY_TEXT = {
     NO_GCS_FT: "no cluster without GCS fault tolerance (the KubeRay manifests always set "
                "gcsFaultToleranceOptions): run it on the local backend",
     LOAD_TO_HEAD: "the load goes to the serve Service (targets: workers), not to the head",
+    # a scope only a cluster with accelerators can run (chaos.scopes.accelerator): the local backend has none
+    "scope:accelerator": "no accelerator to lose (an accelerator loss takes a node's nvidia.com/gpu from "
+                         "Kubernetes: its device plugin's pod and allocatable): run it on KubeRay's GPU overlay "
+                         "(--backend kuberay)",
 }
 
 
@@ -197,6 +201,11 @@ class Backend(Protocol):
     def error_engine(self, r: Any) -> Callable[[], list]: ...
     # a SIGSTOP/SIGCONT duty cycle of the engine (chaos.backends.engine_faults.Throttle); resume_engine ends it
     def slow_engine(self, r: Any, factor: float, period_s: float, duration_s: float) -> list: ...
+
+    # the accelerator of replica r's node lost to the cluster (chaos.faults_accelerator): all checked, nothing changed;
+    # the returned callable (with .node, .zone, .detail()) takes it; restore_accelerator gives it back (idempotent)
+    def lose_accelerator(self, r: Any) -> Callable[[], dict]: ...
+    def restore_accelerator(self, node: str, wait_s: float | None = None) -> dict: ...
 
     # health
     def healthy(self) -> bool: ...

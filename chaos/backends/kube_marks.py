@@ -6,9 +6,11 @@ Where each mark lives: a cordon, the annotations :data:`CORDON_MARK` (the run id
 :data:`CORDON_EXPIRES` on the node; an nft table of a node-filter partition, :data:`NFT_MARK` on its node
 (written before the table is loaded, removed once it is deleted: a table whose helper pod died is found
 there); a pod labelled for a networkpolicy partition, :data:`MEMBER_MARK`; an engine stopped (SIGSTOP),
-:data:`PAUSED_MARK` on its pod (the pids, for a SIGCONT through exec); helper pods, NetworkPolicies, the
-load Job and its ConfigMaps, the upgrade's record and the pod templates of a ``cluster`` upgrade (so the
-pending RayCluster KubeRay makes of them), the label or annotation :data:`RUN` and :data:`EXPIRES`."""
+:data:`PAUSED_MARK` on its pod (the pids, for a SIGCONT through exec); an accelerator loss,
+:data:`ACCELERATOR_MARK` on its node (the device plugin's label and the value to put back, written with the
+pause itself); helper pods, NetworkPolicies, the load Job and its ConfigMaps, the upgrade's record and the pod
+templates of a ``cluster`` upgrade (so the pending RayCluster KubeRay makes of them), the label or annotation
+:data:`RUN` and :data:`EXPIRES`."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ CORDON_EXPIRES = "availproof.io/cordoned-expires"
 NFT_MARK = "availproof.io/nft-table"  # on a node whose nft table a partition loaded: {"run", "zone", "expires"}
 MEMBER_MARK = "availproof.io/partition-member"  # on a pod labelled for a partition: {"run", "expires"}
 PAUSED_MARK = "availproof.io/paused"  # on a pod with engine processes stopped: {"run", "pids", "expires"}
+# on a node whose device plugin an accelerator loss paused: {"run", "label", "was", "plugin", "gpus", "expires"}
+ACCELERATOR_MARK = "availproof.io/accelerator-lost"
 
 
 def deadline(seconds: float, now: float | None = None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from chaos import faults, faults_engine
+from chaos import faults, faults_accelerator, faults_engine
 from chaos import run as core
 from chaos.ctk.session import measuring_run
 
@@ -79,6 +79,10 @@ def upgrade_app(variant: str = "code", timeout_s: float = 600.0, configuration: 
 def drain_node(node: str | None = None, zone: str | None = None, deadline_s: float = 30.0,
                outage_s: float | None = 20.0, configuration: dict | None = None) -> dict:
     return _on_run(faults.drain_node, node=node, zone=zone, deadline_s=deadline_s, outage_s=outage_s)
+
+
+def lose_accelerator(zone: str | None = None, outage_s: float | None = None, configuration: dict | None = None) -> dict:
+    return _on_run(faults_accelerator.lose_accelerator, zone=zone, outage_s=outage_s)
 
 
 def heal_all(timeout_s: float = 240.0, configuration: dict | None = None) -> dict:

@@ -12,14 +12,14 @@ What each flag means: :class:`Scope` (:mod:`chaos.scopes.registry`).
 
 from __future__ import annotations
 
-from chaos.scopes import (drain, engine, engine_crash, engine_error, engine_slow, head, node, partition, redis, region,
-                          replica, upgrade, zone)
+from chaos.scopes import (accelerator, drain, engine, engine_crash, engine_error, engine_slow, head, node, partition,
+                          redis, region, replica, upgrade, zone)
 from chaos.scopes.registry import (FLAGS, Scope, all_scopes, get, known, label, names, register,  # noqa: F401
                                    unregister, where)
 
 # The built-in scopes, one module each, in the order the schema's enum lists them.
 BUILTIN = (replica, engine, engine_crash, node, head, zone, region, partition, redis, upgrade, drain, engine_error,
-           engine_slow)
+           engine_slow, accelerator)
 for _module in BUILTIN:
     register(_module.SCOPE)
 del _module

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos import cli, faults, faults_engine, plan, provision, ray_actor, records as rec, scopes as scope_registry
+from chaos import (cli, faults, faults_accelerator, faults_engine, plan, provision, ray_actor, records as rec,
+                   scopes as scope_registry)
 from chaos.backends import kube_access, kuberay as kb
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
@@ -23,6 +24,7 @@ from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.experiment import load
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import node
+from tests.unit.kube_fake_gpu import gpu_cluster
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, replica, writes
 from tests.unit.test_kuberay_upgrade_drain import RS_PATH, rayservice, service
 
@@ -120,6 +122,8 @@ def inject_and_heal(scope, s, b, monkeypatch):
         faults.drain_node(b, marker, node="wb-1", deadline_s=0.0, outage_s=None, poll_s=0.0)
     elif scope == "upgrade":
         b.upgrade_app("cluster", "v9")
+    elif scope == "accelerator":
+        faults_accelerator.lose_accelerator(b, marker, zone="zone-b")
     else:
         raise AssertionError(f"scope {scope}: no injection here; add its fault (and its accesses to kube_access)")
     attempted = [f for f in marker.attempted.values()]
@@ -141,6 +145,9 @@ def test_the_reviewed_accesses_cover_every_call_the_fault_and_its_heal_make(scop
     if scope == "upgrade":
         s, b = service()
         stream = b.stream_fn
+    elif scope == "accelerator":  # a GPU cluster (tests/unit/kube_fake_gpu.py); the heal puts the label back, unwaited
+        s, b, stream = gpu_cluster()
+        b.accelerator_restore_s = 0.0
     else:
         s, b, stream = cluster(partition_method=method)
         s.kubelet.cni_cuts_established = True  # a networkpolicy cut in effect: its proof passes

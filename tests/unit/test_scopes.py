@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos import analysis, bounds, experiment, faults, faults_engine, records as rec, schemas, scopes, suite, summary as summary_mod
+from chaos import (analysis, bounds, experiment, faults, faults_accelerator, faults_engine, records as rec, schemas,
+                   scopes, suite, summary as summary_mod)
 from chaos.backends.base import Backend
 from chaos.reports import cells, report
 from chaos.scopes import Scope
@@ -20,7 +21,8 @@ from tests.unit.test_summary import DEFS, schema, write_run
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = json.loads((ROOT / "experiments" / "replica-kill.json").read_text())
 BUILTIN = ("replica", "engine", "engine-crash", "node", "head", "zone", "region", "partition", "redis", "upgrade", "drain",
-           "engine-error", "engine-slow")
+           "engine-error", "engine-slow", "accelerator")
+FAULT_MODULES = {"faults": faults, "faults_engine": faults_engine, "faults_accelerator": faults_accelerator}
 # the protocol's queries: what a fault may read besides the methods that break and restore
 QUERIES = {"zones", "regions", "zones_in_region", "nodes_in", "zone_of", "targets", "head_target", "own_hosts",
            "describe", "topology_doc", "head_alive", "upgrade_variants", "graceful_shutdown", "front_door",
@@ -34,12 +36,12 @@ def test_the_builtin_scopes_say_what_the_code_listed_by_name():
     # planes.REPLACING_SCOPES (completion measured), the report's ("upgrade", "drain") (replacement shown)
     assert scopes.names() == BUILTIN == rec.SCOPES
     assert scopes.where("every_target_affected") == {"replica", "engine", "engine-crash", "engine-error", "engine-slow",
-                                                     "upgrade"}
+                                                     "upgrade", "accelerator"}
     assert scopes.where("replaces_every_replica") == {"upgrade"}
     assert scopes.where("replacing") == {"upgrade", "drain"}
     assert scopes.where("routed") == {"node", "zone", "region", "partition", "drain"}
     assert scopes.where("zoned") == {"replica", "engine", "engine-crash", "engine-error", "engine-slow", "node", "zone",
-                                     "region", "partition", "drain"}
+                                     "region", "partition", "drain", "accelerator"}
     assert scopes.where("control_plane") == {"head", "redis"}
     assert all(s.label and s.label != s.name for s in scopes.all_scopes())
 
@@ -76,10 +78,10 @@ def _inject_call(fn: ast.FunctionDef) -> ast.Call:
 @pytest.mark.parametrize("name", BUILTIN)
 def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     s = scopes.get(name)
-    defs = {k: v for m in ("faults.py", "faults_engine.py")
-            for k, v in _functions(ast.parse((ROOT / "chaos" / m).read_text())).items()}
+    defs = {k: v for m in FAULT_MODULES
+            for k, v in _functions(ast.parse((ROOT / "chaos" / f"{m}.py").read_text())).items()}
     fn = defs[s.fault]
-    assert callable(getattr(faults, s.fault, None) or getattr(faults_engine, s.fault))
+    assert any(callable(getattr(m, s.fault, None)) for m in FAULT_MODULES.values())
     # the fault marks this scope, and names zones exactly when the entry says it does
     call = _inject_call(fn)
     assert isinstance(call.args[0], ast.Constant) and call.args[0].value == name
@@ -92,7 +94,7 @@ def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     assert set(s.backend_methods) <= used and used - set(s.backend_methods) <= QUERIES
     # a Chaos Toolkit action calls the fault, and an experiment measures the scope
     actions = ast.parse((ROOT / "chaos" / "ctk" / "actions.py").read_text())
-    assert any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in ("faults", "faults_engine")
+    assert any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in FAULT_MODULES
                and n.attr == s.fault for n in ast.walk(actions))
     measured = {e["scope"] for p in (ROOT / "experiments").glob("*.json")
                 for e in json.loads(p.read_text())["extensions"] if e.get("name") == "availproof"}

@@ -55,7 +55,8 @@ whose scope reaches a node hosting one is refused before anything is done
 
 Rooms: :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
 :mod:`.kills` (exec, crashes), :mod:`.engines` (an engine hung,
-crashed, made to fail, throttled), :mod:`.zone` (zone and region loss), :mod:`.autoscaling`,
+crashed, made to fail, throttled), :mod:`.accelerators` (a GPU node's accelerator lost: its device plugin
+paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss), :mod:`.autoscaling`,
 :mod:`.partition`, :mod:`.upgrade` (upgrades and drains), :mod:`.load` (the load Job's guard),
 :mod:`.prepare` (preparation, leftovers, heals), :mod:`.plan` and :mod:`.proofs` (one function per
 scope each, joined per scope in :mod:`.scopes`), :mod:`.backend` (the class).

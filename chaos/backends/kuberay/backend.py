@@ -6,6 +6,7 @@ import secrets
 
 from chaos.backends import kube_exec, kube_load as kl, kube_partition as kp
 from chaos.backends import kube_zone as kz
+from chaos.backends.kuberay.accelerators import Accelerators
 from chaos.backends.kuberay.autoscaling import Autoscaling
 from chaos.backends.kuberay.common import GCS_EXIT_WINDOW_S, ZONE_WATCH_POLL_S
 from chaos.backends.kuberay.engines import Engines
@@ -25,7 +26,7 @@ from chaos.errors import UsageError, parse_bool
 
 
 class KubeRayBackend(Reads, Kills, Engines, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback, LoadJob,
-                     Preparation, Leftovers, PlanRows, ProofReads, ByScope):
+                     Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the

@@ -23,8 +23,9 @@ class Leftovers:
         """Every object or change of the rig's still in place, whatever run left it: partition helper pods,
         nft tables recorded on nodes (their helper alive or not), partition NetworkPolicies, Ray pods labelled
         for a partition, engines stopped (SIGSTOP), Jobs of load workers (by their pods), nodes cordoned for a
-        zone loss, a ``cluster`` upgrade's record (its pending RayCluster). Each: {"kind", "name", "namespace",
-        "run_id", "zone", "what", "expires"} (``expires``: the mark's deadline, None when it has none)."""
+        zone loss, device plugins paused for an accelerator loss, a ``cluster`` upgrade's record (its pending
+        RayCluster). Each: {"kind", "name", "namespace", "run_id", "zone", "what", "expires"} (``expires``: the
+        mark's deadline, None when it has none)."""
         out = []
         for p in self._helpers():
             lab = _labels(p)
@@ -71,6 +72,7 @@ class Leftovers:
                 out.append(_row("NftTable", _name(n), None, mark.get("run"), mark.get("zone"),
                                 f"nft table inet {kp.TABLE} of a partition of {mark.get('zone')} on the node",
                                 mark.get("expires")))
+        out += self._accelerator_leftovers(self._nodes())  # device plugins an accelerator loss paused
         out += self._upgrade_leftovers()
         return out
 
@@ -79,8 +81,8 @@ class Leftovers:
         resumed (SIGCONT through exec, a process gone skipped; a straggler's duty cycle ended first), helpers
         (their table deleted first, checked), nft tables whose helper died (through a helper made for it),
         NetworkPolicies, the pods' partition labels, load workers' Jobs (``propagationPolicy: Foreground``: their pods
-        and ConfigMaps go too), the cordons (a node someone uncordoned meanwhile only loses the annotation), a failed
-        ``cluster`` upgrade rolled back.
+        and ConfigMaps go too), the cordons (a node someone uncordoned meanwhile only loses the annotation), the
+        device plugins' labels put back (an accelerator loss), a failed ``cluster`` upgrade rolled back.
         ``availproof recover --backend kuberay``."""
         found = self.leftovers() if found is None else found
         errors = []
@@ -123,6 +125,7 @@ class Leftovers:
         for x in found:
             if x["kind"] == "Node" and x["name"] in nodes:
                 self._uncordon(nodes[x["name"]])
+        errors += self._remove_accelerators(found)  # the device plugins' labels put back
         for x in found:
             if x["kind"] == "Upgrade":
                 try:

@@ -76,8 +76,8 @@ class Preparation:
         """Heal what ``faults`` (this run's) broke, and nothing else: what each one's scope restores here
         (:class:`chaos.backends.kuberay.scopes.Restore`: their engines resumed, their zones' partitions
         healed, the nodes cordoned for their zone or region losses uncordoned, an incomplete cluster upgrade
-        rolled back); pods deleted by the other faults are KubeRay's (or the kubelet's) to bring back: wait
-        for health."""
+        rolled back, a paused device plugin let back); pods deleted by the other faults are KubeRay's (or the
+        kubelet's) to bring back: wait for health."""
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": [], "healed": [], "uncordoned": []}
         done["resumed"] = self.resume_engine(want.resume)
@@ -94,19 +94,25 @@ class Preparation:
                 self._drop_record(f["record"])
         if want.lost:
             done["uncordoned"] = self.restore_zones(sorted(want.lost))
+        for f in want.accelerators:  # the device plugin let back; what the outage left written into the fault
+            if "restored" not in f:
+                f["restored"] = self.restore_accelerator(f["target"])
+            done.setdefault("accelerators", []).append(f["target"])
         self.wait_healthy(timeout=timeout)
         return done
 
     def heal_all(self, timeout: float = 300.0) -> dict:
         """``availproof recover``: resume the engines this backend stopped, then remove every leftover
-        of the rig's, whatever run left it (:meth:`remove_leftovers`: partitions, labels, cordons)."""
+        of the rig's, whatever run left it (:meth:`remove_leftovers`: partitions, labels, cordons, paused
+        device plugins)."""
         done: dict[str, list] = {"resumed": self.resume_engine(list(self.paused))}
         for zone in list(self.cuts):
             self._close_probe(zone)
         self._stop_watches(None)
         removed = self.remove_leftovers()["removed"]
-        done["healed"] = sorted({x["zone"] for x in removed if x["kind"] != "Node" and x["zone"]})
+        done["healed"] = sorted({x["zone"] for x in removed if x["kind"] not in ("Node", "Accelerator") and x["zone"]})
         done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
+        done["accelerators"] = [x["name"] for x in removed if x["kind"] == "Accelerator"]  # device plugins let back
         done["removed"] = removed
         self.wait_healthy(timeout=timeout)
         return done

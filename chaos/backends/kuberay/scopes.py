@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base
 from chaos.backends.base import Implementation
-from chaos.backends.kuberay import plan, proofs
+from chaos.backends.kuberay import accelerators, plan, proofs
 
 @dataclass
 class Restore(base.Joinable):
@@ -21,6 +21,7 @@ class Restore(base.Joinable):
     lost: set[str] = field(default_factory=set)  # zones whose nodes the loss cordoned, uncordoned
     watched: list[dict] = field(default_factory=list)  # zone and region losses: their watch's finding written in
     upgrades: list[dict] = field(default_factory=list)  # upgrades with a record: rolled back unless complete
+    accelerators: list[dict] = field(default_factory=list)  # accelerator losses: the device plugin let back
 
 
 def heal_engine(self, fault: dict) -> Restore:
@@ -37,6 +38,10 @@ def heal_zone_loss(self, fault: dict) -> Restore:
 
 def heal_upgrade(self, fault: dict) -> Restore:
     return Restore(upgrades=[fault] if fault.get("record") else [])
+
+
+def heal_accelerator(self, fault: dict) -> Restore:
+    return Restore(accelerators=[fault])
 
 
 @dataclass
@@ -83,6 +88,7 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("redis", plan.redis, proofs.pods_crashed),
     Implementation("upgrade", plan.upgrade, proofs.upgrade, heal_upgrade, reach_upgrade),
     Implementation("drain", plan.drain, proofs.drain),
+    Implementation("accelerator", accelerators.plan, accelerators.effect, heal_accelerator),  # the plugin paused
 )
 
 
