@@ -26,6 +26,11 @@ import yaml
 
 from serve_apps.config import AppSpec, LLMOptions, serve_config
 from serve_apps.engine_faults import ENV as ENGINE_FAULTS_ENV
+from serve_apps.llm_app import ENV as LLM_ENV
+
+# the local LLM app's engine environment (serve_apps.llm_app.ENV) is the GPU engines' too, offline and with vLLM's
+# logging set-up off (VLLM_CONFIGURE_LOGGING=0: else a head loss becomes a full outage), but for its CPU sizing
+CPU_ONLY_ENV = ("VLLM_TARGET_DEVICE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "OMP_NUM_THREADS")
 
 ROOT = Path(__file__).resolve().parent.parent / "kuberay"
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -158,7 +163,8 @@ def vllm_gpu_config(spec: AppSpec, engine_faults: bool = GPU_ENGINE_FAULTS) -> d
     llm = cfg["applications"][0]["args"]["llm_configs"][0]
     llm["accelerator_config"] = {"kind": "gpu"}
     llm["placement_group_config"] = {"bundles": [{"CPU": 1, "GPU": 1}], "strategy": "PACK"}
-    llm["runtime_env"] = {"env_vars": {"HF_HUB_OFFLINE": "1", **({ENGINE_FAULTS_ENV: "1"} if engine_faults else {})}}
+    env = {k: v for k, v in LLM_ENV.items() if k not in CPU_ONLY_ENV and k != ENGINE_FAULTS_ENV}
+    llm["runtime_env"] = {"env_vars": {**env, **({ENGINE_FAULTS_ENV: "1"} if engine_faults else {})}}
     for key in ("kv_cache_memory_bytes", "enforce_eager"):
         llm["engine_kwargs"].pop(key, None)
     return cfg

@@ -359,3 +359,18 @@ def test_the_gpu_overlay_sets_the_engine_fault_hook_and_can_set_the_watchdog():
     validate(yaml.safe_load(yaml.safe_load(text)["spec"]["serveConfigV2"]))  # Ray Serve's own schema
     with pytest.raises(SystemExit):
         kr.main(["--gpu-stall-s", "0"])
+
+
+def test_the_gpu_engines_get_the_local_llm_apps_environment_but_its_cpu_sizing():
+    """Offline, vLLM's logging set-up off (VLLM_CONFIGURE_LOGGING=0: with it on, vLLM closes Serve's log handlers
+    and a restarted controller replaces every engine replica, a head loss becoming a full outage) and the
+    multiprocessing engine the fault hook arms; none of the CPU build's variables."""
+    from serve_apps import kuberay as kr
+    from serve_apps.llm_app import ENV
+
+    env = _gpu_llm((ROOT / "kuberay" / "overlays" / "vllm-gpu" / "rayservice-patch.yaml").read_text())[
+        "runtime_env"]["env_vars"]
+    assert env["VLLM_CONFIGURE_LOGGING"] == "0" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
+    assert not set(env) & set(kr.CPU_ONLY_ENV) and set(kr.CPU_ONLY_ENV) <= set(ENV)
+    assert set(env) == set(ENV) - set(kr.CPU_ONLY_ENV)
