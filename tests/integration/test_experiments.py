@@ -74,6 +74,9 @@ def check_result(verdict: int, result: dict, out: Path, scope: str):
     assert faults and faults[0]["scope"] == scope
     for f in faults:  # every answer checked for integrity (chaos.load.integrity): none corrupted, under any scope
         assert not f["service"]["failed_by_class"].get(rec.CORRUPTED), f["service"]["failed_by_class"]
+    # a failure after the first token is classified as one (broken, cut short, timed out), never "other"
+    mid = [r for r in rec.read(out / "records.ndjson").requests if not r.ok and r.got_first_token]
+    assert all(r.failure in MID_STREAM_CLASSES for r in mid), [(r.failure, r.detail) for r in mid]
     for i, f in enumerate(faults):
         end = faults[i + 1]["inject_ns"] if i + 1 < len(faults) else None
         assert f["failed"]["total"] == f["service"]["failed_total"] == failed_in_window(out / "records.ndjson", f, end)
@@ -198,6 +201,7 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert cap["time_to_restored_s"] is not None, cap
 
 
+MID_STREAM_CLASSES = (rec.STREAM_BROKEN, rec.TRUNCATED, rec.CORRUPTED, rec.DEADLINE, rec.READ_TIMEOUT)
 SCHEMAS = Path(__file__).resolve().parents[2] / "chaos" / "schemas"
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 # The one expected verdict of each shipped experiment on the local backend, behind the rig's

@@ -83,6 +83,14 @@ from kubernetes.client.exceptions import ApiException
 
 GRACE_END = "SIGKILL at the grace's end"  # a process the kubelet killed once the deleted pod's grace was over
 
+
+def running_status(spec: dict, n: int) -> dict:
+    """The status the fake kubelet gives the ``n``-th pod it starts: Running, Ready, its containers ready."""
+    return {"phase": "Running", "podIP": f"10.0.{200 + n // 250}.{n % 250 + 1}",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": c["name"], "restartCount": 0, "ready": True, "image": c.get("image", ""),
+                                   "imageID": "", "containerID": ""} for c in spec.get("containers") or []]}
+
 class _HTTP:
     def __init__(self, status, body):
         self.status, self.reason = status, {200: "OK", 201: "Created", 403: "Forbidden", 404: "Not Found",
@@ -390,11 +398,7 @@ class FakeServer:
                 continue
             spec["nodeName"] = fits[0]
             n = next(self._serial)
-            pod["status"] = {"phase": "Running", "podIP": f"10.0.{200 + n // 250}.{n % 250 + 1}",
-                             "conditions": [{"type": "Ready", "status": "True"}],
-                             "containerStatuses": [{"name": c["name"], "restartCount": 0, "ready": True,
-                                                    "image": c.get("image", ""), "imageID": "", "containerID": ""}
-                                                   for c in spec.get("containers") or []]}
+            pod["status"] = running_status(spec, n)
             bound.append(name)
         return bound
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import itertools
 
-from tests.unit.kube_fake import FakeServer, FakeStream, _matches, _selects, node, node_fits, ray_pod
+from tests.unit.kube_fake import FakeServer, FakeStream, _matches, _selects, node, node_fits, ray_pod, running_status
 
 RESOURCE = "nvidia.com/gpu"
 OPERATOR_LABEL = "nvidia.com/gpu.deploy.device-plugin"
@@ -227,11 +227,7 @@ class GpuServer(FakeServer):
                 continue
             spec["nodeName"] = fits[0]
             n = next(self._names)
-            pod["status"] = {"phase": "Running", "podIP": f"10.0.{200 + n // 250}.{n % 250 + 1}",
-                             "conditions": [{"type": "Ready", "status": "True"}],
-                             "containerStatuses": [{"name": c["name"], "restartCount": 0, "ready": True,
-                                                    "image": c.get("image", ""), "imageID": "", "containerID": ""}
-                                                   for c in spec.get("containers") or []]}
+            pod["status"] = running_status(spec, n)
             bound.append(name)
         return bound
 
