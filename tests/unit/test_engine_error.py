@@ -310,3 +310,16 @@ def test_kuberay_scripts_through_a_real_shell_read_the_hook_and_signal_the_engin
         assert len(masks) == 1 and not engine_faults.handles(next(iter(masks.values())))[0]
     with TinyReplica("exit", engines=0) as t:
         assert ke.parse_masks(_sh(ke.masks_script(t.pid))) == {}
+
+
+def test_local_the_heal_removes_the_engine_s_tombstone_and_restores_nothing_else(monkeypatch):
+    with TinyReplica("record") as t:
+        b = t.backend()
+        (engine,) = b.error_engine(t.replica())()
+        tomb = Path(app_engine_faults.tombstone_path(engine))
+        _until(lambda: b.effect_checks(_fault(b, t, [engine])))
+        assert tomb.exists()
+        monkeypatch.setattr(b, "_restore", lambda done, **kw: {**done, **kw})  # no cluster to wait for here
+        b.cluster.partitioned_zones = lambda: []
+        done = b.heal([_fault(b, t, [engine])])
+        assert not tomb.exists() and done["resumed"] == [] and done["nodes"] == [] and not done["head"]

@@ -283,6 +283,9 @@ class LocalBackend(base.ByScope):
         tolerance no worker is known to the new GCS), so after one every worker is checked."""
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": self.resume_engine(want.resume)}
+        for p in want.tombstones:  # an engine-error's record, read by its proof: nothing else needs it
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(app_engine_faults.tombstone_path(p))
         return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
                              redis=want.redis, head=want.head, nodes=sorted(want.nodes),
                              check=None if want.head else set(want.nodes), timeout=timeout)

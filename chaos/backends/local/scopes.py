@@ -178,10 +178,15 @@ class Restore(base.Joinable):
     partitions: set[str] = field(default_factory=set)  # zones whose cut is healed
     redis: bool = False  # Redis restarted where down
     head: bool = False  # the head restarted where down, and every worker checked after (the control plane went)
+    tombstones: list = field(default_factory=list)  # engines whose engine-error tombstone is removed (left in /tmp)
 
 
 def heal_engine(b, fault: dict) -> Restore:
     return Restore(resume=_pids(fault))
+
+
+def heal_engine_error(b, fault: dict) -> Restore:
+    return Restore(tombstones=_pids(fault))  # Serve replaced the replica: only the engine's record is left
 
 
 def heal_node(b, fault: dict) -> Restore:
@@ -208,8 +213,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("replica", plan_replica, effect_replica),  # Serve replaces the replica: nothing to restore
     Implementation("engine", plan_engine, effect_engine, heal_engine),
     Implementation("engine-crash", plan_engine_crash, effect_engine_crash),  # Serve replaces the replica
-    # the engine gone after its error path, the replica alive (as a crash's); Serve replaces the replica
-    Implementation("engine-error", plan_engine_error, effect_engine_error),
+    # the engine's tombstone, the replica alive; Serve replaces the replica; the heal removes the tombstone
+    Implementation("engine-error", plan_engine_error, effect_engine_error, heal_engine_error),
     Implementation("engine-slow", plan_engine_slow, effect_engine_slow, heal_engine),  # the cycle stopped, SIGCONT
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
