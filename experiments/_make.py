@@ -396,9 +396,11 @@ experiment(
     "(~30); the rig's client keeps it in rotation, so the whole cut fails (~53: violated on the local backend, "
     "on purpose). The GCS takes ~30 s to mark a silent node dead (the project's notes, ray-local), and a node "
     "once marked dead must be restarted to rejoin. Control plane untouched (the head is not cut off; 5 s allows a slow health answer). Capacity: "
-    "zone-c's replica counts as RUNNING while the controller cannot reach it; if the node is declared dead, its "
-    "replacement needs the node back: 120 s.",
-    recovery_window_s=60, network="netns",
+    "zone-c's replica counts as RUNNING while the controller cannot reach it; if the node is declared dead (also "
+    "after the heal: a check failed during the cut, then one on the reset connection), its replacement needs the "
+    "node restarted (the local backend's supervisor does, as KubeRay's kubelet would): 120 s, which the recovery "
+    "window runs to (it ends early once every plane is back).",
+    recovery_window_s=120, network="netns",
 )
 
 experiment(

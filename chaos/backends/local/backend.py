@@ -14,7 +14,7 @@ from typing import Callable
 
 from chaos import placement
 from chaos.backends import base, engine_faults
-from chaos.backends.local import effect, procs, throttle
+from chaos.backends.local import effect, procs, supervisor, throttle
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
@@ -29,6 +29,9 @@ def _status(pid: int) -> str:
         return ""
 
 
+SUPERVISE_AFTER_HEAL_S = 60.0  # how long a healed zone's nodes are watched (a raylet exited 24 s after a heal)
+
+
 class LocalBackend(base.ByScope):
     name = "local"
     # beyond the scopes it implements (chaos.backends.base.capabilities_of): the rig's own
@@ -41,6 +44,7 @@ class LocalBackend(base.ByScope):
         self.cluster = cluster
         self.cut_probes: dict[str, effect.CutProbe] = {}  # zone -> the connection opened before its cut
         self.duty_cycles: list[throttle.DutyCycle] = []  # engine-slow's, until the heal stops them
+        self.supervisors: list[supervisor.NodeSupervisor] = []  # a healed zone's nodes, restarted if they die
 
     # ---------------------------------------------------------------- domains
     def zones(self) -> list[str]:
@@ -144,11 +148,19 @@ class LocalBackend(base.ByScope):
         self.cut_probes[zone] = probe
         self.cluster.partition_zone(zone)
 
-    def heal_zone(self, zone: str) -> None:
+    def heal_zone(self, zone: str, supervise: bool = True) -> None:
+        """The cut healed; the zone's nodes then supervised for a while (:mod:`chaos.backends.local.supervisor`:
+        a node the GCS declares dead after the heal is restarted, as KubeRay's kubelet would); not by the
+        backend's own heal (``supervise`` False), which restarts the zone's nodes where down itself."""
         self.cluster.heal_zone(zone)
         probe = self.cut_probes.pop(zone, None)
         if probe is not None:
             probe.close()
+        if not supervise:
+            return
+        watch = supervisor.NodeSupervisor(self.cluster, self.nodes_in(zone=zone), for_s=SUPERVISE_AFTER_HEAL_S)
+        watch.start()
+        self.supervisors.append(watch)
 
     def prepare(self, run_id: str, scope: str, faults: list[dict] | None = None) -> None:
         """Before any fault: a run that crashed may have left a partition or stopped processes; refuse
@@ -281,6 +293,7 @@ class LocalBackend(base.ByScope):
         left them down, nodes (node, drain; every node of a lost zone or region) restarted where down);
         then wait for health. A head fault's consequence is the whole cluster's (without GCS fault
         tolerance no worker is known to the new GCS), so after one every worker is checked."""
+        self.stop_supervisors()
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": self.resume_engine(want.resume)}
         for p in want.tombstones:  # an engine-error's record, read by its proof: nothing else needs it
@@ -295,9 +308,19 @@ class LocalBackend(base.ByScope):
         processes, heal partitions, restart what is down."""
         for cycle in getattr(self, "duty_cycles", []):  # a straggler's duty cycle first: it would stop them again
             cycle.stop()
+        self.stop_supervisors()
         done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT)}
         return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
                              nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)
+
+    def stop_supervisors(self) -> list[str]:
+        """Stop supervising healed zones (before any restart of the heal's own); the nodes they restarted."""
+        restarted = []
+        for watch in getattr(self, "supervisors", []):
+            watch.stop()
+            restarted += watch.restarted
+        self.supervisors = []
+        return restarted
 
     def _restore(self, done: dict[str, list], partitions: list[str], redis: bool, head: bool, nodes: list[str],
                  check: set[str] | None, timeout: float) -> dict:
@@ -306,7 +329,7 @@ class LocalBackend(base.ByScope):
         for health."""
         done.update(healed=[], started=[])
         for zone in partitions:
-            self.heal_zone(zone)
+            self.heal_zone(zone, supervise=False)
             done["healed"].append(zone)
         r = self.cluster.state.redis
         if redis and r is not None and not self.cluster.redis_alive():

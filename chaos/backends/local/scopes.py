@@ -206,7 +206,8 @@ def heal_redis(b, fault: dict) -> Restore:
 
 
 def heal_partition(b, fault: dict) -> Restore:
-    return Restore(partitions={fault["target"]})
+    # the zone's nodes restarted where down: the GCS may declare them dead after the cut healed (supervisor.py)
+    return Restore(partitions={fault["target"]}, nodes=set(b.nodes_in(zone=fault["target"])))
 
 
 IMPLEMENTATIONS = base.implementations(
