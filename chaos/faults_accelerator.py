@@ -11,8 +11,6 @@ left running, the pods asking for a GPU left Pending) is recorded in the fault's
 
 from __future__ import annotations
 
-import time
-
 from chaos import faults
 
 
@@ -26,8 +24,5 @@ def lose_accelerator(backend, marker: faults.Marker, zone: str | None = None, ou
                        {"replica": r.replica_id, "pod": r.node, **loss.detail()}) as f:
         f.update(loss())  # the pause: the DaemonSet's label on the node
         faults.prove(backend, marker, f)
-    if outage_s is not None:
-        time.sleep(max(0.0, outage_s - marker.since_inject(f)))
-        with marker.heal(f):
-            f["restored"] = backend.restore_accelerator(f["target"])
+    faults._outage(backend, marker, f, outage_s, lambda: f.update(restored=backend.restore_accelerator(f["target"])))
     return f

@@ -103,6 +103,15 @@ def tombstone_path(pid: int) -> str:
     return f"{TOMBSTONE_DIR}/availproof-engine-error-{int(pid)}"
 
 
+def remove_tombstones(pids) -> None:
+    """Remove the tombstones of engine processes ``pids`` (a stale one before a signal; the read one at the heal)."""
+    for pid in pids:
+        try:
+            os.unlink(tombstone_path(pid))
+        except FileNotFoundError:
+            pass
+
+
 def write_tombstone(pid: int | None = None) -> bool:
     """Record (atomically) that this engine process raised the injected error; never raises (the error path
     must run whatever happens to the record)."""

@@ -6,8 +6,6 @@ state file (the allowlist): a replica PID read from Serve is refused if it is an
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 from pathlib import Path
 from typing import Callable
@@ -245,9 +243,7 @@ class LocalBackend(base.ByScope):
                                    f"SIGUSR1 ({seen}): the app's engine-fault hook is off (AVAILPROOF_ENGINE_FAULTS=1 "
                                    f"in the engine's environment); nothing sent")
         def fire() -> list[int]:
-            for p in engines:  # a stale tombstone (a reused pid) would prove nothing of this signal's
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(app_engine_faults.tombstone_path(p))
+            app_engine_faults.remove_tombstones(engines)  # a stale one (a reused pid) proves nothing
             return procs.signal_pids(engines, engine_faults.ERROR_SIGNAL)
         return fire
 
@@ -296,9 +292,7 @@ class LocalBackend(base.ByScope):
         self.stop_supervisors()
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": self.resume_engine(want.resume)}
-        for p in want.tombstones:  # an engine-error's record, read by its proof: nothing else needs it
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(app_engine_faults.tombstone_path(p))
+        app_engine_faults.remove_tombstones(want.tombstones)  # an engine-error's record, read by its proof
         return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
                              redis=want.redis, head=want.head, nodes=sorted(want.nodes),
                              check=None if want.head else set(want.nodes), timeout=timeout)
