@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, records as rec
+from chaos import analysis, record_columns, records as rec
 from chaos.errors import UsageError
 
 
@@ -115,5 +115,6 @@ def load_summary(run_dir: str | Path) -> dict[str, Any]:
 
 
 def read_records(run_dir: str | Path) -> rec.RunRecords | None:
+    """The run's records, by the column reader (read once within a command: :func:`chaos.record_columns.shared`)."""
     path = Path(run_dir) / "records.ndjson"
-    return rec.read(path) if path.is_file() else None
+    return record_columns.read(path) if path.is_file() else None

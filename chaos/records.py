@@ -248,6 +248,9 @@ class RunRecords:
     samples: list[Sample] = field(default_factory=list)  # none in runs before the sampler (format 1)
     stop_reason: str | None = None  # a stop condition's reason, when one ended the run
     soak: list[dict[str, Any]] = field(default_factory=list)  # a soak's own lines (chaos.soak.run), in order
+    # the requests as columns (chaos.request_columns.RequestColumns) when the column reader read them
+    # (chaos.record_columns); None: built from ``requests`` where needed
+    columns: Any = None
 
     @property
     def partial(self) -> bool:

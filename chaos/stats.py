@@ -35,8 +35,12 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     if not values:
         return None
     s = sorted(values)
-    rank = max(1, min(len(s), math.ceil(q * len(s) - 1e-9)))  # 1e-9: 0.07 * 100 is 7.000000000000001
-    return s[rank - 1]
+    return s[rank(len(s), q) - 1]
+
+
+def rank(n: int, q: float) -> int:
+    """The nearest rank of the ``q`` percentile among ``n`` values (1 to n): :func:`percentile`'s."""
+    return max(1, min(n, math.ceil(q * n - 1e-9)))  # 1e-9: 0.07 * 100 is 7.000000000000001
 
 
 def median(values: Sequence[float]) -> float | None:

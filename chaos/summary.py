@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, bounds, records as rec, verdict
+from chaos import analysis, bounds, record_columns, records as rec, verdict
 from chaos.errors import UsageError
 
 # what a run adds around the derived figures, kept as they were when a run is analysed again
@@ -56,7 +56,7 @@ def reanalyse(run_dir: str | Path, experiment: str | Path | None = None) -> tupl
     path = run_dir / "records.ndjson"
     if not path.is_file():
         raise UsageError(f"{run_dir}: no records.ndjson (not a run directory)")
-    records = rec.read(path)
+    records = record_columns.read(path)  # in columns; read once within a command (record_columns.shared)
     old = _old_summary(run_dir)
     recorded = records.header.get("experiment") or {}
     if experiment is not None:

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec
-from chaos.analysis.windows import INSUFFICIENT, NS, SteadyState, _window_requests, judge_windows, latency
+import numpy as np
+
+from chaos import records as rec, request_columns as rc
+from chaos.analysis.windows import INSUFFICIENT, NS, SteadyState, judge_windows, latency
 from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 
@@ -49,17 +51,25 @@ def _prefix_sharing(r: rec.RequestRecord) -> bool:
     return r.session is not None or r.prefix_group is not None
 
 
-def prefix_sharing_basis(rs: list[rec.RequestRecord]) -> dict[str, Any]:
+def _sharing(cols: rc.RequestColumns) -> np.ndarray:
+    """:func:`_prefix_sharing` of every request of the columns."""
+    return cols.session.known() | cols.prefix_group.known()
+
+
+def prefix_sharing_basis(rs: list[rec.RequestRecord] | rc.RequestColumns) -> dict[str, Any]:
     """Which requests the warm-up counted as prefix-sharing: sessions' turns, trace rows by shared first
     block, how many of each, and how many groups."""
-    turns = [r for r in rs if r.session is not None]
-    traced = [r for r in rs if r.session is None and r.prefix_group is not None]
-    return {"session_turns": len(turns), "trace_rows": len(traced),
-            "groups": len({r.prefix_group for r in turns + traced if r.prefix_group is not None})}
+    cols = rs if isinstance(rs, rc.RequestColumns) else rc.from_records(rs)
+    turns = cols.session.known()
+    traced = ~turns & cols.prefix_group.known()
+    groups = cols.prefix_group.codes[(turns | traced) & cols.prefix_group.known()]
+    return {"session_turns": int(np.count_nonzero(turns)), "trace_rows": int(np.count_nonzero(traced)),
+            "groups": len(np.unique(groups))}
 
 
-def warmup(fault: dict[str, Any], every: list[rec.RequestRecord], measured: list[rec.RequestRecord],
-           window_end_ns: int, measure_start_ns: int, steady: SteadyState) -> dict[str, Any]:
+def warmup(fault: dict[str, Any], every: list[rec.RequestRecord] | rc.RequestColumns,
+           measured: list[rec.RequestRecord] | rc.RequestColumns, window_end_ns: int, measure_start_ns: int,
+           steady: SteadyState) -> dict[str, Any]:
     """The replacement replica's cold prefix cache, from the injection (see the module doc: warm-up).
 
     ``baseline_p95_ttft_s``: p95 latency of the successful prefix-sharing requests measured before
@@ -72,37 +82,50 @@ def warmup(fault: dict[str, Any], every: list[rec.RequestRecord], measured: list
     ``warm_factor`` times the warm replicas'. ``time_to_warm_s``: the start of the first in-bound
     window from which every prefix-sharing request to the window's end, pooled, is in bound too,
     and not before the replacement's first request (null: not warm within it, ``warmed`` false)."""
+    every = every if isinstance(every, rc.RequestColumns) else rc.from_records(sorted(every, key=lambda r: r.sent_ns))
+    cols = measured if isinstance(measured, rc.RequestColumns) else rc.from_records(
+        sorted(measured, key=lambda r: r.sent_ns))
     t0 = fault["inject_ns"]
     unmeasurable = fault["unmeasurable"]
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
-    before = [r for r in measured if measure_start_ns <= r.sent_ns < t0 and r.ok and _prefix_sharing(r)]
-    baseline = percentile([x for x in map(latency, before) if x is not None], 0.95)
-    seen_before = {r.served_replica for r in every if r.sent_ns < t0 and r.served_replica is not None}
-    rs = [r for r in _window_requests(fault, measured, window_end_ns) if _prefix_sharing(r)]
-    new = sorted({r.served_replica for r in rs if r.served_replica is not None} - seen_before)
+    sharing, sent = _sharing(cols), cols.sent_ns
+    lat = cols.latency()
+    before = (sent >= measure_start_ns) & (sent < t0) & cols.ok & sharing
+    baseline = rc.percentile(lat[before & ~np.isnan(lat)], 0.95)
+    replica = every.served_replica
+    seen_before = {replica.values[c] for c in np.unique(replica.codes[(every.sent_ns < t0) & replica.known()])}
+    window = (sent >= t0) & (sent < window_end_ns) & sharing
+    if fault.get("window_cut_by"):
+        window &= cols.end_ns <= window_end_ns
+    served = cols.served_replica
+    new = sorted({served.values[c] for c in np.unique(served.codes[window & served.known()])} - seen_before)
     sampled = fault.get("replacement") or {}
     if sampled.get("replicas_before") is not None:  # the control plane knew the replicas' ids: a replica that
         # was running before the injection but served nothing then (idle, or routed around) is not a replacement
         started = {x["replica"] for x in sampled.get("new") or []}
         new = [i for i in new if i in started]
-    first_new = min((r.sent_ns for r in rs if r.served_replica in set(new)), default=None)
+    by_new = window & served.isin(set(new))
+    first_new = int(sent[np.argmax(by_new)]) if by_new.any() else None
     out = {"factor": steady.warm_factor, "baseline_p95_ttft_s": baseline, "time_to_warm_s": None, "warmed": None,
-           "requests": len(rs), "replacements": new, "first_served_by_replacement_s": sec(first_new),
-           "windows_judged": 0, "pooled_p95_ttft_s": None, "reason": None}
+           "requests": int(np.count_nonzero(window)), "replacements": new,
+           "first_served_by_replacement_s": sec(first_new), "windows_judged": 0, "pooled_p95_ttft_s": None,
+           "reason": None}
+    every_sharing = _sharing(every)
     if baseline is None:
         unmeasurable["warmup.baseline_p95_ttft_s"] = (
-            "no successful prefix-sharing request was measured before the injection" if any(map(_prefix_sharing, every))
+            "no successful prefix-sharing request was measured before the injection" if every_sharing.any()
             else NO_PREFIX_SHARING)
-    out["prefix_sharing"] = prefix_sharing_basis([r for r in every if _prefix_sharing(r)])
-    if not any(map(_prefix_sharing, every)):
+    out["prefix_sharing"] = prefix_sharing_basis(every.take(every_sharing))
+    if not every_sharing.any():
         why = NO_PREFIX_SHARING
-    elif not any(r.served_replica is not None for r in every if _prefix_sharing(r)):
+    elif not (every_sharing & replica.known()).any():
         why = "the responses named no replica (no x-availproof-replica header): the replacement cannot be told"
     elif not new:
         why = ("nothing was replaced: no prefix-sharing request of the window was served by a replica not seen "
                "before the injection")
     else:
         cold, warm = set(new), seen_before
+        rs = cols.records(window)  # the window's prefix-sharing requests, in send order
 
         def p95s(ws: list[rec.RequestRecord]) -> tuple[float, float] | None:
             c = [x for r in ws if r.ok and r.served_replica in cold for x in [latency(r)] if x is not None]

@@ -90,65 +90,74 @@ Who served (``locality``, ``warmup``; a straggler's ``straggler``) and the load 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from chaos import planes, records as rec, scopes
+import numpy as np
+
+from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.sending import arrivals
 from chaos.analysis.slow_replica import SCOPES as STRAGGLER_SCOPES, straggler
 from chaos.analysis.who_served import locality
-from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState, _end_ns,
-                                    faults_from_marks, judge_windows, latency, run_end_ns)
-from chaos.stats import percentile  # the rig's one convention: nearest rank
+from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
+                                    faults_from_marks, run_end_ns, window_states)
+
+Columns = rc.RequestColumns
 
 
-def _rate(rs: list[rec.RequestRecord], slo: SLO, start_ns: int, end_ns: int) -> float | None:
+def _rate(cols: Columns, rows: np.ndarray, met: np.ndarray, start_ns: int, end_ns: int) -> float | None:
+    """Requests per second of ``rows`` sent in [start, end) that met the SLO."""
     if end_ns <= start_ns:
         return None
-    good = sum(1 for r in rs if start_ns <= r.sent_ns < end_ns and slo.met(r))
+    sent = cols.sent_ns[rows]
+    good = int(np.count_nonzero(met[rows] & (sent >= start_ns) & (sent < end_ns)))
     return round(good / ((end_ns - start_ns) / NS), 4)
 
 
-def recovery(windows: list[tuple[int, bool]], onset: int | None) -> dict[str, Any]:
-    """First recovery, steady state (the last in-bound stretch) and relapses after ``onset``.
+def recovery(windows: list[tuple[int, bool]] | tuple[np.ndarray, np.ndarray], onset: int | None) -> dict[str, Any]:
+    """First recovery, steady state (the last in-bound stretch) and relapses after ``onset``; ``windows``: the
+    judged windows as (start, in bound) pairs, or as two arrays (starts, in bound).
 
     ``onset`` None: find it as the first window out of bound (a slow-only disruption)."""
+    if isinstance(windows, tuple):
+        starts, good = windows
+    else:
+        starts = np.array([s for s, _ in windows], dtype=np.int64)
+        good = np.array([g for _, g in windows], dtype=bool)
     if onset is None:
-        onset = next((s for s, good in windows if not good), None)
-        if onset is None:
-            return {"disrupted": False, "first": None, "steady": None, "relapses": 0,
-                    "judged": bool(windows)}
-    after = [(s, good) for s, good in windows if s >= onset]
-    first = next((s for s, good in after if good), None)
-    relapses, prev = 0, None
+        bad = np.flatnonzero(~good)
+        if not len(bad):
+            return {"disrupted": False, "first": None, "steady": None, "relapses": 0, "judged": bool(len(starts))}
+        onset = int(starts[bad[0]])
+    after = starts >= onset
+    s, g = starts[after], good[after]
+    first = int(s[np.argmax(g)]) if g.any() else None
+    relapses = int(np.count_nonzero(g[:-1] & ~g[1:])) if first is not None else 0  # out again after in bound
     steady = None
-    for s, good in after:
-        if good and steady is None:
-            steady = s
-        elif not good:
-            if prev is True and first is not None:
-                relapses += 1
-            steady = None
-        prev = good
-    return {"disrupted": True, "first": first, "steady": steady, "relapses": relapses, "judged": bool(after)}
+    if len(g) and g[-1]:
+        out = np.flatnonzero(~g)
+        steady = int(s[out[-1] + 1]) if len(out) else int(s[0])
+    return {"disrupted": True, "first": first, "steady": steady, "relapses": relapses, "judged": bool(len(s))}
 
 
-def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord], rs: list[rec.RequestRecord],
-                steady: SteadyState) -> tuple[dict[str, Any], str | None]:
-    """One population's figures; the second value is why steady state could not be judged."""
+def _population(t0: int, window_end_ns: int, cols: Columns, in_flight: np.ndarray, rs: np.ndarray,
+                steady: SteadyState, lat: np.ndarray) -> tuple[dict[str, Any], str | None]:
+    """One population's figures (``in_flight``, ``rs``: its rows, in send order); the second value is why
+    steady state could not be judged."""
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
-    failed = [r for r in in_flight if not r.ok] + [r for r in rs if not r.ok]
-    impact = min((max(r.sent_ns, t0) for r in failed), default=None)
-    seen = [_end_ns(r) for r in failed]
+    failed = np.concatenate((in_flight[~cols.ok[in_flight]], rs[~cols.ok[rs]]))
+    impact = int(np.maximum(cols.sent_ns[failed], t0).min()) if len(failed) else None
+    seen = cols.end_ns[failed]
     first_success = None
     if impact is not None:
-        first_success = next((r.sent_ns for r in rs if r.ok and r.sent_ns >= impact), None)
+        after = rs[cols.ok[rs] & (cols.sent_ns[rs] >= impact)]
+        first_success = int(cols.sent_ns[after[0]]) if len(after) else None
     # requests in flight at the injection are judged at the injection (as their impact is)
-    at_injection = [dataclasses.replace(r, sent_ns=t0) for r in in_flight]
-    rcv = recovery(judge_windows(at_injection + rs, t0, window_end_ns, steady), impact)
+    judged = np.concatenate((in_flight, rs))
+    sent = np.concatenate((np.full(len(in_flight), t0, dtype=np.int64), cols.sent_ns[rs]))
+    rcv = recovery(window_states(sent, cols.ok[judged], lat[judged], t0, window_end_ns, steady), impact)
     insufficient = None
-    if not rs and not in_flight:
+    if not len(rs) and not len(in_flight):
         insufficient = "no request of this population in the analysis window"
     elif not rcv["judged"]:
         insufficient = (f"{INSUFFICIENT}: no {steady.window_s:g} s window with at least {steady.min_requests} "
@@ -159,24 +168,26 @@ def _population(t0: int, window_end_ns: int, in_flight: list[rec.RequestRecord],
         steady_at, first_at = rcv["steady"], rcv["first"]
     recovered = None if insufficient else steady_at is not None
     by_class: dict[str, int] = {}
-    for r in failed:
-        by_class[r.failure or rec.OTHER] = by_class.get(r.failure or rec.OTHER, 0) + 1
+    codes, counts = np.unique(cols.failure.codes[failed], return_counts=True)
+    for code, count in zip(codes.tolist(), counts.tolist()):
+        name = (cols.failure.values[code] if code >= 0 else None) or rec.OTHER
+        by_class[name] = by_class.get(name, 0) + count
     n = len(rs) + len(in_flight)
     return {
         "requests": n,
         "in_flight_at_injection": len(in_flight),
         "failed_total": len(failed),
-        "failed_mid_stream": sum(1 for r in failed if r.got_first_token),
+        "failed_mid_stream": int(np.count_nonzero(cols.first_token[failed])),
         "failed_by_class": dict(sorted(by_class.items())),
         "failed_ratio": round(len(failed) / n, 6) if n else None,
         "disrupted": rcv["disrupted"],
         "recovered": recovered,
         "time_to_impact_s": sec(impact),
-        "time_to_detect_s": sec(min(seen)) if seen else None,
+        "time_to_detect_s": sec(int(seen.min())) if len(seen) else None,
         "time_to_first_success_s": sec(first_success),
         "time_to_first_recovery_s": sec(first_at),
         "time_to_steady_state_s": sec(steady_at),
-        "time_to_last_failure_s": sec(max(seen)) if seen else None,
+        "time_to_last_failure_s": sec(int(seen.max())) if len(seen) else None,
         "relapses": None if insufficient else rcv["relapses"],
     }, insufficient
 
@@ -186,33 +197,45 @@ def a_or_an(word: str) -> str:
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
-def affected_basis(fault: Fault, measured: list[rec.RequestRecord]) -> tuple[set[str] | None, str]:
+def affected_basis(fault: Fault, measured: list[rec.RequestRecord] | Columns) -> tuple[set[str] | None, str]:
     """The zones whose targets make up the affected population (None: every target), and why."""
     if scopes.get(fault.scope).every_target_affected:
         return None, (f"{a_or_an(fault.scope)} fault affects every target: Serve routes a request from any proxy "
                       f"to any replica")
     if not fault.zones:
         return None, f"the {fault.scope} fault has no failure domain (no zones): every target is affected"
-    if not any(r.zone is not None for r in measured):
+    zoned = (measured.zone.known().any() if isinstance(measured, Columns)
+             else any(r.zone is not None for r in measured))
+    if not zoned:
         return None, "the targets carry no zone (one front-door URL): requests cannot be attributed to a domain"
     return set(fault.zones), f"requests sent to targets in {', '.join(fault.zones)}"
 
 
-def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns: int, measure_start_ns: int,
-                  steady: SteadyState, slo: SLO, cut_by: str | None = None) -> dict[str, Any]:
+def fault_rows(cols: Columns, t0: int, window_end_ns: int, cut_by: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """(in flight at the injection, sent in the analysis window): rows of ``cols`` (measured, in send order) as
+    the module docstring counts them: a request in flight at an injection belongs to that fault, so the window
+    of the fault before it ends there and no request is counted for two faults."""
+    a, b = np.searchsorted(cols.sent_ns, [t0, window_end_ns], "left")
+    rs = np.arange(a, b)
+    if cut_by:
+        rs = rs[cols.end_ns[a:b] <= window_end_ns]
+    return np.flatnonzero(cols.end_ns[:a] > t0), rs
+
+
+def analyse_fault(fault: Fault, measured: list[rec.RequestRecord] | Columns, window_end_ns: int,
+                  measure_start_ns: int, steady: SteadyState, slo: SLO, cut_by: str | None = None) -> dict[str, Any]:
+    cols = measured if isinstance(measured, Columns) else rc.from_records(sorted(measured, key=lambda r: r.sent_ns))
     t0 = fault.inject_ns
     sec = lambda ns: None if ns is None else round((ns - t0) / NS, 4)  # noqa: E731
-    # a request in flight at an injection belongs to that fault: the window of the fault before
-    # it ends there, so no request is counted for two faults
-    rs = [r for r in measured if t0 <= r.sent_ns < window_end_ns and not (cut_by and _end_ns(r) > window_end_ns)]
-    in_flight = [r for r in measured if r.sent_ns < t0 < _end_ns(r)]
+    in_flight, rs = fault_rows(cols, t0, window_end_ns, cut_by)
     unmeasurable: dict[str, str] = {}
+    lat = cols.latency()
 
-    zones, why = affected_basis(fault, measured)
+    zones, why = affected_basis(fault, cols)
     pops: dict[str, dict[str, Any]] = {}
     for name, keep in (("service", None), ("affected", zones)):
-        pick = (lambda xs: xs) if keep is None else (lambda xs: [r for r in xs if r.zone in keep])  # noqa: E731
-        figures, insufficient = _population(t0, window_end_ns, pick(in_flight), pick(rs), steady)
+        mine = (lambda rows: rows) if keep is None else (lambda rows: rows[cols.zone.isin(keep)[rows]])  # noqa: E731
+        figures, insufficient = _population(t0, window_end_ns, cols, mine(in_flight), mine(rs), steady, lat)
         if insufficient:
             keys = ("time_to_steady_state_s", "time_to_first_recovery_s", "recovered", "relapses")
             if not figures["requests"]:
@@ -224,7 +247,7 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
                         "zones": None if zones is None else sorted(zones), "why": why, **pops["affected"]}
 
     svc = pops["service"]
-    failed = [r for r in in_flight if not r.ok] + [r for r in rs if not r.ok]
+    failed = np.concatenate((in_flight[~cols.ok[in_flight]], rs[~cols.ok[rs]]))
     mid_stream = svc["failed_mid_stream"]
     if not fault.zones:
         unaffected = None
@@ -233,16 +256,19 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         unaffected = None
         unmeasurable["failed.unaffected_zones"] = (f"{a_or_an(fault.scope)} fault affects every target (Serve routes from "
                                                    f"any proxy to any replica): no zone is unaffected by it")
-    elif not any(r.zone is not None for r in measured):
+    elif not cols.zone.known().any():
         unaffected = None
         unmeasurable["failed.unaffected_zones"] = "the targets carry no zone: failures cannot be placed in a zone"
     else:
-        unaffected = sum(1 for r in failed if r.zone is not None and r.zone not in fault.zones)
-    planned = sorted(r.planned_ns for r in rs)  # the schedule's resolution, not the (bunched) sends
-    gaps = [b - a for a, b in zip(planned, planned[1:])]
-    before = [r for r in measured if measure_start_ns <= r.sent_ns < t0]
+        zone = cols.zone.take(failed)
+        unaffected = int(np.count_nonzero(zone.known() & ~zone.isin(set(fault.zones))))
+    gaps = np.diff(np.sort(cols.planned_ns[rs]))  # the schedule's resolution, not the (bunched) sends
+    a, b = np.searchsorted(cols.sent_ns, [measure_start_ns, t0], "left")
+    before = np.arange(a, max(a, b))
+    met = cols.slo_met(slo)
     steady_ns = None if svc["time_to_steady_state_s"] is None else t0 + int(svc["time_to_steady_state_s"] * NS)
     recovered_at = steady_ns if steady_ns is not None else window_end_ns
+    after = rs[(cols.sent_ns[rs] >= recovered_at) & cols.ok[rs]]
     return {
         "fault_id": fault.fault_id,
         "scope": fault.scope,
@@ -258,24 +284,23 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
         "service": svc,
         "failed": {
             "total": len(failed),
-            "in_flight_at_injection": sum(1 for r in in_flight if not r.ok),
+            "in_flight_at_injection": int(np.count_nonzero(~cols.ok[in_flight])),
             "by_class": svc["failed_by_class"],
             "before_first_token": len(failed) - mid_stream,
             "mid_stream": mid_stream,
             "unaffected_zones": unaffected,
-            "by_zone": _count_by(failed, "zone"),
+            "by_zone": _count_by(cols.zone.take(failed)),
         },
         "goodput_rps": {
-            "before": _rate(before, slo, measure_start_ns, t0),
-            "during": _rate(rs, slo, t0, recovered_at) if svc["disrupted"] else None,
-            "after": _rate(rs, slo, recovered_at, window_end_ns) if steady_ns is not None else None,
+            "before": _rate(cols, before, met, measure_start_ns, t0),
+            "during": _rate(cols, rs, met, t0, recovered_at) if svc["disrupted"] else None,
+            "after": _rate(cols, rs, met, recovered_at, window_end_ns) if steady_ns is not None else None,
         },
         "p95_ttft_s": {
-            "before": percentile([x for x in map(latency, before) if x is not None], 0.95),
-            "after": percentile([x for r in rs if recovered_at <= r.sent_ns and r.ok
-                                 for x in [latency(r)] if x is not None], 0.95),
+            "before": rc.percentile(_known(lat[before]), 0.95),
+            "after": rc.percentile(_known(lat[after]), 0.95),
         },
-        "resolution_s": round(percentile(gaps, 0.5) / NS, 4) if gaps else None,
+        "resolution_s": round(rc.percentile(gaps, 0.5) / NS, 4) if len(gaps) else None,
         "unmeasurable": unmeasurable,
         # the fault's proof, as it looked at the system after acting (chaos.faults.prove); null for
         # runs recorded before faults proved themselves
@@ -284,11 +309,16 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord], window_end_ns
     }
 
 
-def _count_by(rs: list[rec.RequestRecord], attr: str) -> dict[str, int]:
+def _known(values: np.ndarray) -> np.ndarray:
+    return values[~np.isnan(values)]
+
+
+def _count_by(column: rc.Coded) -> dict[str, int]:
     out: dict[str, int] = {}
-    for r in rs:
-        key = str(getattr(r, attr))
-        out[key] = out.get(key, 0) + 1
+    codes, counts = np.unique(column.codes, return_counts=True)
+    for code, count in zip(codes.tolist(), counts.tolist()):
+        key = str(column.values[code] if code >= 0 else None)
+        out[key] = out.get(key, 0) + count
     return dict(sorted(out.items()))
 
 
@@ -297,11 +327,11 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
     """The summary of one run: totals, then one entry per fault, grouped by scope."""
     steady = steady or SteadyState()
     slo = slo or SLO()
-    reqs = sorted(run.requests, key=lambda r: r.sent_ns)
-    measured = [r for r in reqs if r.phase == rec.MEASURE]
+    every = rc.of(run)  # every request, in send order
+    measured = every.take(every.measure)
     faults = faults_from_marks(run.marks)
-    end_ns = run_end_ns(run)
-    measure_start = measured[0].sent_ns if measured else end_ns
+    end_ns = run_end_ns(run, every)
+    measure_start = int(measured.sent_ns[0]) if len(measured) else end_ns
     results = []
     for i, f in enumerate(faults):
         nxt = faults[i + 1] if i + 1 < len(faults) else None
@@ -312,15 +342,16 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
                                           first_inject_ns=faults[0].inject_ns, scope=f.scope))
         # who served: outside the client's zone and region; the replacement's cold prefix cache
         fault["locality"] = locality(fault, measured, window_end, measure_start)
-        fault["warmup"] = warmup(fault, reqs, measured, window_end, measure_start, steady)
+        fault["warmup"] = warmup(fault, every, measured, window_end, measure_start, steady)
         if f.scope in STRAGGLER_SCOPES:  # a replica slowed down: its share and latency against the others'
-            fault["straggler"] = straggler(fault, measured, window_end)
+            _, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
+            fault["straggler"] = straggler(fault, measured.records(rows), window_end)
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}
     for r in results:
         by_scope.setdefault(r["scope"], []).append(r)
     baseline_end = faults[0].inject_ns if faults else end_ns
-    baseline = [r for r in measured if r.sent_ns < baseline_end]
+    ok = int(np.count_nonzero(measured.ok))
     return {
         "format_version": FORMAT_VERSION,
         "run_id": run.header.get("run_id"),
@@ -328,14 +359,14 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         "torn_lines": run.torn_lines,
         "definitions": Definitions(steady, slo, population).to_dict(),
         "requests": {
-            "total": len(reqs),
-            "warmup": len(reqs) - len(measured),
+            "total": len(every),
+            "warmup": len(every) - len(measured),
             "measured": len(measured),
-            "ok": sum(1 for r in measured if r.ok),
-            "failed": sum(1 for r in measured if not r.ok),
-            "failed_before_first_fault": sum(1 for r in baseline if not r.ok),
+            "ok": ok,
+            "failed": len(measured) - ok,
+            "failed_before_first_fault": int(np.count_nonzero(~measured.ok[measured.sent_ns < baseline_end])),
         },
-        "arrivals": arrivals(reqs),
+        "arrivals": arrivals(every),
         "faults": results,
         "by_scope": by_scope,
     }

@@ -4,39 +4,49 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec
+import numpy as np
+
+from chaos import records as rec, request_columns as rc
 from chaos.analysis.windows import NS
-from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 
-def arrivals(reqs: list[rec.RequestRecord]) -> dict[str, Any]:
+def _sum(values: np.ndarray) -> float:
+    """Python's ``sum`` of floats, left to right (a running sum; numpy's ``sum`` pairs them: other last bits)."""
+    return float(np.cumsum(values)[-1]) if len(values) else 0
+
+
+def arrivals(reqs: list[rec.RequestRecord] | rc.RequestColumns) -> dict[str, Any]:
     """The load as it was sent (every request, warm-up included): how many, the rate achieved over
     the sending span, the coefficient of variation of the inter-arrival times of the send instants
     (1 for Poisson, 1 / sqrt(k) for gamma arrivals of burstiness k, 0 for constant), requests per
     load worker, and how many ``max_model_len`` clipped. ``reqs`` sorted by send."""
-    sent = [r.sent_ns for r in reqs]
-    gaps = [(b - a) / NS for a, b in zip(sent, sent[1:])]
+    cols = reqs if isinstance(reqs, rc.RequestColumns) else rc.from_records(reqs)
+    sent = cols.sent_ns
+    gaps = np.diff(sent) / NS
     cv = None
-    if len(gaps) >= 2 and sum(gaps) > 0:
-        m = sum(gaps) / len(gaps)
-        cv = round((sum((g - m) ** 2 for g in gaps) / (len(gaps) - 1)) ** 0.5 / m, 4)
+    if len(gaps) >= 2 and _sum(gaps) > 0:
+        m = _sum(gaps) / len(gaps)
+        cv = round((_sum((gaps - m) ** 2) / (len(gaps) - 1)) ** 0.5 / m, 4)
     per_worker: dict[str, int] = {}
-    for r in reqs:
-        if r.worker is not None:
-            per_worker[str(r.worker)] = per_worker.get(str(r.worker), 0) + 1
-    span = (sent[-1] - sent[0]) / NS if len(sent) > 1 else 0.0
-    return {"sent": len(reqs), "rate_rps": round((len(sent) - 1) / span, 3) if span > 0 else None,
+    codes, counts = np.unique(cols.worker.codes[cols.worker.known()], return_counts=True)
+    for code, count in zip(codes.tolist(), counts.tolist()):
+        key = str(cols.worker.values[code])
+        per_worker[key] = per_worker.get(key, 0) + count
+    clipped = np.array([bool(v) for v in cols.clipped.values] + [False], dtype=bool)[cols.clipped.codes]
+    span = int(sent[-1] - sent[0]) / NS if len(sent) > 1 else 0.0
+    return {"sent": len(sent), "rate_rps": round((len(sent) - 1) / span, 3) if span > 0 else None,
             "interarrival_cv": cv, "per_worker": dict(sorted(per_worker.items(), key=lambda kv: int(kv[0]))),
-            "clipped": sum(1 for r in reqs if r.clipped), "send_lag_ms": send_lag_ms(reqs)}
+            "clipped": int(np.count_nonzero(clipped)), "send_lag_ms": send_lag_ms(cols)}
 
 
-def send_lag_ms(reqs: list[rec.RequestRecord]) -> dict[str, Any] | None:
+def send_lag_ms(reqs: list[rec.RequestRecord] | rc.RequestColumns) -> dict[str, Any] | None:
     """How late the client sent against its schedule (sent minus planned, ms): p50, p99, max, over the
     open loop's requests; null for a closed loop (no schedule: every request is sent when a user is free).
     A p99 of many ms means the client, not the system, set the timing (a burst sent one after another)."""
-    lags = [(r.sent_ns - r.planned_ns) / 1e6 for r in reqs if r.planned_ns != r.sent_ns]
-    if not lags:
+    cols = reqs if isinstance(reqs, rc.RequestColumns) else rc.from_records(reqs)
+    late = cols.sent_ns - cols.planned_ns
+    lags = late[late != 0] / 1e6
+    if not len(lags):
         return None
-    lags.sort()
-    return {"p50": round(percentile(lags, 0.5), 3), "p99": round(percentile(lags, 0.99), 3),
-            "max": round(lags[-1], 3), "requests": len(lags)}
+    return {"p50": round(rc.percentile(lags, 0.5), 3), "p99": round(rc.percentile(lags, 0.99), 3),
+            "max": round(float(lags.max()), 3), "requests": len(lags)}

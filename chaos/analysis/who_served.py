@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec
-from chaos.analysis.windows import NS, _window_requests
+import numpy as np
+
+from chaos import records as rec, request_columns as rc
+from chaos.analysis.windows import NS
 
 
 def _phases(fault: dict[str, Any], window_end_ns: int) -> tuple[int, int | None]:
@@ -29,13 +31,7 @@ def _phases(fault: dict[str, Any], window_end_ns: int) -> tuple[int, int | None]
     return (steady_ns if steady_ns is not None else window_end_ns), steady_ns
 
 
-def _outside(rs: list[rec.RequestRecord], mine: str, theirs: str) -> tuple[int, int]:
-    """(served outside the client's domain, requests where both are known)."""
-    known = [r for r in rs if getattr(r, mine) is not None and getattr(r, theirs) is not None]
-    return sum(1 for r in known if getattr(r, mine) != getattr(r, theirs)), len(known)
-
-
-def locality(fault: dict[str, Any], measured: list[rec.RequestRecord], window_end_ns: int,
+def locality(fault: dict[str, Any], measured: list[rec.RequestRecord] | rc.RequestColumns, window_end_ns: int,
              measure_start_ns: int) -> dict[str, Any]:
     """Where the requests were served against where their client is, before, during and after the fault.
 
@@ -47,35 +43,42 @@ def locality(fault: dict[str, Any], measured: list[rec.RequestRecord], window_en
     ``cross_region`` / ``cross_region_share`` (likewise for regions). A share is null when no
     request of the phase knew both (the fault's ``unmeasurable`` says why, for the window: the
     client's requests carry no zone behind one balancer for every zone, or the responses named none)."""
-    t0 = fault["inject_ns"]
+    cols = measured if isinstance(measured, rc.RequestColumns) else rc.from_records(measured)
+    t0, cut = fault["inject_ns"], fault.get("window_cut_by")
     during_end, after_start = _phases(fault, window_end_ns)
-    rs = _window_requests(fault, measured, window_end_ns)
-    phases = {"before": [r for r in measured if measure_start_ns <= r.sent_ns < t0],
-              "during": [r for r in rs if r.sent_ns < during_end],
-              "after": None if after_start is None else [r for r in rs if r.sent_ns >= after_start]}
+    sent = cols.sent_ns
+    window = (sent >= t0) & (sent < window_end_ns)
+    if cut:
+        window &= cols.end_ns <= window_end_ns
+    phases = {"before": (sent >= measure_start_ns) & (sent < t0), "during": window & (sent < during_end),
+              "after": None if after_start is None else window & (sent >= after_start)}
+    both = {"zone": (cols.served_zone.known() & cols.zone.known(), cols.served_zone.same_as(cols.zone)),
+            "region": (cols.served_region.known() & cols.region.known(), cols.served_region.same_as(cols.region))}
+    named = cols.served_replica.known()
     out: dict[str, Any] = {}
-    for name, xs in phases.items():
-        if xs is None:
+    for name, mask in phases.items():
+        if mask is None:
             out[name] = None
             continue
-        zone_out, zone_n = _outside(xs, "served_zone", "zone")
-        region_out, region_n = _outside(xs, "served_region", "region")
-        out[name] = {"requests": sum(1 for r in xs if r.served_replica is not None),
-                     "cross_zone": zone_out if zone_n else None,
-                     "cross_zone_share": round(zone_out / zone_n, 6) if zone_n else None,
-                     "cross_region": region_out if region_n else None,
-                     "cross_region_share": round(region_out / region_n, 6) if region_n else None}
+        out[name] = {"requests": int(np.count_nonzero(named & mask))}
+        for domain, (known, same) in both.items():
+            n = int(np.count_nonzero(known & mask))
+            outside = n - int(np.count_nonzero(same & mask))
+            out[name][f"cross_{domain}"] = outside if n else None
+            out[name][f"cross_{domain}_share"] = round(outside / n, 6) if n else None
+        out[name] = {k: out[name][k] for k in ("requests", "cross_zone", "cross_zone_share", "cross_region",
+                                                "cross_region_share")}
     unmeasurable = fault["unmeasurable"]
-    for domain, mine, theirs in (("zone", "served_zone", "zone"), ("region", "served_region", "region")):
+    for domain, mine, theirs in (("zone", cols.served_zone, cols.zone), ("region", cols.served_region, cols.region)):
         shares = [p[f"cross_{domain}_share"] for p in (out["during"], out["after"]) if p]
         if any(v is not None for v in shares):
             continue
-        if not rs:
+        if not window.any():
             why = "no request in the analysis window"
-        elif not any(getattr(r, theirs) is not None for r in rs):
+        elif not (theirs.known() & window).any():
             why = (f"the client's requests carry no {domain} (one front door for every zone): a request served "
                    f"outside the client's {domain} cannot be told")
-        elif not any(getattr(r, mine) is not None for r in rs):
+        elif not (mine.known() & window).any():
             why = f"the responses named no {domain} (no x-availproof-{domain} header: an app without them)"
         else:
             why = f"no request of the window knew both the client's {domain} and the one that served it"

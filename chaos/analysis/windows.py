@@ -21,7 +21,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from chaos import records as rec
+import numpy as np
+
+from chaos import records as rec, request_columns as rc
 from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 NS = 1_000_000_000
@@ -163,13 +165,41 @@ def judge_windows(rs: list[rec.RequestRecord], t0: int, end_ns: int, steady: Ste
     return out
 
 
-def run_end_ns(run: rec.RunRecords) -> int:
+def window_states(sent: np.ndarray, ok: np.ndarray, lat: np.ndarray, t0: int, end_ns: int,
+                  steady: SteadyState) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`judge_windows` with the steady state's own judge (:func:`_window_state`), on columns: the
+    requests' send instants (sorted, all in [t0, end)), success and latency (NaN: none). Returns the judged
+    windows' starts and whether each is in bound. A window's counts are differences of running sums, and its
+    p95 is over the bound exactly when fewer than the p95's rank of its latencies are at or under the bound:
+    no window is rescanned."""
+    w = int(steady.window_s * NS)
+    starts = np.unique(np.concatenate((np.array([t0], dtype=np.int64), sent)))
+    starts = starts[starts + w <= end_ns]
+    j = np.searchsorted(sent, starts, "left")
+    k = np.searchsorted(sent, starts + w, "left")
+    n = k - j
+
+    def in_window(mask: np.ndarray) -> np.ndarray:
+        running = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
+        return running[k] - running[j]
+
+    judged = n >= max(1, steady.min_requests)
+    good = in_window(ok)[judged] / n[judged] >= steady.min_success_ratio
+    if steady.max_p95_ttft_s is not None:
+        known = ok & ~np.isnan(lat)
+        m = in_window(known)[judged]
+        under = in_window(known & (lat <= steady.max_p95_ttft_s))[judged]
+        rank = np.clip(np.ceil(0.95 * m - 1e-9), 1, np.maximum(m, 1))  # chaos.stats.rank, vectorised
+        good &= (m > 0) & (under >= rank)
+    return starts[judged], good
+
+
+def run_end_ns(run: rec.RunRecords, columns: rc.RequestColumns | None = None) -> int:
     """The end of the run: the footer's stop instant, else the last request's end (a partial run)."""
     if run.footer and run.footer.get("stopped_ns"):
         return run.footer["stopped_ns"]
-    if run.requests:
-        return max(_end_ns(r) for r in run.requests) + 1
-    return 0
+    ends = (columns if columns is not None else rc.of(run)).end_ns
+    return int(ends.max()) + 1 if len(ends) else 0
 
 
 def _window_requests(fault: dict[str, Any], measured: list[rec.RequestRecord], window_end_ns: int) -> list[rec.RequestRecord]:

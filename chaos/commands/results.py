@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from chaos.commands.common import say
 from chaos.errors import UsageError
 
 
+def reads_records_once(command):
+    """Within the command, each run's records.ndjson is parsed once, whoever reads it (the analysis, the report,
+    the timeline, the claim): :func:`chaos.record_columns.shared`."""
+    @functools.wraps(command)
+    def wrapped(args) -> int:
+        from chaos import record_columns
+
+        with record_columns.shared():
+            return command(args)
+    return wrapped
+
+
+@reads_records_once
 def cmd_report(args) -> int:
     import json as _json
 
@@ -34,6 +48,7 @@ def cmd_report(args) -> int:
     return 0
 
 
+@reads_records_once
 def cmd_analyse(args) -> int:
     """Derive summary.json again from each run's records.ndjson (a run, its trials, or a suite), then the report."""
     import json as _json
@@ -68,17 +83,33 @@ def cmd_analyse(args) -> int:
     return 0
 
 
+@reads_records_once
 def cmd_claim(args) -> int:
     """An availability claim from a suite's runs and a RATES file: claim.json (+ .md / .html) in the suite
     directory; exit 0 when supported, 1 otherwise, 2 on bad input (nothing written)."""
     from chaos import claim
     from chaos.reports import claim as claim_report
 
+    from chaos.errors import UsageError
+
+    credibility = claim.credibility_value(args.credibility)
+    if args.calibrate:
+        from chaos.claim import calibrate
+
+        return calibrate.command(args.calibrate, args.worlds, args.seed, credibility, claim.risk_value(args.risk))
+    if args.suite_dir is None or args.faults is None:
+        raise UsageError("claim: SUITE_DIR and --faults RATES are required (or --calibrate)")
     target = claim.target_fraction(args.target)  # every input checked before anything is read or written
     risk = claim.risk_value(args.risk)
     slo_target = None if args.slo_target is None else claim.target_fraction(args.slo_target, "--slo-target")
     rates = claim.load_rates(args.faults)
-    doc = claim.claim(Path(args.suite_dir), rates, target, risk, args.population, args.seed, slo_target)
+    soak_events = None
+    if args.with_soak:
+        from chaos.soak import check as soak_check
+
+        soak_events = soak_check.soak_events(Path(args.with_soak), args.population)
+    doc = claim.claim(Path(args.suite_dir), rates, target, risk, args.population, args.seed, slo_target,
+                      credibility=credibility, pool=args.pool_scopes, soak_events=soak_events)
     formats = ("md", "html") if args.format == "all" else (args.format,)
     paths = claim_report.write(Path(args.suite_dir), doc, formats)
     if args.plan:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import records as rec
+from chaos import record_columns
 
 
 def _front(summary: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def environment(summary: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     if "load" not in env:
         records_path = Path(run_dir) / "records.ndjson"
         if records_path.exists():
-            header = rec.read(records_path).header
+            header = record_columns.read(records_path).header
             env["load"] = header.get("load")
             env["routing"] = header.get("routing")
     return env

@@ -48,7 +48,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import records as rec
+from chaos import record_columns
 from chaos.reports.cells import fmt
 from chaos.reports.compare import compare, compare_markdown
 from chaos.reports.environment import env_lines, environment, not_covered
@@ -76,7 +76,7 @@ def timelines(doc: dict[str, Any]) -> dict[str, bytes]:
         first = Path(exp["trials"][0]["dir"])
         if not (first / "records.ndjson").exists():
             continue
-        path = timeline.write(first, rec.read(first / "records.ndjson"), exp["trials"][0]["summary"])
+        path = timeline.write(first, record_columns.read(first / "records.ndjson"), exp["trials"][0]["summary"])
         exp["timeline"] = str(path.relative_to(doc["run_dir"])) if path.is_relative_to(doc["run_dir"]) else str(path)
         out[exp["name"]] = path.read_bytes()
     return out
