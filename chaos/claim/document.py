@@ -237,6 +237,11 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
     elif needed is None:
         unmeasurable["trials_needed"] = f"not searched: the claim is {word['word']} as it is" if avail else \
             "not searched: nothing was predicted"
+    from chaos.claim import calibrate  # the shipped table's row nearest this claim (docs/claim.md)
+
+    oc, oc_why = calibrate.claim_row(models, rates)
+    if oc is None:
+        unmeasurable["operating_characteristic"] = oc_why
     pooled_summaries = [s for r, s in pooled if r["counted"]]
     sims = {"periods": simulations, "seed": seed, "search_periods": search_periods}
     return {
@@ -250,6 +255,7 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
         "rates": {"path": rates.path,
                   "scopes": {n: r.to_dict(rates.period_days) for n, r in rates.scopes.items()}},
         "verdict": word,
+        "operating_characteristic": oc,
         "trials_needed": needed,
         "plan": plan_rows,
         "availability": {**(avail or {}), **point},

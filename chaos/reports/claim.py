@@ -253,6 +253,8 @@ RUNS_NOTE = ("lost s: the population's lost service-seconds net of its baseline:
 def markdown(doc: dict[str, Any]) -> str:
     lines = [f"# availproof claim: {doc['suite_dir']}", "", f"**{headline(doc)}**", ""]
     lines += [f"- {r}" for r in doc["verdict"]["reasons"]] + [""]
+    oc = doc.get("operating_characteristic")
+    lines += [f"Operating characteristic: {oc['statement']}", ""] if oc else []
     lines += ["## Figures", ""] + _md_table(FIGURE_COLUMNS, figure_rows(doc)) + [""]
     if doc["scopes"]:
         lines += ["![expected loss per scope against the error budget](claim.svg)", ""]
