@@ -24,7 +24,14 @@ lanes over the same time axis:
   the GCS did not answer).
 
 Bottom panel: the latency of each successful request (TTFT, or end-to-end when not
-streamed), coloured by zone, on a log scale, with the same fault marks. Zones have the same
+streamed), coloured by zone, on a log scale, with the same fault marks.
+
+**A picture that scales** (:func:`bins`): a lane of more than :data:`POINTS_PER_LANE` requests is drawn per
+time bin instead of point by point (:data:`BINS` bins across the run): the lane's requests per second as a
+grey band, the failed share of each bin as red bars from the lane's floor (failures before the first token
+and mid-stream apart), and each failure still a cross of its own while the lane has at most
+:data:`FAILURE_POINTS` of them; the latency panel draws each zone's p50 and p95 per bin. So an hour costs
+the picture what a minute does. Zones have the same
 colour in the replicas, nodes and latency panels. Without samples (a run before the sampler)
 the plane lanes are left out and the title says "not sampled".
 
@@ -38,8 +45,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from chaos import figures, records as rec, stats
-from chaos.analysis import latency
+import numpy as np
+
+from chaos import figures, records as rec, request_columns as rc, stats
 from chaos.placement import MODEL_DEPLOYMENTS
 
 NS = 1_000_000_000
@@ -57,9 +65,12 @@ OK, SLOW, FAILED, MID = "#1e8449", "#9e9e9e", "#c0392b", "#e67e22"
 CP_UP, CP_GCS_DOWN, CP_CONTROLLER_DOWN = "up", "GCS down", "controller down"
 CP_COLOURS = {CP_UP: "#27ae60", CP_GCS_DOWN: "#c0392b", CP_CONTROLLER_DOWN: "#e67e22"}
 PLANE_KINDS = ("control_plane", "replicas", "nodes")
+POINTS_PER_LANE = 5000  # a lane of more requests is drawn per time bin
+FAILURE_POINTS = 2000  # failures drawn one by one in a binned lane while it has at most this many
+BINS = 400
 
 
-def lane_layout(requests: list[rec.RequestRecord], fault_zones: list[str] | None = None,
+def lane_layout(requests: list[rec.RequestRecord] | rc.RequestColumns, fault_zones: list[str] | None = None,
                 samples: list[rec.Sample] | None = None) -> list[dict[str, Any]]:
     """The lanes, top to bottom. First the request lanes (``kind`` ``"requests"``): one per zone of
     the requests (sorted), then ``no zone`` when a target carries none. Each: ``zone`` (None for the
@@ -68,19 +79,46 @@ def lane_layout(requests: list[rec.RequestRecord], fault_zones: list[str] | None
 
     Then, when there are ``samples``, the plane lanes (:func:`plane_lanes`): ``control_plane``,
     ``replicas``, ``nodes``, in that order."""
-    zones = sorted({r.zone for r in requests if r.zone is not None})
-    keys: list[str | None] = list(zones) + ([None] if any(r.zone is None for r in requests) else [])
+    cols = requests if isinstance(requests, rc.RequestColumns) else rc.from_records(requests)
+    zone = cols.zone
+    zones = sorted({zone.values[c] for c in np.unique(zone.codes[zone.known()])})
+    keys: list[str | None] = list(zones) + ([None] if (~zone.known()).any() else [])
     fault_zones = set(fault_zones or [])
     out = []
     for i, z in enumerate(keys):
-        mine = [r for r in requests if r.zone == z]
-        failed = sum(1 for r in mine if not r.ok)
+        mine = _in_lane(cols, z)
+        n, failed = int(np.count_nonzero(mine)), int(np.count_nonzero(mine & ~cols.ok))
         in_fault = z is not None and z in fault_zones
-        label = f"{z if z is not None else NO_ZONE}{' (fault)' if in_fault else ''}\n{failed} failed / {len(mine)}"
-        out.append({"kind": "requests", "zone": z, "label": label, "y": len(keys) - 1 - i, "requests": len(mine),
+        label = f"{z if z is not None else NO_ZONE}{' (fault)' if in_fault else ''}\n{failed} failed / {n}"
+        out.append({"kind": "requests", "zone": z, "label": label, "y": len(keys) - 1 - i, "requests": n,
                     "failed": failed, "in_fault": in_fault})
     if samples:
         out += plane_lanes(samples)
+    return out
+
+
+def _in_lane(cols: rc.RequestColumns, zone: str | None) -> np.ndarray:
+    return ~cols.zone.known() if zone is None else cols.zone.isin({zone})
+
+
+def bins(sent_ns: np.ndarray, lo_ns: int, hi_ns: int, count: int = BINS) -> tuple[np.ndarray, np.ndarray]:
+    """The time bins of a binned lane: their edges (``count`` + 1, ns, from ``lo_ns`` to past ``hi_ns``) and the
+    bin of each send instant."""
+    width = max(1, -(-(hi_ns - lo_ns + 1) // count))
+    edges = lo_ns + width * np.arange(count + 1, dtype=np.int64)
+    return edges, np.clip((sent_ns - lo_ns) // width, 0, count - 1)
+
+
+def bin_percentiles(which: np.ndarray, values: np.ndarray, count: int, q: float) -> np.ndarray:
+    """The nearest-rank ``q`` percentile of ``values`` in each bin (``which``: each value's bin; NaN: an empty bin)."""
+    order = np.lexsort((values, which))
+    which, values = which[order], values[order]
+    first = np.searchsorted(which, np.arange(count), "left")
+    n = np.searchsorted(which, np.arange(count), "right") - first
+    rank = np.clip(np.ceil(q * n - 1e-9), 1, np.maximum(n, 1)).astype(np.int64)  # chaos.stats.rank
+    out = np.full(count, np.nan)
+    has = n > 0
+    out[has] = values[first[has] + rank[has] - 1]
     return out
 
 
@@ -143,9 +181,9 @@ def plane_lanes(samples: list[rec.Sample]) -> list[dict[str, Any]]:
     return [cp, replicas, nodes]
 
 
-def _jitter(r: rec.RequestRecord) -> float:
+def _jitter(request_id: int) -> float:
     """A fixed pseudo-random offset within the lane (seeded by the request id): dense lanes show their density."""
-    return random.Random(r.id).uniform(-0.3, 0.3)
+    return random.Random(request_id).uniform(-0.3, 0.3)
 
 
 def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
@@ -156,10 +194,11 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    reqs = [r for r in run.requests if r.phase == rec.MEASURE]
+    every = rc.of(run)
+    reqs = every.take(every.measure)  # in send order
     marks = sorted(run.marks, key=lambda m: m.t_ns)
     injections = [m.t_ns for m in marks if m.event == rec.INJECT_START]
-    t0 = min(injections) if injections else (min((r.sent_ns for r in reqs), default=0))
+    t0 = min(injections) if injections else (int(reqs.sent_ns[0]) if len(reqs) else 0)
     slo_ttft = ((summary.get("definitions") or {}).get("slo") or {}).get("ttft_s")
     fault_zones = sorted({z for m in marks for z in (m.zones or [])})
 
@@ -184,23 +223,17 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
     colour_of = {z: ZONE_COLOURS[i % len(ZONE_COLOURS)] for i, z in enumerate(zone_keys)}
     colour_of[None] = ZONE_COLOURS[len(zone_keys) % len(ZONE_COLOURS)]
     handles: dict[str, Any] = {}
+    lat = reqs.latency()
+    span_ns = (int(min([reqs.sent_ns[0]] + [m.t_ns for m in marks])), int(max([reqs.sent_ns[-1]] + [m.t_ns for m in marks]))
+               ) if len(reqs) else (t0, t0)
+    binned = any(lane["requests"] > POINTS_PER_LANE for lane in lanes)
+    edges, which = bins(reqs.sent_ns, *span_ns) if binned else (None, None)
     for lane in lanes:
-        y0 = lane["y"]
-        mine = [r for r in reqs if r.zone == lane["zone"]]
-        is_slow = [r.ok and slo_ttft is not None and (latency(r) or 0) > slo_ttft for r in mine]
-        slow = [r for r, s in zip(mine, is_slow) if s]
-        groups = (
-            ("ok", OK, ".", 16, [r for r, s in zip(mine, is_slow) if r.ok and not s]),
-            ("ok, over the SLO's TTFT", SLOW, ".", 16, slow),
-            ("failed before the first token", FAILED, "x", 22,
-             [r for r in mine if not r.ok and not r.got_first_token]),
-            ("failed mid-stream", MID, "x", 22, [r for r in mine if not r.ok and r.got_first_token]),
-        )
-        for label, colour, marker, size, rs in groups:
-            if rs:
-                h = ax.scatter([x(r.sent_ns) for r in rs], [y0 + _jitter(r) for r in rs], s=size, c=colour,
-                               marker=marker, linewidths=1.0, zorder=3)
-                handles.setdefault(label, h)
+        mine = _in_lane(reqs, lane["zone"])
+        if binned and lane["requests"] > POINTS_PER_LANE:
+            _lane_bins(ax, reqs, mine, which, edges, lane["y"], x, handles)
+        else:
+            _lane_points(ax, reqs, mine, lat, slo_ttft, lane["y"], x, handles)
     ax.set_yticks([lane["y"] for lane in lanes])
     ax.set_yticklabels([lane["label"] for lane in lanes], fontsize=8)
     for tick, lane in zip(ax.get_yticklabels(), lanes):
@@ -210,12 +243,20 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
     ax.set_ylabel("zone of the target")
 
     for lane in sorted(lanes, key=lambda lane: -lane["y"]):
-        ok = [r for r in reqs if r.zone == lane["zone"] and r.ok and latency(r) is not None]
-        if ok:
-            bx.scatter([x(r.sent_ns) for r in ok], [latency(r) for r in ok], s=5,
-                       c=colour_of[lane["zone"]], label=lane["zone"] or NO_ZONE)
-    lat = [v for r in reqs if r.ok for v in [latency(r)] if v is not None and v > 0]
-    if lat and max(lat) / min(lat) > 20:  # a wide range (a hang, a cold start): a log scale keeps both ends
+        ok = np.flatnonzero(_in_lane(reqs, lane["zone"]) & reqs.ok & ~np.isnan(lat))
+        if not len(ok):
+            continue
+        colour, label = colour_of[lane["zone"]], lane["zone"] or NO_ZONE
+        if binned:  # p50 and p95 per bin: the picture of a day costs what a minute's does
+            mids = [x(int(a + b) // 2) for a, b in zip(edges[:-1], edges[1:])]
+            for q, ls in ((0.5, "-"), (0.95, ":")):
+                bx.plot(mids, bin_percentiles(which[ok], lat[ok], len(edges) - 1, q), color=colour, ls=ls, lw=1.0,
+                        label=f"{label} p{round(q * 100)}")
+        else:
+            bx.scatter([x(t) for t in reqs.sent_ns[ok].tolist()], lat[ok], s=5, c=colour, label=label)
+    positive = lat[reqs.ok & (lat > 0)]
+    extremes = [float(positive.min()), float(positive.max())] if len(positive) else []
+    if extremes and extremes[1] / extremes[0] > 20:  # a wide range (a hang, a cold start): a log scale keeps both ends
         from matplotlib.ticker import FormatStrFormatter
 
         bx.set_yscale("log")
@@ -225,14 +266,14 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
         bx.set_ylim(bottom=0)
         bx.set_ylabel("latency s (ok)")
     bx.set_xlabel("seconds from injection (send time)")
-    if any(r.ok for r in reqs):
+    if reqs.ok.any():
         bx.legend(fontsize=7, loc="best", frameon=False, ncol=min(4, n))
 
     # each fault: a span from injection to the end of its heal, and its marks across the lanes
     by_fault: dict[str, dict[str, int]] = {}
     for m in marks:
         by_fault.setdefault(m.fault_id, {})[m.event] = m.t_ns
-    end = max((r.sent_ns for r in reqs), default=t0)
+    end = int(reqs.sent_ns[-1]) if len(reqs) else t0
     for ev in by_fault.values():
         if rec.INJECT_START in ev:
             stop = ev.get(rec.HEAL_END) or ev.get(rec.HEAL_START) or end
@@ -259,18 +300,63 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
     ax.legend(handles.values(), handles.keys(), fontsize=7, loc="lower left", ncol=4, mode="expand",
               bbox_to_anchor=(0, 1.01, 1, 0.2), frameon=False)
     # the requests' time span (the samples start before the load: the baseline is left out of view)
-    span = [x(r.sent_ns) for r in reqs] + [x(m.t_ns) for m in marks]
+    span = [x(t) for t in span_ns] if len(reqs) else [x(m.t_ns) for m in marks]
     if span and planes:
         pad = max(0.5, 0.01 * (max(span) - min(span)))
         ax.set_xlim(min(span) - pad, max(span) + pad)
     heading = title or summary.get("experiment") or "availproof run"
-    if not planes and reqs:
+    if not planes and len(reqs):
         heading += " (control plane and capacity: not sampled)"
     fig.suptitle(heading, fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def _lane_points(ax, reqs: rc.RequestColumns, mine: np.ndarray, lat: np.ndarray, slo_ttft: float | None, y0: float,
+                 x, handles: dict[str, Any]) -> None:
+    """A lane point by point: each request at its send time, jittered within the lane by its id."""
+    slow = reqs.ok & (slo_ttft is not None) & (np.nan_to_num(lat, nan=0.0) > (slo_ttft or 0))
+    failed = ~reqs.ok
+    groups = (("ok", OK, ".", 16, reqs.ok & ~slow), ("ok, over the SLO's TTFT", SLOW, ".", 16, slow),
+              ("failed before the first token", FAILED, "x", 22, failed & ~reqs.first_token),
+              ("failed mid-stream", MID, "x", 22, failed & reqs.first_token))
+    for label, colour, marker, size, which in groups:
+        rows = np.flatnonzero(mine & which)
+        if len(rows):
+            h = ax.scatter([x(t) for t in reqs.sent_ns[rows].tolist()], [y0 + _jitter(i) for i in reqs.id[rows].tolist()],
+                           s=size, c=colour, marker=marker, linewidths=1.0, zorder=3)
+            handles.setdefault(label, h)
+
+
+def _lane_bins(ax, reqs: rc.RequestColumns, mine: np.ndarray, which: np.ndarray, edges: np.ndarray, y0: float, x,
+               handles: dict[str, Any]) -> None:
+    """A lane per time bin: its rate as a grey band, each bin's failed share as red (orange: mid-stream) bars from
+    the lane's floor, and the failures one by one while there are few (:data:`FAILURE_POINTS`)."""
+    count = len(edges) - 1
+    sent = np.bincount(which[mine], minlength=count)
+    width_s = (int(edges[1]) - int(edges[0])) / NS
+    rate = sent / width_s
+    top = float(rate.max()) or 1.0
+    xs = [x(int(e)) for e in edges]
+    h = ax.stairs(y0 - 0.35 + 0.7 * rate / top, xs, baseline=y0 - 0.35, fill=True, color="#cfd8dc", zorder=1)
+    handles.setdefault(f"requests per second (band: 0 to {top:.0f} req/s)", h)
+    floor = np.zeros(count)
+    for label, colour, kind in (("failed before the first token", FAILED, ~reqs.first_token),
+                                ("failed mid-stream", MID, reqs.first_token)):
+        bad = np.bincount(which[mine & ~reqs.ok & kind], minlength=count)
+        share = np.divide(bad, sent, out=np.zeros(count), where=sent > 0)
+        if share.any():
+            h = ax.stairs(y0 - 0.35 + 0.7 * (floor + share), xs, baseline=y0 - 0.35 + 0.7 * floor, fill=True,
+                          color=colour, alpha=0.8, zorder=2)
+            handles.setdefault(f"{label} (share of the bin)", h)
+        floor = floor + share
+    rows = np.flatnonzero(mine & ~reqs.ok)
+    if 0 < len(rows) <= FAILURE_POINTS:
+        ax.scatter([x(t) for t in reqs.sent_ns[rows].tolist()], [y0 + _jitter(i) for i in reqs.id[rows].tolist()],
+                   s=14, c=np.where(reqs.first_token[rows], MID, FAILED).tolist(), marker="x", linewidths=0.8,
+                   zorder=3)
 
 
 def _draw_planes(planes: dict[str, dict[str, Any]], axes: list, x, colour_of: dict, faults: list[dict[str, Any]],
