@@ -21,10 +21,14 @@ Instants are seconds since the first injection.
 
 **The prediction** (:func:`prediction`): per injected scope, the claim's event model rebuilt from its
 document (:func:`scope_model`), simulated with the injected counts fixed (:func:`chaos.claim.predict.simulate`,
-``fixed_counts``), an unrecovered event costing at most the soak's duration. Its costs are the tested runs'
-as measured: the soak injects each experiment's own outage length, the one its runs tested, so none is moved
-along a coverage fit. The prediction adds events' costs as if they never overlapped: the overlaps that happened
-are listed as not modelled (``from.not_modelled``)."""
+``fixed_counts``), an unrecovered event costing the claim's floored ``unrecovered.cost_s`` (above the error
+budget), at most the soak's duration. Its costs are the recovered runs' of the soak's own experiment, as measured
+(when the claim has any; else every run of the scope): the soak injects that experiment's outage length, so none
+is moved along a coverage fit. The prediction adds events' costs as if they never overlapped: the overlaps that
+happened are listed as not modelled (``from.not_modelled``). Its mean and 90 % interval are for display: a mixture
+of recovered costs and rare non-recovery costing more than the budget, its interval admits nearly anything. The
+soak is judged by ``check`` (:mod:`chaos.soak.check`): per scope, its unrecovered count and its recovered events'
+summed cost, each against the claim's posterior predictive."""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from chaos import analysis, lost_service as ls, records as rec
 from chaos.claim import predict
 from chaos.claim.cost import run_name
 from chaos.claim.rates import DAY_S, DEFAULT_UNRECOVERED_COST_S
+from chaos.claim.unrecovered import Prior
 from chaos.errors import UsageError
 from chaos.soak.schedule import Schedule
 
@@ -85,35 +90,46 @@ def _reqs(rs: Iterable[rec.RequestRecord]) -> list[ls.Req]:
     return [ls.Req(r.sent_ns, analysis._end_ns(r), not r.ok) for r in rs]
 
 
-def observed_lost_service_s(records: rec.RunRecords, schedule: Schedule) -> dict[str, Any]:
-    """The soak's observed lost service-seconds: total, per scope, overlapping, quiet (the module docstring)."""
+def parts(records: rec.RunRecords, schedule: Schedule) -> dict[str, Any]:
+    """The soak cut into stretches (:func:`stretches`), each integrated on its own: ``t0`` (the first injection),
+    ``end``, ``frac`` (the baseline), ``whole`` (the total's integral), ``wins`` (:func:`windows`), ``stretches``
+    (``(from_ns, to_ns, scopes, raw_s)``, unclipped); or ``unmeasurable`` (why none)."""
     measured = [r for r in records.requests if r.phase == rec.MEASURE]
     injects = [m.t_ns for m in records.marks if m.event == rec.INJECT_START]
-    out: dict[str, Any] = {"total": None, "per_scope": {}, "overlapping": None, "quiet": None, "unmeasurable": {}}
     if (records.header.get("load") or {}).get("mode") == "closed":
-        out["unmeasurable"]["total"] = "a closed loop's soak: its figure is the open loop's time-bucket integral"
-        return out
+        return {"unmeasurable": "a closed loop's soak: its figure is the open loop's time-bucket integral"}
     if not injects:
-        out["unmeasurable"]["total"] = "no fault was injected"
-        return out
+        return {"unmeasurable": "no fault was injected"}
     t0, end = min(injects), analysis.run_end_ns(records)
     base = [r for r in measured if r.sent_ns < t0 and analysis._end_ns(r) <= t0]
     if not base:
-        out["unmeasurable"]["total"] = "no baseline: no measured request ended before the first injection"
-        return out
+        return {"unmeasurable": "no baseline: no measured request ended before the first injection"}
     frac = ls.base_fraction(_reqs(base))
     reqs = _reqs(measured)
     whole = ls.open_loop(reqs, t0, end, frac)
-    out.update(total=round(whole["value_s"], 6), base_fraction=frac, width_s=whole["width_s"],
-               span_s=round((end - t0) / NS, 6), windows=[])
     wins = windows(records, schedule)
+    cut = []
+    for a, b, active in stretches(wins, t0, end):
+        mine = [q for q in reqs if q.sent_ns < b and (q.sent_ns >= a or a == t0)]
+        cut.append((a, b, active, ls.open_loop(mine, a, b, frac, width=whole["width_s"])["raw_s"] if mine else 0.0))
+    return {"t0": t0, "end": end, "frac": frac, "whole": whole, "wins": wins, "stretches": cut}
+
+
+def observed_lost_service_s(records: rec.RunRecords, schedule: Schedule) -> dict[str, Any]:
+    """The soak's observed lost service-seconds: total, per scope, overlapping, quiet (the module docstring)."""
+    out: dict[str, Any] = {"total": None, "per_scope": {}, "overlapping": None, "quiet": None, "unmeasurable": {}}
+    got = parts(records, schedule)
+    if "unmeasurable" in got:
+        out["unmeasurable"]["total"] = got["unmeasurable"]
+        return out
+    t0, end, whole, wins = got["t0"], got["end"], got["whole"], got["wins"]
+    out.update(total=round(whole["value_s"], 6), base_fraction=got["frac"], width_s=whole["width_s"],
+               span_s=round((end - t0) / NS, 6))
     out["windows"] = [{"fault_id": w["fault_id"], "scope": w["scope"], "from_s": _s(w["start_ns"], t0),
                        "to_s": _s(w["end_ns"], t0)} for w in wins]
     raw: dict[str, float] = {}
     overl: list[dict[str, Any]] = []
-    for a, b, active in stretches(wins, t0, end):
-        mine = [q for q in reqs if q.sent_ns < b and (q.sent_ns >= a or a == t0)]
-        v = ls.open_loop(mine, a, b, frac, width=whole["width_s"])["raw_s"] if mine else 0.0
+    for a, b, active, v in got["stretches"]:
         key = QUIET if not active else next(iter(active)) if len(active) == 1 else OVERLAP
         raw[key] = raw.get(key, 0.0) + v
         if key == OVERLAP:
@@ -127,51 +143,87 @@ def observed_lost_service_s(records: rec.RunRecords, schedule: Schedule) -> dict
     return out
 
 
+def _prior(entry: dict[str, Any]) -> Prior:
+    p = (entry.get("unrecovered") or {}).get("prior")
+    if isinstance(p, dict) and p.get("a") is not None and p.get("b") is not None:
+        return Prior(float(p["a"]), float(p["b"]), str(p.get("source") or ""))
+    return Prior()
+
+
+def unrecovered_cost_s(entry: dict[str, Any], rate: dict[str, Any]) -> float:
+    """What an unrecovered event costs in the claim: its floored ``unrecovered.cost_s`` (above the error budget
+    and every lower bound: :func:`chaos.claim.scope_entry.unrecovered_cost`), else the rate's stated cost."""
+    floored = (entry.get("unrecovered") or {}).get("cost_s")
+    return float(floored if floored is not None else rate.get("unrecovered_cost_s") or DEFAULT_UNRECOVERED_COST_S)
+
+
 def scope_model(name: str, entry: dict[str, Any], rate: dict[str, Any], runs: list[dict[str, Any]] | None = None,
-                cap_s: float | None = None) -> predict.ScopeModel:
-    """A scope's event model from a claim *document* (its private fields dropped): the recovered runs' costs
-    (``lost_service_s.values`` less those of the runs listed in ``lost_service_s.lower_bound``, told apart
-    by the document's ``runs``), ``unrecovered`` (``runs`` of ``of``: ``u`` of ``n``) and the rate dict (point
-    ``events`` or ``count`` + ``exposure_days``, ``unrecovered_cost_s``, capped at ``cap_s``)."""
-    values = list(entry["lost_service_s"]["values"])
+                cap_s: float | None = None, experiment: str | None = None) -> predict.ScopeModel:
+    """A scope's event model from a claim *document* (its private fields dropped). Its costs: the recovered counted
+    runs' (told from the document's ``runs``; without them ``lost_service_s.values``, which must then hold no lower
+    bound), only those of ``experiment`` (the soak's, whose outage length it injects) when the claim has any, and
+    the soak events the claim counted (``soak_events.values``; not on a fit's coverage). Its trials: ``unrecovered``
+    (``runs`` of ``of``, every counted run of the scope, whatever its length, as the claim counts them), its prior
+    the claim's. An unrecovered event costs the claim's floored ``unrecovered.cost_s`` (:func:`unrecovered_cost_s`),
+    capped at ``cap_s``. The rate: point ``events`` or ``count`` + ``exposure_days``."""
     lower = {x["run"] for x in entry["lost_service_s"].get("lower_bound") or []}
-    if lower:
-        if runs is None:
+    if runs is None:
+        if lower:
             raise UsageError(f"claim document: scopes.{name}: its lower-bound runs cannot be told from its recovered "
                              "ones without the document's runs")
-        mine = [r for r in runs if r.get("pooled") and r.get("counted") and (r.get("scopes") or [None])[0] == name]
-        if len(mine) != len(values):
-            raise UsageError(f"claim document: scopes.{name}: {len(values)} values but {len(mine)} counted runs")
-        values = [v for v, r in zip(values, mine) if run_name(r) not in lower]
-    cost = float(rate.get("unrecovered_cost_s") or DEFAULT_UNRECOVERED_COST_S)
+        values = [float(v) for v in entry["lost_service_s"]["values"]]
+    else:
+        mine = [r for r in runs if r.get("pooled") and r.get("counted") and (r.get("scopes") or [None])[0] == name
+                and run_name(r) not in lower and not r.get("lower_bound") and r.get("lost_service_s") is not None]
+        same = [r for r in mine if experiment is not None and r.get("experiment") == experiment]
+        values = [float(r["lost_service_s"]) for r in (same or mine)]
+    soak = entry.get("soak_events") or {}
+    if (entry.get("coverage") or {}).get("by") != "fit":
+        values += [float(v) for v in soak.get("values") or []]
+    cost = unrecovered_cost_s(entry, rate)
     return predict.ScopeModel(
-        name=name, values=tuple(float(v) for v in values), n=int(entry["unrecovered"]["of"]),
+        name=name, values=tuple(values), n=int(entry["unrecovered"]["of"]),
         u=int(entry["unrecovered"]["runs"]), unrecovered_cost_s=cost if cap_s is None else min(cost, cap_s),
-        events=rate.get("events"), count=rate.get("count"), exposure_days=rate.get("exposure_days"))
+        events=rate.get("events"), count=rate.get("count"), exposure_days=rate.get("exposure_days"),
+        prior=_prior(entry))
+
+
+def claim_models(claim_doc: dict[str, Any], cap_s: float | None = None,
+                 experiments: dict[str, str] | None = None) -> tuple[dict[str, predict.ScopeModel], dict[str, str]]:
+    """Every scope of the claim with a rate and a counted run, as :func:`scope_model` (``experiments``: per scope,
+    the soak's experiment); and the scopes left out, with why."""
+    rates = (claim_doc.get("rates") or {}).get("scopes") or {}
+    models, left_out = {}, {}
+    for name, e in sorted((claim_doc.get("scopes") or {}).items()):
+        if rates.get(name) is None:
+            left_out[name] = "no rate in the claim's RATES"
+        elif not e["unrecovered"]["of"]:
+            left_out[name] = "no counted run of this scope in the claim"
+        else:
+            models[name] = scope_model(name, e, rates[name], claim_doc.get("runs"), cap_s,
+                                       (experiments or {}).get(name))
+    return models, left_out
 
 
 def prediction(claim_doc: dict[str, Any], injected_counts: dict[str, int], soak_duration_s: float,
                periods: int = 20_000, seed: int = 0, observed_s: float | None = None,
-               overlaps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The claim's predictive distribution of the soak's lost seconds for the injected counts, and where the
-    observed figure falls in it (mid-rank percentile; ``inside_90``: within the 5th to 95th percentiles)."""
+               overlaps: list[dict[str, Any]] | None = None, experiments: dict[str, str] | None = None
+               ) -> dict[str, Any]:
+    """The claim's predictive distribution of the soak's lost seconds for the injected counts (its mean and 90 %
+    interval, for display), and where the observed total falls in it (``observed_percentile``: information only;
+    the soak is judged by :mod:`chaos.soak.check`, per scope and part, not by this mixture)."""
     counts = {s: int(k) for s, k in injected_counts.items() if k}
-    rates = (claim_doc.get("rates") or {}).get("scopes") or {}
-    models, left_out = [], {}
-    for name in sorted(counts):
-        e, r = (claim_doc.get("scopes") or {}).get(name), rates.get(name)
-        if r is None:
-            left_out[name] = "no rate in the claim's RATES"
-        elif e is None or not e["unrecovered"]["of"]:
-            left_out[name] = "no counted run of this scope in the claim"
-        if name in left_out:
-            continue
-        models.append(scope_model(name, e, r, claim_doc.get("runs"), soak_duration_s))
+    every, why = claim_models(claim_doc, soak_duration_s, experiments)
+    models = [every[n] for n in sorted(counts) if n in every]
+    rated = (claim_doc.get("rates") or {}).get("scopes") or {}
+    left_out = {n: why.get(n) or ("no rate in the claim's RATES" if n not in rated
+                                  else "no counted run of this scope in the claim")
+                for n in sorted(counts) if n not in every}
     frm = {"claim": claim_doc.get("suite_dir"), "population": claim_doc.get("population"),
            "scopes": {m.name: counts[m.name] for m in models}, "left_out": left_out, "periods": periods,
            "seed": seed, "unrecovered_cost_s": {m.name: m.unrecovered_cost_s for m in models},
            "not_modelled": [dict(o) for o in overlaps or []]}
-    out = {"mean_s": None, "interval_90_s": None, "observed_percentile": None, "inside_90": None, "from": frm}
+    out = {"mean_s": None, "interval_90_s": None, "observed_percentile": None, "from": frm}
     if not models:
         frm["unmeasurable"] = "no injected scope has a model in the claim"
         return out
@@ -182,7 +234,7 @@ def prediction(claim_doc: dict[str, Any], injected_counts: dict[str, int], soak_
         frm["unmeasurable"] = ("the observed figure includes scopes the prediction leaves out: "
                                + ", ".join(left_out))
     elif observed_s is not None:
-        out.update(observed_percentile=predict.percentile_of(observed_s, loss), inside_90=bool(lo <= observed_s <= hi))
+        out["observed_percentile"] = predict.percentile_of(observed_s, loss)
     return out
 
 
@@ -196,12 +248,17 @@ def injected_counts(records: rec.RunRecords) -> dict[str, int]:
 
 
 def soak_summary(schedule: Schedule, records: rec.RunRecords, claim_doc: dict[str, Any], periods: int = 20_000,
-                 seed: int = 0) -> dict[str, Any]:
-    """The run summary's ``soak`` object."""
+                 seed: int = 0, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The run summary's ``soak`` object; ``check``: :func:`chaos.soak.check.check` (``faults``: the summary's
+    per-fault analysis, else derived from the records with the header's definitions)."""
+    from chaos.soak import check
+
     observed = observed_lost_service_s(records, schedule)
     counts = injected_counts(records)
-    pred = prediction(claim_doc, counts, schedule.end_s, periods, seed, observed["total"], schedule.overlaps)
+    exps = {s: f.experiment for s, f in schedule.faults.items()}
+    pred = prediction(claim_doc, counts, schedule.end_s, periods, seed, observed["total"], schedule.overlaps, exps)
     return {"faults_injected": [p.to_dict() for p in schedule.injected],
             "faults_skipped": [p.to_dict() for p in schedule.skipped],
             "overlaps": [dict(o) for o in schedule.overlaps],
-            "observed_lost_service_s": observed, "prediction": pred}
+            "observed_lost_service_s": observed, "prediction": pred,
+            "check": check.check(claim_doc, records, schedule, faults, seed=seed)}

@@ -1,5 +1,6 @@
 """The soak's own report beside the run's: ``soak.md`` (its faults as run, the observed lost service-seconds, the
-prediction beside them) and ``soak-timeline.png`` (every fault's span by scope, the cumulative lost service-seconds,
+check per scope with its two parts' p-values and verdicts (:mod:`chaos.soak.check`), the whole soak's prediction
+beside them for display) and ``soak-timeline.png`` (every fault's span by scope, the cumulative lost service-seconds,
 the planes as :mod:`chaos.reports.timeline` draws them)."""
 
 from __future__ import annotations
@@ -19,8 +20,48 @@ def _n(v: Any, fmt: str = "{:.2f}") -> str:
     return "n/a" if v is None else fmt.format(v)
 
 
+def _p(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.3g}"
+
+
+def check_lines(check: dict[str, Any] | None) -> list[str]:
+    """Each scope's two parts (:mod:`chaos.soak.check`): the unrecovered count and the recovered events' summed
+    cost, their p-values and verdicts, the seconds excluded."""
+    c = check or {}
+    if not c.get("scopes"):
+        return [f"soak check: {(c.get('unmeasurable') or {}).get('verdict') or 'nothing to check'}"]
+    out = []
+    for s in c["scopes"]:
+        unm = s.get("unmeasurable") or {}
+        head = (f"soak check {s['scope']}: {s['events']} events, {s['recovered']} recovered, {s['unrecovered']} not"
+                + (f", {len(s['unjudged'])} unjudged (left out: "
+                   + "; ".join(f"{u['fault_id']}: {u['why']}" for u in s["unjudged"]) + ")" if s["unjudged"] else ""))
+        out.append(head)
+        n = s.get("count")
+        out.append(f"  (a) unrecovered {n['observed']} of {n['of']}, predicted mean {n['predicted_mean']:.2f}: "
+                   f"p(>= observed) {_p(n['p_upper'])}, p(<= observed) {_p(n['p_lower'])}: {n['verdict'].upper()}"
+                   if n else f"  (a) unrecovered count not compared: {unm.get('count')}")
+        k = s.get("cost")
+        iv = (k or {}).get("interval90_s") or [None, None]
+        out.append(f"  (b) {k['recovered_events']} recovered events cost {_n(k['observed_s'])} s alone, predicted mean "
+                   f"{_n(k['predicted_mean_s'])} s, 90 % {_n(iv[0])} .. {_n(iv[1])} s: two-sided p {_p(k['p_value'])}: "
+                   f"{k['verdict'].upper()}" + (f" ({k['note']})" if k.get("note") else "")
+                   if k else f"  (b) recovered cost not compared: {unm.get('cost')}")
+        ex = s.get("excluded") or {}
+        out.append(f"  excluded: overlapping {_n(ex.get('overlapping_s'))} s, quiet before its injections "
+                   f"{_n(ex.get('quiet_s'))} s")
+    ex = c.get("excluded") or {}
+    verdict = c.get("verdict")
+    out.append(f"soak check: {verdict.upper() if verdict else 'not compared'}"
+               + (f" ({', '.join(c['surprising'])})" if c.get("surprising") else "")
+               + f"; excluded from the comparison: overlapping {_n(ex.get('overlapping_s'))} s, quiet "
+               f"{_n(ex.get('quiet_s'))} s ({ex.get('note') or 'not modelled'})")
+    return out
+
+
 def comparison_lines(soak: dict[str, Any]) -> list[str]:
-    """Observed against predicted, a few lines (printed by the command and the demo)."""
+    """Observed against predicted, a few lines (printed by the command and the demo): the check per scope (its
+    verdict), the whole soak's predicted distribution for display."""
     obs = (soak.get("observed_lost_service_s") or {}).get("total")
     p = soak.get("prediction") or {}
     frm = p.get("from") or {}
@@ -29,11 +70,13 @@ def comparison_lines(soak: dict[str, Any]) -> list[str]:
            f"skipped, {len(soak.get('overlaps') or [])} overlaps; observed lost service {_n(obs)} s"]
     if p.get("mean_s") is None:
         out.append(f"soak: no prediction: {frm.get('unmeasurable') or 'none'}")
-        return out
-    where = ("inside" if p.get("inside_90") else "OUTSIDE") if p.get("inside_90") is not None else "not compared"
-    out.append(f"soak: predicted mean {_n(p['mean_s'])} s, 90 % interval {_n(iv[0])} .. {_n(iv[1])} s; observed at "
-               f"percentile {_n(p.get('observed_percentile'), '{:.1f}')}: {where} the 90 % interval"
-               + (f" ({frm['unmeasurable']})" if frm.get("unmeasurable") else ""))
+    else:
+        out.append(f"soak: whole-soak prediction (for display, not a verdict: recovered costs mixed with rare "
+                   f"non-recovery): mean {_n(p['mean_s'])} s, 90 % {_n(iv[0])} .. {_n(iv[1])} s, observed at "
+                   f"percentile {_n(p.get('observed_percentile'), '{:.1f}')}"
+                   + (f" ({frm['unmeasurable']})" if frm.get("unmeasurable") else ""))
+    if "check" in soak:
+        out += check_lines(soak.get("check"))
     if frm.get("not_modelled"):
         out.append("soak: overlaps the prediction does not model (it adds the events' costs as if apart): "
                    + "; ".join(f"{'+'.join(o['scopes'])} #{o['faults'][0]}/#{o['faults'][1]} "
@@ -57,16 +100,36 @@ def markdown(summary: dict[str, Any]) -> str:
         lines += ["Machine load (1-minute load average / CPUs): "
                   + ", ".join(f"{k} {d.get('1m')} / {d.get('cpus')}" for k, d in ml.items() if isinstance(d, dict) and d),
                   ""]
-    lines += ["## Observed against predicted", "", *[f"- {x}" for x in comparison_lines(soak)], "",
+    lines += ["## Observed against predicted", "",
+              *[f"  - {x.strip()}" if x.startswith("  ") else f"- {x}" for x in comparison_lines(soak)], "",
               "| | lost service-seconds |", "|---|---|", f"| observed, whole soak | {_n(obs.get('total'))} |"]
     for s, val in (obs.get("per_scope") or {}).items():
         lines.append(f"| observed, {s} alone | {_n(val)} |")
     lines += [f"| observed, overlapping stretches | {_n((obs.get('overlapping') or {}).get('value_s'))} |",
               f"| observed, quiet | {_n(obs.get('quiet'))} |",
-              f"| predicted mean | {_n(p.get('mean_s'))} |",
-              f"| predicted 90 % interval | {' .. '.join(_n(x) for x in p['interval_90_s']) if p.get('interval_90_s') else 'n/a'} |",
-              f"| observed percentile | {_n(p.get('observed_percentile'), '{:.1f}')} |",
-              f"| inside the 90 % interval | {p.get('inside_90')} |", ""]
+              f"| predicted mean, whole soak (display) | {_n(p.get('mean_s'))} |",
+              f"| predicted 90 % interval, whole soak (display) | {' .. '.join(_n(x) for x in p['interval_90_s']) if p.get('interval_90_s') else 'n/a'} |",
+              f"| observed percentile (information only) | {_n(p.get('observed_percentile'), '{:.1f}')} |", ""]
+    c = soak.get("check") or {}
+    if c.get("scopes"):
+        lines += ["## The check, per scope", "",
+                  "Each scope in two parts, posterior predictive p-values against the claim: (a) how many of its "
+                  "judged events did not recover, against the claim's unrecovered share (Beta-Binomial; p of at least "
+                  "as many); (b) what its recovered events cost, summed over the stretches where only its windows "
+                  "were active, against the claim's prediction for that many recovered events (two-sided mid-p). "
+                  f"A part is surprising below p = {c.get('alpha')}. Overlapping and quiet seconds are not compared.",
+                  "", "| scope | events | recovered | not | unjudged | (a) p(>=) | (a) | (b) observed s | "
+                  "(b) predicted mean s | (b) 90 % s | (b) p | (b) | overlapping s | quiet s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for s in c["scopes"]:
+            n, k, ex = s.get("count") or {}, s.get("cost") or {}, s.get("excluded") or {}
+            iv = k.get("interval90_s")
+            lines.append(f"| {s['scope']} | {s['events']} | {s['recovered']} | {s['unrecovered']} | "
+                         f"{len(s['unjudged'])} | {_p(n.get('p_upper'))} | {n.get('verdict') or 'n/a'} | "
+                         f"{_n(k.get('observed_s'))} | {_n(k.get('predicted_mean_s'))} | "
+                         f"{' .. '.join(_n(x) for x in iv) if iv else 'n/a'} | {_p(k.get('p_value'))} | "
+                         f"{k.get('verdict') or 'n/a'} | {_n(ex.get('overlapping_s'))} | {_n(ex.get('quiet_s'))} |")
+        lines += ["", "The lines under *Observed against predicted* say why a part was not compared.", ""]
     frm = p.get("from") or {}
     if frm.get("claim"):
         lines += [f"Prediction from the claim of `{frm['claim']}` ({frm.get('population')}), counts "
