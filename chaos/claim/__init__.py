@@ -12,10 +12,15 @@ The parts, one module each:
 - :mod:`chaos.claim.coverage`: whether a stated outage length was tested, and the line through the costs
   of the lengths that were.
 - :mod:`chaos.claim.scope_entry`: one scope's runs, costs and event model.
-- :mod:`chaos.claim.predict`: the predictive distribution of a period's lost seconds (rates, counts, a
-  Bayesian bootstrap of costs, the unrecovered share), seeded.
+- :mod:`chaos.claim.model`: one scope's event model (what is known); :mod:`chaos.claim.unrecovered` (the
+  unrecovered share's prior, posterior, pooling), :mod:`chaos.claim.cost_model` (the recovered cost's
+  distribution: a Dirichlet-process posterior) and :mod:`chaos.claim.theta` (the unknowns drawn).
+- :mod:`chaos.claim.predict`: the predictive distribution of a period's lost seconds, seeded.
+- :mod:`chaos.claim.credible`: what is unknown apart from what is random: the credible probability that a
+  period's miss chance is within the risk (nested simulation, its Monte Carlo error stated);
+  :mod:`chaos.claim.background`: the failures with no fault, charged to the period.
 - :mod:`chaos.claim.decide`: the verdict (``not_covered``, ``not_supported``, ``insufficient_evidence``,
-  ``supported``), the trials that would change it, the plan.
+  ``supported``), the trials that would change it, the plan; :mod:`chaos.claim.judgement` puts them together.
 - :mod:`chaos.claim.document`: the document.
 
 Honest nulls: a figure that cannot be measured is null and its reason is in the ``unmeasurable`` map of
@@ -29,15 +34,19 @@ from typing import Any
 
 from chaos import evidence
 from chaos.claim.cost import POPULATIONS, fault_cost, fault_lost, outage_tested, run_cost  # noqa: F401
+from chaos.claim.credible import DEFAULT_CREDIBILITY  # noqa: F401
 from chaos.claim.decide import INSUFFICIENT, NOT_COVERED, NOT_SUPPORTED, SUPPORTED, VERDICTS  # noqa: F401
 from chaos.claim.document import FORMAT_VERSION, SIMULATIONS, build  # noqa: F401
 from chaos.errors import UsageError
 from chaos.claim.rates import (DEFAULT_RISK, DEFAULT_TARGET_PCT, DEFAULT_UNRECOVERED_COST_S, Rate,  # noqa: F401
-                               Rates, checkable, load_rates, parse_rates, risk_value, target_fraction)
+                               Rates, checkable, credibility_value, load_rates, parse_rates, risk_value,
+                               target_fraction)
 
 
 def claim(suite_dir: str | Path, rates: Rates, target: float, risk: float, population: str = "service",
-          seed: int = 0, slo_target: float | None = None, simulations: int = SIMULATIONS) -> dict[str, Any]:
+          seed: int = 0, slo_target: float | None = None, simulations: int = SIMULATIONS,
+          credibility: float = DEFAULT_CREDIBILITY, pool: bool = False,
+          soak_events: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Read the suite's runs and build the claim (nothing is written)."""
     found = evidence.find_runs(suite_dir, "suite directory")
     if not found:
@@ -48,4 +57,5 @@ def claim(suite_dir: str | Path, rates: Rates, target: float, risk: float, popul
         s = evidence.load_summary(d)
         runs.append(run_cost(name, trial, str(d), s, evidence.read_records(d), population))
         summaries.append(s)
-    return build(runs, summaries, rates, target, risk, population, seed, str(suite_dir), simulations, slo_target)
+    return build(runs, summaries, rates, target, risk, population, seed, str(suite_dir), simulations, slo_target,
+                 credibility=credibility, pool=pool, soak_events=soak_events)

@@ -13,9 +13,13 @@ from the run's records, net of its baseline, with whether the run counts as a tr
 - A run whose cost is only a lower bound (``lower_bound``): it never reached steady state in its window, its
   steady state could not be judged, it was stopped or did not finish, or most of its window had no request.
   The claim counts such a run as an *unrecovered* event (:mod:`chaos.claim.predict`).
-- Not counted (``not_counted`` says why): no fault, several faults (reported on their own, never pooled),
-  verdict ERROR, the fault not seen in effect, a fault injected into a baseline out of steady state
-  (``baseline_gate.injected_anyway``), a cost that cannot be measured.
+- A run that **never came back** (verdict ERROR after its fault was injected: a heal or a method step failed, it
+  was aborted) counts as an unrecovered event (``never_came_back`` says why), its cost or none: never dropped.
+- A run with no fault that finished (a fault-free baseline run) is not a trial, but every measured request of
+  it is evidence of the background (``quiet``: :mod:`chaos.claim.background`).
+- Not counted (``not_counted`` says why): no fault (the run failed before any injection: set-up, the baseline
+  gate), several faults (reported on their own, never pooled), the fault not seen in effect, a fault injected
+  into a baseline out of steady state (``baseline_gate.injected_anyway``), a cost that cannot be measured.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 from chaos import analysis, figures, lost_service as ls, records as rec, scopes
 
 NS = analysis.NS
+QUIET_REASON = "nothing was injected: experiment"  # a fault-free experiment that ran to its end (chaos.verdict)
 POPULATIONS = ("service", "affected")
 
 
@@ -225,19 +230,29 @@ def run_cost(name: str, trial: int | None, run_dir: str, summary: dict[str, Any]
     gate = summary.get("baseline_gate") or {}
     why_not = None
     if not faults:
-        why_not = "no fault in the run"
+        why_not = "no fault in the run (it failed before any injection: set-up, or the baseline gate)"
     elif len(faults) > 1:
         why_not = f"a run of {len(faults)} faults ({', '.join(out['scopes'])}): reported on its own, never pooled"
-    elif word == "ERROR":
-        why_not = "its verdict is ERROR (no measurement: " + "; ".join((summary.get("verdict") or {}).get("reasons")
-                                                                      or ["no reason recorded"]) + ")"
     elif (faults[0].get("effect") or {}).get("verified") is False:
         why_not = "its fault was not seen in effect"
     elif gate.get("injected_anyway") and gate.get("steady") is False:
         why_not = ("its fault was injected into a baseline out of steady state (injected anyway: "
                    + (gate.get("reason") or "no reason recorded") + ")")
-    out["measurement"] = why_not is None  # the run measured its fault (its outage counts as tested)
-    if why_not is None and out["lost_service_s"] is None:
+    never_back = None
+    if why_not is None and word == "ERROR":  # injected, then it never came back: an unrecovered event, not dropped
+        never_back = ("never came back: its verdict is ERROR after the injection ("
+                      + "; ".join((summary.get("verdict") or {}).get("reasons") or ["no reason recorded"]) + ")")
+        out["lower_bound"] = "; ".join(x for x in (never_back, out["lower_bound"]) if x)
+    out["never_came_back"] = never_back
+    out["quiet"] = None  # a run with no fault that finished: all its measured requests are background evidence
+    reasons = (summary.get("verdict") or {}).get("reasons") or []
+    fault_free = word == "ERROR" and reasons and all(x.startswith(QUIET_REASON) for x in reasons)
+    if not faults and records is not None and fault_free and not out["partial"] and not out["stop_reason"]:
+        measured = [r for r in records.requests if r.phase == rec.MEASURE]
+        out["quiet"] = {"requests": len(measured), "failed": sum(1 for r in measured if not r.ok),
+                        "slo_missed": sum(1 for r in measured if not r.ok or not slo.met(r))}
+    out["measurement"] = why_not is None and never_back is None  # the run measured its fault (its outage tested)
+    if why_not is None and never_back is None and out["lost_service_s"] is None:
         why_not = "its cost could not be measured: " + out["unmeasurable"].get("lost_service_s", "no reason")
     out["counted"] = why_not is None
     out["not_counted"] = why_not

@@ -4,8 +4,8 @@ A scope's ``duration_s`` (RATES) is **covered** when the cost of that length was
 - ``runs``: at least :data:`MIN_AT_LENGTH` counted runs imposed an outage at least that long. The claim's
   events then cost what *those* runs cost (four 2 s outages do not say what a 30 s one costs);
 - ``fit``: runs at two or more outage lengths, at least :data:`MIN_AT_LENGTH` runs at each (lengths within
-  10 % of each other are one length), whose least-squares line ``cost(d) = a + b x d`` reaches the stated
-  length within twice the longest tested. The claim's events then cost each run's cost moved along the line
+  10 % of each other are one length), whose least-squares line ``cost(d) = a + b x d`` is read at the stated
+  length when it lies within the lengths tested (at most the longest: interpolation only). The claim's events then cost each run's cost moved along the line
   to the stated length, ``c_i + b x (d - d_i)``, with ``b`` drawn from its Student-t interval in every
   simulated period. ``b`` is the share of the population's service each second of outage costs: near 0,
   failover works whatever the length; near the lost domain's share, its users wait the outage out.
@@ -20,7 +20,7 @@ from typing import Any
 
 MIN_AT_LENGTH = 2
 SAME_LENGTH = 0.10  # lengths within 10 % of a group's shortest are one length
-REACH = 2.0  # a fit reaches at most twice the longest length tested
+REACH = 1.0  # a fit is read up to the longest length tested, never beyond (interpolation only)
 TOLERANCE = 0.01  # a run's outage within 1 % below the stated length is at it (a heal measured at 29.998 s of 30)
 # Student's t, 95th percentile (a two-sided 90 % interval), by degrees of freedom
 _T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
@@ -120,6 +120,7 @@ def coverage(duration_s: float | None, runs: list[dict[str, Any]]) -> dict[str, 
         why += (f", and no fit (it needs {MIN_AT_LENGTH} runs at each of two outage lengths; tested: "
                 + ", ".join(f"{len(g)} at {g[0]:g} s" for g in group_lengths(tested)) + ")")
     else:
-        why += f", and the fit reaches {REACH * longest:g} s at most (twice the longest tested, {longest:g} s)"
+        why += (f", and the fit is read within the lengths tested only (the longest, {longest:g} s): the claim never "
+                "extrapolates")
     out.update(covered=False, why=why)
     return out

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from chaos import scopes
-from chaos.claim import decide, predict
+from chaos.claim import background, decide, judgement, predict
+from chaos.claim.credible import DEFAULT_CREDIBILITY
 from chaos.claim.cost import POPULATIONS
 from chaos.claim.rates import Rates
 from chaos.claim.scope_entry import environment, mean, model, point_cost, scope_entry
 from chaos.errors import UsageError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 SIMULATIONS = 100_000
 UTILIZATION_REASON = ("not measured: the rig records the offered load and every request, not how busy the "
                       "replicas were")
@@ -82,10 +83,20 @@ def assumptions(population: str) -> list[str]:
     out = [
         "events of different scopes, and of one scope, are independent and arrive as Poisson processes; a point "
         "rate is taken as exact, an observed history's rate is uncertain (Gamma posterior, Jeffreys prior)",
-        "each event costs what one of the tested runs cost (a Bayesian bootstrap over them: measured at the load "
-        "they ran at, for the outage length they imposed or moved along the fitted line to the stated one), or, "
-        "with the chance an unrecovered event has given the runs (Beta(u + 0.5, n - u + 0.5)), the scope's "
-        "unrecovered_cost_s",
+        "a recovered event costs a draw of the scope's cost distribution, unknown and drawn from its Dirichlet-process "
+        "posterior (concentration 1, a log-normal base measure centred on the tested costs, its spread pooled across "
+        "scopes: chaos.claim.cost_model), so costs never seen can be drawn; the tested costs were measured at the "
+        "load they ran at, for the outage length they imposed (or moved along the fitted line within the lengths "
+        "tested)",
+        "an event is unrecovered with the scope's unrecovered share, unknown: Beta(a + u, b + n - u) with Jeffreys' "
+        "prior (a = b = 0.5) unless RATES gives a fleet history (prior_unrecovered) or --pool-scopes pools the "
+        "scopes (a hierarchical Beta); runs that never came back count as unrecovered; an unrecovered event costs "
+        "the stated unrecovered_cost_s, and always more than the whole error budget",
+        "the background (requests failing with no fault) is charged to every period: the baselines' failed share, "
+        "pooled over the runs, times the period",
+        "supported means P(P(miss | theta) <= risk) >= the required credibility: the unknowns (rates, shares, cost "
+        "distributions, background) drawn in an outer loop, the events of a period in an inner one "
+        "(chaos.claim.credible)",
         "a run's cost is its population's lost service-seconds net of the baseline before the injection: a "
         "time-bucket integral of the failed fraction by send instant for an open loop, the failed requests' "
         "spans over the users for a closed one (chaos.lost_service)",
@@ -136,11 +147,15 @@ def _point(entries: dict[str, dict[str, Any]], rates: Rates, figure: str) -> dic
 
 def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Rates, target: float, risk: float,
           population: str = "service", seed: int = 0, suite_dir: str = "", simulations: int = SIMULATIONS,
-          slo_target: float | None = None, search_periods: int = decide.SEARCH_PERIODS) -> dict[str, Any]:
-    """The claim document from the runs' costs (:func:`chaos.claim.cost.run_cost`, in ``summaries``' order)."""
+          slo_target: float | None = None, search_periods: int = decide.SEARCH_PERIODS,
+          credibility: float = DEFAULT_CREDIBILITY, pool: bool = False,
+          soak_events: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The claim document from the runs' costs (:func:`chaos.claim.cost.run_cost`, in ``summaries``' order);
+    ``soak_events``: per scope, a soak's events counted as trials (``recovered``, ``unrecovered``, ``values``:
+    the recovered ones' costs where measured apart: :mod:`chaos.soak.check`)."""
     if population not in POPULATIONS:
         raise UsageError(f"--population: one of {', '.join(POPULATIONS)}, got {population!r}")
-    goal = decide.Goal(rates.period_days, target, risk, slo_target)
+    goal = decide.Goal(rates.period_days, target, risk, slo_target, credibility, pool)
     pooled = [(r, s) for r, s in zip(runs, summaries) if r["pooled"]]
     entries = {}
     for name in sorted({r["scopes"][0] for r, _ in pooled}):
@@ -160,8 +175,16 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
             not_covered.append(f"{name}: no single-fault run of this scope in the suite{only}")
             uncovered.append((name, "no single-fault run of this scope: run its experiment"))
             continue
-        m = model(e, rate, budget)
+        soak = (soak_events or {}).get(name) or {}
+        extra = (int(soak.get("recovered") or 0), int(soak.get("unrecovered") or 0))
+        e["_soak_values"] = soak.get("values") or ()
+        e["soak_events"] = None if not soak else {"recovered": extra[0], "unrecovered": extra[1],
+                                                   "values": list(e["_soak_values"]), "from": soak.get("from")}
+        m = model(e, rate, budget, extra_trials=extra)
         e["unrecovered"]["cost_s"] = None if m is None else m.unrecovered_cost_s
+        if m is not None:
+            e["unrecovered"].update(prior=m.prior.to_dict(), runs=m.u, of=m.n,
+                                    share_mean=round((m.prior.a + m.u) / (m.prior.a + m.prior.b + m.n), 6))
         if m is None:
             not_covered.append(f"{name}: no run of this scope with a measured cost ("
                                + "; ".join(f"{x['run']}: {x['why']}" for x in e["not_counted"]) + ")")
@@ -173,34 +196,35 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
                                     f"least that in a copy of the experiment, or state the length tested"))
             continue
         models.append(m)
-        sm = model(e, rate, slo_budget, "slo_lost_service_s")
+        sm = model(e, rate, slo_budget, "slo_lost_service_s", extra_trials=extra)
         if sm is not None:
             slo_models.append(sm)
     period_s = rates.period_s
     point, slo_point = _point(entries, rates, "lost_service_s"), _point(entries, rates, "slo_lost_service_s")
     avail = slo = None
-    limit_lower = needed = None
+    needed = judged = None
+    bg, bg_runs = background.pooled(runs)
+    slo_bg, _ = background.pooled(runs, "slo_missed")
     plan_rows: list[dict[str, Any]] = []
     if models:
-        draws = predict.simulate(models, rates.period_days, simulations, seed)
+        bg_s = None if bg is None else bg.draw(simulations, seed) * period_s
+        draws = predict.simulate(models, rates.period_days, simulations, seed, background_s=bg_s, pool=pool)
         avail = predict.figure(draws.loss, period_s, target)
-        slo_draws = predict.simulate(slo_models, rates.period_days, simulations, seed)
+        slo_bg_s = None if slo_bg is None else slo_bg.draw(simulations, seed) * period_s
+        slo_draws = predict.simulate(slo_models, rates.period_days, simulations, seed, background_s=slo_bg_s,
+                                     pool=pool)
         slo = predict.figure(slo_draws.loss, period_s, slo_target if slo_target is not None else target)
         for name, x in draws.expected.items():
             lo, hi = predict.quantiles(x, (0.05, 0.95))
             e = entries[name]
             e["expected_lost_s"] = {"mean": round(float(x.mean()), 6), "interval90": [round(lo, 6), round(hi, 6)]}
             e["budget_share"] = round(float(x.mean()) / ((1 - target) * period_s), 6)
-        short = avail["p_miss"]["upper95"] > risk or (slo_target is not None and slo["p_miss"]["upper95"] > risk)
-        if short:
-            limit_lower = decide.miss_upper(models, slo_models, goal, simulations, seed, limit=True,
-                                            bound="lower95")
-            if limit_lower <= risk:
-                needed = decide.trials_needed(models, slo_models if slo_target is not None else None, goal, seed,
-                                              search_periods)
+        judged = judgement.judgement(models, slo_models, goal, seed, bg, slo_bg)
+        needed = judged["needed"]
     else:
         unmeasurable["availability.mean"] = unmeasurable["slo_attainment.mean"] = (
             "no rated scope has a covered, measured cost: nothing to predict from")
+        unmeasurable["credibility"] = "nothing was predicted"
     suite = suite_dir or "SUITE_DIR"
     plan_rows = decide.plan(models, rates.period_days, seed,
                             lambda s, k: (f"availproof run {experiment_for(s, entries.get(s))} --trials {k} "
@@ -231,9 +255,12 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
     for e in entries.values():
         e.pop("_counted")
         e.pop("_use")
-    word = decide.verdict(not_covered, avail, slo if slo_target is not None else None, goal, limit_lower, needed)
+        e.pop("_soak_values", None)
+        e.setdefault("soak_events", None)
+    word = decide.verdict(not_covered, None if judged is None else judged["judged"], goal,
+                          None if judged is None else judged["optimistic"], needed)
     if needed is None and word["word"] == decide.NOT_SUPPORTED:
-        unmeasurable["trials_needed"] = "not searched: more trials costing what these cost would not support it"
+        unmeasurable["trials_needed"] = "not searched: not even the optimistic end of more trials would support it"
     elif needed is None:
         unmeasurable["trials_needed"] = f"not searched: the claim is {word['word']} as it is" if avail else \
             "not searched: nothing was predicted"
@@ -243,7 +270,8 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
     if oc is None:
         unmeasurable["operating_characteristic"] = oc_why
     pooled_summaries = [s for r, s in pooled if r["counted"]]
-    sims = {"periods": simulations, "seed": seed, "search_periods": search_periods}
+    sims = {"periods": simulations, "seed": seed, "search_periods": search_periods,
+            "search_draws": [decide.SEARCH_OUTER, decide.SEARCH_INNER]}
     return {
         "format_version": FORMAT_VERSION,
         "suite_dir": suite_dir,
@@ -255,6 +283,8 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
         "rates": {"path": rates.path,
                   "scopes": {n: r.to_dict(rates.period_days) for n, r in rates.scopes.items()}},
         "verdict": word,
+        "credibility": None if judged is None else judgement.credibility_block(judged, goal, models),
+        "background": background.row(bg, bg_runs, period_s, budget, seed),
         "operating_characteristic": oc,
         "trials_needed": needed,
         "plan": plan_rows,

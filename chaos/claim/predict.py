@@ -1,59 +1,27 @@
 """The predictive distribution of a period's lost service-seconds: seeded simulation, plain numpy.
 
-Every simulated period draws, per scope, what is not known as well as what is random:
-- the **rate**: a point figure as stated; an observed history's from its Gamma posterior
-  (shape ``count + 0.5``, rate ``exposure_days``: Jeffreys), scaled to the period;
-- the **event count**: Poisson(rate), or a fixed count (the soak's own injected events);
-- the **cost distribution**: a Bayesian bootstrap over the scope's recovered runs (Dirichlet(1, ..., 1)
-  weights on their costs, drawn once per period, each event's cost drawn with those weights);
-- the **unrecovered** share: ``q`` from Beta(``u + 0.5``, ``n - u + 0.5``) (``n`` counted runs, ``u`` of them
-  lower bounds: not recovered in their window), an event being unrecovered (or unlike any tested: the
-  bootstrap cannot draw a cost it has not seen) with probability ``q`` and then costing
-  ``unrecovered_cost_s`` (the claim sets it to at least the error budget and the largest lower bound
-  measured: :mod:`chaos.claim.scope_entry`);
-- when a stated outage length is covered by a fit (:mod:`chaos.claim.coverage`), the slope ``b`` from
-  its Student-t interval, floored at 0 (a longer outage never costs less), each cost moved to the stated
-  length (never below 0).
-``limit=True`` draws as if the scope had endless trials costing what these cost: the empirical costs with
-equal weights, ``q`` = ``u / n``, ``b`` at its estimate (the rate's uncertainty stays: more trials do not narrow it).
-Returned: each period's lost seconds, and each scope's *expected* lost seconds given the period's draws
-(``rate x ((1 - q) x weighted mean cost + q x unrecovered_cost_s)``: parameter uncertainty alone)."""
+Every simulated period draws its own ``theta`` (what is unknown: the rates, the unrecovered shares, the cost
+distributions: :mod:`chaos.claim.theta`), then what is random given it: per scope, the unrecovered events
+(Poisson(``lam q``), or Binomial(``k``, ``q``) of a fixed count ``k``: the soak's own injected events), each costing
+the scope's ``unrecovered_cost_s`` (the claim floors it strictly above the error budget:
+:mod:`chaos.claim.scope_entry`), and the recovered ones (Poisson(``lam (1 - q)``), or the rest of the fixed
+count), each costing a draw of the period's ``F``. Averaged over ``theta`` this is the *predictive* distribution:
+its figures (mean, intervals, the share of periods that miss) mix what is unknown with what is random. The
+verdict keeps them apart (:mod:`chaos.claim.credible`).
+``limit=True`` draws as if the scope had endless trials costing what these cost (:mod:`chaos.claim.theta`).
+Returned: each period's lost seconds, and each scope's *expected* lost seconds given the period's ``theta``
+(``lam x ((1 - q) x mean of F + q x unrecovered_cost_s)``: parameter uncertainty alone)."""
 
 from __future__ import annotations
 
 import math
-import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-CHUNK = 10_000  # periods drawn at a time (memory: periods x distinct costs)
-COUPLED = 4096  # recovered runs whose share of q is drawn one exponential each (common random numbers)
-
-
-@dataclass(frozen=True)
-class ScopeModel:
-    name: str
-    values: tuple[float, ...]  # the recovered runs' costs, seconds
-    n: int  # counted runs
-    u: int  # of them not recovered (lower bounds)
-    unrecovered_cost_s: float
-    events: float | None = None  # a point rate per period ...
-    count: int | None = None  # ... or an observed history
-    exposure_days: float | None = None
-    outages: tuple[float, ...] | None = None  # each value's outage length, when moved along a fit
-    fit: tuple[float, float, int] | None = None  # (b, b_se, df)
-    duration_s: float | None = None  # the stated length the costs are moved to
-
-    def with_more_trials(self, k: int) -> "ScopeModel":
-        """``k`` more recovered trials costing what the recovered runs so far cost (in turn)."""
-        if k <= 0 or not self.values:
-            return self
-        m = len(self.values)
-        extra = tuple(self.values[i % m] for i in range(k))
-        outages = None if self.outages is None else self.outages + tuple(self.outages[i % m] for i in range(k))
-        return replace(self, values=self.values + extra, n=self.n + k, outages=outages)
+from chaos.claim import theta as th
+from chaos.claim.model import ScopeModel  # noqa: F401  (the model's home; imported from here too)
 
 
 @dataclass
@@ -63,90 +31,38 @@ class Draws:
     counts: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def _rng(seed: int, name: str, stream: int) -> np.random.Generator:
-    return np.random.default_rng([seed, stream, zlib.crc32(name.encode())])
-
-
-def _groups(m: ScopeModel) -> tuple[list[int], np.ndarray, np.ndarray | None]:
-    """Each value's group (equal value and outage: the copies :meth:`ScopeModel.with_more_trials` adds), the
-    groups' values and outages."""
-    keys: dict[tuple[float, float | None], int] = {}
-    group = []
-    for i, v in enumerate(m.values):
-        key = (v, None if m.outages is None else m.outages[i])
-        group.append(keys.setdefault(key, len(keys)))
-    vals = np.array([k[0] for k in keys], dtype=float)
-    outs = None if m.outages is None else np.array([k[1] for k in keys], dtype=float)
-    return group, vals, outs
-
-
-def _scope(m: ScopeModel, periods: int, period_days: float, seed: int, limit: bool,
-           fixed: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One scope's lost seconds, expected lost seconds and event counts for ``periods`` periods.
-
-    Common random numbers: each kind of draw has a stream of its own (rate and count; the unrecovered share;
-    the bootstrap weights, one exponential per trial in the trials' order; the events' split), so a model
-    with more trials (:meth:`ScopeModel.with_more_trials`) draws the same rate, count and uniforms, and its
-    first trials the same weights: the comparisons of :mod:`chaos.claim.decide` are not drowned in noise.
-    Memory and time grow with periods x distinct costs, not with the events (a Binomial and a Multinomial
-    split each period's events)."""
-    r_rate, r_q, r_w, r_ev, r_b = (_rng(seed, m.name, k) for k in (3, 4, 5, 6, 7))
-    if m.events is not None:
-        lam = np.full(periods, float(m.events))
-    else:
-        lam = r_rate.gamma(m.count + 0.5, period_days / m.exposure_days, periods)
-    counts = np.full(periods, fixed, dtype=np.int64) if fixed is not None else r_rate.poisson(lam)
-    group, vals, outs = _groups(m)
-    k = len(vals)
-    recovered = m.n - m.u
-    if k == 0:  # every run a lower bound: every event unrecovered
-        q = np.ones(periods)
-        vals, k, group = np.zeros(1), 1, []
-    elif limit:
-        q = np.full(periods, m.u / m.n if m.n else 0.0)
-    else:  # Beta(u + 0.5, n - u + 0.5) as Gamma(u + 0.5) / (that + Gamma(0.5) + one exponential per recovered run)
-        ga = r_q.gamma(m.u + 0.5, 1.0, periods)
-        gb = r_q.gamma(0.5, 1.0, periods)
-        for _ in range(min(recovered, COUPLED)):
-            gb += r_q.standard_exponential(periods)
-        if recovered > COUPLED:  # beyond it, one gamma draw (no trials search goes that far)
-            gb += r_q.gamma(recovered - COUPLED, 1.0, periods)
-        q = ga / (ga + gb)
-    if limit or not group:
-        w = np.bincount(group, minlength=k).astype(float)[None, :] if group else np.ones((1, k))
-        w = np.broadcast_to(w / w.sum(), (periods, k))
-    else:  # Dirichlet(1, ..., 1) over the runs, summed within each group of equal costs
-        w = np.zeros((periods, k))
-        for g in group:
-            w[:, g] += r_w.standard_exponential(periods)
-        w /= w.sum(axis=1, keepdims=True)
-    if m.fit is not None and m.duration_s is not None and outs is not None:
-        b_hat, se, df = m.fit
-        b = (np.full(periods, b_hat) if limit or not math.isfinite(se)
-             else b_hat + se * r_b.standard_t(max(df, 1), periods))
-        b = np.maximum(b, 0.0)  # a longer outage never costs less: the slope is floored at 0
-        cost = np.maximum(0.0, vals[None, :] + b[:, None] * np.maximum(0.0, m.duration_s - outs)[None, :])
-    else:
-        cost = np.broadcast_to(vals, (periods, k))
-    expected = lam * ((1 - q) * (w * cost).sum(axis=1) + q * m.unrecovered_cost_s)
-    unrec = r_ev.binomial(counts, q)
-    split = r_ev.multinomial(counts - unrec, w)
-    loss = unrec * m.unrecovered_cost_s + (split * cost).sum(axis=1)
-    return loss, expected, counts
-
-
 def simulate(models: list[ScopeModel], period_days: float, periods: int, seed: int, limit: bool = False,
-             fixed_counts: dict[str, int] | None = None) -> Draws:
-    """``periods`` simulated periods of ``period_days`` (see the module docstring); seeded per scope, so a
-    scope's draws do not change when another scope is added."""
+             fixed_counts: dict[str, int] | None = None, background_s: np.ndarray | None = None,
+             pool: bool = False, chunk: int = 10_000) -> Draws:
+    """``periods`` simulated periods of ``period_days``, each drawing its own ``theta`` (the predictive
+    distribution: see the module docstring), in chunks of ``chunk`` periods; ``background_s``: the background's
+    lost seconds of each period (:mod:`chaos.claim.background`), added."""
     out = Draws(np.zeros(periods))
+    parts: list[tuple[np.ndarray, dict, dict]] = []
+    for s in range(0, periods, chunk):
+        n = min(chunk, periods - s)
+        cseed = seed + 1_000_003 * (s // chunk)
+        thetas = th.draw(models, n, period_days, cseed, limit, pool=pool)
+        r = np.random.default_rng([cseed, 6])
+        loss, exp, cnt = np.zeros(n), {}, {}
+        for t, m in zip(thetas, models):
+            if fixed_counts is not None:
+                k = np.full(n, fixed_counts.get(m.name, 0), dtype=np.int64)
+                unrec = r.binomial(k, t.q)
+            else:
+                unrec = r.poisson(t.lam * t.q)
+                k = None
+            rec_counts = (k - unrec) if k is not None else r.poisson(t.lam * (1 - t.q))
+            loss += unrec * t.unrecovered_cost_s + th.recovered_sums([t], 1, r, {m.name: rec_counts[:, None]})[:, 0]
+            exp[m.name] = t.lam * ((1 - t.q) * t.mean_cost() + t.q * t.unrecovered_cost_s)
+            cnt[m.name] = unrec + rec_counts
+        parts.append((loss, exp, cnt))
+    out.loss = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
     for m in models:
-        parts = [_scope(m, min(CHUNK, periods - s), period_days, seed + 1_000_003 * (s // CHUNK), limit,
-                        None if fixed_counts is None else fixed_counts.get(m.name, 0))
-                 for s in range(0, periods, CHUNK)]
-        out.loss += np.concatenate([p[0] for p in parts])
-        out.expected[m.name] = np.concatenate([p[1] for p in parts])
-        out.counts[m.name] = np.concatenate([p[2] for p in parts])
+        out.expected[m.name] = np.concatenate([p[1][m.name] for p in parts])
+        out.counts[m.name] = np.concatenate([p[2][m.name] for p in parts])
+    if background_s is not None:
+        out.loss = out.loss + background_s[:periods]
     return out
 
 

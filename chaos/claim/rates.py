@@ -8,7 +8,9 @@ Per scope, one of:
   (``rate.kind: observed``): a short history gives a wide rate, and the claim carries it.
 Optionally ``duration_s`` (how long one outage lasts: :mod:`chaos.claim.coverage`), ``unrecovered_cost_s``
 (what an event the system does not recover from costs: the on-call's detection plus repair, 3600 s unless
-stated) and ``source`` (a URL or DOI makes it ``checkable``, anything else is a ``guess``).
+stated), ``source`` (a URL or DOI makes it ``checkable``, anything else is a ``guess``) and
+``prior_unrecovered: {events: K, trials: N}`` (fleet history: K events of N that needed a human; the prior on the
+scope's unrecovered share becomes Jeffreys' updated by it: :mod:`chaos.claim.unrecovered`).
 Every problem is one line naming the file and the field (exit 2, nothing read or written)."""
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ DAY_S = 86_400
 DEFAULT_UNRECOVERED_COST_S = 3600.0
 DEFAULT_TARGET_PCT = 99.9
 DEFAULT_RISK = 0.05
-RATE_KEYS = ("events", "count", "exposure_days", "duration_s", "unrecovered_cost_s", "source")
+RATE_KEYS = ("events", "count", "exposure_days", "duration_s", "unrecovered_cost_s", "source", "prior_unrecovered")
 POINT, OBSERVED = "point", "observed"
 _CHECKABLE = re.compile(r"https?://\S+|\bdoi:\s*\S+|\b10\.\d{4,9}/\S+", re.IGNORECASE)
 
@@ -45,6 +47,7 @@ class Rate:
     duration_s: float | None = None  # how long one such outage lasts (None: not stated)
     unrecovered_cost_s: float = DEFAULT_UNRECOVERED_COST_S
     source: str | None = None
+    prior_unrecovered: tuple[int, int] | None = None  # fleet history: (unrecovered events, events seen)
 
     @property
     def kind(self) -> str:
@@ -76,7 +79,9 @@ class Rate:
     def to_dict(self, period_days: float | None = None) -> dict[str, Any]:
         out = {"kind": self.kind, "events": self.events, "count": self.count, "exposure_days": self.exposure_days,
                "duration_s": self.duration_s, "unrecovered_cost_s": self.unrecovered_cost_s,
-               "source": self.source, "basis": self.basis}
+               "source": self.source, "basis": self.basis,
+               "prior_unrecovered": (None if self.prior_unrecovered is None else
+                                     {"events": self.prior_unrecovered[0], "trials": self.prior_unrecovered[1]})}
         if period_days is not None:
             out["mean_events"] = round(self.mean_events(period_days), 6)
             out["interval90_events"] = self.interval_events(period_days)
@@ -161,7 +166,25 @@ def _rate(name: str, entry: Any, bad) -> Rate:
         raise bad(f"{path}.source", f"must be a string (a URL or DOI makes it checkable), got {source!r}")
     return Rate(name, None if events is None else float(events), count,
                 None if exposure is None else float(exposure), None if duration is None else float(duration),
-                DEFAULT_UNRECOVERED_COST_S if unrec is None else float(unrec), source)
+                DEFAULT_UNRECOVERED_COST_S if unrec is None else float(unrec), source,
+                _prior(entry.get("prior_unrecovered"), f"{path}.prior_unrecovered", bad))
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _prior(p: Any, path: str, bad) -> tuple[int, int] | None:
+    if p is None:
+        return None
+    if not isinstance(p, dict) or set(p) != {"events", "trials"}:
+        raise bad(path, f"must be a mapping with events and trials (fleet history: events that needed a human, "
+                        f"of events seen), got {p!r}")
+    if not _whole(p["trials"]) or p["trials"] < 1:
+        raise bad(f"{path}.trials", f"must be a whole number of events seen, at least 1, got {p['trials']!r}")
+    if not _whole(p["events"]) or p["events"] > p["trials"]:
+        raise bad(f"{path}.events", f"must be a whole number from 0 to trials ({p['trials']}), got {p['events']!r}")
+    return (p["events"], p["trials"])
 
 
 def load_rates(path: str | Path) -> Rates:
@@ -187,3 +210,12 @@ def target_fraction(pct: Any, flag: str = "--target") -> float:
 
 def risk_value(risk: Any) -> float:
     return _strictly_between(risk, "--risk", "a probability", 1, "0.05")
+
+
+def credibility_value(c: Any) -> float:
+    """``--credibility``: a probability strictly between 0.5 and 1 (below a half, 'supported' says less than a
+    coin); a one-line error otherwise."""
+    v = _strictly_between(c, "--credibility", "a probability", 1, "0.9")
+    if v <= 0.5:
+        raise UsageError(f"--credibility: a probability above 0.5 and below 1, e.g. 0.9, got {c!r}")
+    return v

@@ -1,12 +1,14 @@
 """One scope of a claim: its runs, its costs, what its stated outage length is covered by, and the model
-the prediction draws its events from (:class:`chaos.claim.predict.ScopeModel`)."""
+the prediction draws its events from (:class:`chaos.claim.model.ScopeModel`)."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
 from chaos import scopes
-from chaos.claim import coverage as cov, predict
+from chaos.claim import coverage as cov
+from chaos.claim.model import ScopeModel
+from chaos.claim.unrecovered import Prior
 from chaos.claim.cost import run_name
 from chaos.claim.rates import Rate
 
@@ -59,7 +61,7 @@ def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str
                 rate: Rate | None) -> dict[str, Any]:
     """One scope: its runs, its costs, coverage of the stated length, its unrecovered share, its load."""
     counted = [r for r in runs if r["counted"]]
-    values = [r["lost_service_s"] for r in counted]
+    values = [r["lost_service_s"] for r in counted if r["lost_service_s"] is not None]
     slo_values = [r["slo_lost_service_s"] for r in counted if r["slo_lost_service_s"] is not None]
     measured = [r for r in runs if r["measurement"]]
     outages = [r["outage_tested_s"] for r in measured if r["outage_tested_s"] is not None]
@@ -74,6 +76,8 @@ def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str
         "experiments": distinct(r["experiment"] for r in runs),
         "runs": len(runs), "trials": n,
         "not_counted": [{"run": run_name(r), "why": r["not_counted"]} for r in runs if not r["counted"]],
+        "never_came_back": [{"run": run_name(r), "why": r["never_came_back"]} for r in counted
+                            if r.get("never_came_back")],
         "lost_service_s": {"mean": rnd(mean(values)), "values": values,
                            "lower_bound": [{"run": run_name(r), "why": r["lower_bound"]} for r in lower],
                            "clipped": [run_name(r) for r in counted if r["clipped"]]},
@@ -91,35 +95,45 @@ def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str
     }
 
 
+FLOOR_MARGIN_S = 1.0  # an unrecovered event costs at least the budget plus this
+
+
 def unrecovered_cost(entry: dict[str, Any], rate: Rate, budget_s: float, figure: str = "lost_service_s") -> float:
     """What an unrecovered event (or one unlike any tested) costs in the prediction: the stated
-    ``unrecovered_cost_s``, but never less than the whole error budget (the trials cannot say such an event
-    costs less: a bootstrap never draws a cost it has not seen) nor than the largest cost a run that did
-    not recover measured (its lower bound)."""
+    ``unrecovered_cost_s``, but never less than the largest cost a run that did not recover measured (its
+    lower bound), and always strictly more than the whole error budget (the budget plus
+    :data:`FLOOR_MARGIN_S`): such an event can always make a period miss."""
     lower = [r[figure] for r in entry["_counted"] if r["lower_bound"] and r[figure] is not None]
-    return max([rate.unrecovered_cost_s, budget_s] + lower)
+    return max([rate.unrecovered_cost_s, budget_s + FLOOR_MARGIN_S] + lower)
 
 
 def model(entry: dict[str, Any], rate: Rate, budget_s: float = 0.0,
-          figure: str = "lost_service_s") -> predict.ScopeModel | None:
-    """The scope's event model for the prediction; None when no counted run has a cost. The unrecovered
-    share counts every counted run (one that did not recover from a shorter outage says something about
-    a longer one too); the costs drawn are those of the recovered runs the stated length is covered by."""
+          figure: str = "lost_service_s", extra_trials: tuple[int, int] = (0, 0)) -> ScopeModel | None:
+    """The scope's event model for the prediction; None when no counted run has a cost and none never came
+    back. The unrecovered share counts every counted run (one that did not recover from a shorter outage says
+    something about a longer one too) and ``extra_trials`` (soak events: recovered, unrecovered); the costs drawn
+    are those of the recovered runs the stated length is covered by. The prior on the share is Jeffreys', updated
+    by the scope's fleet history when RATES gives one (:mod:`chaos.claim.unrecovered`)."""
     counted = entry["_counted"]
     if not counted:
         return None
     use = [counted[i] for i in entry["_use"]]
     recovered = [r for r in use if not r["lower_bound"] and r[figure] is not None]
+    if not recovered and not any(r["lower_bound"] for r in counted):
+        return None
     by_fit = entry["coverage"]["by"] == "fit"
     fit = entry["coverage"]["fit"]
-    return predict.ScopeModel(
-        name=entry["scope"], values=tuple(r[figure] for r in recovered),
-        n=len(counted), u=sum(1 for r in counted if r["lower_bound"]),
-        unrecovered_cost_s=unrecovered_cost(entry, rate, budget_s, figure),
+    fleet = rate.prior_unrecovered
+    prior = Prior() if fleet is None else Prior.fleet(*fleet)
+    soak_values = () if by_fit else tuple(entry.get("_soak_values") or ())  # a soak's outages are not on the fit
+    return ScopeModel(
+        name=entry["scope"], values=tuple(r[figure] for r in recovered) + soak_values,
+        n=len(counted) + extra_trials[0] + extra_trials[1], u=sum(1 for r in counted if r["lower_bound"])
+        + extra_trials[1], unrecovered_cost_s=unrecovered_cost(entry, rate, budget_s, figure),
         events=rate.events, count=rate.count, exposure_days=rate.exposure_days,
         outages=tuple(r["outage_tested_s"] for r in recovered) if by_fit else None,
         fit=(fit["b"], fit["b_se"], fit["df"]) if by_fit else None,
-        duration_s=rate.duration_s if by_fit else None)
+        duration_s=rate.duration_s if by_fit else None, prior=prior, prior_events=fleet or (0, 0))
 
 
 def point_cost(entry: dict[str, Any], rate: Rate | None, figure: str = "lost_service_s") -> float | None:

@@ -91,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cl = sub.add_parser("claim", help="an availability claim from a suite's runs and expected fault rates: "
                                       "claim.json (+ md/html) in the suite directory; exit 0 only when supported")
-    cl.add_argument("suite_dir", metavar="SUITE_DIR", help="a suite, an experiment's trials, or one run")
-    cl.add_argument("--faults", required=True, metavar="RATES",
+    cl.add_argument("suite_dir", metavar="SUITE_DIR", nargs="?", default=None,
+                    help="a suite, an experiment's trials, or one run (not with --calibrate)")
+    cl.add_argument("--faults", default=None, metavar="RATES",
                     help="YAML: period_days and, per scope, events (per period) or count and exposure_days, "
                          "duration_s, unrecovered_cost_s, source "
                          "(experiments/rates/example-rates.yaml)")
@@ -108,7 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="whose requests count: every target's, or the lost domain's users (needs zonal-lb or direct runs)")
     cl.add_argument("--format", choices=("md", "html", "json", "all"), default="md",
                     help="claim.json is always written; md and json are printed too")
-    cl.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the simulation")
+    cl.add_argument("--seed", type=int, default=0, help="seed of every simulation")
+    cl.add_argument("--credibility", default="0.9", metavar="C",
+                    help="supported only when P(P(miss) <= risk) reaches C (0.9): what is unknown kept apart from "
+                         "what is random (docs/claim.md)")
+    cl.add_argument("--pool-scopes", action="store_true",
+                    help="pool the scopes' unrecovered shares (a hierarchical Beta): clean scopes inform each other; "
+                         "the claim shows the default prior's credibility beside it")
+    cl.add_argument("--with-soak", default=None, metavar="SOAK_DIR",
+                    help="count a soak's events as trials of their scopes (recovered or not, their costs where "
+                         "measured apart)")
+    cl.add_argument("--calibrate", choices=("reduced", "full"), nargs="?", const="reduced", default=None,
+                    help="instead of a claim: the rule's operating characteristic on seeded synthetic worlds (how "
+                         "often it says supported at 0.5x, 1x, 1.4x, 2x the risk) and the cost model's coverage")
+    cl.add_argument("--worlds", type=int, default=None, metavar="N",
+                    help="with --calibrate: worlds per cell (reduced 60, full 200)")
     cl.set_defaults(func=cmd_claim)
     so = sub.add_parser("soak", help="faults of several experiments at RATES x a speed-up in one long run, its lost "
                                      "service-seconds set against the claim's prediction (summary.json's soak)")

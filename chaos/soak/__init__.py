@@ -7,7 +7,7 @@ Pure and cluster-free, one module each:
 - :mod:`chaos.soak.schedule`: what each experiment injects (:class:`~chaos.soak.schedule.SoakFault`), the
   seeded Poisson schedule and the rules for what cannot run at once on one cluster (:func:`draw`).
 - :mod:`chaos.soak.figures`: the soak's observed lost service-seconds from its records, and the prediction
-  it is compared with (:func:`~chaos.soak.figures.soak_summary`).
+  it is compared with (:func:`~chaos.soak.check.soak_summary`).
 - :mod:`chaos.soak.check`: the soak checked against the claim per scope, in two parts (its unrecovered count,
   its recovered events' summed cost), as posterior predictive p-values; and a soak's events as a claim's trials.
 (The schedule's input check is :func:`chaos.soak.schedule.check`: ``chaos.soak.check`` is the module.)

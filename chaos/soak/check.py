@@ -284,3 +284,18 @@ def soak_events(soak_dir: Path, population: str) -> dict[str, dict[str, Any]]:
                      "unjudged": sum(1 for e in evs if e["status"] == UNJUDGED),
                      "values": values, "from": str(d)}
     return out
+
+
+def soak_summary(schedule: Schedule, records: rec.RunRecords, claim_doc: dict[str, Any], periods: int = 20_000,
+                 seed: int = 0, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The run summary's ``soak`` object; ``check``: :func:`check` (``faults``: the summary's
+    per-fault analysis, else derived from the records with the header's definitions)."""
+    observed = figures.observed_lost_service_s(records, schedule)
+    counts = figures.injected_counts(records)
+    exps = {s: f.experiment for s, f in schedule.faults.items()}
+    pred = figures.prediction(claim_doc, counts, schedule.end_s, periods, seed, observed["total"], schedule.overlaps, exps)
+    return {"faults_injected": [p.to_dict() for p in schedule.injected],
+            "faults_skipped": [p.to_dict() for p in schedule.skipped],
+            "overlaps": [dict(o) for o in schedule.overlaps],
+            "observed_lost_service_s": observed, "prediction": pred,
+            "check": check(claim_doc, records, schedule, faults, seed=seed)}

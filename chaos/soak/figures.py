@@ -245,20 +245,3 @@ def injected_counts(records: rec.RunRecords) -> dict[str, int]:
         if m.event == rec.INJECT_START:
             out[m.scope] = out.get(m.scope, 0) + 1
     return out
-
-
-def soak_summary(schedule: Schedule, records: rec.RunRecords, claim_doc: dict[str, Any], periods: int = 20_000,
-                 seed: int = 0, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The run summary's ``soak`` object; ``check``: :func:`chaos.soak.check.check` (``faults``: the summary's
-    per-fault analysis, else derived from the records with the header's definitions)."""
-    from chaos.soak import check
-
-    observed = observed_lost_service_s(records, schedule)
-    counts = injected_counts(records)
-    exps = {s: f.experiment for s, f in schedule.faults.items()}
-    pred = prediction(claim_doc, counts, schedule.end_s, periods, seed, observed["total"], schedule.overlaps, exps)
-    return {"faults_injected": [p.to_dict() for p in schedule.injected],
-            "faults_skipped": [p.to_dict() for p in schedule.skipped],
-            "overlaps": [dict(o) for o in schedule.overlaps],
-            "observed_lost_service_s": observed, "prediction": pred,
-            "check": check.check(claim_doc, records, schedule, faults, seed=seed)}

@@ -20,7 +20,7 @@ The lifecycle (:func:`execute`), on a prepared soak (:func:`chaos.soak.spec.prep
 5. every fault healed (:func:`chaos.run.heal_injected`, the rollback: :func:`chaos.faults.heal`), the load
    still on; then :func:`chaos.run.finish` (the usual figures; each fault's analysis window ends at the next
    injection, as always) and the summary's ``soak`` (:func:`derive`: exactly
-   :func:`chaos.soak.figures.soak_summary` on the schedule as run), the verdict, the run closed.
+   :func:`chaos.soak.check.soak_summary` on the schedule as run), the verdict, the run closed.
 
 A stop condition or Ctrl-C / SIGTERM ends the schedule: no further fault, the running ones end their own outage
 (bounded), everything injected is healed, the summary written (a second Ctrl-C while healing is said, not
@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from chaos import baseline_gate, records as rec
 from chaos import run as core
-from chaos.soak import figures
+from chaos.soak import check as soak_check, figures
 from chaos.soak.schedule import Planned, Schedule, conflict
 from chaos.soak.spec import Prepared, compute_claim
 
@@ -79,13 +79,13 @@ def claim_for(header: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
 
 def derive(records: rec.RunRecords, claim_doc: dict[str, Any] | None = None, why_no_claim: str | None = None
            ) -> dict[str, Any]:
-    """The summary's ``soak``: :func:`chaos.soak.figures.soak_summary` on the schedule as run (``claim_doc`` None:
+    """The summary's ``soak``: :func:`chaos.soak.check.soak_summary` on the schedule as run (``claim_doc`` None:
     computed again from the header, or the prediction null with why)."""
     header = records.header.get("soak") or {}
     schedule = as_run(Schedule.from_dict(header["schedule"]), records.soak)
     if claim_doc is None and why_no_claim is None:
         claim_doc, why_no_claim = claim_for(header)
-    out = figures.soak_summary(schedule, records, claim_doc or {})
+    out = soak_check.soak_summary(schedule, records, claim_doc or {})
     if claim_doc is None:
         frm = out["prediction"]["from"]
         frm["left_out"], frm["unmeasurable"] = {}, why_no_claim

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 
 from chaos import cli, records as rec, suite
-from chaos.soak import figures, run as soak_run
+from chaos.soak import check as soak_check, figures, run as soak_run
 from chaos.soak.schedule import Schedule
 
 from .test_experiments import assert_healthy_after
@@ -54,7 +54,7 @@ def test_a_soak_of_replica_and_node_kills(shared_cluster, test_root, tmp_path):
     assert injected and injected <= healed
     # the soak object is soak_summary's, on the schedule from the header as run
     sched = soak_run.as_run(Schedule.from_dict(records.header["soak"]["schedule"]), records.soak)
-    expect = figures.soak_summary(sched, records, {})
+    expect = soak_check.soak_summary(sched, records, {})
     assert soak["observed_lost_service_s"] == json.loads(json.dumps(expect["observed_lost_service_s"]))
     assert soak["observed_lost_service_s"]["total"] is not None
     assert (out / "soak.md").is_file() and (out / "soak-timeline.png").stat().st_size > 10_000

@@ -7,7 +7,7 @@ import pytest
 
 from chaos import records as rec
 from chaos.errors import UsageError
-from chaos.soak import figures as fig
+from chaos.soak import check as soak_check, figures as fig
 from chaos.soak.schedule import Planned, Schedule, SoakFault
 
 NS = 1_000_000_000
@@ -196,7 +196,7 @@ def test_the_soak_summary():
     d = doc([1.0, 1.0])
     d["scopes"]["node"] = {"lost_service_s": {"values": [5.0], "lower_bound": []}, "unrecovered": {"runs": 0, "of": 1}}
     d["rates"]["scopes"]["node"] = {"events": 0.34, "unrecovered_cost_s": 5.0}
-    s = fig.soak_summary(schedule(planned, ov), records(rs, marks, 200), d, periods=1000, seed=0)
+    s = soak_check.soak_summary(schedule(planned, ov), records(rs, marks, 200), d, periods=1000, seed=0)
     assert set(s) == {"faults_injected", "faults_skipped", "overlaps", "observed_lost_service_s", "prediction", "check"}
     assert [f["scope"] for f in s["faults_injected"]] == ["replica", "node"] and s["faults_skipped"] == []
     assert s["observed_lost_service_s"]["total"] == pytest.approx(6.0)

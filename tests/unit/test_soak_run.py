@@ -17,7 +17,7 @@ import pytest
 
 from chaos import cli, faults, provision, records as rec, run as core
 from chaos.placement import Replica
-from chaos.soak import figures, run as soak_run, spec
+from chaos.soak import check as soak_check, figures, run as soak_run, spec
 from chaos.soak.schedule import apply_rules
 from tests.integration import sse_server
 from tests.unit.fake_backend import OneProxyBackend
@@ -202,7 +202,7 @@ def test_a_soak_injects_on_its_clock_marks_overlaps_skips_and_heals(tmp_path, sy
     assert soak["overlaps"] and soak["overlaps"][0]["faults"] == [0, 1]  # both marked, overlapping
     # exactly soak_summary's object on the schedule as run; no claim: the prediction null, said why
     recs = rec.read(out / "records.ndjson")
-    expect = figures.soak_summary(soak_run.as_run(prep.schedule, recs.soak), recs, {})
+    expect = soak_check.soak_summary(soak_run.as_run(prep.schedule, recs.soak), recs, {})
     assert soak["observed_lost_service_s"] == expect["observed_lost_service_s"]
     assert soak["prediction"]["mean_s"] is None and soak["prediction"]["from"]["unmeasurable"] == soak_run.NO_CLAIM
     # healed: the node's own restart and the rollback over every fault injected
