@@ -18,8 +18,8 @@ events in chunks: :func:`chaos.claim.theta.recovered_sums`).
 **Monte Carlo error, stated.** Each outer draw's estimate has a binomial standard error over its inner periods
 (``(k + 0.5) / (inner + 1)`` for its share, so a draw with no missed period is not certain); a draw whose estimate
 lies within two such errors of the risk is *ambiguous*. The credibility's interval runs from the share of draws
-clearly within the risk, less two outer standard errors, to that share plus the ambiguous ones, plus two outer
-standard errors. When ``c`` lies inside it the verdict cannot be told at this precision: the outer and inner
+clearly within the risk, less three outer standard errors, to that share plus the ambiguous ones, plus three outer
+standard errors (a one-sided 0.13 % chance each way that the outer draws alone mislead it). When ``c`` lies inside it the verdict cannot be told at this precision: the outer and inner
 draws are doubled (up to :data:`MAX_OUTER` x :data:`MAX_INNER`); still inside at the cap, the verdict takes the
 side of caution (not supported) and says so (``resolved: false``).
 """
@@ -97,6 +97,7 @@ def p_miss_given_theta(models: list[ScopeModel], period_days: float, budget_s: f
     share = (ok + 0.5) / (inner + 1)
     p = 1 - clean * ok / inner
     se = clean * np.sqrt(share * (1 - share) / inner)
+    se[np.setdiff1d(np.arange(outer), todo)] = 0.0  # exact: every period of these draws is within the budget
     return p, se
 
 
@@ -112,8 +113,8 @@ def credibility(models: list[ScopeModel], period_days: float, budget_s: float, r
         clear = float((p + 2 * se <= risk).mean())
         ambiguous = float((np.abs(p - risk) < 2 * se).mean())
         outer_se = math.sqrt(max(value * (1 - value), 1 / outer) / outer)
-        low = max(0.0, min(value, clear) - 2 * outer_se)
-        high = min(1.0, max(value, clear + ambiguous) + 2 * outer_se)
+        low = max(0.0, min(value, clear) - 3 * outer_se)
+        high = min(1.0, max(value, clear + ambiguous) + 3 * outer_se)
         resolved = not (low < c <= high)
         if resolved or (outer >= max_outer and inner >= max_inner):
             break

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from chaos import scopes
 from chaos.claim import background, decide, judgement, predict
 from chaos.claim.credible import DEFAULT_CREDIBILITY
@@ -143,6 +145,18 @@ def _point(entries: dict[str, dict[str, Any]], rates: Rates, figure: str) -> dic
         lost += rate.mean_events(rates.period_days) * m
     return {"point": round(1 - lost / rates.period_s, 9) if included else None, "point_lost_s": round(lost, 6),
             "scopes": included, "left_out": left_out}
+
+
+def background_warning(bg, credibility: float, period_s: float, budget_s: float) -> list[str]:
+    """A line when the background alone, at the required credibility, costs a tenth of the budget or more."""
+    if bg is None:
+        return []
+    share = float(np.quantile(bg.draw(200_000, 0), credibility)) * period_s / budget_s
+    if share < 0.1:
+        return []
+    return [f"background: {bg.failed} of {bg.requests} baseline requests failed; at credibility {credibility:g} "
+            f"the background may cost {share * 100:.3g} % of the budget: longer baselines, or a fault-free run, "
+            "narrow it"]
 
 
 def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Rates, target: float, risk: float,
@@ -310,7 +324,12 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
                      for n, e in entries.items() if e["environment_mixed"]]
         + [f"{n}: {len(e['lost_service_s']['clipped'])} run(s) lost less than their baseline: clipped at 0 ("
            + ", ".join(e["lost_service_s"]["clipped"]) + ")" for n, e in entries.items()
-           if e["lost_service_s"]["clipped"]],
+           if e["lost_service_s"]["clipped"]]
+        + [f"{n}: its costs pool runs of different loads ("
+           + "; ".join(", ".join(f"{k} {v}" for k, v in o.items() if v is not None) for o in e["load"]["offered"])
+           + "): a cost depends on the load it was measured at" for n, e in entries.items()
+           if len(e["load"]["offered"]) > 1]
+        + background_warning(bg, credibility, period_s, budget),
         "assumptions": assumptions(population),
         "unmeasurable": unmeasurable,
     }

@@ -63,7 +63,21 @@ def figure_rows(doc: dict[str, Any]) -> list[list[str]]:
     b, ov = doc["error_budget"], doc["overlap"]
     dom, wz = doc["dominant_scope"], doc["worst_zone"]
     a = doc["availability"]
-    rows = [
+    cred, bg = doc.get("credibility"), doc.get("background") or {}
+    rows = []
+    if cred:
+        ca = cred["availability"]
+        rows.append(["credibility", _num(ca["value"]), _interval(ca["interval"]), "-",
+                     cred["statement"] + f" (Monte Carlo: {ca['outer']} x {ca['inner']} draws"
+                     + ("" if ca["resolved"] else ", not resolved") + ")"
+                     + ("" if cred["default_prior"] is None else
+                        f"; with the default prior {_num(cred['default_prior']['value'])}, so "
+                        f"{_num(cred['from_prior'])} of it comes from the prior")])
+    if bg.get("share"):
+        rows.append(["background lost s", _num(bg["lost_s"]["mean"]), _interval(bg["lost_s"]["interval90"]), "-",
+                     f"{bg['failed']} of {bg['requests']} baseline requests failed ({bg['runs']} runs), charged to "
+                     f"the period: {_pct(bg['budget_share'], 2)} of the budget"])
+    rows += [
         _predictive_row(doc, "availability", "a period's availability under the tested faults (an upper bound: "
                                              "untested causes are not in it)"),
         ["availability (point)", _pct(a["point"]), "-", "-",
@@ -237,7 +251,9 @@ def _sections(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
     need = []
     if needed.get("found"):
         need.append(", ".join(f"{k} more trial(s) of {n}" for n, k in needed["extra"].items())
-                    + " would support the claim, if they recover and cost what the recovered runs so far cost")
+                    + " would support the claim, if they recover, each costs the scope's typical recovered cost ("
+                    + ", ".join(f"{n} {_num(v)} s" for n, v in (needed.get("each_costing_s") or {}).items())
+                    + ") and brings a baseline like the runs' so far")
     elif needed:
         need.append(needed.get("why", ""))
     return [("Trials needed", need), ("Left out", left_out_lines(doc)), ("Rates", rate_lines(doc)),

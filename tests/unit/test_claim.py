@@ -607,3 +607,47 @@ def test_a_closed_loops_affected_users_are_its_share_of_the_busy_time(tmp_path):
     doc = make(tmp_path / "suite", rates(tmp_path, {"node": {"events": 1}}), population="affected")
     users = doc["runs"][0]["faults"][0]["model"]["users"]
     assert users == pytest.approx(0.6 / 0.65, abs=0.02)  # by requests it would be 0.5
+
+
+# ---------------------------------------------------------------- issue 42 (2026-12-06)
+def test_two_runs_that_never_came_back_among_twelve_count_as_unrecovered(tmp_path):
+    """Point 5: runs with an ERROR after the injection (a heal failed, a method step failed) were dropped:
+    survivorship. Ten recovered runs plus two unhealed at one event a month: the two count as unrecovered (2 of
+    12), never dropped; a run that failed before any fault stays out, and the claim lists both."""
+    suite = tmp_path / "suite"
+    trials(suite, "replica-kill", [10] * 12)
+    for i in (11, 12):
+        rewrite_summary(suite / "replica-kill" / f"trial-{i}", verdict={
+            "word": "ERROR", "exit_code": 2, "reasons": ["the fault could not be healed: restart failed"]})
+    write_run(suite / "set-up-failed", every(0, 5), [], 5, "replica", word="ERROR")
+    quiet_run(suite)
+    doc = make(suite, rates(tmp_path, {"replica": {"events": 1}}))
+    e = doc["scopes"]["replica"]
+    assert e["unrecovered"]["runs"] == 2 and e["unrecovered"]["of"] == 12 and e["trials"] == 12
+    assert [x["run"] for x in e["never_came_back"]] == ["replica-kill/trial-11", "replica-kill/trial-12"]
+    assert "never came back" in e["never_came_back"][0]["why"] and "restart failed" in e["never_came_back"][0]["why"]
+    skipped = [r for r in doc["runs"] if r["experiment"] == "set-up-failed"][0]
+    assert not skipped["counted"] and "failed before any injection" in skipped["not_counted"]
+    # 2 of 12 at one event a month: q's 5 % quantile (~0.05) sits at the risk's edge: more trials may yet support
+    # it, but far fewer would be asked for had the two been dropped
+    assert doc["verdict"]["word"] == "insufficient_evidence"
+    for i in (11, 12):
+        shutil.rmtree(suite / "replica-kill" / f"trial-{i}")
+    dropped = make(suite, rates(tmp_path, {"replica": {"events": 1}}))
+    assert dropped["credibility"]["availability"]["value"] > 2 * doc["credibility"]["availability"]["value"]
+
+
+def test_runs_of_different_loads_and_an_uncertain_background_are_said(tmp_path):
+    suite = tmp_path / "suite"
+    outage_run(suite / "replica-kill" / "trial-1", failed=10)
+    s = json.loads((suite / "replica-kill" / "trial-1" / "summary.json").read_text())
+    outage_run(suite / "replica-kill" / "trial-2", failed=10)
+    s["environment"]["load"]["rate"] = 50
+    (suite / "replica-kill" / "trial-1" / "summary.json").write_text(json.dumps(s))
+    doc = make(suite, rates(tmp_path, {"replica": {"events": 1}}))
+    assert any("pool runs of different loads" in w and "rate 50" in w for w in doc["warnings"])
+    bg = doc["background"]
+    assert bg["requests"] == 192 and bg["failed"] == 0 and bg["runs"] == 2
+    assert bg["lost_s"]["interval90"][1] > doc["error_budget"]["seconds"]  # 192 clean requests say little
+    assert any(w.startswith("background: 0 of 192 baseline requests failed") for w in doc["warnings"])
+    assert doc["credibility"]["availability"]["value"] < 0.9 and doc["verdict"]["word"] == "insufficient_evidence"
