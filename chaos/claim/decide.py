@@ -12,21 +12,22 @@ The verdict, the first that holds (every reason is listed, not only the first wo
    rates' own uncertainty kept (more trials do not narrow it).
 4. ``insufficient_evidence``: more trials could support it; ``trials_needed`` says how many more of which scope
    would, if they recover, each costs the scope's typical (median) recovered cost and brings a baseline like the
-   runs' so far (the background's evidence grows with them) (found by simulation at
-   fixed draws, :data:`SEARCH_OUTER` x :data:`SEARCH_INNER`, common random numbers: greedy doubling, the scope
-   that raises the credibility most per trial first, then each scope's count cut back to the fewest that still
-   reach ``c`` plus two of the search's outer standard errors, so that the count found supports the claim when
-   judged again with more draws).
+   runs' so far (the background's evidence grows with them). Found by simulation at fixed draws,
+   :data:`SEARCH_OUTER` x :data:`SEARCH_INNER`, common random numbers: the scopes that press hardest on the miss
+   chance doubled together, judged once a step; then cut back by a common factor, and one by one when few, to
+   the fewest that still reach ``c`` plus three of the search's outer standard errors (so that the count found
+   supports the claim when judged again with more draws).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from chaos.claim import credible, predict
+from chaos.claim import credible, predict, unrecovered
 from chaos.claim.model import ScopeModel
 
 NOT_COVERED, NOT_SUPPORTED, INSUFFICIENT, SUPPORTED = (
@@ -34,7 +35,8 @@ NOT_COVERED, NOT_SUPPORTED, INSUFFICIENT, SUPPORTED = (
 VERDICTS = (NOT_COVERED, NOT_SUPPORTED, INSUFFICIENT, SUPPORTED)
 MAX_EXTRA = 1024  # more trials of one scope than this are not searched
 SEARCH_PERIODS = 20_000  # periods of the plan's expected-loss bound
-SEARCH_OUTER, SEARCH_INNER = 2000, 1000
+SEARCH_OUTER, SEARCH_INNER = 1000, 500
+ONE_BY_ONE = 3  # scopes cut back one by one after the common factor, when at most this many grew
 OPTIMISTIC_Q = 0.05  # the unrecovered share's posterior quantile at the optimistic end
 
 
@@ -80,10 +82,21 @@ def _more(models: list[ScopeModel], extra: dict[str, int]) -> list[ScopeModel]:
     return [m.with_more_trials(extra.get(m.name, 0)) for m in models]
 
 
+def _pressure(m: ScopeModel, goal: Goal, target: float) -> float:
+    """How much a scope presses on the miss chance, without simulation (to pick which scopes to grow): its
+    events times its unrecovered share's quantile at the credibility, plus its events times its typical cost over
+    the budget."""
+    ev = m.events if m.events is not None else (m.count + 0.5) / m.exposure_days * goal.period_days
+    q = unrecovered.quantile(m.prior, m.n + m.extra, m.u, goal.credibility)
+    return ev * q + ev * m.typical_cost() / goal.budget_s(target)
+
+
 def trials_needed(models: list[ScopeModel], slo_models: list[ScopeModel] | None, goal: Goal, seed: int,
                   background: credible.Background | None = None,
                   slo_background: credible.Background | None = None) -> dict[str, Any]:
-    """How many more trials of which scope would support the claim (see the module docstring)."""
+    """How many more trials of which scope would support the claim (see the module docstring): the scopes that
+    press hardest (within half of the hardest, :func:`_pressure`) doubled together, judged once a step; then the
+    counts cut back by a common factor, and each scope's alone when there are at most :data:`ONE_BY_ONE`."""
     fixed = {"outer": SEARCH_OUTER, "inner": SEARCH_INNER, "max_outer": SEARCH_OUTER, "max_inner": SEARCH_INNER}
 
     def value(extra: dict[str, int]) -> float:
@@ -93,44 +106,45 @@ def trials_needed(models: list[ScopeModel], slo_models: list[ScopeModel] | None,
                      None if slo_background is None else slo_background.with_more_runs(k), **fixed)["value"]
 
     names = [m.name for m in models if m.values]
+    by = {m.name: m for m in models}
     extra = {n: 0 for n in names}
-    aim = min(0.999, goal.credibility + 2 * (goal.credibility * (1 - goal.credibility) / SEARCH_OUTER) ** 0.5)
+    aim = min(0.999, goal.credibility + 3 * (goal.credibility * (1 - goal.credibility) / SEARCH_OUTER) ** 0.5)
     now = value(extra)
     ok = now >= aim
     for _ in range(64):
         if ok:
             break
+        press = {n: _pressure(by[n].with_more_trials(extra[n]), goal, goal.target) for n in names}
         grow = [n for n in names if extra[n] + max(1, extra[n]) <= MAX_EXTRA]
         if not grow:
             break
-        best, best_score, best_v = None, 0.0, now
+        top = max(press[n] for n in grow)
         for n in grow:
-            step = max(1, extra[n])
-            v = value({**extra, n: extra[n] + step})
-            score = (v - now) / step
-            if best is None or score > best_score:
-                best, best_score, best_v = n, score, v
-        if best_score > 0:
-            extra[best] += max(1, extra[best])
-            now = best_v
-        else:  # no one scope helps alone (all must grow together): double them all
-            for n in grow:
+            if press[n] >= top / 2:
                 extra[n] += max(1, extra[n])
-            now = value(extra)
+        now = value(extra)
         ok = now >= aim
     if not ok:
         return {"found": False, "extra": {n: k for n, k in extra.items() if k},
                 "why": (f"up to {MAX_EXTRA} more trials of each scope ({', '.join(names) or 'none with a cost'}), "
                         f"doubled in turn, did not support it (credibility {now:.3g} < {aim:.3g})")}
-    for n in names:  # cut each back to the fewest that still support it
-        lo, hi = 0, extra[n]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if value({**extra, n: mid}) >= aim:
-                hi = mid
+    lo, hi = 0.0, 1.0  # a common factor first: the fewest trials in these proportions
+    for _ in range(7):
+        mid = (lo + hi) / 2
+        if value({n: math.ceil(k * mid) for n, k in extra.items()}) >= aim:
+            hi = mid
+        else:
+            lo = mid
+    extra = {n: math.ceil(k * hi) for n, k in extra.items()}
+    for n in names if len([k for k in extra.values() if k]) <= ONE_BY_ONE else ():
+        lo_k, hi_k = 0, extra[n]
+        while lo_k < hi_k:
+            mid_k = (lo_k + hi_k) // 2
+            if value({**extra, n: mid_k}) >= aim:
+                hi_k = mid_k
             else:
-                lo = mid + 1
-        extra[n] = hi
+                lo_k = mid_k + 1
+        extra[n] = hi_k
     typical = {m.name: round(m.typical_cost(), 6) for m in models if extra.get(m.name)}
     return {"found": True, "extra": {n: k for n, k in extra.items() if k}, "credibility": round(value(extra), 6),
             "aimed_at": round(aim, 6), "each_costing_s": typical, "draws": [SEARCH_OUTER, SEARCH_INNER]}

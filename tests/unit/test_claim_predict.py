@@ -186,7 +186,7 @@ def test_more_trials_like_these_only_raise_the_credibility_common_random_numbers
     goal = decide.Goal(30, 0.999, 0.05)
     m = M("replica", tuple(float(x) for x in np.random.default_rng(3).lognormal(0, 1, 30)), 30, 0,
           (1 - goal.target) * goal.period_s + 1, events=2)
-    fixed = dict(outer=2000, inner=1000, max_outer=2000, max_inner=1000)
+    fixed = dict(outer=1000, inner=500, max_outer=1000, max_inner=500)
     vals = [decide.judge([m.with_more_trials(k)], None, goal, 0, **fixed)["value"] for k in (0, 4, 8, 16, 32, 64)]
     assert all(b >= a - 1e-9 for a, b in zip(vals, vals[1:])), vals
     need = decide.trials_needed([m], None, goal, 0)
