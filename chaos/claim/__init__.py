@@ -46,8 +46,10 @@ from chaos.claim.rates import (DEFAULT_RISK, DEFAULT_TARGET_PCT, DEFAULT_UNRECOV
 def claim(suite_dir: str | Path, rates: Rates, target: float, risk: float, population: str = "service",
           seed: int = 0, slo_target: float | None = None, simulations: int = SIMULATIONS,
           credibility: float = DEFAULT_CREDIBILITY, pool: bool = False,
-          soak_events: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Read the suite's runs and build the claim (nothing is written)."""
+          soak_events: dict[str, dict[str, Any]] | None = None,
+          soak_quiet: dict[str, int] | None = None) -> dict[str, Any]:
+    """Read the suite's runs and build the claim (nothing is written); ``soak_events`` and ``soak_quiet``: a
+    soak's events as trials and its quiet requests as evidence of the background (``--with-soak``)."""
     found = evidence.find_runs(suite_dir, "suite directory")
     if not found:
         raise UsageError(f"{suite_dir}: no summary.json or records.ndjson in it or its sub-directories: "
@@ -58,4 +60,4 @@ def claim(suite_dir: str | Path, rates: Rates, target: float, risk: float, popul
         runs.append(run_cost(name, trial, str(d), s, evidence.read_records(d), population))
         summaries.append(s)
     return build(runs, summaries, rates, target, risk, population, seed, str(suite_dir), simulations, slo_target,
-                 credibility=credibility, pool=pool, soak_events=soak_events)
+                 credibility=credibility, pool=pool, soak_events=soak_events, soak_quiet=soak_quiet)

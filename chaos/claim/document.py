@@ -163,7 +163,8 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
           population: str = "service", seed: int = 0, suite_dir: str = "", simulations: int = SIMULATIONS,
           slo_target: float | None = None, search_periods: int = decide.SEARCH_PERIODS,
           credibility: float = DEFAULT_CREDIBILITY, pool: bool = False,
-          soak_events: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+          soak_events: dict[str, dict[str, Any]] | None = None,
+          soak_quiet: dict[str, int] | None = None) -> dict[str, Any]:
     """The claim document from the runs' costs (:func:`chaos.claim.cost.run_cost`, in ``summaries``' order);
     ``soak_events``: per scope, a soak's events counted as trials (``recovered``, ``unrecovered``, ``values``:
     the recovered ones' costs where measured apart: :mod:`chaos.soak.check`)."""
@@ -217,8 +218,9 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
     point, slo_point = _point(entries, rates, "lost_service_s"), _point(entries, rates, "slo_lost_service_s")
     avail = slo = None
     needed = judged = None
-    bg, bg_runs = background.pooled(runs)
-    slo_bg, _ = background.pooled(runs, "slo_missed")
+    evidence_runs = runs + ([{"quiet": soak_quiet}] if soak_quiet else [])  # a soak's quiet requests count too
+    bg, bg_runs = background.pooled(evidence_runs)
+    slo_bg, _ = background.pooled(evidence_runs, "slo_missed")
     plan_rows: list[dict[str, Any]] = []
     if models:
         bg_s = None if bg is None else bg.draw(simulations, seed) * period_s

@@ -103,13 +103,15 @@ def cmd_claim(args) -> int:
     risk = claim.risk_value(args.risk)
     slo_target = None if args.slo_target is None else claim.target_fraction(args.slo_target, "--slo-target")
     rates = claim.load_rates(args.faults)
-    soak_events = None
+    soak_events = soak_quiet = None
     if args.with_soak:
         from chaos.soak import check as soak_check
 
         soak_events = soak_check.soak_events(Path(args.with_soak), args.population)
+        soak_quiet = soak_check.soak_quiet(Path(args.with_soak))
     doc = claim.claim(Path(args.suite_dir), rates, target, risk, args.population, args.seed, slo_target,
-                      credibility=credibility, pool=args.pool_scopes, soak_events=soak_events)
+                      credibility=credibility, pool=args.pool_scopes, soak_events=soak_events,
+                      soak_quiet=soak_quiet if args.with_soak else None)
     formats = ("md", "html") if args.format == "all" else (args.format,)
     paths = claim_report.write(Path(args.suite_dir), doc, formats)
     if args.plan:

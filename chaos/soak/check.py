@@ -286,6 +286,29 @@ def soak_events(soak_dir: Path, population: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def quiet_requests(records: rec.RunRecords, schedule: Schedule) -> dict[str, int]:
+    """The soak's measured requests sent while no fault's window was open (before the first injection, or in a
+    quiet stretch), and how many failed or missed the SLO: evidence of the background
+    (:mod:`chaos.claim.background`)."""
+    d = analysis.Definitions.from_dict(records.header.get("definitions"))
+    wins = [(w["start_ns"], w["end_ns"]) for w in figures.windows(records, schedule)]
+    quiet = [r for r in records.requests if r.phase == rec.MEASURE
+             and not any(a <= r.sent_ns <= b for a, b in wins)]
+    return {"requests": len(quiet), "failed": sum(1 for r in quiet if not r.ok),
+            "slo_missed": sum(1 for r in quiet if not r.ok or not d.slo.met(r))}
+
+
+def soak_quiet(soak_dir: Path) -> dict[str, int]:
+    """:func:`quiet_requests` of a soak directory (checked as :func:`soak_events` checks it)."""
+    from chaos import evidence
+
+    records = evidence.read_records(Path(soak_dir))
+    sched = None if records is None else (records.header.get("soak") or {}).get("schedule")
+    if not sched:
+        raise UsageError(f"--with-soak {soak_dir}: not a soak run (its records' header has no soak schedule)")
+    return quiet_requests(records, Schedule.from_dict(sched))
+
+
 def soak_summary(schedule: Schedule, records: rec.RunRecords, claim_doc: dict[str, Any], periods: int = 20_000,
                  seed: int = 0, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The run summary's ``soak`` object; ``check``: :func:`check` (``faults``: the summary's

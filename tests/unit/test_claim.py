@@ -651,3 +651,13 @@ def test_runs_of_different_loads_and_an_uncertain_background_are_said(tmp_path):
     assert bg["lost_s"]["interval90"][1] > doc["error_budget"]["seconds"]  # 192 clean requests say little
     assert any(w.startswith("background: 0 of 192 baseline requests failed") for w in doc["warnings"])
     assert doc["credibility"]["availability"]["value"] < 0.9 and doc["verdict"]["word"] == "insufficient_evidence"
+
+
+def test_a_soaks_quiet_requests_narrow_the_background(tmp_path):
+    suite = tmp_path / "suite"
+    trials(suite, "replica-kill", [10, 10])
+    r = rates(tmp_path, {"replica": {"events": 1}})
+    alone = make(suite, r)["background"]
+    soaked = make(suite, r, soak_quiet={"requests": 100_000, "failed": 3, "slo_missed": 5})["background"]
+    assert (soaked["requests"], soaked["failed"], soaked["runs"]) == (alone["requests"] + 100_000, 3, 3)
+    assert soaked["lost_s"]["interval90"][1] < alone["lost_s"]["interval90"][1] / 10

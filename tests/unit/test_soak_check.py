@@ -189,3 +189,23 @@ def test_a_bad_soak_dir_is_one_line(tmp_path):
         with pytest.raises(UsageError) as e:
             ck.soak_events(d, "service")
         assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_soaks_quiet_requests_are_evidence_of_the_background(tmp_path):
+    """The requests sent while no window was open (before the first injection, between windows) are the
+    background's evidence for claim --with-soak: a failure between windows counts, one inside a window does not."""
+    recs = soak_records([(50, 52), (440, 441)])  # 20 failed inside the first kill's window, 10 in quiet time
+    sched = soak_schedule()
+    wins = fig.windows(recs, sched)
+    inside = sum(1 for r in recs.requests if any(w["start_ns"] <= r.sent_ns <= w["end_ns"] for w in wins))
+    assert 0 < inside < len(recs.requests) and all(w["end_ns"] < rec_ns(440) for w in wins)
+    got = ck.quiet_requests(recs, sched)
+    assert got == {"requests": len(recs.requests) - inside, "failed": 10, "slo_missed": 10}
+    write_soak(tmp_path / "soak", recs, sched)
+    assert ck.soak_quiet(tmp_path / "soak") == got
+
+
+def rec_ns(t):
+    from tests.unit.test_soak_figures import at
+
+    return at(t)
