@@ -25,6 +25,8 @@ modification time and inode): ``analyse``, the report, the timeline and the clai
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import json
 import mmap
 import os
@@ -234,11 +236,27 @@ def parse(path: str | Path) -> rec.RunRecords:
         arrays.update({f: np.zeros(0) for f in rc.FLOATS.values()})
         arrays.update({name: np.zeros(0, dtype=bool) for name in ("ok", "measure", "stream")})
         coded = {name: rc.Coded(np.zeros(0, dtype=np.int32), []) for name in rc.CODED}
+    del reading.blocks[:]
     columns = rc.from_arrays(arrays, coded, source)
+    del arrays
+    _give_back()
     return rec.RunRecords(header=reading.header, requests=LazyRequests(count, lambda: source(np.arange(count))),
                           marks=reading.marks, footer=reading.footer, torn_lines=reading.torn,
                           samples=sorted(reading.samples, key=lambda x: x.t_ns), stop_reason=reading.stop_reason,
                           soak=reading.soak, columns=columns)
+
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
+
+
+def _give_back() -> None:
+    """Return the memory the blocks' parse freed to the system (Arrow's pool keeps it, glibc's heap too): what
+    the command holds after the read is its columns, not the peak of its blocks (after each block instead: 7 %
+    less peak for 10 % more time, 2026-12-06)."""
+    pa.default_memory_pool().release_unused()
+    trim = getattr(_LIBC, "malloc_trim", None)  # glibc only
+    if trim is not None:
+        trim(0)
 
 
 _shared: dict[tuple, rec.RunRecords] | None = None
