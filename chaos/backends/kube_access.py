@@ -120,6 +120,20 @@ LOAD_JOB = (
 ) + EXEC  # each pod's clock at the start and the end, the start, stop and exit signals (JobPool._exec)
 
 ZONE_LOSS = EXEC + DELETE_PODS + CORDON  # the crash of the zone's pods, the cordon and its uncordon
+# ``availproof recover`` (KubeRayBackend.heal_all): the leftovers read, and each kind undone; asked first, each
+# missing one said in one line (what then stays undone), recover doing what it may
+RECOVER = READS + EXEC + (
+    _a("patch", "nodes", namespaced=False, why="cordons lifted, device plugins' labels put back, nft table marks "
+       "dropped (_uncordon, restore_accelerator, _unmark_table)"),
+    _a("create", "pods", why="a clean-up helper for an nft table whose helper died (_remove_table)"),
+    _a("delete", "pods", why="partition helpers (_remove_helpers)"),
+    _a("patch", "pods", why="the pods' partition labels removed (_unlabel)"),
+    _a("delete", "networkpolicies", "networking.k8s.io", why="partition policies (remove_leftovers)"),
+    _a("delete", "jobs", "batch", why="load workers' Jobs (remove_leftovers)"),
+    _a("patch", "rayservices", "ray.io", why="a failed cluster upgrade reverted (_roll_back_record)"),
+    _a("delete", "rayclusters", "ray.io", why="a failed cluster upgrade's pending RayCluster (_roll_back_record)"),
+    _a("delete", "configmaps", why="an upgrade's record (_drop_record)"),
+)
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,12 @@ def cmd_recover(args) -> int:
 
         backend = provision.kuberay_backend(provision.kube_settings(kube_flags(args)))
         done = backend.heal_all(timeout=300)
+        for line in done.get("cannot") or []:  # one line per verb this context may not do
+            say(line)
+        for line in done.get("failed") or []:  # every removal that failed, the others done
+            say(f"recover failed: {line}")
         say(f"recovered: {done}")
-        return 0
+        return 1 if done.get("failed") else 0
     from chaos.backends.local import LocalCluster
     from chaos.backends.local.backend import LocalBackend
     from chaos.provision import redeploy_if_gone

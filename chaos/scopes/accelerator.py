@@ -1,18 +1,23 @@
-"""accelerator: a GPU node's accelerator lost to Kubernetes while its pods run (:func:`chaos.faults_accelerator.
-lose_accelerator`; KubeRay only). The NVIDIA device plugin's pod is taken off the node of a GPU replica the way
-NVIDIA's own MIG manager pauses it (its DaemonSet's node-selector label set to a paused value: the DaemonSet
+"""accelerator: a device-plugin outage on a GPU replica's node (:func:`chaos.faults_accelerator.lose_accelerator`;
+KubeRay only). What it is: the NVIDIA device plugin's pod kept off the node the way NVIDIA's own MIG manager pauses
+it (the GPU operator's label ``nvidia.com/gpu.deploy.device-plugin`` set to a paused value: the DaemonSet
 controller deletes the pod and keeps it off), so the kubelet marks the node's ``nvidia.com/gpu`` devices unhealthy
-and its allocatable drops to 0. The pods holding a GPU keep running (the plugin is not in their data path); what
-the cluster cannot do meanwhile is place a new pod asking for one there. The heal puts the label back: the
-plugin's pod returns, registers again, and the allocatable comes back. No accelerator on the local backend:
-refused there in one line."""
+and its allocatable drops to 0: the cluster can place no new GPU pod there. What it is not: a device loss. The
+pods holding a GPU keep running with it (the plugin is not in their data path): the replica's engine keeps a
+working GPU and CUDA context and serves throughout. The sticky device loss (the engine's GPU gone under it, as an
+Xid fault or a fallen-off-the-bus device) is the scope ``device-loss`` (to come); the scope's name and its
+experiment (experiments/accelerator-loss.json) are kept. The proof is held to the heal (the label still the rig's
+pause, the allocatable still 0), the outage is capped below the device manager's 5-minute grace, and a node that
+also runs other namespaces' GPU pods is refused unless acknowledged. The heal puts the label back (only while it
+still reads the rig's pause): the plugin's pod returns, registers again, and the allocatable comes back. No
+accelerator on the local backend: refused there in one line."""
 
 from chaos.backends.kube_access import Access
 from chaos.scopes.registry import Scope
 
 SCOPE = Scope(
-    "accelerator", "accelerator loss", fault="lose_accelerator",
-    backend_methods=("lose_accelerator", "restore_accelerator"),
+    "accelerator", "device-plugin outage", fault="lose_accelerator",
+    backend_methods=("lose_accelerator", "hold_accelerator", "restore_accelerator"),
     # the replica on the node is routed to from every zone's proxy; the marks name the node's zone
     zoned=True, every_target_affected=True,
     # the plugin's pod deleted by its DaemonSet controller (its grace), the kubelet's next node status

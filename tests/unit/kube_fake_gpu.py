@@ -23,7 +23,8 @@ What it models, each piece naming the upstream code (Kubernetes unless said):
   fit.go`` ``fitsRequest``): a pod's request against the node's allocatable less what the pods bound there request
   (terminating ones too, as the scheduler's cache keeps them until they are gone); a pod that fits nowhere stays
   Pending with ``PodScheduled`` False, ``Unschedulable``, "0/N nodes are available: K Insufficient nvidia.com/gpu";
-- ``GET /api/v1/pods`` (every namespace) with ``fieldSelector=spec.nodeName=NODE`` and a ``labelSelector``.
+- ``GET /api/v1/pods`` (every namespace) with ``fieldSelector=spec.nodeName=NODE`` and a ``labelSelector`` (403 when
+  in :attr:`FakeServer.forbidden`, as the base's lists).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class GpuServer(FakeServer):
     # ---------------------------------------------------------------- the controllers, at every request
     def route(self, method, path, query, body):
         self.sync_gpus()
-        if path == "/api/v1/pods" and method == "GET":  # every namespace, with field and label selectors
+        if path == "/api/v1/pods" and method == "GET" and path not in self.forbidden:  # every namespace, selectors
             on = (query.get("fieldSelector") or "").removeprefix("spec.nodeName=") or None
             items = [{**p, "metadata": {**p["metadata"], "namespace": self.ns}} for p in self.pods.values()]
             items += [{**p, "metadata": {**p["metadata"], "namespace": nsp}} for (nsp, _), p in self.other_pods.items()]

@@ -115,9 +115,11 @@ def test_the_loss_pauses_the_plugin_proves_the_drop_with_the_pods_running_and_th
     assert marker.marks[0].detail == {"replica": "r1", "pod": "wa-1", "plugin": plugin, "label": OPERATOR_LABEL,
                                       "was": "true", "gpus": 2, "gpu_pods": ["availproof/wa-1"]}
     assert f["plugin_pod"] == plugin and f["set"] == acc.PAUSED and f["allocatable_before"] == 2
-    e = f["effect"]
-    assert e["verified"] is True and [c["ok"] for c in e["checks"]] == [True, True, True]
+    e = f["effect"]  # the proof, then the hold looked at to the heal (the label still paused, allocatable 0)
+    assert e["verified"] is True and [c["ok"] for c in e["checks"]] == [True, True, True, True]
     assert e["checks"][1]["seen"] == "allocatable 0, capacity 2" and e["checks"][2]["seen"] == "1 of 1 Running"
+    assert e["checks"][3]["seen"] == f"label {OPERATOR_LABEL} reads '{acc.PAUSED}', allocatable {RESOURCE} 0"
+    assert marker.marks[1].detail["effect"]["checks"] == e["checks"][:3]  # the inject end mark: the proof then
     assert 0 < e["time_to_effect_s"] <= faults.EFFECT_BOUND_S[NAME]  # the kubelet's next status update
     # on the fake cluster, in this order: the plugin's pod deleted by its DaemonSet, the plugin gone, the status
     seen = [w for _, n, w in s.events if n == "k-a"]
@@ -316,7 +318,7 @@ def test_the_scope_is_known_to_the_schema_the_claim_and_the_report():
 
     s = scopes.get(NAME)
     assert scopes.known(NAME) and NAME in rec.SCOPES and s.zoned and s.every_target_affected and not s.routed
-    assert report.scope_text(NAME) == "accelerator: accelerator loss"
+    assert report.scope_text(NAME) == "accelerator: device-plugin outage"
     doc = json.loads((ROOT / "experiments" / "accelerator-loss.json").read_text())
     assert experiment.problems(doc, "accelerator-loss.json") == []
     assert [f["scope"] for f in plan.faults_of(doc)] == [NAME]

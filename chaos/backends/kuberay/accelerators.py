@@ -11,15 +11,31 @@ exists on the node, honor the current value"), so a paused value stays. The Daem
 pod from a node its template's nodeSelector or required node affinity no longer matches, and creates none there
 (Kubernetes ``pkg/controller/daemon/daemon_controller.go`` ``NodeShouldRunDaemonPod``: shouldRun and
 shouldContinueRunning both false; ``podsShouldBeOnNode``: "If daemon pod isn't supposed to run on node, but it is,
-delete all daemon pods on node"). The rig does the same with a label of the plugin pod's own nodeSelector (the GPU
-operator's if there, else one that no other pod on the node selects on and that is not a Kubernetes label), set to
-:data:`PAUSED`; the label's value and the plugin are recorded on the node in the same patch
+delete all daemon pods on node"). The rig does the same with the GPU operator's own label, and with no other (a node pool's, a node
+group's, ``nvidia.com/gpu.present`` select far more than the plugin), when the plugin pod's nodeSelector names it
+and no other pod on the node selects on it, set to :data:`PAUSED`; the label's value and the plugin are recorded
+on the node in the same patch
 (:data:`~chaos.backends.kube_marks.ACCELERATOR_MARK`, with the run id and a deadline) for the heal and ``recover``.
 The rig never deletes the plugin's pod itself (its DaemonSet's controller does, and re-creating it is what the
 label prevents), so it needs no access to kube-system or gpu-operator. Patching the node's ``status.allocatable``
 is no way to do it: the kubelet owns the node's status and writes it again at its next update. A plugin whose pod
 has no such label is refused in one line: NVIDIA's static manifest (no nodeSelector), GKE's (required affinity on
-``cloud.google.com/gke-accelerator`` Exists, GKE's own add-on), a plugin run as a host service (no pod at all).
+``cloud.google.com/gke-accelerator`` Exists, GKE's own add-on), a plugin run as a host service (no pod at all), one
+selected by any other label. So is a node that also runs another namespace's GPU pods (they lose scheduling too,
+and a container of theirs that restarts after the device manager's 5-minute grace fails), unless acknowledged
+(``acknowledge_other_gpu_pods``); the outage itself is capped below that grace
+(:data:`chaos.faults_accelerator.MAX_OUTAGE_S`).
+
+**What it is not.** A device-plugin outage, not a device loss: the running engine keeps its GPU and a working CUDA
+context. The sticky device loss is the scope ``device-loss`` (to come).
+
+**Held to the heal, healed only where still the rig's.** The pause is looked at again during the outage
+(:meth:`Accelerators.hold_accelerator`) and at the heal: a label someone put back, or an allocatable back above 0,
+is a proof that did not hold (the effect ``verified: false``, ``lost_until_s``). The heal and ``recover`` write the
+old value back only while the label still reads :data:`PAUSED`, with the node's resourceVersion as precondition;
+on a conflict the node is read again, and a label someone else set meanwhile (an admin's ``false``, the MIG
+manager's own pause) is left as it is, only the rig's mark dropped, and said. A failed read at the heal (a 403 or a
+timeout of the cluster-wide pod list) is recorded, never a reason to leave the plugin paused.
 
 **What the kubelet does** (Kubernetes ``pkg/kubelet/cm/devicemanager``): the plugin's ListAndWatch stream ends when
 its process exits (its pod's SIGTERM), and ``plugin/v1beta1/handler.go`` ``runClient`` -> ``disconnectClient`` ->
@@ -36,6 +52,7 @@ devices healthy), and the allocatable is back with the next status update.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -43,6 +60,7 @@ from typing import Callable
 from chaos.backends import kube_marks as km
 from chaos.backends.kuberay.common import ZONE_LABEL, _api_message, _labels, _name, _node_of, check, limit
 from chaos.errors import ClusterError, UsageError
+from chaos.faults_accelerator import outage_refusal
 
 RESOURCE = "nvidia.com/gpu"
 OPERATOR_LABEL = "nvidia.com/gpu.deploy.device-plugin"  # the GPU operator's switch for its device plugin
@@ -53,6 +71,15 @@ PLUGIN_LABELS = (("app", "nvidia-device-plugin-daemonset"), ("name", "nvidia-dev
                  ("app.kubernetes.io/name", "nvidia-device-plugin"), ("k8s-app", "nvidia-gpu-device-plugin"))
 RESTORE_S = 180.0  # how long the heal waits for the plugin's new pod and the allocatable to come back
 POLL_S = 2.0
+CONFLICT_TRIES = 3  # writes of the label back refused on a changed resourceVersion before the heal gives up
+HELD = "the device plugin kept off from the injection to the heal"
+
+
+def _failed(e: Exception) -> str:
+    """A failed API call (or any error) as one line."""
+    status = getattr(e, "status", None)
+    text = f"HTTP {status}: {_api_message(e)}" if status is not None else f"{type(e).__name__}: {e}"
+    return " ".join(text.split())[:300]
 
 
 def _spec(obj: dict) -> dict:
@@ -104,31 +131,24 @@ def selects_on(pod: dict, key: str) -> bool:
     return key in (_spec(pod).get("node_selector") or {}) or key in _affinity_keys(pod)
 
 
-def kubernetes_label(key: str) -> bool:
-    """A label of Kubernetes' own (``kubernetes.io/os``, ``topology.kubernetes.io/zone``, ...): never paused."""
-    prefix = key.partition("/")[0] if "/" in key else ""
-    return prefix.endswith("kubernetes.io") or prefix.endswith("k8s.io")
-
-
 def off_switch(plugin: dict, others: list[dict], node_labels: dict[str, str]) -> tuple[str, str]:
-    """The label of the plugin pod's nodeSelector to pause on its node, and its value there: the GPU operator's
-    (:data:`OPERATOR_LABEL`) if it selects on it, else one that is no Kubernetes label and that no other pod on the
-    node selects on (its DaemonSet would take that pod off too). Refused, one line, when there is none."""
+    """The label to pause the plugin with on its node, and its value there: the GPU operator's
+    (:data:`OPERATOR_LABEL`), and no other (a node pool's, a node group's, ``nvidia.com/gpu.present`` select far more
+    than the plugin), when the plugin pod's nodeSelector names it with the node's value and no other pod on the node
+    selects on it (its DaemonSet would take that pod off too). Refused, one line, otherwise."""
     selector = _spec(plugin).get("node_selector") or {}
-    mine = [k for k, v in selector.items() if node_labels.get(k) == v and not kubernetes_label(k)]
-    mine.sort(key=lambda k: (k != OPERATOR_LABEL, k))
-    for key in mine:
-        also = [where(p) for p in others if selects_on(p, key) and (p.get("status") or {}).get("phase")
-                not in ("Succeeded", "Failed")]
-        if not also:
-            return key, selector[key]
+    also = [where(p) for p in others if selects_on(p, OPERATOR_LABEL) and (p.get("status") or {}).get("phase")
+            not in ("Succeeded", "Failed")]
+    if selector.get(OPERATOR_LABEL) is not None and node_labels.get(OPERATOR_LABEL) == selector[OPERATOR_LABEL] \
+            and not also:
+        return OPERATOR_LABEL, selector[OPERATOR_LABEL]
     what = (f"nodeSelector {selector}" if selector else "no nodeSelector") + (
         f", required node affinity on {sorted(_affinity_keys(plugin) - {None})}" if _affinity_keys(plugin) else "")
-    taken = "; ".join(f"{k} also selects {', '.join(where(p) for p in others if selects_on(p, k))}" for k in mine)
+    taken = f"; {OPERATOR_LABEL} also selects {', '.join(also)}" if also and OPERATOR_LABEL in selector else ""
     raise UsageError(
-        f"device plugin pod {where(plugin)} has no node-selector label of its own to pause "
-        f"({what}{'; ' if taken else ''}{taken}): give its DaemonSet one (the GPU operator's {OPERATOR_LABEL}: "
-        "\"true\", on the nodes too) and run again; nothing was changed")
+        f"device plugin pod {where(plugin)} has no node-selector label of its own to pause ({what}{taken}): give its "
+        f"DaemonSet one (the GPU operator's {OPERATOR_LABEL}: \"true\", on the nodes too) and run again; only the "
+        f"GPU operator's {OPERATOR_LABEL} is paused, never another label; nothing was changed")
 
 
 @dataclass
@@ -162,10 +182,11 @@ class Accelerators:
     def _node_named(self, node: str) -> dict | None:
         return next((n for n in self._nodes() if _name(n) == node), None)
 
-    def _accelerator_target(self, r) -> dict:
+    def _accelerator_target(self, r, acknowledge_other_gpu_pods: bool = False) -> dict:
         """Reads only: the node of replica ``r``'s pod, and everything the loss needs there checked (the pod asks
         for a GPU, the node has some allocatable and no pause of the rig's yet, the device plugin's pod is there
-        and can be paused alone). Refused in one line otherwise."""
+        and the GPU operator's label pauses it alone, no other namespace's GPU pod on the node unless
+        ``acknowledge_other_gpu_pods``). Refused in one line otherwise."""
         if not r.node:
             raise UsageError(f"replica {r.replica_id}: its pod is not known (node IP {r.node_ip})")
         pods = [p for p in self._ray(terminating=True) if _name(p) == r.node]
@@ -191,16 +212,25 @@ class Accelerators:
                              "as a pod) cannot be taken away by the rig")
         plugin = limit(plugins, 1, f"NVIDIA device plugin pod on node {node}")[0]
         label, was = off_switch(plugin, [p for p in on_node if p is not plugin], _labels(n))
-        return {"node": node, "zone": _labels(n).get(ZONE_LABEL), "plugin": where(plugin), "label": label,
-                "was": was, "gpus": have, "gpu_pods": sorted(where(p) for p in on_node if requested(p) and running(p))}
+        theirs = sorted(where(p) for p in on_node if requested(p) and (p.get("metadata") or {}).get("namespace")
+                        != self.namespace and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        if theirs and not acknowledge_other_gpu_pods:
+            raise UsageError(f"node {node} also runs GPU pods of other namespaces ({', '.join(theirs[:5])}"
+                             f"{' ...' if len(theirs) > 5 else ''}): they would lose scheduling there too, and a "
+                             "container of theirs that restarts after the device manager's 5-minute grace fails; "
+                             "refused (acknowledge_other_gpu_pods: true in the fault's arguments to run it anyway); "
+                             "nothing was changed")
+        out = {"node": node, "zone": _labels(n).get(ZONE_LABEL), "plugin": where(plugin), "label": label,
+               "was": was, "gpus": have, "gpu_pods": sorted(where(p) for p in on_node if requested(p) and running(p))}
+        return {**out, "other_gpu_pods": theirs} if theirs else out
 
-    def lose_accelerator(self, r) -> Loss:
+    def lose_accelerator(self, r, acknowledge_other_gpu_pods: bool = False) -> Loss:
         """Everything but the pause done (:meth:`_accelerator_target`); the returned :class:`Loss` pauses the device
         plugin on the node: its label set to :data:`PAUSED` and the mark written in one patch, on the node as just
         read again (its label still the value seen, its resourceVersion the precondition: a node changed meanwhile
         refuses it). The DaemonSet's controller then deletes the plugin's pod; the kubelet does the rest."""
-        t = self._accelerator_target(r)
-        info = {k: t[k] for k in ("plugin", "label", "was", "gpus", "gpu_pods")}
+        t = self._accelerator_target(r, acknowledge_other_gpu_pods)
+        info = {k: t[k] for k in ("plugin", "label", "was", "gpus", "gpu_pods", "other_gpu_pods") if k in t}
 
         def fire() -> dict:
             n = self._node_named(t["node"]) or {}
@@ -211,8 +241,10 @@ class Accelerators:
                              gpus=t["gpus"])
             self._patch_node(n, {"metadata": {"labels": {t["label"]: PAUSED},
                                               "annotations": {km.ACCELERATOR_MARK: mark}}})
-            return {"plugin_pod": t["plugin"], "label": t["label"], "was": t["was"], "set": PAUSED,
-                    "allocatable_before": t["gpus"], "gpu_pods": t["gpu_pods"]}
+            self._paused_at()[t["node"]] = time.monotonic()  # the hold's instants count from here
+            out = {"plugin_pod": t["plugin"], "label": t["label"], "was": t["was"], "set": PAUSED,
+                   "allocatable_before": t["gpus"], "gpu_pods": t["gpu_pods"]}
+            return {**out, "other_gpu_pods": t["other_gpu_pods"]} if "other_gpu_pods" in t else out
 
         return Loss(t["node"], t["zone"], info, fire)
 
@@ -230,43 +262,134 @@ class Accelerators:
         return {"gpu_pods_running": sorted(where(p) for p in on if requested(p) and running(p)),
                 "gpu_pods_pending": pending}
 
-    def restore_accelerator(self, node: str, wait_s: float | None = None) -> dict:
-        """Give the node's accelerator back: what the outage left recorded (:meth:`_outage_seen`), the plugin's label
-        put back to the value the mark recorded and the mark dropped (one patch), then (unless ``wait_s`` is 0) the
-        plugin's new pod Running on the node and the allocatable back to what it was waited for, at most
-        ``wait_s`` (default :attr:`accelerator_restore_s`); not back by then raises, one line. A node without the
-        rig's mark has nothing to give back (idempotent: a fault healed already)."""
-        n = self._node_named(node)
+    def _paused_at(self) -> dict[str, float]:
+        """node -> the monotonic instant this backend paused its plugin (the hold's instants count from it)."""
+        return self.__dict__.setdefault("_accelerator_paused_at", {})
+
+    def _held(self, n: dict | None, node: str) -> dict:
+        """One look at the hold, of the node as read: the label still the rig's pause, the allocatable still 0."""
+        if n is None:
+            return check(f"node {node}: {HELD}", False, "the node is gone")
+        key = km.read(km.annotations(n).get(km.ACCELERATOR_MARK)).get("label") or OPERATOR_LABEL
+        value, have = _labels(n).get(key), quantity((n.get("status") or {}).get("allocatable"))
+        return check(f"node {node}: {HELD} (label {key}={PAUSED}, allocatable {RESOURCE} 0)",
+                     value == PAUSED and not have,
+                     f"label {key} reads {value!r}, allocatable {RESOURCE} {'absent' if have is None else have}")
+
+    def _record_hold(self, fault: dict, c: dict) -> None:
+        """A look at the hold written into the fault's effect (a copy: the inject end mark keeps the proof of its
+        instant); the first look that saw the pause gone makes it ``verified: false`` with ``lost_until_s`` (as a
+        zone loss's watch: :meth:`chaos.backends.kube_zone.ZoneWatch.record`), and stays."""
+        started = self._paused_at().get(fault["target"])
+        c = dict(c, t_s=round(time.monotonic() - started, 3) if started is not None else None)
+        effect = copy.deepcopy(fault.get("effect")) if isinstance(fault.get("effect"), dict) else {
+            "verified": None, "time_to_effect_s": None, "bound_s": None, "checks": []}
+        if effect.get("came_back"):
+            return  # lost already: the first look that saw it is the one that counts
+        effect["checks"] = [x for x in effect.get("checks") or [] if not x.get("check", "").startswith(
+            f"node {fault['target']}: {HELD}")] + [c]
+        if not c["ok"]:
+            effect["verified"] = False
+            effect["lost_until_s"] = c["t_s"]
+            effect["came_back"] = {"t_s": c["t_s"], "how": c["seen"]}
+        fault["effect"] = effect
+
+    def hold_accelerator(self, fault: dict) -> dict:
+        """One look, during the outage, at whether the pause still holds (:meth:`_held`), written into the fault
+        (:meth:`_record_hold`). A look that fails proves nothing either way: said in the check, not a loss."""
+        try:
+            c = self._held(self._node_named(fault["target"]), fault["target"])
+        except Exception as e:  # noqa: BLE001 - a failed read is no finding; the heal looks again
+            return check(f"node {fault['target']}: {HELD}", True, f"the look failed ({_failed(e)})")
+        self._record_hold(fault, c)
+        return c
+
+    def restore_accelerator(self, node: str, wait_s: float | None = None, fault: dict | None = None,
+                            look: bool = True) -> dict:
+        """Give the node's plugin back: what the outage left recorded (:meth:`_outage_seen`, unless ``look`` is
+        False; a read that fails there is recorded, never a reason to leave it paused), the hold looked at once
+        more and written into ``fault`` (when given), the label put back to the value the mark recorded and the
+        mark dropped (:meth:`_put_label_back`: only while the label still reads :data:`PAUSED`), then (unless
+        ``wait_s`` is 0, or the label was left as someone else set it) the plugin's new pod Running on the node and
+        the allocatable back to what it was waited for, at most ``wait_s`` (default :attr:`accelerator_restore_s`);
+        not back by then raises, one line. A node without the rig's mark has nothing to give back (idempotent)."""
+        try:
+            n = self._node_named(node)
+        except Exception as e:  # noqa: BLE001 - ApiException: one line
+            raise ClusterError(f"node {node}: could not be read to give its device plugin back ({_failed(e)})") \
+                from None
         mark = km.read(km.annotations(n or {}).get(km.ACCELERATOR_MARK))
         if n is None or not mark.get("label"):
+            if fault is not None:
+                self._record_hold(fault, self._held(n, node))
             return {"node": node, "note": "no pause of the rig's on the node" if n is not None else "the node is gone"}
-        out = {"node": node, "label": f"{mark['label']}={mark.get('was')}", **self._outage_seen(node)}
-        try:
-            self.core.patch_node(node, {"metadata": {"labels": {mark["label"]: mark.get("was")},
-                                                     "annotations": {km.ACCELERATOR_MARK: None}}})
-        except Exception as e:  # noqa: BLE001 - ApiException: one line
-            if getattr(e, "status", None) is None:
-                raise
-            raise ClusterError(f"node {node}: the device plugin's label could not be put back (HTTP {e.status}: "
-                               f"{_api_message(e)})") from None
+        out = {"node": node, "label": f"{mark['label']}={mark.get('was')}"}
+        if look:
+            try:
+                out.update(self._outage_seen(node))
+            except Exception as e:  # noqa: BLE001 - recorded; the label goes back all the same
+                out["outage_seen_error"] = _failed(e)
+        if fault is not None:
+            self._record_hold(fault, self._held(n, node))
+        put_back, out["note"] = self._put_label_back(n, mark)
         wait = self.accelerator_restore_s if wait_s is None else wait_s
-        if wait:
+        if wait and put_back:
             out.update(self._await_accelerator(node, int(mark.get("gpus") or 1), wait))
         return out
 
+    def _put_label_back(self, n: dict, mark: dict) -> tuple[bool, str]:
+        """The label back to its old value and the mark dropped, in one patch with the node's resourceVersion as
+        precondition, only while the label still reads :data:`PAUSED`; one that reads anything else (set meanwhile
+        by an admin, the GPU operator, the MIG manager) is left, only the mark dropped. On a conflict (409: the
+        node changed since it was read) it is read again and decided again, :data:`CONFLICT_TRIES` times at most.
+        (whether the label was put back, what was done)."""
+        node, key, was = _name(n), mark["label"], mark.get("was")
+        for _ in range(CONFLICT_TRIES):
+            value = _labels(n).get(key)
+            mine = value == PAUSED
+            meta: dict = {"annotations": {km.ACCELERATOR_MARK: None}}
+            if mine:
+                meta["labels"] = {key: was}
+            rv = (n.get("metadata") or {}).get("resource_version")
+            if rv:
+                meta["resourceVersion"] = rv
+            try:
+                self.core.patch_node(node, {"metadata": meta})
+            except Exception as e:  # noqa: BLE001 - ApiException: a conflict read again, else one line
+                if getattr(e, "status", None) != 409:
+                    raise ClusterError(f"node {node}: the device plugin's label could not be put back ({_failed(e)})"
+                                       ) from None
+                n = self._node_named(node)
+                if n is None:
+                    return False, "the node is gone"
+                if not km.annotations(n).get(km.ACCELERATOR_MARK):
+                    return False, "the rig's mark is gone from the node (removed meanwhile): nothing done"
+                continue
+            if mine:
+                return True, f"label {key}={was} put back"
+            return False, (f"label {key} left as {value!r}: set meanwhile by someone else (not the rig's {PAUSED}), "
+                           "so not the rig's to put back; only the rig's mark dropped")
+        raise ClusterError(f"node {node}: the device plugin's label could not be put back: the node changed under "
+                           f"each of {CONFLICT_TRIES} tries (HTTP 409); run `availproof recover --backend kuberay`")
+
     def _await_accelerator(self, node: str, gpus: int, wait_s: float) -> dict:
         t0 = time.monotonic()
+        have, plugins, error = None, [], ""
         while True:
-            n = self._node_named(node) or {}
-            have = quantity((n.get("status") or {}).get("allocatable"))
-            plugins = [p for p in self._pods_on(node) if is_plugin(p) and running(p)]
+            try:  # a look that fails is no answer: looked at again until the wait is over
+                n = self._node_named(node) or {}
+                have = quantity((n.get("status") or {}).get("allocatable"))
+                plugins = [p for p in self._pods_on(node) if is_plugin(p) and running(p)]
+                error = ""
+            except Exception as e:  # noqa: BLE001
+                error = f"; the last look failed: {_failed(e)}"
             waited = round(time.monotonic() - t0, 3)
             if plugins and (have or 0) >= gpus:
                 return {"allocatable_after": have, "plugin_pod_after": where(plugins[0]), "back_after_s": waited}
             if waited >= wait_s:
                 raise ClusterError(f"node {node}: the device plugin's label is back, but not the accelerator within "
                                    f"{wait_s:g} s (allocatable {RESOURCE} {have}, was {gpus}; device plugin pod "
-                                   f"{'Running' if plugins else 'not Running'} there)")
+                                   f"{'Running' if plugins else 'not Running'} there{error})")
             time.sleep(self.accelerator_poll_s)
 
     def _accelerator_leftovers(self, nodes: list[dict]) -> list[dict]:
@@ -281,23 +404,20 @@ class Accelerators:
                                     f"(was {mark.get('was')})"})
         return out
 
-    def _remove_accelerators(self, found: list[dict]) -> list[str]:
-        """Each leftover accelerator loss given back (its label put back, the mark dropped; not waited for); errors."""
-        errors = []
-        for x in found:
-            if x["kind"] == "Accelerator":
-                try:
-                    self.restore_accelerator(x["name"], wait_s=0)
-                except ClusterError as e:
-                    errors.append(str(e))
-        return errors
+    def _remove_accelerator(self, x: dict) -> None:
+        """A leftover device-plugin pause given back (its label put back while still the rig's, the mark dropped;
+        not waited for, nothing looked at but the node: ``recover``)."""
+        self.restore_accelerator(x["name"], wait_s=0, look=False)
 
 
 # ---------------------------------------------------------------- the scope's implementation (chaos.backends.base)
 def plan(self, scope: str, a: dict) -> list[dict]:
     """What a loss would touch now: the node's label (and mark), the plugin's pod its DaemonSet deletes, the GPU pods
     left running. Reads only."""
-    t = self._accelerator_target(self.pick_replica(zone=a.get("zone")))
+    refusal = outage_refusal(a.get("outage_s"))
+    if refusal:
+        raise UsageError(refusal)
+    t = self._accelerator_target(self.pick_replica(zone=a.get("zone")), bool(a.get("acknowledge_other_gpu_pods")))
     back = f"after {a['outage_s']:g} s" if a.get("outage_s") is not None else "at the rollback"
     node, where_ = t["node"], f"node {t['node']} ({t['zone'] or 'no zone'})"
     return [self._row("Node", node, f"label {t['label']}={PAUSED} (now {t['was']}) and annotation "
@@ -307,7 +427,9 @@ def plan(self, scope: str, a: dict) -> list[dict]:
             self._row("Pod", t["plugin"], f"deleted by its DaemonSet's controller, not by the rig: the kubelet marks "
                                           f"the node's {RESOURCE} unhealthy, allocatable {t['gpus']} -> 0",
                       "recreated by its DaemonSet; registers again, the allocatable comes back", where_),
-            *[self._row("Pod", p, f"left running, its {RESOURCE} kept", "-", where_) for p in t["gpu_pods"]]]
+            *[self._row("Pod", p, f"left running, its {RESOURCE} kept", "-", where_) for p in t["gpu_pods"]],
+            *[self._row("Pod", p, f"another namespace's, left running (acknowledged): no new {RESOURCE} pod of "
+                                  "theirs fits the node meanwhile", "-", where_) for p in t.get("other_gpu_pods", [])]]
 
 
 def effect(self, fault: dict) -> list[dict]:

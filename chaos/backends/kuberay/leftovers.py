@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from chaos.backends import kube_load as kl, kube_marks as km, kube_partition as kp
-from chaos.backends.kuberay.common import CORDON_MARK, ZONE_LABEL, _labels, _name, _node_of, _not_found
+from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, _api_message, _labels, _name, _node_of,
+                                          _not_found)
 from chaos.errors import ClusterError
 
 
@@ -76,62 +77,81 @@ class Leftovers:
         out += self._upgrade_leftovers()
         return out
 
-    def remove_leftovers(self, found: list[dict] | None = None) -> dict:
+    def remove_leftovers(self, found: list[dict] | None = None, keep_going: bool = False) -> dict:
         """Undo every leftover :meth:`leftovers` finds (or those of ``found``), whatever its run: stopped engines
         resumed (SIGCONT through exec, a process gone skipped; a straggler's duty cycle ended first), helpers
         (their table deleted first, checked), nft tables whose helper died (through a helper made for it),
         NetworkPolicies, the pods' partition labels, load workers' Jobs (``propagationPolicy: Foreground``: their pods
         and ConfigMaps go too), the cordons (a node someone uncordoned meanwhile only loses the annotation), the
-        device plugins' labels put back (an accelerator loss), a failed ``cluster`` upgrade rolled back.
-        ``availproof recover --backend kuberay``."""
+        device plugins' labels put back (a device-plugin outage; a label someone else set meanwhile is left), a
+        failed ``cluster`` upgrade rolled back. A removal that fails does not stop the others: each failure is one
+        line of ``failed``, its leftover not in ``removed``; with any failure this raises them all (one line)
+        unless ``keep_going`` (``availproof recover --backend kuberay``: it reports each and exits non-zero)."""
         found = self.leftovers() if found is None else found
-        errors = []
-        paused = [f"{x['name']}/{pid}" for x in found if x["kind"] == "Paused" for pid in x.get("pids") or []]
-        for x in found:  # a straggler's duty cycle is ended before its engines are continued
-            if x["kind"] == "Paused" and x.get("throttles"):
+        errors: list[str] = []
+        failed: set[int] = set()
+
+        def attempt(what: str, xs: list[dict], fn, *args) -> None:
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - one line each; the other removals go on
+                status = getattr(e, "status", None)
+                text = (f"HTTP {status}: {_api_message(e)}" if status is not None else
+                        str(e) if isinstance(e, ClusterError) else f"{type(e).__name__}: {e}")
+                errors.append(" ".join(f"{what}: {text}".split())[:400])
+                failed.update(id(x) for x in xs)
+
+        def of(kind: str) -> list[dict]:
+            return [x for x in found if x["kind"] == kind]
+
+        paused = [f"{x['name']}/{pid}" for x in of("Paused") for pid in x.get("pids") or []]
+        for x in of("Paused"):  # a straggler's duty cycle is ended before its engines are continued
+            if x.get("throttles"):
                 known = self.throttles.setdefault(x["name"], [])
                 known += [t for t in x["throttles"] if t not in known]
         if paused:
-            self.resume_engine(paused)
-        helpers = [x["name"] for x in found if x["kind"] == "Pod" and x["what"].startswith("partition helper")]
-        try:
-            self._remove_helpers(helpers)
-        except ClusterError as e:
-            errors.append(str(e))
-        tables = {x["name"]: x for x in found if x["kind"] == "NftTable"}
-        for n in self._nodes():  # the tables the helpers did not take with them
-            if _name(n) in tables and km.NFT_MARK in km.annotations(n):
-                try:
-                    self._remove_table(_name(n), tables[_name(n)]["zone"])
-                except ClusterError as e:
-                    errors.append(f"node {_name(n)}: {e}")
-        for x in found:
-            if x["kind"] == "NetworkPolicy":
-                try:
-                    self.net.delete_namespaced_network_policy(x["name"], self.namespace)
-                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-                    if not _not_found(e):
-                        raise
-        self._unlabel([{"metadata": {"name": x["name"]}} for x in found
-                       if x["kind"] == "Pod" and x["what"].startswith("Ray pod labelled")])
-        for x in found:
-            if x["kind"] == "Job":  # its pods first, then the Job (its ConfigMaps are its dependents too)
-                try:
-                    self.batch.delete_namespaced_job(x["name"], self.namespace, propagation_policy="Foreground")
-                except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-                    if not _not_found(e):
-                        raise
-        nodes = {_name(n): n for n in self._nodes()}
-        for x in found:
-            if x["kind"] == "Node" and x["name"] in nodes:
-                self._uncordon(nodes[x["name"]])
-        errors += self._remove_accelerators(found)  # the device plugins' labels put back
-        for x in found:
-            if x["kind"] == "Upgrade":
-                try:
-                    self._roll_back_record(json.loads(x["record"]), x["name"])
-                except ClusterError as e:
-                    errors.append(str(e))
-        if errors:
+            attempt(f"engines {', '.join(paused)}", of("Paused"), self.resume_engine, paused)
+        helpers = [x for x in of("Pod") if x["what"].startswith("partition helper")]
+        if helpers:
+            attempt(f"partition helpers {', '.join(x['name'] for x in helpers)}", helpers, self._remove_helpers,
+                    [x["name"] for x in helpers])
+        tables = {x["name"]: x for x in of("NftTable")}
+        nodes: dict[str, dict] = {}
+        if tables or of("Node"):
+            attempt("the nodes (read)", of("NftTable") + of("Node"), lambda: nodes.update(
+                {_name(n): n for n in self._nodes()}))
+        for name, x in tables.items():  # the tables the helpers did not take with them
+            if name in nodes and km.NFT_MARK in km.annotations(nodes[name]):
+                attempt(f"node {name}", [x], self._remove_table, name, x["zone"])
+        for x in of("NetworkPolicy"):
+            attempt(f"NetworkPolicy {x['name']}", [x], self._delete_policy, x["name"])
+        labelled = [x for x in of("Pod") if x["what"].startswith("Ray pod labelled")]
+        if labelled:
+            attempt(f"pod labels of {', '.join(x['name'] for x in labelled)}", labelled, self._unlabel,
+                    [{"metadata": {"name": x["name"]}} for x in labelled])
+        for x in of("Job"):  # its pods first, then the Job (its ConfigMaps are its dependents too)
+            attempt(f"Job {x['name']}", [x], self._delete_job, x["name"])
+        for x in of("Node"):
+            if x["name"] in nodes:
+                attempt(f"node {x['name']} (uncordon)", [x], self._uncordon, nodes[x["name"]])
+        for x in of("Accelerator"):  # the device plugins' labels put back, while still the rig's pause
+            attempt(f"node {x['name']} (device plugin)", [x], self._remove_accelerator, x)
+        for x in of("Upgrade"):
+            attempt(f"upgrade record {x['name']}", [x], self._roll_back_record, json.loads(x["record"]), x["name"])
+        if errors and not keep_going:
             raise ClusterError("; ".join(errors))
-        return {"removed": found}
+        return {"removed": [x for x in found if id(x) not in failed], "failed": errors}
+
+    def _delete_policy(self, name: str) -> None:
+        try:
+            self.net.delete_namespaced_network_policy(name, self.namespace)
+        except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+            if not _not_found(e):
+                raise
+
+    def _delete_job(self, name: str) -> None:
+        try:
+            self.batch.delete_namespaced_job(name, self.namespace, propagation_policy="Foreground")
+        except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
+            if not _not_found(e):
+                raise

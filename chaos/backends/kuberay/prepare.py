@@ -95,24 +95,45 @@ class Preparation:
         if want.lost:
             done["uncordoned"] = self.restore_zones(sorted(want.lost))
         for f in want.accelerators:  # the device plugin let back; what the outage left written into the fault
-            if "restored" not in f:
-                f["restored"] = self.restore_accelerator(f["target"])
+            if "restored" not in f:  # the hold looked at once more and written into the fault
+                f["restored"] = self.restore_accelerator(f["target"], fault=f)
             done.setdefault("accelerators", []).append(f["target"])
         self.wait_healthy(timeout=timeout)
         return done
 
+    def recover_access(self) -> list[str]:
+        """``recover``'s permissions (:data:`chaos.backends.kube_access.RECOVER`), one SelfSubjectAccessReview
+        each: one line per verb it may not do (what then stays undone); [] when it may do them all. Not a refusal:
+        recover does what it may, and reports every removal that failed."""
+        try:
+            missing = kube_access.denied(self.authz, self.namespace, list(kube_access.RECOVER))
+        except Exception as e:  # noqa: BLE001 - ApiException: the review itself failed
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            return [f"recover could not check its permissions (SelfSubjectAccessReview: HTTP {status}: "
+                    f"{_api_message(e)})"]
+        return [f"recover may not {a.text(self.namespace)} [{a.why}]" + (f" ({why})" if why else "")
+                for a, why in missing]
+
     def heal_all(self, timeout: float = 300.0) -> dict:
-        """``availproof recover``: resume the engines this backend stopped, then remove every leftover
-        of the rig's, whatever run left it (:meth:`remove_leftovers`: partitions, labels, cordons, paused
-        device plugins)."""
-        done: dict[str, list] = {"resumed": self.resume_engine(list(self.paused))}
+        """``availproof recover``: say what this context may not do (:meth:`recover_access`, ``cannot``: one line
+        per missing verb), resume the engines this backend stopped, then remove every leftover of the rig's,
+        whatever run left it (:meth:`remove_leftovers`: partitions, labels, cordons, paused device plugins, an
+        upgrade's rollback), past any one that fails: ``failed``, one line each (then no wait for health; the
+        command exits non-zero)."""
+        done: dict[str, list] = {"cannot": self.recover_access()}
+        done["resumed"] = self.resume_engine(list(self.paused))
         for zone in list(self.cuts):
             self._close_probe(zone)
         self._stop_watches(None)
-        removed = self.remove_leftovers()["removed"]
+        result = self.remove_leftovers(keep_going=True)
+        removed = result["removed"]
         done["healed"] = sorted({x["zone"] for x in removed if x["kind"] not in ("Node", "Accelerator") and x["zone"]})
         done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
         done["accelerators"] = [x["name"] for x in removed if x["kind"] == "Accelerator"]  # device plugins let back
         done["removed"] = removed
-        self.wait_healthy(timeout=timeout)
+        done["failed"] = result["failed"]
+        if not done["failed"]:
+            self.wait_healthy(timeout=timeout)
         return done

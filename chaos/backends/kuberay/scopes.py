@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from chaos.backends import base
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import accelerators, plan, proofs
+from chaos.errors import UsageError
+from chaos.faults_accelerator import outage_refusal
 
 @dataclass
 class Restore(base.Joinable):
@@ -42,6 +44,15 @@ def heal_upgrade(self, fault: dict) -> Restore:
 
 def heal_accelerator(self, fault: dict) -> Restore:
     return Restore(accelerators=[fault])
+
+
+def reach_accelerator(self, planned: dict) -> Reach:
+    """A planned device-plugin outage: its ``outage_s`` given and within the device manager's grace (refused in
+    one line before any fault: :func:`chaos.faults_accelerator.outage_refusal`)."""
+    refusal = outage_refusal((planned.get("arguments") or {}).get("outage_s"), required=bool(planned.get("action")))
+    if refusal:
+        raise UsageError(refusal)
+    return Reach()
 
 
 @dataclass
@@ -88,7 +99,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("redis", plan.redis, proofs.pods_crashed),
     Implementation("upgrade", plan.upgrade, proofs.upgrade, heal_upgrade, reach_upgrade),
     Implementation("drain", plan.drain, proofs.drain),
-    Implementation("accelerator", accelerators.plan, accelerators.effect, heal_accelerator),  # the plugin paused
+    Implementation("accelerator", accelerators.plan, accelerators.effect, heal_accelerator,  # the plugin paused
+                   reach_accelerator),
 )
 
 

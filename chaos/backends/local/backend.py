@@ -265,13 +265,13 @@ class LocalBackend(base.ByScope):
             cycles.remove(cycle)
         return procs.signal_pids([self._owned(p) for p in pids if procs.alive(p)], signal.SIGCONT)
 
-    def lose_accelerator(self, r: placement.Replica) -> Callable[[], dict]:
+    def lose_accelerator(self, r: placement.Replica, acknowledge_other_gpu_pods: bool = False) -> Callable[[], dict]:
         """No accelerator here: the scope is not one this backend registers (the run is refused when it opens,
         :data:`chaos.backends.base.CAPABILITY_TEXT`); called anyway, refused the same way."""
         raise UsageError("the local backend cannot run this: "
                          + base.CAPABILITY_TEXT[base.scope_capability("accelerator")])
 
-    def restore_accelerator(self, node: str, wait_s: float | None = None) -> dict:
+    def restore_accelerator(self, node: str, wait_s: float | None = None, fault: dict | None = None) -> dict:
         return {"node": node, "note": "no accelerator on the local backend: nothing to restore"}
 
     # ---------------------------------------------------------------- health
