@@ -200,25 +200,27 @@ def _scope_check(name: str, sc: dict[str, Any], model, theta, population: str, w
     else:
         out["count"] = count_part(m, n[UNRECOVERED], model.prior.a + model.u, model.prior.b + model.n - model.u)
     rec_evs = [e for e in evs if e["status"] == RECOVERED]
-    k = len(rec_evs)
+    clean = [e for e in rec_evs if e["told_apart"] and not e["overlapped"]]  # its cost measured whole and alone
+    k = len(clean)
     if measurable:
         unm["cost"] = measurable
     elif population != "service":
         unm["cost"] = (f"the claim is of the {population} population; the soak's lost service-seconds are the "
                        "service's")
-    elif not k:
+    elif not rec_evs:
         unm["cost"] = "no event of this scope recovered"
+    elif not k:
+        unm["cost"] = (f"each of its {len(rec_evs)} recovered events met another fault's window: no cost measured "
+                       "whole and alone")
     elif not model.values:
         unm["cost"] = "the claim has no recovered cost of this scope (every counted run a lower bound)"
-    elif (n[UNRECOVERED] or n[UNJUDGED]) and not all(e["told_apart"] for e in rec_evs):
-        unm["cost"] = ("some events did not recover or were unjudged, and the recovered ones' costs cannot be told "
-                       "from theirs: windows of this scope's faults met one another")
     else:
-        observed = (sum(e["raw_s"] for e in rec_evs) if n[UNRECOVERED] or n[UNJUDGED] else sc["alone_raw"])
+        observed = sum(e["raw_s"] for e in clean)
         out["cost"] = cost_part(recovered_sum_draws(theta, k, seed), max(0.0, observed), k)
-        if out["excluded"]["overlapped_events"]:
-            out["cost"]["note"] = (f"{out['excluded']['overlapped_events']} of the {k} recovered events met another "
-                                   "scope's window: their overlapping stretches are left out of the observed sum")
+        if len(clean) < len(rec_evs):
+            out["cost"]["note"] = (f"{len(rec_evs) - len(clean)} of the {len(rec_evs)} recovered events met another "
+                                   "fault's window: left out (an overlap's seconds cannot be split between events); "
+                                   f"the {k} compared were measured whole and alone")
     return out
 
 

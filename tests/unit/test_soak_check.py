@@ -209,3 +209,22 @@ def rec_ns(t):
     from tests.unit.test_soak_figures import at
 
     return at(t)
+
+
+def test_a_recovered_event_that_met_another_faults_window_is_left_out_of_the_cost_part():
+    """An overlap's seconds cannot be split between its events: comparing an overlapped event with only its
+    stretches alone biased the observed sum low (the real soak of 2026-12-06 read 'surprising' for it). The
+    compared events are those measured whole and alone, and the note says how many were left out."""
+    rs = load(450, fails=[(50, 55), (150, 155), (160, 165), (250, 255)])  # 5 s each
+    marks = [m for t in (50, 150, 250) for m in inject(t, f"r{t}", "replica")]
+    marks += inject(160, "n160", "node", heal_t=170)  # its window meets the kill at 150's
+    sched = schedule([Planned(0, 50.0, "replica", "replica-kill", 80.0, 90.0),
+                      Planned(1, 150.0, "replica", "replica-kill", 180.0, 190.0),
+                      Planned(2, 160.0, "node", "worker-node-kill", 170.0, 210.0),
+                      Planned(3, 250.0, "replica", "replica-kill", 280.0, 290.0)])
+    c = ck.check(claim([5.0, 5.0, 5.0]), records(rs, marks, 450), sched)
+    s = next(x for x in c["scopes"] if x["scope"] == "replica")
+    assert s["recovered"] == 3 and s["cost"]["recovered_events"] == 2
+    assert s["cost"]["observed_s"] == pytest.approx(10.0)  # the two alone, 5 s each
+    assert "1 of the 3 recovered events met another fault's window" in s["cost"]["note"]
+    assert s["cost"]["verdict"] == "consistent"
