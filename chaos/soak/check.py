@@ -289,13 +289,13 @@ def soak_events(soak_dir: Path, population: str) -> dict[str, dict[str, Any]]:
 
 
 def quiet_requests(records: rec.RunRecords, schedule: Schedule) -> dict[str, int]:
-    """The soak's measured requests sent while no fault's window was open (before the first injection, or in a
-    quiet stretch), and how many failed or missed the SLO: evidence of the background
-    (:mod:`chaos.claim.background`)."""
+    """The soak's measured requests that were never in flight while a fault's window was open (sent and ended
+    before the first injection, or in a quiet stretch: a request in flight at an injection is the fault's), and
+    how many failed or missed the SLO: evidence of the background (:mod:`chaos.claim.background`)."""
     d = analysis.Definitions.from_dict(records.header.get("definitions"))
     wins = [(w["start_ns"], w["end_ns"]) for w in figures.windows(records, schedule)]
     quiet = [r for r in records.requests if r.phase == rec.MEASURE
-             and not any(a <= r.sent_ns <= b for a, b in wins)]
+             and not any(r.sent_ns <= b and r.sent_ns + int((r.e2e_s or 0) * 1e9) >= a for a, b in wins)]
     return {"requests": len(quiet), "failed": sum(1 for r in quiet if not r.ok),
             "slo_missed": sum(1 for r in quiet if not r.ok or not d.slo.met(r))}
 

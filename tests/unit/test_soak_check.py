@@ -192,12 +192,17 @@ def test_a_bad_soak_dir_is_one_line(tmp_path):
 
 
 def test_the_soaks_quiet_requests_are_evidence_of_the_background(tmp_path):
-    """The requests sent while no window was open (before the first injection, between windows) are the
-    background's evidence for claim --with-soak: a failure between windows counts, one inside a window does not."""
-    recs = soak_records([(50, 52), (440, 441)])  # 20 failed inside the first kill's window, 10 in quiet time
+    """The requests never in flight while a window was open (before the first injection, between windows) are
+    the background's evidence for claim --with-soak: a failure between windows counts, one inside a window does
+    not, nor one sent just before an injection and broken by it (the real soak of 2026-12-06 had 9 such)."""
+    recs = soak_records([(49.7, 52), (440, 441)])  # failed inside the first kill's window or in flight at it; 10 later
+    for r in recs.requests:
+        r.e2e_s = 0.5  # each request lasts 0.5 s: those sent in [49.5, 50) are in flight at the kill at 50 s
     sched = soak_schedule()
     wins = fig.windows(recs, sched)
-    inside = sum(1 for r in recs.requests if any(w["start_ns"] <= r.sent_ns <= w["end_ns"] for w in wins))
+    inside = sum(1 for r in recs.requests
+                 if any(r.sent_ns <= w["end_ns"] and r.sent_ns + int(0.5e9) >= w["start_ns"] for w in wins))
+    assert inside > sum(1 for r in recs.requests if any(w["start_ns"] <= r.sent_ns <= w["end_ns"] for w in wins))
     assert 0 < inside < len(recs.requests) and all(w["end_ns"] < rec_ns(440) for w in wins)
     got = ck.quiet_requests(recs, sched)
     assert got == {"requests": len(recs.requests) - inside, "failed": 10, "slo_missed": 10}
