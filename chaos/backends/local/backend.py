@@ -271,6 +271,9 @@ class LocalBackend(base.ByScope):
         raise UsageError("the local backend cannot run this: "
                          + base.CAPABILITY_TEXT[base.scope_capability("accelerator")])
 
+    def hold_accelerator(self, fault: dict) -> dict:
+        return {"check": "the device plugin kept off", "ok": False, "seen": "no accelerator on the local backend"}
+
     def restore_accelerator(self, node: str, wait_s: float | None = None, fault: dict | None = None) -> dict:
         return {"node": node, "note": "no accelerator on the local backend: nothing to restore"}
 
