@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import analysis, figures, lost_service as ls, records as rec, scopes
+import numpy as np
+
+from chaos import analysis, figures, lost_service as ls, records as rec, request_columns as rc, scopes
 
 NS = analysis.NS
 QUIET_REASON = "nothing was injected: experiment"  # a fault-free experiment that ran to its end (chaos.verdict)
@@ -64,55 +66,82 @@ def _load(records: rec.RunRecords) -> dict[str, Any]:
     return records.header.get("load") or {}
 
 
-def _reqs(rs: list[rec.RequestRecord], bad) -> list[ls.Req]:
-    return [ls.Req(r.sent_ns, analysis._end_ns(r), bad(r)) for r in rs]
+def _in_zones(zone: rc.Coded, zones: set[str]) -> np.ndarray:
+    """The requests whose zone is one of ``zones`` (None among them: those with no zone too)."""
+    hit = zone.isin(zones)
+    return hit | ~zone.known() if None in zones else hit
+
+
+class _Run:
+    """What every fault of a run reads of its requests: the columns (:mod:`chaos.request_columns`), which are
+    measured, which failed, which missed the SLO."""
+
+    def __init__(self, records: rec.RunRecords, slo: analysis.SLO, columns: rc.RequestColumns | None = None):
+        self.c = columns if columns is not None else rc.of(records)
+        self.measured = self.c.measure
+        self.failed = ~self.c.ok
+        self.missed = ~self.c.slo_met(slo)  # failed, or outside the SLO
+        self.load = _load(records)
 
 
 def fault_lost(records: rec.RunRecords, f: dict[str, Any], window_end_ns: int, zones: set[str] | None,
-               first_inject_ns: int, slo: analysis.SLO) -> dict[str, Any]:
-    """Lost service-seconds of one fault on one population, failed and outside the SLO, with the baseline."""
-    keep = (lambda r: True) if zones is None else (lambda r: r.zone in zones)  # noqa: E731
-    measured = [r for r in records.requests if r.phase == rec.MEASURE]
-    mine = [r for r in measured if keep(r)]
+               first_inject_ns: int, slo: analysis.SLO, run: _Run | None = None) -> dict[str, Any]:
+    """Lost service-seconds of one fault on one population, failed and outside the SLO, with the baseline; on
+    the run's request columns (``run``: those of ``records``, made once for all its faults)."""
+    run = run or _Run(records, slo)
+    c = run.c
+    sent, end = c.sent_ns, c.end_ns
+    mine = run.measured if zones is None else run.measured & _in_zones(c.zone, zones)
     cut = f.get("window_cut_by")
     t0 = f["inject_ns"]
-    window = [r for r in mine if r.sent_ns < window_end_ns and not (cut and analysis._end_ns(r) > window_end_ns)]
-    base = [r for r in mine if r.sent_ns < first_inject_ns and analysis._end_ns(r) <= first_inject_ns]
-    base_all = [r for r in measured if r.sent_ns < first_inject_ns and analysis._end_ns(r) <= first_inject_ns]
-    start = min((r.sent_ns for r in measured), default=first_inject_ns)
+    hi = int(np.searchsorted(sent, window_end_ns, "left"))  # the columns are in send order: sent before the end
+    window = mine[:hi] & (end[:hi] <= window_end_ns) if cut else mine[:hi]
+    bi = int(np.searchsorted(sent, first_inject_ns, "left"))
+    ended = end[:bi] <= first_inject_ns
+    base, base_all = mine[:bi] & ended, run.measured[:bi] & ended
+    first = int(np.argmax(run.measured)) if run.measured.any() else None
+    start = first_inject_ns if first is None else int(sent[first])
     base_span_s = max(0, first_inject_ns - start) / NS
-    in_window = [r for r in window if r.sent_ns >= t0 or analysis._end_ns(r) > t0]
-    load = _load(records)
-    closed = load.get("mode") == "closed"
-    failed = lambda r: not r.ok  # noqa: E731
-    missed = lambda r: not r.ok or not slo.met(r)  # noqa: E731
+    in_window = window & ((sent[:hi] >= t0) | (end[:hi] > t0))
+    closed = run.load.get("mode") == "closed"
+    n_in = int(np.count_nonzero(in_window))
+    n_base = int(np.count_nonzero(base))
+
+    def count(mask: np.ndarray, bad: np.ndarray) -> int:
+        return int(np.count_nonzero(mask & bad[:len(mask)]))
+
     out: dict[str, Any] = {
-        "requests": sum(1 for r in in_window), "failed": sum(1 for r in in_window if not r.ok),
-        "slo_missed": sum(1 for r in in_window if missed(r)),
-        "baseline": {"requests": len(base), "failed": sum(1 for r in base if not r.ok),
-                     "slo_missed": sum(1 for r in base if missed(r)), "span_s": round(base_span_s, 4)},
+        "requests": n_in, "failed": count(in_window, run.failed), "slo_missed": count(in_window, run.missed),
+        "baseline": {"requests": n_base, "failed": count(base, run.failed), "slo_missed": count(base, run.missed),
+                     "span_s": round(base_span_s, 4)},
         "model": ls.CLOSED if closed else ls.OPEN}
-    if not in_window:
+    if not n_in:
         out["why"] = "no request of the population in the fault's window"
         return out
-    if not base:
+    if not n_base:
         out["why"] = "no baseline: no request of the population ended before the injection"
         return out
+
+    def cols(mask: np.ndarray, bad: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = np.flatnonzero(mask)
+        return sent[rows], end[rows], bad[rows]
+
     if closed:
         # the population's users: its share of the users' busy time before the injection (a closed loop's
         # users take targets in turn, so a slower zone holds more of them at any instant than its requests say)
-        busy = sum(analysis._end_ns(r) - r.sent_ns for r in base)
-        busy_all = sum(analysis._end_ns(r) - r.sent_ns for r in base_all)
-        users = float(load.get("concurrency") or 0) * (busy / busy_all if busy_all else 1.0)
+        busy = int((end[:bi][base] - sent[:bi][base]).sum())
+        busy_all = int((end[:bi][base_all] - sent[:bi][base_all]).sum())
+        users = float(run.load.get("concurrency") or 0) * (busy / busy_all if busy_all else 1.0)
         if users <= 0 or base_span_s <= 0:
             out["why"] = "a closed loop whose users (load.concurrency) or baseline span is not known"
             return out
-        for key, bad in (("lost", failed), ("slo", missed)):
-            share = ls.base_share(_reqs(base, bad), users, base_span_s)
-            out[key] = ls.closed_loop(_reqs(in_window, bad), t0, window_end_ns, users, share)
+        for key, bad in (("lost", run.failed), ("slo", run.missed)):
+            share = ls.base_share_columns(*cols(base, bad), users, base_span_s)
+            out[key] = ls.closed_loop_columns(*cols(in_window, bad), t0, window_end_ns, users, share)
     else:
-        for key, bad in (("lost", failed), ("slo", missed)):
-            out[key] = ls.open_loop(_reqs(window, bad), t0, window_end_ns, ls.base_fraction(_reqs(base, bad)))
+        for key, bad in (("lost", run.failed), ("slo", run.missed)):
+            frac = ls.base_fraction_columns(bad[:bi][base])
+            out[key] = ls.open_loop_columns(*cols(window, bad), t0, window_end_ns, frac)
     return out
 
 
@@ -193,13 +222,15 @@ def run_cost(name: str, trial: int | None, run_dir: str, summary: dict[str, Any]
                       "requests' send instants nor a baseline)")
     slo = analysis.Definitions.from_dict(summary.get("definitions")).slo
     costs = []
+    run = _Run(records, slo) if records is not None and faults else None
     for i, f in enumerate(faults):
         end_ns = (faults[i + 1]["inject_ns"] if i + 1 < len(faults)
                   else f["inject_ns"] + int(round((f.get("window_s") or 0) * NS)))
         zones = (f.get(population) or {}).get("zones") if population == "affected" else None
         lost = None
         if records is not None:
-            lost = fault_lost(records, f, end_ns, None if zones is None else set(zones), faults[0]["inject_ns"], slo)
+            lost = fault_lost(records, f, end_ns, None if zones is None else set(zones), faults[0]["inject_ns"], slo,
+                              run)
         costs.append(fault_cost(f, population, lost, end_ns, no_records))
     word = (summary.get("verdict") or {}).get("word")
     out = {
@@ -248,9 +279,10 @@ def run_cost(name: str, trial: int | None, run_dir: str, summary: dict[str, Any]
     reasons = (summary.get("verdict") or {}).get("reasons") or []
     fault_free = word == "ERROR" and reasons and all(x.startswith(QUIET_REASON) for x in reasons)
     if not faults and records is not None and fault_free and not out["partial"] and not out["stop_reason"]:
-        measured = [r for r in records.requests if r.phase == rec.MEASURE]
-        out["quiet"] = {"requests": len(measured), "failed": sum(1 for r in measured if not r.ok),
-                        "slo_missed": sum(1 for r in measured if not r.ok or not slo.met(r))}
+        q = _Run(records, slo)
+        out["quiet"] = {"requests": int(np.count_nonzero(q.measured)),
+                        "failed": int(np.count_nonzero(q.measured & q.failed)),
+                        "slo_missed": int(np.count_nonzero(q.measured & q.missed))}
     out["measurement"] = why_not is None and never_back is None  # the run measured its fault (its outage tested)
     if why_not is None and never_back is None and out["lost_service_s"] is None:
         why_not = "its cost could not be measured: " + out["unmeasurable"].get("lost_service_s", "no reason")
