@@ -276,6 +276,18 @@ def shared() -> Iterator[None]:
             _shared = None
 
 
+@contextlib.contextmanager
+def apart() -> Iterator[None]:
+    """Within it, :func:`read` neither uses nor changes what :func:`shared` keeps: a command's side reads (a soak's
+    claim reading its suite's runs) do not put out the run the command is about."""
+    global _shared
+    outer, _shared = _shared, None
+    try:
+        yield
+    finally:
+        _shared = outer
+
+
 def read(path: str | Path) -> rec.RunRecords:
     """The records of ``path`` as columns, read once within :func:`shared`."""
     if _shared is None:

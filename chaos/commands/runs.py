@@ -7,6 +7,7 @@ from pathlib import Path
 
 from chaos.commands.cluster import cmd_cluster_down
 from chaos.commands.common import cluster_dir, default_out, run_options, say, write_report
+from chaos.commands.results import reads_records_once
 from chaos.errors import AvailproofError, SetupError
 
 
@@ -176,6 +177,7 @@ def _demo_claim(out: Path) -> None:
         say(f"  {reason}")
 
 
+@reads_records_once
 def cmd_soak(args) -> int:
     """A soak (chaos.soak): the faults of several experiments at RATES x a speed-up in one long run, its lost
     service set against the claim's prediction; exit as a run's verdict (2: bad input, nothing started)."""

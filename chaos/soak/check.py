@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from chaos import analysis, records as rec
+from chaos import analysis, records as rec, request_columns as rc
 from chaos.claim import theta as th
 from chaos.errors import UsageError
 from chaos.soak import figures
@@ -288,16 +288,38 @@ def soak_events(soak_dir: Path, population: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def touching(sent_ns: np.ndarray, end_ns: np.ndarray, wins: list[tuple[int, int]]) -> np.ndarray:
+    """The requests in flight at some instant of some window ``[a, b]`` (sent by ``b`` and ended at ``a`` or
+    after), by searching the windows' union: the first union interval not over before a request was sent is
+    the only one it can meet first."""
+    hit = np.zeros(len(sent_ns), dtype=bool)
+    union: list[list[int]] = []
+    for a, b in sorted(w for w in wins if w[0] <= w[1]):
+        if union and a <= union[-1][1]:
+            union[-1][1] = max(union[-1][1], b)
+        else:
+            union.append([a, b])
+    if union:
+        starts, stops = np.array(union, dtype=np.int64).T
+        j = np.searchsorted(stops, sent_ns, "left")  # the first interval ending at or after the send
+        inside = j < len(stops)
+        hit[inside] = starts[j[inside]] <= end_ns[inside]
+    for a, b in (w for w in wins if w[0] > w[1]):  # a window that ends before it starts, as the loop read it
+        hit |= (sent_ns <= b) & (end_ns >= a)
+    return hit
+
+
 def quiet_requests(records: rec.RunRecords, schedule: Schedule) -> dict[str, int]:
     """The soak's measured requests that were never in flight while a fault's window was open (sent and ended
     before the first injection, or in a quiet stretch: a request in flight at an injection is the fault's), and
-    how many failed or missed the SLO: evidence of the background (:mod:`chaos.claim.background`)."""
+    how many failed or missed the SLO: evidence of the background (:mod:`chaos.claim.background`). On the
+    request columns (:mod:`chaos.request_columns`)."""
     d = analysis.Definitions.from_dict(records.header.get("definitions"))
     wins = [(w["start_ns"], w["end_ns"]) for w in figures.windows(records, schedule)]
-    quiet = [r for r in records.requests if r.phase == rec.MEASURE
-             and not any(r.sent_ns <= b and r.sent_ns + int((r.e2e_s or 0) * 1e9) >= a for a, b in wins)]
-    return {"requests": len(quiet), "failed": sum(1 for r in quiet if not r.ok),
-            "slo_missed": sum(1 for r in quiet if not r.ok or not d.slo.met(r))}
+    c = rc.of(records)
+    quiet = c.measure & ~touching(c.sent_ns, c.end_ns, wins)
+    return {"requests": int(np.count_nonzero(quiet)), "failed": int(np.count_nonzero(quiet & ~c.ok)),
+            "slo_missed": int(np.count_nonzero(quiet & ~c.slo_met(d.slo)))}
 
 
 def soak_quiet(soak_dir: Path) -> dict[str, int]:

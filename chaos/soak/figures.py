@@ -32,9 +32,11 @@ summed cost, each against the claim's posterior predictive."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
-from chaos import analysis, lost_service as ls, records as rec
+import numpy as np
+
+from chaos import analysis, lost_service as ls, records as rec, request_columns as rc
 from chaos.claim import predict
 from chaos.claim.cost import run_name
 from chaos.claim.rates import DAY_S, DEFAULT_UNRECOVERED_COST_S
@@ -86,32 +88,34 @@ def stretches(wins: list[dict[str, Any]], t0_ns: int, end_ns: int) -> list[tuple
     return out
 
 
-def _reqs(rs: Iterable[rec.RequestRecord]) -> list[ls.Req]:
-    return [ls.Req(r.sent_ns, analysis._end_ns(r), not r.ok) for r in rs]
-
-
 def parts(records: rec.RunRecords, schedule: Schedule) -> dict[str, Any]:
     """The soak cut into stretches (:func:`stretches`), each integrated on its own: ``t0`` (the first injection),
     ``end``, ``frac`` (the baseline), ``whole`` (the total's integral), ``wins`` (:func:`windows`), ``stretches``
-    (``(from_ns, to_ns, scopes, raw_s)``, unclipped); or ``unmeasurable`` (why none)."""
-    measured = [r for r in records.requests if r.phase == rec.MEASURE]
+    (``(from_ns, to_ns, scopes, raw_s)``, unclipped); or ``unmeasurable`` (why none). On the request columns
+    (:mod:`chaos.request_columns`, in send order): a stretch's requests are a slice found by searching."""
     injects = [m.t_ns for m in records.marks if m.event == rec.INJECT_START]
     if (records.header.get("load") or {}).get("mode") == "closed":
         return {"unmeasurable": "a closed loop's soak: its figure is the open loop's time-bucket integral"}
     if not injects:
         return {"unmeasurable": "no fault was injected"}
-    t0, end = min(injects), analysis.run_end_ns(records)
-    base = [r for r in measured if r.sent_ns < t0 and analysis._end_ns(r) <= t0]
-    if not base:
+    c = rc.of(records)
+    rows = np.flatnonzero(c.measure)
+    sent, ended, bad = c.sent_ns[rows], c.end_ns[rows], ~c.ok[rows]
+    t0, end = min(injects), analysis.run_end_ns(records, c)
+    before = int(np.searchsorted(sent, t0, "left"))
+    base = ended[:before] <= t0
+    if not base.any():
         return {"unmeasurable": "no baseline: no measured request ended before the first injection"}
-    frac = ls.base_fraction(_reqs(base))
-    reqs = _reqs(measured)
-    whole = ls.open_loop(reqs, t0, end, frac)
+    frac = ls.base_fraction_columns(bad[:before][base])
+    whole = ls.open_loop_columns(sent, ended, bad, t0, end, frac)
     wins = windows(records, schedule)
     cut = []
     for a, b, active in stretches(wins, t0, end):
-        mine = [q for q in reqs if q.sent_ns < b and (q.sent_ns >= a or a == t0)]
-        cut.append((a, b, active, ls.open_loop(mine, a, b, frac, width=whole["width_s"])["raw_s"] if mine else 0.0))
+        lo = 0 if a == t0 else int(np.searchsorted(sent, a, "left"))  # the first also takes those in flight at t0
+        hi = int(np.searchsorted(sent, b, "left"))
+        v = (ls.open_loop_columns(sent[lo:hi], ended[lo:hi], bad[lo:hi], a, b, frac, width=whole["width_s"])["raw_s"]
+             if hi > lo else 0.0)
+        cut.append((a, b, active, v))
     return {"t0": t0, "end": end, "frac": frac, "whole": whole, "wins": wins, "stretches": cut}
 
 

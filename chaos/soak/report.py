@@ -9,7 +9,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from chaos import records as rec
+import numpy as np
+
+from chaos import record_columns, records as rec, request_columns as rc
 from chaos.reports import timeline as tl
 
 NS = 1_000_000_000
@@ -153,18 +155,17 @@ def markdown(summary: dict[str, Any]) -> str:
 
 def cumulative(records: rec.RunRecords, t0: int, base: float, width_s: float = 1.0) -> tuple[list[float], list[float]]:
     """Cumulative lost service-seconds from ``t0``: per bucket of ``width_s`` by send time, its failed share less
-    ``base`` times its width (an empty bucket adds nothing); a picture's curve, the figure is the summary's."""
-    buckets: dict[int, list[int]] = {}
-    for r in records.requests:
-        if r.phase == rec.MEASURE and r.sent_ns >= t0:
-            b = buckets.setdefault(int((r.sent_ns - t0) / NS // width_s), [0, 0])
-            b[0] += 1
-            b[1] += 0 if r.ok else 1
+    ``base`` times its width (an empty bucket adds nothing); a picture's curve, the figure is the summary's. On the
+    request columns (:mod:`chaos.request_columns`)."""
+    c = rc.of(records)
+    take = c.measure & (c.sent_ns >= t0)
+    k = ((c.sent_ns[take] - t0) / NS // width_s).astype(np.int64)
+    n = np.bincount(k).tolist() if len(k) else []
+    failed = np.bincount(k[~c.ok[take]], minlength=len(n)).tolist() if len(k) else []
     xs, ys, acc = [0.0], [0.0], 0.0
-    for k in range(max(buckets) + 1 if buckets else 0):
-        n, bad = buckets.get(k, [0, 0])
-        acc += (bad / n - base) * width_s if n else 0.0
-        xs.append((k + 1) * width_s)
+    for i, (m, bad) in enumerate(zip(n, failed)):
+        acc += (bad / m - base) * width_s if m else 0.0
+        xs.append((i + 1) * width_s)
         ys.append(acc)
     return xs, ys
 
@@ -195,7 +196,8 @@ def png(records: rec.RunRecords, summary: dict[str, Any]) -> bytes:
         d.setdefault(m.event, m.t_ns)
     scopes = sorted({d["scope"] for d in by.values()} | {p["scope"] for p in soak.get("faults_skipped") or []})
     colour = {s: SCOPE_COLOURS[i % len(SCOPE_COLOURS)] for i, s in enumerate(scopes)}
-    end = max([r.sent_ns for r in records.requests] + [t0])
+    sent = rc.of(records).sent_ns
+    end = max(int(sent.max()) if len(sent) else t0, t0)
     # each fault's span as the soak's figures hold it (its heal, or its occupancy bound, plus its settle): the
     # closing rollback's heal marks at the soak's end are not a replica kill's heal
     first = min(injects) if injects else t0
@@ -254,7 +256,7 @@ def write(run_dir: Path, summary: dict[str, Any] | None = None) -> dict[str, Pat
 
     run_dir = Path(run_dir)
     summary = summary or json.loads((run_dir / "summary.json").read_text())
-    records = rec.read(run_dir / "records.ndjson")
+    records = record_columns.read(run_dir / "records.ndjson")  # read once within a command (shared)
     md = run_dir / "soak.md"
     md.write_text(markdown(summary))
     pic = run_dir / "soak-timeline.png"

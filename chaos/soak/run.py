@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from chaos import baseline_gate, records as rec
+from chaos import baseline_gate, record_columns, records as rec
 from chaos import run as core
 from chaos.soak import check as soak_check, figures
 from chaos.soak.schedule import Planned, Schedule, conflict
@@ -72,7 +72,8 @@ def claim_for(header: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
     if not header.get("claim_from"):
         return None, NO_CLAIM
     try:
-        return compute_claim(header["claim_from"], header["faults"], header.get("claim")), None
+        with record_columns.apart():  # the suite's runs read without putting out the soak's own records
+            return compute_claim(header["claim_from"], header["faults"], header.get("claim")), None
     except Exception as e:  # noqa: BLE001 - a claim that cannot be made leaves the prediction null, said why
         return None, f"the claim from {header['claim_from']} could not be computed: {type(e).__name__}: {e}"[:300]
 
@@ -118,7 +119,7 @@ def reanalyse(run_dir, summary: dict[str, Any]) -> bool:
     header = next((obj for _, obj in rec.iter_lines(path) if isinstance(obj, dict) and obj.get("kind") == "run"), {})
     if not header.get("soak"):  # the header read alone: no other run's records are read twice
         return False
-    records = rec.read(path)
+    records = record_columns.read(path)  # in columns; read once within the command (record_columns.shared)
     try:
         old = json.loads((Path(run_dir) / "summary.json").read_text())
     except (OSError, ValueError):
@@ -274,7 +275,7 @@ def execute(prep: Prepared, options, log: Callable[[str], None] = core.log) -> t
             run.error = "; ".join(f"soak fault #{t.p.index} ({t.p.scope}) failed after it acted: {t.error}"
                                   for t in failed)[:300]
         summary = core.finish(run)
-        records = rec.read(run.records_path)
+        records = record_columns.read(run.records_path)  # in columns (shared with the soak report: cmd_soak)
         summary["soak"] = derive(records, prep.claim_doc, None if prep.claim_doc is not None else NO_CLAIM)
         summary["soak_context"] = {**context(records), "machine_load": load}
         summary["scope"] = "soak"
