@@ -28,23 +28,22 @@ REFUSED = "refused"  # the kind of a row that says what a guard of the fault wou
 def faults_of(experiment: dict[str, Any]) -> list[dict[str, Any]]:
     """Each fault the experiment's method injects, in order: ``{"activity", "action", "scope",
     "arguments"}``. An action is a fault when it is the Chaos Toolkit action of a registered scope's
-    fault function (:attr:`chaos.scopes.Scope.fault`); ``head_outage_second_fault`` is two faults
-    (the head, then a replica or a node). Probes, waits and the rollbacks are not faults."""
-    by_function = {s.fault: s.name for s in scopes.all_scopes() if s.fault}
+    fault function (:func:`chaos.scopes.actions`); one that injects more than one (the head's
+    ``head_outage_second_fault``: the head, then a replica or a node) is split as its scope says
+    (:attr:`chaos.scopes.Scope.splits`). Probes, waits and the rollbacks are not faults."""
+    by_function = scopes.actions()
     out: list[dict[str, Any]] = []
     for activity in experiment.get("method") or []:
         provider = activity.get("provider") or {}
         if provider.get("module") != ACTIONS_MODULE:
             continue
         func, name = provider.get("func"), activity.get("name", provider.get("func"))
+        if func not in by_function:
+            continue
         args = {k: v for k, v in (provider.get("arguments") or {}).items() if k != "configuration"}
-        if func == "head_outage_second_fault":
-            second = args.get("second", "replica")
-            out.append({"activity": name, "action": func, "scope": "head", "arguments": {"method": "node"}})
-            out.append({"activity": name, "action": func, "scope": second,
-                        "arguments": {k: v for k, v in (("zone", args.get("zone")),) if v}})
-        elif func in by_function:
-            out.append({"activity": name, "action": func, "scope": by_function[func], "arguments": args})
+        scope = by_function[func][0]
+        for each, arguments in (scope.splits(func, args) if scope.splits else [(scope.name, args)]):
+            out.append({"activity": name, "action": func, "scope": each, "arguments": arguments})
     return out
 
 

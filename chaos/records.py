@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from chaos import scopes
+from chaos import scope_registry as scopes
 
 # Failure classes: one per distinguishable way a request can fail.
 CONNECT_REFUSED = "connect_refused"

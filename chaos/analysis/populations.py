@@ -97,7 +97,7 @@ import numpy as np
 from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.sending import arrivals
-from chaos.analysis.slow_replica import SCOPES as STRAGGLER_SCOPES, straggler
+from chaos.analysis import slow_replica
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
                                     faults_from_marks, run_end_ns, window_states)
@@ -343,9 +343,9 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         # who served: outside the client's zone and region; the replacement's cold prefix cache
         fault["locality"] = locality(fault, measured, window_end, measure_start)
         fault["warmup"] = warmup(fault, every, measured, window_end, measure_start, steady)
-        if f.scope in STRAGGLER_SCOPES:  # a replica slowed down: its share and latency against the others'
+        if slow_replica.applies(f.scope):  # a replica slowed down: its share and latency against the others'
             _, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
-            fault["straggler"] = straggler(fault, measured.records(rows), window_end)
+            fault["straggler"] = slow_replica.straggler(fault, measured.records(rows), window_end)
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}
     for r in results:

@@ -1,8 +1,9 @@
-"""A straggler's figures: what Serve's router did with a replica that was slow but alive (``engine-slow``).
+"""A straggler's figures: what Serve's router did with a replica that was slow but alive (a scope whose flag
+``straggler`` is set, :attr:`chaos.scopes.Scope.straggler`).
 
 Who served (``served_replica``, from the responses' ``x-availproof-replica`` header: ``serve_apps.served_by``)
 ----------------------------------------------------------------------------------------------------------
-``straggler`` (:func:`straggler`), for a fault of a scope that slows one replica down (:data:`SCOPES`), over
+``straggler`` (:func:`straggler`), for a fault of a scope that slows one replica down (:func:`applies`), over
 the requests measured and **sent during the fault**: from its injection to its heal (the heal's start; no heal
 in the analysis window: to the window's end), within its analysis window. The **slow replica** is the fault's
 target (the replica whose engine was throttled); the **others** are every other replica that served a request
@@ -29,17 +30,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec
+from chaos import records as rec, scopes
 from chaos.analysis.windows import NS, _window_requests, latency
-from chaos.scopes import engine_slow
 from chaos.stats import percentile
 
-SCOPES = (engine_slow.SCOPE.name,)  # the scopes whose fault makes one replica (its target) a straggler
 SIDES = ("slow", "others")
 LATENCIES = ("ttft", "itl")
 COUNTS = ("requests", "replicas", "slow_requests")
 SHARES = ("share", "fair_share", "share_of_fair")
 FIGURES = COUNTS + SHARES + tuple(f"{side}_p{q}_{what}_s" for side in SIDES for what in LATENCIES for q in (50, 95))
+
+
+def applies(scope: str) -> bool:
+    """Whether a fault of ``scope`` makes one replica (its target) a straggler: its flag ``straggler``."""
+    return scopes.get(scope).straggler
 
 
 def _itl(r: rec.RequestRecord) -> float | None:

@@ -3,7 +3,8 @@
 - :mod:`chaos.ctk.control`  a thin edge: each of Chaos Toolkit's moments handed to the run core
   (:mod:`chaos.moments`) in one guarded call; its interruptions as Chaos Toolkit's; plain ``chaos run``
   exits with the verdict's code.
-- :mod:`chaos.ctk.actions`  one action per failure scope, plus ``heal_all`` for rollbacks.
+- :mod:`chaos.ctk.actions`  one action per fault function of a registered scope (made from the registry:
+  :func:`chaos.scopes.actions`), plus ``heal_all`` for rollbacks.
 - :mod:`chaos.ctk.probes`   Serve app status, replicas per zone, requests succeeding, p95 TTFT,
   recovery within the experiment's bounds.
 

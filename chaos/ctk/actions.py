@@ -1,88 +1,46 @@
-"""Chaos Toolkit actions: one per failure scope, each a thin call into :mod:`chaos.faults` on the
-run in progress, and the rollback (:func:`heal_all`).
+"""Chaos Toolkit actions: one per fault function of every registered scope (:func:`chaos.scopes.actions`),
+each a thin call of that function on the run in progress, and the rollback (:func:`heal_all`).
+
+An action is made from its fault function (:func:`action`): the same name, the function's parameters but
+``backend`` and ``marker`` (the run's) and those its scope's ``action_omits`` names, and ``configuration``
+(Chaos Toolkit passes it). Every experiment names them as ``chaos.ctk.actions.<function>``.
 
 An action injects only into a run that is open and measuring (:func:`chaos.ctk.session.measuring_run`);
-otherwise it refuses, saying why (the activity fails; nothing is touched). ``configuration`` is accepted because Chaos
-Toolkit passes it; the run already knows its cluster.
+otherwise it refuses, saying why (the activity fails; nothing is touched).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any, Callable
 
-from chaos import faults, faults_accelerator, faults_engine
 from chaos import run as core
+from chaos import scopes
 from chaos.ctk.session import measuring_run
 
-
-def _on_run(fault: Callable[..., Any], **kwargs) -> Any:
-    run = measuring_run()
-    return fault(run.backend, run.marker, **kwargs)
+CONFIGURATION = inspect.Parameter("configuration", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                  annotation="dict | None")
 
 
-def kill_replica(zone: str | None = None, method: str = "sigkill", deployment: str | None = None,
-                 configuration: dict | None = None) -> dict:
-    return _on_run(faults.kill_replica, zone=zone, method=method, deployment=deployment)
+def action(fault: Callable[..., dict], omits: tuple[str, ...] = ()) -> Callable[..., dict]:
+    """The Chaos Toolkit action of ``fault(backend, marker, **arguments)``: called with its arguments (and
+    Chaos Toolkit's ``configuration``), it calls ``fault`` with the measuring run's backend and marker."""
+    params = list(inspect.signature(fault).parameters.values())[2:]  # after backend, marker
+    signature = inspect.Signature([p for p in params if p.name not in omits] + [CONFIGURATION],
+                                  return_annotation="dict")
 
+    @functools.wraps(fault, assigned=("__name__", "__qualname__", "__doc__"), updated=())
+    def act(*args: Any, **kwargs: Any) -> dict:
+        arguments = signature.bind(*args, **kwargs).arguments  # as a function of that signature would refuse
+        arguments.pop(CONFIGURATION.name, None)
+        run = measuring_run()
+        return fault(run.backend, run.marker, **arguments)
 
-def hang_engine(zone: str | None = None, duration_s: float | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults_engine.hang_engine, zone=zone, duration_s=duration_s)
-
-
-def crash_engine(zone: str | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults_engine.crash_engine, zone=zone)
-
-
-def error_engine(zone: str | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults_engine.error_engine, zone=zone)
-
-
-def slow_engine(zone: str | None = None, factor: float = 4.0, period_s: float = 0.2, duration_s: float = 20.0,
-                configuration: dict | None = None) -> dict:
-    return _on_run(faults_engine.slow_engine, zone=zone, factor=factor, period_s=period_s, duration_s=duration_s)
-
-
-def kill_node(node: str | None = None, zone: str | None = None, outage_s: float | None = None,
-              configuration: dict | None = None) -> dict:
-    return _on_run(faults.kill_node, node=node, zone=zone, outage_s=outage_s)
-
-
-def kill_head(outage_s: float | None = 5.0, method: str = "node", configuration: dict | None = None) -> dict:
-    return _on_run(faults.kill_head, outage_s=outage_s, method=method)
-
-
-def kill_zone(zone: str, outage_s: float | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults.kill_zone, zone=zone, outage_s=outage_s)
-
-
-def kill_region(region: str, outage_s: float | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults.kill_region, region=region, outage_s=outage_s)
-
-
-def kill_redis(outage_s: float | None = 5.0, configuration: dict | None = None) -> dict:
-    return _on_run(faults.kill_redis, outage_s=outage_s)
-
-
-def partition_zone(zone: str, duration_s: float | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults.partition_zone, zone=zone, duration_s=duration_s)
-
-
-def head_outage_second_fault(outage_s: float = 20.0, second: str = "replica", zone: str | None = None,
-                             delay_s: float = 3.0, configuration: dict | None = None) -> dict:
-    return _on_run(faults.head_outage_second_fault, outage_s=outage_s, second=second, zone=zone, delay_s=delay_s)
-
-
-def upgrade_app(variant: str = "code", timeout_s: float = 600.0, configuration: dict | None = None) -> dict:
-    return _on_run(faults.upgrade_app, variant=variant, timeout_s=timeout_s)
-
-
-def drain_node(node: str | None = None, zone: str | None = None, deadline_s: float = 30.0,
-               outage_s: float | None = 20.0, configuration: dict | None = None) -> dict:
-    return _on_run(faults.drain_node, node=node, zone=zone, deadline_s=deadline_s, outage_s=outage_s)
-
-
-def lose_accelerator(zone: str | None = None, outage_s: float | None = None, configuration: dict | None = None) -> dict:
-    return _on_run(faults_accelerator.lose_accelerator, zone=zone, outage_s=outage_s)
+    act.__signature__ = signature
+    act.__module__ = __name__
+    act.__qualname__ = fault.__name__
+    return act
 
 
 def heal_all(timeout_s: float = 240.0, configuration: dict | None = None) -> dict:
@@ -93,3 +51,18 @@ def heal_all(timeout_s: float = 240.0, configuration: dict | None = None) -> dic
     if run is None:
         return {"healed": [], "note": "no run is open: nothing was injected, nothing to heal"}
     return core.heal_injected(run, timeout_s)
+
+
+def __getattr__(name: str) -> Callable[..., dict]:
+    """The action of the registered fault function ``name`` (made at each look: a scope registered or
+    replaced later, a plug-in's, is found as the built-in ones are)."""
+    found = scopes.actions().get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    scope, fault = found
+    return action(fault, scope.action_omits)
+
+
+def __dir__() -> list[str]:
+    """The module's names and every registered action's: what Chaos Toolkit's validation looks among."""
+    return sorted(set(globals()) | set(scopes.actions()))

@@ -10,9 +10,10 @@ cannot say (names unique across a topology, ``warmup_s < duration_s``) is checke
 that reads the file, after the schema. Editors can use the files directly (``$schema`` /
 ``yaml.schemas`` settings).
 
-The extension's ``scope`` enum is the one list a schema shares with the code: the file lists the
-built-in scopes (a unit test holds them equal to :mod:`chaos.scopes`), and :func:`schema` puts the
-registry's names in its place when it loads the file, so a scope registered at run time validates.
+The extension's ``scope`` is the one thing a schema takes from the code: the file says only what a scope's
+name looks like (no list of names: adding a scope touches no schema), and :func:`schema` puts the registry's
+names in as its enum when it loads the file (:mod:`chaos.scopes`), so a scope registered at run time validates
+and any other name is refused.
 
 Every problem is one line: ``PATH: message``, the path in the document's own terms
 (``extensions[availproof].steady_state.window_s``, ``regions[0].zones[1].nodes[0].cpus``).

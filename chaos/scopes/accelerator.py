@@ -13,10 +13,13 @@ still reads the rig's pause): the plugin's pod returns, registers again, and the
 accelerator on the local backend: refused there in one line."""
 
 from chaos.backends.kube_access import Access
-from chaos.scopes.registry import Scope
+# its fault function stays in chaos/faults_accelerator.py for now (another piece of work is changing that file);
+# it moves here when that work has landed
+from chaos.faults_accelerator import lose_accelerator
+from chaos.scope_registry import Scope
 
 SCOPE = Scope(
-    "accelerator", "device-plugin outage", fault="lose_accelerator",
+    "accelerator", "device-plugin outage", fault=lose_accelerator,
     backend_methods=("lose_accelerator", "hold_accelerator", "restore_accelerator"),
     # the replica on the node is routed to from every zone's proxy; the marks name the node's zone
     zoned=True, every_target_affected=True,
@@ -31,4 +34,7 @@ SCOPE = Scope(
                why="the pods on the GPU node in every namespace: the device plugin's (kube-system, gpu-operator) "
                    "and any other the paused label would also select (list_pod_for_all_namespaces)"),
     ),
+    # its node's accelerator given back after outage_s (else in the rollback); it picks its replica through the
+    # control plane and acts on that replica's node, as a replica-level fault does
+    heal_args=("outage_s",), conflict_class="replica-level",
 )

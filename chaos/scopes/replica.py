@@ -1,12 +1,42 @@
 """replica: one RUNNING Serve replica killed (its worker process SIGKILLed, its actor killed, or its pod
-crashed: :func:`chaos.faults.kill_replica`); Serve replaces it. Serve routes to it from every zone's proxy."""
+crashed: :func:`kill_replica`); Serve replaces it. Serve routes to it from every zone's proxy."""
 
+from __future__ import annotations
+
+from chaos import faults
 from chaos.backends.kube_access import DELETE_PODS, EXEC
-from chaos.scopes.registry import Scope
+from chaos.errors import UsageError
+from chaos.scope_registry import Scope
+
+REPLICA_KILL_METHODS = ("sigkill", "actor", "pod")
+
+
+def kill_replica(backend, marker: faults.Marker, zone: str | None = None, method: str = "sigkill",
+                 replica=None, deployment: str | None = None) -> dict:
+    """Kill one RUNNING Serve replica; Serve replaces it.
+
+    ``method``: ``sigkill`` (SIGKILL of the replica's worker process), ``actor`` (``ray.kill``
+    of its actor through a Ray driver), ``pod`` (KubeRay only: delete the pod hosting it).
+    By default a replica of the deployment that holds the model; ``deployment`` (a name
+    prefix, e.g. ``OpenAiIngress``) picks another. The mark is taken when everything is
+    ready and only the kill itself is left.
+    """
+    if method not in REPLICA_KILL_METHODS:
+        raise UsageError(f"replica kill method must be one of {', '.join(REPLICA_KILL_METHODS)}, got {method!r}")
+    r = replica or backend.pick_replica(zone=zone, deployment=deployment)
+    do_kill = backend.replica_killer(r, method)
+    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
+                       {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}) as f:
+        f["pids"] = do_kill()
+        faults.prove(backend, marker, f)
+    return f
+
 
 SCOPE = Scope(
-    "replica", "replica kill", fault="kill_replica", backend_methods=("replica_killer",),
+    "replica", "replica kill", fault=kill_replica, backend_methods=("replica_killer",),
+    action_omits=("replica",),  # a caller's own pick (head_outage_second_fault's, made while the head is up)
     zoned=True, every_target_affected=True,
     effect_bound_s=10.0,  # a SIGKILLed process is gone at once
     kube_access=EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
+    conflict_class="replica-level",  # nothing to heal: Serve replaces it (held for its recovery window)
 )

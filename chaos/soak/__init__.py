@@ -13,5 +13,5 @@ Pure and cluster-free, one module each:
 (The schedule's input check is :func:`chaos.soak.schedule.check`: ``chaos.soak.check`` is the module.)
 """
 
-from chaos.soak.schedule import (CONFLICTS, SAME_ZONE, Planned, Schedule, SoakFault, apply_rules,  # noqa: F401
+from chaos.soak.schedule import (Planned, Schedule, SoakFault, apply_rules,  # noqa: F401
                                  conflict, draw, fault_from_experiment, faults_from_experiments)

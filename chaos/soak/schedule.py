@@ -7,14 +7,14 @@
   :class:`~chaos.load.workload.LoadShape` field but ``duration_s`` and ``max_requests``, which the soak sets);
   the topology block ``topology``, ``gcs_fault_tolerance``, ``network``, ``app``, ``targets``, ``routing``,
   ``front``, ``front_door``;
-- ``method``: its one fault action (``provider.func``, :data:`HEAL_ARGS`) and that action's ``arguments``:
-  ``outage_s`` (kill_node, kill_zone, kill_region, kill_head, kill_redis, head_outage_second_fault),
-  ``duration_s`` (hang_engine, slow_engine, partition_zone), ``max(outage_s, deadline_s)`` (drain_node: the node goes at
-  its deadline and comes back ``outage_s`` after the notice, not before it went), each with the default of
-  :mod:`chaos.ctk.actions` when not given; ``zone`` (the zones it names; none named: it may hit any zone).
-  A fault with no heal of its own (kill_replica, crash_engine, error_engine: the system replaces what it hit;
-  upgrade_app: it completes) or whose duration is null (healed in the rollback) is held for an *occupancy*
-  bound instead: its ``recovery_window_s`` (``healed_by``: ``occupancy``).
+- ``method``: its one fault action (``provider.func``: a registered scope's action, :func:`heal_args`) and that
+  action's ``arguments``: the time to its heal is the largest of the arguments its scope names
+  (:attr:`chaos.scopes.Scope.heal_args`: ``outage_s``, ``duration_s``; a drain's ``outage_s`` and ``deadline_s``:
+  the node goes at its deadline and comes back ``outage_s`` after the notice, not before it went), each with
+  its fault function's default when not given; ``zone`` (the zones it names; none named: it may hit any zone).
+  A fault with no heal of its own (its scope names no heal argument: the system replaces what it hit, or it
+  completes) or whose duration is null (healed in the rollback) is held for an *occupancy* bound instead: its
+  ``recovery_window_s`` (``healed_by``: ``occupancy``).
 
 **The draw** (:func:`draw`): per rated scope, a Poisson process of rate ``mean_events / period_s x K`` over
 ``[0, duration_s)``: a Poisson count, then that many uniform instants, from ``numpy.random.default_rng([seed,
@@ -23,14 +23,14 @@ from its instant to ``until_s = heal_at_s + settle_s`` (its ``recovery_settle_s`
 
 **The rules**, applied in time order; a fault that breaks one is skipped and recorded with why:
 - a fault of a scope whose previous injected fault still holds (not healed plus settled);
-- a fault that conflicts with one of another scope still holding: :data:`CONFLICTS` (whatever the zones) or
-  :data:`SAME_ZONE` (when the zones they name meet; none named meets every zone).
-The conflict table (scopes: :mod:`chaos.scopes`; a scope it does not name conflicts only with itself):
-- always: head x redis; head or redis x the replica-level scopes (replica, engine, engine-crash, engine-error,
-  engine-slow), drain, upgrade (they pick, drain or upgrade through the control plane) and x node, zone, region
-  (their heals restart Ray nodes, which register with the GCS); upgrade x the replica-level scopes and drain (it
-  replaces every replica and waits for them);
-- in the same zone: any two of the replica-level scopes, node, drain, zone, region, partition.
+- a fault that conflicts with one of another scope still holding: :func:`conflicts` (whatever the zones) or
+  :func:`same_zone` (when the zones they name meet; none named meets every zone).
+The conflict table is over the scopes' conflict classes (:attr:`chaos.scopes.Scope.conflict_class`,
+:data:`CLASSES`; a scope of none conflicts only with itself):
+- always: control-plane x control-plane; control-plane x replica-level, node-drain, every-replica (they pick,
+  drain or upgrade through the control plane) and x ray-nodes (their heals restart Ray nodes, which register
+  with the GCS); every-replica x replica-level and node-drain (it replaces every replica and waits for them);
+- in the same zone: any two of replica-level, node-drain, ray-nodes, network.
 Any other two faults may hold at once (as in production, a second arrives while the first heals): each such
 overlap is recorded (``faults``, ``scopes``, ``from_s`` to ``to_s``).
 
@@ -44,6 +44,7 @@ duration, or the last injected fault's heal plus its recovery window when that i
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import zlib
@@ -53,42 +54,65 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from chaos import scopes
 from chaos.claim.rates import Rates
 from chaos.errors import UsageError
 
-# action -> the arguments its duration is read from, with chaos.ctk.actions' defaults (max over them)
-HEAL_ARGS = {"kill_node": {"outage_s": None}, "kill_zone": {"outage_s": None}, "kill_region": {"outage_s": None},
-             "kill_head": {"outage_s": 5.0}, "kill_redis": {"outage_s": 5.0},
-             "head_outage_second_fault": {"outage_s": 20.0}, "hang_engine": {"duration_s": None},
-             "slow_engine": {"duration_s": 20.0}, "error_engine": {},
-             "partition_zone": {"duration_s": None}, "drain_node": {"outage_s": 20.0, "deadline_s": 30.0},
-             "kill_replica": {}, "crash_engine": {}, "upgrade_app": {}}
 SETUP_FIELDS = ("topology", "gcs_fault_tolerance", "network", "app", "targets", "routing", "front", "front_door")
 LOAD_SET_BY_SOAK = ("duration_s", "max_requests")
 
-REPLICA_LEVEL = ("replica", "engine", "engine-crash", "engine-error", "engine-slow")
-DOMAIN = ("node", "drain", "zone", "region", "partition")
-CONTROL = ("head", "redis")
-CONFLICTS: dict[frozenset, str] = {}  # scope pair -> why they never hold at once
-SAME_ZONE: dict[frozenset, str] = {}  # scope pair -> why they do not hold at once in the same zone
+# the conflict classes a scope may be of (Scope.conflict_class), each what its faults do to the cluster
+CLASSES = {
+    "replica-level": "acts on one replica (or its engine, or its node's accelerator), picked through the control plane",
+    "node-drain": "drains a node through the control plane, then takes it down",
+    "ray-nodes": "takes Ray nodes down; its heal restarts them, and they register with the GCS",
+    "network": "cuts a zone off the network",
+    "control-plane": "takes the control plane (the GCS, its Redis) down",
+    "every-replica": "replaces every replica and waits for them",
+}
+# class pair -> why two faults of them never hold at once; the first rule naming a pair gives its reason
+ALWAYS = (
+    (("control-plane",), ("control-plane",), "the head's restart reads the GCS state back from Redis"),
+    (("control-plane",), ("replica-level", "node-drain", "every-replica"),
+     "it picks its replica, drains or upgrades through the control plane, which the other holds down"),
+    (("control-plane",), ("ray-nodes",),
+     "its heal restarts Ray nodes, which register with the GCS the other holds down"),
+    (("every-replica",), ("replica-level", "node-drain"),
+     "the upgrade replaces every replica and waits for them; the other kills, stops or moves one"),
+)
+ZONAL = ("replica-level", "node-drain", "ray-nodes", "network")  # never two of them at once in the same zone
+SAME_ZONE_WHY = "both act on the same zone: the same node or replica, or a replica the domain fault has taken down"
 
 
-def _table(into: dict, left: Iterable[str], right: Iterable[str], why: str) -> None:
-    for a in left:
-        for b in right:
-            if a != b:
-                into.setdefault(frozenset((a, b)), why)
+def _table(pairs: Iterable[tuple[Iterable[str], Iterable[str], str]]) -> dict[frozenset, str]:
+    """Scope pair -> why, for every two registered scopes (of different names) whose classes a rule names."""
+    into: dict[frozenset, str] = {}
+    for left, right, why in pairs:
+        for a in scopes.all_scopes():
+            for b in scopes.all_scopes():
+                if a.name != b.name and a.conflict_class in left and b.conflict_class in right:
+                    into.setdefault(frozenset((a.name, b.name)), why)
+    return into
 
 
-_table(CONFLICTS, CONTROL, CONTROL, "the head's restart reads the GCS state back from Redis")
-_table(CONFLICTS, CONTROL, REPLICA_LEVEL + ("drain", "upgrade"),
-       "it picks its replica, drains or upgrades through the control plane, which the other holds down")
-_table(CONFLICTS, CONTROL, ("node", "zone", "region"),
-       "its heal restarts Ray nodes, which register with the GCS the other holds down")
-_table(CONFLICTS, ("upgrade",), REPLICA_LEVEL + ("drain",),
-       "the upgrade replaces every replica and waits for them; the other kills, stops or moves one")
-_table(SAME_ZONE, REPLICA_LEVEL + DOMAIN, REPLICA_LEVEL + DOMAIN,
-       "both act on the same zone: the same node or replica, or a replica the domain fault has taken down")
+def conflicts() -> dict[frozenset, str]:
+    """Scope pair -> why they never hold at once (the registered scopes, by their classes)."""
+    return _table(ALWAYS)
+
+
+def same_zone() -> dict[frozenset, str]:
+    """Scope pair -> why they do not hold at once in the same zone."""
+    return _table([(ZONAL, ZONAL, SAME_ZONE_WHY)])
+
+
+def heal_args() -> dict[str, dict[str, Any]]:
+    """Every registered action -> the arguments its time to heal is read from, each with its fault function's
+    default (:attr:`chaos.scopes.Scope.heal_args`; the max over them is the time to heal)."""
+    out = {}
+    for name, (scope, fault) in scopes.actions().items():
+        params = inspect.signature(fault).parameters
+        out[name] = {a: params[a].default for a in scope.heal_args if a in params}
+    return out
 
 
 @dataclass(frozen=True)
@@ -155,7 +179,7 @@ class Schedule:
 
 
 def _duration(func: str, args: dict[str, Any]) -> float | None:
-    vals = [args.get(k, default) for k, default in HEAL_ARGS[func].items()]
+    vals = [args.get(k, default) for k, default in heal_args()[func].items()]
     return None if not vals or any(v is None for v in vals) else float(max(vals))
 
 
@@ -166,10 +190,11 @@ def fault_from_experiment(path: str | Path, app: str = "stream") -> SoakFault:
     path = Path(path)
     exp = experiment.load(path)
     s = experiment.settings(exp, path.name, app)
-    acts = [a for a in exp["method"] if isinstance(a, dict) and (a.get("provider") or {}).get("func") in HEAL_ARGS]
+    known = heal_args()
+    acts = [a for a in exp["method"] if isinstance(a, dict) and (a.get("provider") or {}).get("func") in known]
     if len(acts) != 1:
         raise UsageError(f"{path}: method: a soak injects one fault per experiment, found {len(acts)} fault actions "
-                         f"(known: {', '.join(HEAL_ARGS)})")
+                         f"(known: {', '.join(known)})")
     func, args = acts[0]["provider"]["func"], acts[0]["provider"].get("arguments") or {}
     heal = _duration(func, args)
     zone = args.get("zone")
@@ -209,13 +234,14 @@ def check_same_setup(faults: list[SoakFault]) -> None:
 def conflict(a: SoakFault, b: SoakFault) -> str | None:
     """Why faults ``a`` and ``b`` (of different scopes) cannot hold at once, or None."""
     pair = frozenset((a.scope, b.scope))
-    if pair in CONFLICTS:
-        return CONFLICTS[pair]
-    if pair in SAME_ZONE:
+    always, zonal = conflicts(), same_zone()
+    if pair in always:
+        return always[pair]
+    if pair in zonal:
         meet = sorted(set(a.zones) & set(b.zones)) if a.zones and b.zones else None
         if meet is None or meet:
             where = ", ".join(meet) if meet else "any zone (one of them names none)"
-            return f"{SAME_ZONE[pair]} ({where})"
+            return f"{zonal[pair]} ({where})"
     return None
 
 
@@ -227,6 +253,9 @@ def check(rates: Rates, faults: list[SoakFault], speedup: float, duration_s: flo
         raise UsageError(f"--duration: seconds above 0, got {duration_s!r}")
     by: dict[str, SoakFault] = {}
     for f in faults:
+        cls = scopes.get(f.scope).conflict_class
+        if cls is not None and cls not in CLASSES:
+            raise UsageError(f"scope {f.scope}: conflict class {cls!r} is none of the soak's ({', '.join(CLASSES)})")
         if f.scope in by:
             raise UsageError(f"{by[f.scope].experiment} and {f.experiment} both inject scope {f.scope}: list one "
                              "experiment per scope")

@@ -163,7 +163,7 @@ def prepare(inp: SoakInput) -> Prepared:
     method = []
     for f, doc in zip(faults, docs):
         act = next(a for a in doc["method"] if isinstance(a, dict)
-                   and (a.get("provider") or {}).get("func") in sch.HEAL_ARGS)
+                   and (a.get("provider") or {}).get("func") in sch.heal_args())
         args = {k: v for k, v in (act["provider"].get("arguments") or {}).items() if k != "configuration"}
         actions[f.scope] = (act["provider"]["func"], args)
         method.append(copy.deepcopy(act))

@@ -14,6 +14,8 @@ from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import HEAD
 from chaos.provision import redeploy_if_gone
 from chaos.faults import Marker
+from chaos.scopes.head import kill_head
+from chaos.scopes.replica import kill_replica
 
 
 def _wait(fn, timeout):
@@ -30,7 +32,7 @@ def test_replica_kill_through_ray_actor(shared_cluster):
     redeploy_if_gone(backend, app="stream")
     victim = backend.pick_replica(zone="zone-a")
     marker = Marker()
-    f = faults.kill_replica(backend, marker, method="actor", replica=victim)
+    f = kill_replica(backend, marker, method="actor", replica=victim)
     assert [m.event for m in marker.marks] == ["inject_start", "inject_end"]
     assert f["pids"] == [victim.pid]
     assert _wait(lambda: not procs.alive(victim.pid), 20), "ray.kill did not end the replica's process"
@@ -48,7 +50,7 @@ def test_gcs_kill_in_place_then_restart(shared_cluster):
     head_before = set(shared_cluster.node_processes(HEAD))
     raylet = next(p for p in head_before if "raylet/raylet" in procs.cmdline(p))
     marker = Marker()
-    f = faults.kill_head(backend, marker, outage_s=None, method="gcs")
+    f = kill_head(backend, marker, outage_s=None, method="gcs")
     assert f["pids"] == 1
     assert marker.marks[0].detail == {"method": "gcs"}
     assert procs.alive(raylet), "only gcs_server was to be killed"

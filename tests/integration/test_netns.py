@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from chaos.backends.local import netns
+from chaos.scopes.partition import partition_zone
 
 LISTENER = """
 import socket, sys
@@ -144,7 +145,7 @@ def test_a_partition_proves_itself_on_an_established_connection_and_a_cut_not_ap
     try:
         assert server.stdout.readline().strip() == "ready"
         backend, marker = NetnsCut(za.link, host, 7171, applied=applied), faults.Marker()
-        f = faults.partition_zone(backend, marker, "za", duration_s=0.5)
+        f = partition_zone(backend, marker, "za", duration_s=0.5)
         e = f["effect"]
         if applied:
             assert e["verified"] is True and e["time_to_effect_s"] < 5.0, e

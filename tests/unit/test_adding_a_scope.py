@@ -138,3 +138,28 @@ def test_each_builtin_scope_is_the_module_of_its_name_registered_in_order():
     assert tuple(m.SCOPE.name for m in scopes.BUILTIN) == scopes.names()
     for m in scopes.BUILTIN:
         assert m.__name__ == "chaos.scopes." + m.SCOPE.name.replace("-", "_") and scopes.get(m.SCOPE.name) is m.SCOPE
+
+
+def test_a_registered_scope_is_a_chaos_toolkit_action_and_a_soak_fault_with_nothing_else_touched(disk_full, tmp_path):
+    """Its action is made from its fault function (same parameters but backend and marker, and Chaos Toolkit's
+    configuration), its time to heal is read from the argument its module names (its default from the fault's
+    signature), and its conflict class puts it in the soak's table."""
+    import inspect
+
+    from chaos.ctk import actions
+    from chaos.soak import schedule as sch
+
+    act = actions.fill_disk
+    assert list(inspect.signature(act).parameters) == ["node", "duration_s", "configuration"]
+    assert "fill_disk" in dir(actions) and sch.heal_args()["fill_disk"] == {"duration_s": None}
+    doc = json.loads((ROOT / "experiments" / "worker-node-kill.json").read_text())
+    next(e for e in doc["extensions"] if e["name"] == "availproof")["scope"] = "disk-full"
+    (fault,) = [a for a in doc["method"] if a.get("type") == "action"]
+    fault["provider"] = {"type": "python", "module": "chaos.ctk.actions", "func": "fill_disk",
+                         "arguments": {"node": "worker-b", "duration_s": 12}}
+    (tmp_path / "disk-full.json").write_text(json.dumps(doc))
+    f = sch.fault_from_experiment(tmp_path / "disk-full.json")
+    assert (f.scope, f.heal_s, f.healed_by) == ("disk-full", 12.0, "heal")
+    zone = sch.SoakFault("zone", "zone-loss", 20.0, "heal", 40.0, 10.0, ())
+    head = sch.SoakFault("head", "head-kill", 10.0, "heal", 40.0, 10.0)
+    assert "same zone" in sch.conflict(f, zone) and "GCS" in sch.conflict(f, head)

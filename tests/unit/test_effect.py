@@ -6,6 +6,7 @@ import threading
 
 from chaos import analysis, faults, records as rec, verdict
 from chaos.backends.local import effect
+from chaos.scopes.node import kill_node
 
 
 class Looks:
@@ -32,7 +33,7 @@ class Looks:
 
 def test_a_fault_is_proven_when_every_check_is_seen_and_the_proof_is_in_its_marks():
     b, m = Looks(after=2), faults.Marker()
-    f = faults.kill_node(b, m, node="worker-b")
+    f = kill_node(b, m, node="worker-b")
     e = f["effect"]
     assert e["verified"] is True and b.looks == 3 and e["time_to_effect_s"] >= 2 * 0.25 * 0.9
     assert e["bound_s"] == faults.EFFECT_BOUND_S["node"]
@@ -80,7 +81,7 @@ def test_the_outage_is_counted_from_the_injection_not_from_the_end_of_its_proof(
 
     b, m = Slow(after=4), faults.Marker()  # the proof takes ~1 s of the 1.5 s outage
     t0 = time.monotonic()
-    faults.kill_node(b, m, node="worker-b", outage_s=1.5)
+    kill_node(b, m, node="worker-b", outage_s=1.5)
     assert 1.4 <= b.started_at - t0 < 2.2
 
 

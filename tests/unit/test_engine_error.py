@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import faults, faults_engine, plan, provision, records as rec, scopes
+from chaos import faults, plan, provision, records as rec, scopes
 from chaos.backends import base, engine_faults, kube_access
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import KubeRayBackend, engines as ke
@@ -18,6 +18,7 @@ from chaos.backends.local import procs
 from chaos.backends.local.backend import LocalBackend
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
+from chaos.scopes.engine_error import error_engine
 from serve_apps import engine_faults as app_engine_faults
 from tests.unit.fake_backend import FakeBackend, TinyReplica
 from tests.unit.test_kuberay_backend import cluster, replica as kube_replica
@@ -33,7 +34,7 @@ def fast_proof(monkeypatch):
 # ---------------------------------------------------------------- the scope
 def test_the_scope_says_what_it_is_and_the_backends_run_it():
     s = scopes.get(NAME)
-    assert (s.fault, s.backend_methods, s.label) == ("error_engine", ("error_engine",), "engine error")
+    assert (s.fault, s.backend_methods, s.label) == (error_engine, ("error_engine",), "engine error")
     assert s.zoned and s.every_target_affected and not s.replacing and s.effect_bound_s == 15.0
     assert set(s.accesses(kube_access.Asked())) == set(kube_access.EXEC)  # nothing to heal: exec alone
     for backend in (LocalBackend, KubeRayBackend):
@@ -105,7 +106,7 @@ class ErrBackend(FakeBackend):
 
 def test_the_fault_marks_the_scope_once_the_signal_is_sent_and_proves_the_engine_dead(fast_proof):
     b, marker = ErrBackend(looks_to_exit=2), faults.Marker()
-    f = faults_engine.error_engine(b, marker, zone="zone-a")
+    f = error_engine(b, marker, zone="zone-a")
     assert b.sent == [("SIGUSR1", 41)] and f["pid"] == 41 and f["pids"] == [57]
     assert [(m.event, m.scope, m.zones) for m in marker.marks] == [(rec.INJECT_START, NAME, ["zone-a"]),
                                                                   (rec.INJECT_END, NAME, ["zone-a"])]
@@ -115,14 +116,14 @@ def test_the_fault_marks_the_scope_once_the_signal_is_sent_and_proves_the_engine
 
 def test_an_engine_that_did_not_exit_is_not_in_effect(fast_proof, monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.3}, raising=False)
-    f = faults_engine.error_engine(ErrBackend(looks_to_exit=None), faults.Marker())
+    f = error_engine(ErrBackend(looks_to_exit=None), faults.Marker())
     assert f["effect"]["verified"] is False and f["effect"]["checks"][0]["seen"] == "S"
 
 
 def test_a_refusal_records_nothing(fast_proof):
     b, marker = ErrBackend(refuse="no engine child process to make fail"), faults.Marker()
     with pytest.raises(ClusterError, match="no engine child"):
-        faults_engine.error_engine(b, marker)
+        error_engine(b, marker)
     assert marker.marks == [] and marker.attempted == {} and b.sent == []
 
 
@@ -180,7 +181,7 @@ def test_local_an_engine_that_records_nothing_is_unproven_and_the_real_proof_say
     with TinyReplica("stay") as t:
         b, marker = t.backend(), faults.Marker()
         b.pick_replica = lambda zone=None, **kw: t.replica()
-        f = faults_engine.error_engine(b, marker, zone="zone-a")  # the real fault and proof (bound: fast_proof's)
+        f = error_engine(b, marker, zone="zone-a")  # the real fault and proof (bound: fast_proof's)
         assert f["effect"]["verified"] is False and f["effect"]["bound_s"] == 0.5
         assert [c["ok"] for c in f["effect"]["checks"]] == [False, True]
         assert f["effect"]["checks"][0]["seen"] == f"{f['pids'][0]} no record" and procs.alive(f["pids"][0])
@@ -271,14 +272,14 @@ def test_kuberay_the_fault_records_nothing_when_refused_and_the_plan_does_not_ex
     s, b, stream = cluster()
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.0}, raising=False)
     b.pick_replica = lambda zone=None, **kw: kube_replica(node="wb-1")
-    f = faults_engine.error_engine(b, faults.Marker(), zone="zone-b")
+    f = error_engine(b, faults.Marker(), zone="zone-b")
     assert f["effect"]["verified"] and f["pids"] == ["wb-1/57"]
     s2, b2, stream2 = cluster()
     b2.pick_replica = b.pick_replica
     s2.kubelet.processes(s2.pods["wb-1"])[57]["hook"] = False
     marker = faults.Marker()
     with pytest.raises(ClusterError):
-        faults_engine.error_engine(b2, marker)
+        error_engine(b2, marker)
     assert marker.marks == []
     stream2.calls.clear()
     rows = b2.plan(NAME, {"zone": "zone-b"})

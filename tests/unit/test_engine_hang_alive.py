@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from chaos import faults, faults_engine, records as rec
+from chaos import faults, records as rec
 from chaos.backends.local import procs
 from chaos.errors import ClusterError
+from chaos.scopes.engine import hang_engine
 from tests.unit.fake_backend import TinyReplica
 from tests.unit.test_kuberay_backend import cluster, replica as kube_replica
 
@@ -53,7 +54,7 @@ def test_local_a_replica_without_an_engine_child_is_refused_never_stopped_itself
         monkeypatch.setattr(b, "pick_replica", lambda zone=None, **kw: t.replica())
         marker = faults.Marker()
         with pytest.raises(ClusterError):
-            faults_engine.hang_engine(b, marker, duration_s=1)
+            hang_engine(b, marker, duration_s=1)
         assert marker.marks == []
         with pytest.raises(ClusterError, match="no engine child process to stop"):
             b.plan("engine", {})
@@ -66,7 +67,7 @@ def test_local_the_hang_through_the_fault_is_proven_and_healed(monkeypatch):
         (engine,) = b.engine_children(t.replica())
         (row,) = b.plan("engine", {})
         assert row["name"] == str(engine) and f"the replica's process {t.pid} runs on" in row["does"]
-        f = faults_engine.hang_engine(b, marker, zone="zone-a", duration_s=0.5)
+        f = hang_engine(b, marker, zone="zone-a", duration_s=0.5)
         assert f["pids"] == [engine] and f["pid"] == t.pid
         assert f["effect"]["verified"], f["effect"]
         assert [m.event for m in marker.marks] == list(rec.MARK_EVENTS)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from chaos import faults, faults_engine, plan, records as rec, scopes
+from chaos import faults, plan, records as rec, scopes
 from chaos.backends import base, engine_faults, kube_access, kube_marks as km
 from chaos.backends.base import Implementation
 from chaos.backends.engine_faults import Throttle
@@ -20,6 +20,7 @@ from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.scopes import Restore
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
+from chaos.scopes.engine_slow import slow_engine
 from tests.unit.fake_backend import FakeBackend, TinyReplica
 from tests.unit.test_kuberay_backend import cluster, replica as kube_replica
 
@@ -30,7 +31,7 @@ FAST = Throttle(factor=3, period_s=0.1, duration_s=1.0)  # stopped 0.2 s, runnin
 # ---------------------------------------------------------------- the scope and the throttle
 def test_the_scope_says_what_it_is_and_the_backends_run_it():
     s = scopes.get(NAME)
-    assert (s.fault, s.backend_methods) == ("slow_engine", ("slow_engine", "resume_engine"))
+    assert (s.fault, s.backend_methods) == (slow_engine, ("slow_engine", "resume_engine")) and s.straggler
     assert s.zoned and s.every_target_affected and not s.replacing
     assert ("patch", "pods") in {(a.verb, a.resource) for a in s.accesses(kube_access.Asked())}  # its mark, for recover
     for backend in (LocalBackend, KubeRayBackend):
@@ -101,7 +102,7 @@ class SlowBackend(FakeBackend):
 
 def test_the_fault_marks_proves_and_heals_after_its_duration():
     b, marker = SlowBackend(), faults.Marker()
-    f = faults_engine.slow_engine(b, marker, zone="zone-a", factor=2, period_s=0.02, duration_s=0.2)
+    f = slow_engine(b, marker, zone="zone-a", factor=2, period_s=0.02, duration_s=0.2)
     assert b.calls == [("slow", 41, 2, 0.02, 0.2), ("look", Throttle(2, 0.02, 0.2)), ("resume", [57])]
     assert [(m.event, m.scope, m.zones) for m in marker.marks] == [(e, NAME, ["zone-a"]) for e in rec.MARK_EVENTS]
     assert marker.marks[0].detail == {"node": "w", "deployment": "StreamTarget", "factor": 2, "period_s": 0.02,
@@ -114,7 +115,7 @@ def test_the_fault_marks_proves_and_heals_after_its_duration():
 def test_a_duty_cycle_not_seen_is_unproven_and_still_healed(seen, monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.0}, raising=False)  # bound: 3 cycles (0.12 s)
     b, marker = SlowBackend(seen=seen), faults.Marker()
-    f = faults_engine.slow_engine(b, marker, factor=2, period_s=0.02, duration_s=0.05)
+    f = slow_engine(b, marker, factor=2, period_s=0.02, duration_s=0.05)
     assert f["effect"]["verified"] is False and f["effect"]["bound_s"] == pytest.approx(0.12)
     assert b.calls[-1] == ("resume", [57]) and [m.event for m in marker.marks][-1] == rec.HEAL_END
 
@@ -122,7 +123,7 @@ def test_a_duty_cycle_not_seen_is_unproven_and_still_healed(seen, monkeypatch):
 def test_a_throttle_out_of_range_is_refused_before_anything():
     b, marker = SlowBackend(), faults.Marker()
     with pytest.raises(UsageError, match="factor"):
-        faults_engine.slow_engine(b, marker, factor=0.5)
+        slow_engine(b, marker, factor=0.5)
     assert b.calls == [] and marker.marks == []
 
 
@@ -186,7 +187,7 @@ def test_local_the_fault_through_the_backend_proves_heals_and_leaves_the_engine_
         b, marker = t.backend(), faults.Marker()
         b.pick_replica = lambda zone=None, **kw: t.replica()
         (engine,) = b.engine_children(t.replica())
-        f = faults_engine.slow_engine(b, marker, zone="zone-a", factor=4, period_s=0.05, duration_s=0.8)
+        f = slow_engine(b, marker, zone="zone-a", factor=4, period_s=0.05, duration_s=0.8)
         assert f["pids"] == [engine] and f["pid"] == t.pid
         assert f["effect"]["verified"], f["effect"]
         assert [m.event for m in marker.marks] == list(rec.MARK_EVENTS)
@@ -254,13 +255,13 @@ def test_kuberay_the_fault_and_its_heal_and_a_refusal(monkeypatch):
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
     b.pick_replica = lambda zone=None, **kw: kube_replica(node="wb-1")
     marker = faults.Marker()
-    f = faults_engine.slow_engine(b, marker, zone="zone-b", factor=2, period_s=0.02, duration_s=0.05)
+    f = slow_engine(b, marker, zone="zone-b", factor=2, period_s=0.02, duration_s=0.05)
     assert f["effect"]["verified"] and [m.event for m in marker.marks] == list(rec.MARK_EVENTS)
     assert len(s.kubelet.unthrottled) == 1 and b.paused == []
     s.kubelet.exec("wb-1", "ray-worker", "kill -9 57")
     marker = faults.Marker()
     with pytest.raises(ClusterError, match="no engine child process to slow down"):
-        faults_engine.slow_engine(b, marker, zone="zone-b")
+        slow_engine(b, marker, zone="zone-b")
     assert marker.marks == [] and b.paused == [] and b.throttles == {}
 
 

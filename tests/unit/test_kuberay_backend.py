@@ -6,10 +6,18 @@ import time
 
 import pytest
 
-from chaos import faults, faults_engine
+from chaos import faults
 from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
+from chaos.scopes.engine import hang_engine
+from chaos.scopes.head import kill_head
+from chaos.scopes.node import kill_node
+from chaos.scopes.partition import partition_zone
+from chaos.scopes.redis import kill_redis
+from chaos.scopes.region import kill_region
+from chaos.scopes.replica import kill_replica
+from chaos.scopes.zone import kill_zone
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import FakeServer, FakeStream, node, ray_pod, redis_pod
 
@@ -91,7 +99,7 @@ def test_zone_loss_cordons_then_deletes_with_one_blast_radius_check_and_heals_on
     s, b, _ = cluster()
     s.nodes["k-a3"] = node("k-a3", "zone-a", "region-1", unschedulable=True)  # cordoned by someone else
     marker = faults.Marker()
-    f = faults.kill_zone(b, marker, "zone-a", outage_s=20)
+    f = kill_zone(b, marker, "zone-a", outage_s=20)
     assert marker.marks[0].detail["nodes"] == ["wa-1", "wa-2"] and f["pids"] == 2
     w = writes(s)
     # cordon (with the mark) of the zone's schedulable nodes first, then force-deletes of its Ray pods only
@@ -118,21 +126,21 @@ def test_zone_loss_over_the_blast_radius_touches_nothing_and_records_nothing():
     s, b, _ = cluster(max_pods=1)
     marker = faults.Marker()
     with pytest.raises(UsageError, match="loss of zone-a: the selector matches 2 pods, more than the limit of 1"):
-        faults.kill_zone(b, marker, "zone-a")
+        kill_zone(b, marker, "zone-a")
     assert writes(s) == [] and marker.marks == []
 
 
 def test_region_loss_is_checked_once_for_all_its_pods():
     s, b, _ = cluster(max_pods=3)  # region-1 holds 4 Ray pods (head, wa-1, wa-2, wb-1)
     with pytest.raises(UsageError, match="loss of control, zone-a, zone-b: the selector matches 4 pods"):
-        faults.kill_region(b, faults.Marker(), "region-1")
+        kill_region(b, faults.Marker(), "region-1")
     assert writes(s) == []
 
 
 def test_region_loss_is_one_fault_over_every_zone_of_the_region_and_the_rollback_uncordons():
     s, b, _ = cluster(max_pods=4)
     marker = faults.Marker()
-    f = faults.kill_region(b, marker, "region-1")  # no outage_s: the rollback heals
+    f = kill_region(b, marker, "region-1")  # no outage_s: the rollback heals
     assert f["zones"] == ["control", "zone-a", "zone-b"]  # the head's zone is in region-1 too: it goes as well
     assert {p for m, p in writes(s) if m == "DELETE"} == {
         f"/api/v1/namespaces/availproof/pods/{n}?gracePeriodSeconds=0" for n in ("head", "wa-1", "wa-2", "wb-1")}
@@ -152,11 +160,11 @@ def test_region_loss_is_one_fault_over_every_zone_of_the_region_and_the_rollback
 def test_gcs_kill_execs_pgrep_x_in_the_head_container_and_returns_the_pids():
     s, b, stream = cluster(handler=lambda pod, c, script: ("57\n", "", 0))
     marker = faults.Marker()
-    f = faults.kill_head(b, marker, outage_s=None, method="gcs")
+    f = kill_head(b, marker, outage_s=None, method="gcs")
     assert stream.calls == [("head", "ray-head", "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids")]
     assert "pgrep -f" not in stream.calls[0][2]  # -f would match the shell running the command
     assert f["pids"] == 1 and writes(s) == []
-    faults.kill_head(b, marker, outage_s=None)
+    kill_head(b, marker, outage_s=None)
     assert writes(s) == [("DELETE", "/api/v1/namespaces/availproof/pods/head?gracePeriodSeconds=0")]
 
 
@@ -168,12 +176,12 @@ def test_a_failed_command_raises_says_what_failed_and_records_no_injection(scope
                 pid=41, node_ip="10.0.1.1", node="wa-1", zone="zone-a", region=None)
     with pytest.raises(kube_exec.ExecError) as e:
         if scope == "gcs":
-            faults.kill_head(b, marker, outage_s=None, method="gcs")
+            kill_head(b, marker, outage_s=None, method="gcs")
         elif scope == "sigkill":
-            faults.kill_replica(b, marker, replica=r)
+            kill_replica(b, marker, replica=r)
         else:
             b.pick_replica = lambda **kw: r
-            faults_engine.hang_engine(b, marker)
+            hang_engine(b, marker)
     assert "exited 1" in str(e.value) and "No such process" in str(e.value) and "availproof/" in str(e.value)
     assert marker.marks == [] and b.paused == []
 
@@ -219,21 +227,21 @@ def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
     s, b, stream = cluster()
     kubelet = s.kubelet
     marker = faults.Marker()
-    assert faults.kill_replica(b, marker, replica=replica())["pids"] == ["wa-1/41"]
+    assert kill_replica(b, marker, replica=replica())["pids"] == ["wa-1/41"]
     assert stream.calls[0] == ("wa-1", "ray-worker", "kill -9 41")
     assert kubelet.fates["wa-1"] == [("ray::ServeRepli", "SIGKILL")]
     kubelet.actors["SERVE_REPLICA::a#S#r1"] = ("wb-1", 41)
-    faults.kill_replica(b, marker, replica=replica(node="wb-1"), method="actor")
+    kill_replica(b, marker, replica=replica(node="wb-1"), method="actor")
     arm, fire = [c for c in stream.calls if "availproof-actor-kill" in c[2]]
     assert arm[:2] == fire[:2] == ("head", "ray-head") and "SERVE_REPLICA::a#S#r1" in shlex.split(arm[2])
     assert kubelet.fates["wb-1"] == [("ray::ServeRepli", "SIGKILL")]  # Ray's kill of the actor's process
-    faults.kill_replica(b, marker, replica=replica(), method="pod")
+    kill_replica(b, marker, replica=replica(), method="pod")
     assert ("wa-1", "ray-worker", kb.CRASH_SCRIPT) in stream.calls  # the crash, then the delete
     assert writes(s)[-1] == ("DELETE", "/api/v1/namespaces/availproof/pods/wa-1?gracePeriodSeconds=0")
     assert kubelet.graceful("wa-1") == []
     b.pick_replica = lambda **kw: replica(node="wb-1")
     n = len(stream.calls)
-    f = faults_engine.hang_engine(b, marker, duration_s=5)
+    f = hang_engine(b, marker, duration_s=5)
     assert f["pids"] == ["wb-1/57"] and "pgrep -P 41 -f EngineCore" in stream.calls[n][2]
     # the engine stopped; the replica's process is not running: the actor kill above took wb-1's replica
     assert f["pid"] == 41 and [c["ok"] for c in f["effect"]["checks"]] == [True, False]
@@ -260,7 +268,7 @@ def test_networkpolicy_partition_isolates_exactly_the_zones_pods_and_heals():
     s.kubelet.cni_cuts_established = True  # a plugin that enforces policy per packet
     s.pods["wa-9"] = ray_pod("wa-9", "k-b", "10.0.2.9")  # group workers-zone-a, but on a zone-b node
     marker = faults.Marker()
-    faults.partition_zone(b, marker, "zone-a", duration_s=20)
+    partition_zone(b, marker, "zone-a", duration_s=20)
     pol = next(body for m, p, body in s.calls if m == "POST")
     assert not km.expired(pol["metadata"]["annotations"].pop(km.EXPIRES))  # its deadline: leftovers expire
     want = kp.partition_policy("zone-a", CLUSTER, "run1")
@@ -283,7 +291,7 @@ def test_node_filter_partition_applies_the_rules_on_every_zone_node_and_removes_
     s, b, stream = cluster()  # node-filter: the default
     assert b.partition_method == "node-filter" == kp.DEFAULT_METHOD
     marker = faults.Marker()
-    faults.partition_zone(b, marker, "zone-a")  # healed by the rollback
+    partition_zone(b, marker, "zone-a")  # healed by the rollback
     helpers = {n: p for n, p in s.pods.items() if p["metadata"]["labels"].get(kp.FAULT_LABEL) == "partition-helper"}
     assert sorted(p["spec"]["nodeName"] for p in helpers.values()) == ["k-a1", "k-a2"]
     for p in helpers.values():
@@ -318,7 +326,7 @@ def test_node_filter_partition_that_fails_to_apply_leaves_no_helper_and_records_
     stream.handler = handler
     marker = faults.Marker()
     with pytest.raises(kube_exec.ExecError, match="Operation not permitted"):
-        faults.partition_zone(b, marker, "zone-a")
+        partition_zone(b, marker, "zone-a")
     assert marker.marks == [] and s.kubelet.tables == {} and s.kubelet.probes == {}
     assert not any(kp.FAULT_LABEL in p["metadata"]["labels"] for p in s.pods.values())
 
@@ -343,7 +351,7 @@ def test_partition_method_is_checked():
 def test_node_kill_deletes_one_worker_pod_and_refuses_the_head_and_strangers():
     s, b, _ = cluster()
     marker = faults.Marker()
-    faults.kill_node(b, marker, zone="zone-b")
+    kill_node(b, marker, zone="zone-b")
     assert writes(s) == [("DELETE", "/api/v1/namespaces/availproof/pods/wb-1?gracePeriodSeconds=0")]
     for name in ("head", "stranger"):
         with pytest.raises(UsageError, match="matches no pod"):
@@ -352,7 +360,7 @@ def test_node_kill_deletes_one_worker_pod_and_refuses_the_head_and_strangers():
 
 def test_redis_restart_reports_whether_the_head_restarted():
     s, b, _ = cluster()
-    f = faults.kill_redis(b, faults.Marker(), outage_s=None)
+    f = kill_redis(b, faults.Marker(), outage_s=None)
     assert f["pids"] == ["redis-1"] and "redis-1" not in s.pods
     s.pods["redis-2"] = redis_pod("redis-2")  # the Deployment's replacement
     s.pods["head"]["status"]["containerStatuses"][0]["restartCount"] = 1  # the GCS exited, the kubelet restarted it

@@ -9,9 +9,17 @@ import threading
 
 import pytest
 
-from chaos import analysis, faults, faults_engine, verdict
+from chaos import analysis, faults, verdict
 from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
 from chaos.errors import ClusterError, UsageError
+from chaos.scopes.engine_crash import crash_engine
+from chaos.scopes.head import kill_head
+from chaos.scopes.node import kill_node
+from chaos.scopes.partition import partition_zone
+from chaos.scopes.redis import kill_redis
+from chaos.scopes.region import kill_region
+from chaos.scopes.replica import kill_replica
+from chaos.scopes.zone import kill_zone
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import GRACE_END, node, ray_pod, redis_pod
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, replica, writes
@@ -86,12 +94,12 @@ def test_the_fake_kuberay_replaces_a_pod_only_once_it_is_gone():
 
 # ------------------------------------------------------------------ 1. a kill is a crash
 KILLS = {
-    "node": (lambda b, m: faults.kill_node(b, m, node="wb-1"), ["wb-1"]),
-    "zone": (lambda b, m: faults.kill_zone(b, m, "zone-a"), ["wa-1", "wa-2"]),
-    "region": (lambda b, m: faults.kill_region(b, m, "region-2"), ["wc-1"]),
-    "head": (lambda b, m: faults.kill_head(b, m, outage_s=None), ["head"]),
-    "redis": (lambda b, m: faults.kill_redis(b, m, outage_s=None), ["redis-1"]),
-    "replica-pod": (lambda b, m: faults.kill_replica(b, m, replica=replica(), method="pod"), ["wa-1"]),
+    "node": (lambda b, m: kill_node(b, m, node="wb-1"), ["wb-1"]),
+    "zone": (lambda b, m: kill_zone(b, m, "zone-a"), ["wa-1", "wa-2"]),
+    "region": (lambda b, m: kill_region(b, m, "region-2"), ["wc-1"]),
+    "head": (lambda b, m: kill_head(b, m, outage_s=None), ["head"]),
+    "redis": (lambda b, m: kill_redis(b, m, outage_s=None), ["redis-1"]),
+    "replica-pod": (lambda b, m: kill_replica(b, m, replica=replica(), method="pod"), ["wa-1"]),
 }
 
 
@@ -131,7 +139,7 @@ def test_a_kill_that_could_not_sigkill_deletes_nothing_and_records_nothing():
     stream.handler = lambda pod, c, script: ("", "sh: 1: kill: No such process\n", 1)
     marker = faults.Marker()
     with pytest.raises(kube_exec.ExecError, match="the SIGKILL of 2 of 2 pod.s. failed, none of them deleted"):
-        faults.kill_zone(b, marker, "zone-a")
+        kill_zone(b, marker, "zone-a")
     assert marker.marks == [] and "wa-1" in s.pods and "wa-2" in s.pods
     assert not [p for m, p in writes(s) if m == "DELETE"]
     assert b.restore_zones() == ["k-a1", "k-a2"]  # the cordon it had set is this run's to undo
@@ -188,7 +196,7 @@ def test_the_nodes_a_loss_would_cordon_count_in_the_blast_radius():
     s, b, _ = cluster(max_pods=5, max_nodes=3)  # region-1: 4 Ray pods on 4 nodes (k-cp, k-a1, k-a2, k-b)
     with pytest.raises(UsageError, match="loss of control, zone-a, zone-b: it would cordon 4 nodes, more than the "
                                          "limit of 3 .max_nodes."):
-        faults.kill_region(b, faults.Marker(), "region-1")
+        kill_region(b, faults.Marker(), "region-1")
     assert writes(s) == [] and s.kubelet.fates == {}
     s2, b2, _ = cluster(max_pods=1)  # max_nodes defaults to max_pods
     assert b2.max_nodes == 1 and b2.describe()["max_nodes"] == 1
@@ -212,7 +220,7 @@ def _kuberay_replaces(s):
 def test_a_zone_with_a_spare_node_stays_lost_its_replacements_pending_and_the_effect_holds(monkeypatch):
     s, b = _spare_zone_cluster(monkeypatch)
     marker = faults.Marker()
-    f = faults.kill_zone(b, marker, "zone-a")  # no outage: the rollback heals
+    f = kill_zone(b, marker, "zone-a")  # no outage: the rollback heals
     assert s.nodes["k-a3"]["spec"]["unschedulable"] is True  # the spare node is cordoned too
     new, bound = _kuberay_replaces(s)
     assert len(new) == 2 and bound == []  # the replacements stay Pending: every node of the zone is cordoned
@@ -230,7 +238,7 @@ def test_a_zone_that_comes_back_before_the_heal_makes_the_run_an_error_saying_wh
     b.cordon_spare_nodes = False  # the spare node's cordon left out on purpose: the replacements find it
     b.zone_watch_poll_s = 0.01
     marker = faults.Marker()
-    f = faults.kill_zone(b, marker, "zone-a")
+    f = kill_zone(b, marker, "zone-a")
     assert f["effect"]["verified"] is True  # right after the crash the zone looks lost: the replacements are not there yet
     new, bound = _kuberay_replaces(s)
     assert sorted(bound) == sorted(new) and len(new) == 2  # Ready in the lost zone, on its spare node
@@ -256,10 +264,10 @@ def test_a_zone_that_comes_back_during_a_timed_outage_is_caught_at_the_heal(monk
     """kill_zone with outage_s: the heal is restore_zones inside the heal marks; the watch's last look, before
     the uncordon, sees the replacements that came up meanwhile (here on a node added after the loss began)."""
     s, b = _spare_zone_cluster(monkeypatch)
-    monkeypatch.setattr(faults, "_sleep", lambda seconds: (s.nodes.__setitem__("k-a9", node("k-a9", "zone-a")),
+    monkeypatch.setattr(faults, "sleep", lambda seconds: (s.nodes.__setitem__("k-a9", node("k-a9", "zone-a")),
                                                            _kuberay_replaces(s)))
     marker = faults.Marker()
-    faults.kill_zone(b, marker, "zone-a", outage_s=30)
+    kill_zone(b, marker, "zone-a", outage_s=30)
     effect = analysis.faults_from_marks(marker.marks)[0].detail["effect"]
     assert effect["verified"] is False and "a node added after the loss began" in effect["checks"][-1]["seen"]
     assert marker.marks[1].detail["effect"]["verified"] is True  # the inject end mark keeps what was proven then
@@ -355,7 +363,7 @@ def test_helpers_end_by_their_deadline_and_take_their_table_with_them():
 
 
 def _partition_with_the_hook(backend, marker, zone, duration_s=None):
-    """faults.partition_zone with the hook this backend needs (chaos/faults.py, not this backend's to edit):
+    """partition_zone with the hook this backend needs (chaos/faults.py, not this backend's to edit):
     the set-up armed before the inject mark, the mark taken just before the cut."""
     cut = backend.partition_armer(zone, deadline_s=duration_s + 300 if duration_s else None)
     with marker.inject("partition", zone, [zone]) as f:
@@ -679,7 +687,7 @@ def test_an_engine_crash_kills_the_engine_child_only_and_proves_the_replica_live
 def test_the_engine_crash_fault_records_the_replica_it_proves_alive():
     s, b, _ = cluster()
     b.pick_replica = lambda zone=None, **_: replica(node="wb-1")
-    f = faults_engine.crash_engine(b, faults.Marker(), zone="zone-b")
+    f = crash_engine(b, faults.Marker(), zone="zone-b")
     assert f["pid"] == 41 and f["pids"] == ["wb-1/57"]
     assert f["effect"]["verified"] and [c["ok"] for c in f["effect"]["checks"]] == [True, True], f["effect"]
 
@@ -690,5 +698,5 @@ def test_an_engine_crash_refused_leaves_nothing_in_the_records():
     b.pick_replica = lambda zone=None, **_: replica(node="wb-1")
     marker = faults.Marker()
     with pytest.raises(ClusterError, match="no engine child process"):
-        faults_engine.crash_engine(b, marker, zone="zone-b")
+        crash_engine(b, marker, zone="zone-b")
     assert marker.marks == []

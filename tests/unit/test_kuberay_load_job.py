@@ -19,6 +19,11 @@ from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.load.pool import deal
 from chaos.load.workload import LoadShape, Router, Target, plan
 from chaos.schemas import __file__ as schemas_init
+from chaos.scopes.drain import drain_node
+from chaos.scopes.node import kill_node
+from chaos.scopes.partition import partition_zone
+from chaos.scopes.region import kill_region
+from chaos.scopes.zone import kill_zone
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import node
 from tests.unit.test_kuberay_backend import cluster, writes
@@ -224,11 +229,11 @@ def test_a_fault_whose_scope_reaches_a_load_pods_node_is_refused_before_anything
     assert where in str(e.value) and "refusing to act" in str(e.value) and "\n" not in str(e.value)
     s.calls.clear()
     marker = faults.Marker()
-    act = {"zone": lambda: faults.kill_zone(b, marker, "zone-a"),
-           "region": lambda: faults.kill_region(b, marker, "region-1"),
-           "partition": lambda: faults.partition_zone(b, marker, "zone-a"),
-           "node": lambda: faults.kill_node(b, marker, node="wb-1"),
-           "drain": lambda: faults.drain_node(b, marker, node="wb-1", deadline_s=5.0, outage_s=None, poll_s=0.0)}
+    act = {"zone": lambda: kill_zone(b, marker, "zone-a"),
+           "region": lambda: kill_region(b, marker, "region-1"),
+           "partition": lambda: partition_zone(b, marker, "zone-a"),
+           "node": lambda: kill_node(b, marker, node="wb-1"),
+           "drain": lambda: drain_node(b, marker, node="wb-1", deadline_s=5.0, outage_s=None, poll_s=0.0)}
     with pytest.raises(UsageError, match="hosting load worker pod"):
         act[scope]()
     assert writes(s) == [] and stream.calls == [] and marker.marks == []  # nothing injected, nothing written

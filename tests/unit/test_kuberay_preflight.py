@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import (cli, faults, faults_accelerator, faults_engine, plan, provision, ray_actor, records as rec,
+from chaos import (cli, faults, faults_accelerator, plan, provision, ray_actor, records as rec,
                    scopes as scope_registry)
 from chaos.backends import kube_access, kuberay as kb
 from chaos.backends.local import state as st
@@ -22,6 +22,19 @@ from chaos.backends.local.cluster import LocalCluster
 from chaos.commands.common import kube_flags
 from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.experiment import load
+from chaos.scopes.drain import drain_node
+from chaos.scopes.engine import hang_engine
+from chaos.scopes.engine_crash import crash_engine
+from chaos.scopes.engine_error import error_engine
+from chaos.scopes.engine_slow import slow_engine
+from chaos.scopes.head import kill_head
+from chaos.scopes.node import kill_node
+from chaos.scopes.partition import partition_zone
+from chaos.scopes.redis import kill_redis
+from chaos.scopes.region import kill_region
+from chaos.scopes.replica import kill_replica
+from chaos.scopes.upgrade import upgrade_app
+from chaos.scopes.zone import kill_zone
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import node
 from tests.unit.kube_fake_gpu import gpu_cluster
@@ -99,27 +112,27 @@ def inject_and_heal(scope, s, b, monkeypatch):
     monkeypatch.setattr(b, "restart_head", lambda: None)
     if scope == "replica":
         for method in ("sigkill", "pod"):
-            faults.kill_replica(b, marker, replica=replica(node="wb-1" if method == "pod" else "wa-1"), method=method)
+            kill_replica(b, marker, replica=replica(node="wb-1" if method == "pod" else "wa-1"), method=method)
     elif scope == "engine":
-        faults_engine.hang_engine(b, marker, zone="zone-b")
+        hang_engine(b, marker, zone="zone-b")
     elif scope == "engine-crash":
-        faults_engine.crash_engine(b, marker, zone="zone-b")
+        crash_engine(b, marker, zone="zone-b")
     elif scope == "engine-error":
-        faults_engine.error_engine(b, marker, zone="zone-b")
+        error_engine(b, marker, zone="zone-b")
     elif scope == "engine-slow":
-        faults_engine.slow_engine(b, marker, zone="zone-b", duration_s=0.1)
+        slow_engine(b, marker, zone="zone-b", duration_s=0.1)
     elif scope == "node":
-        faults.kill_node(b, marker, node="wb-1")
+        kill_node(b, marker, node="wb-1")
     elif scope == "head":
-        faults.kill_head(b, marker, outage_s=None, method="gcs")
+        kill_head(b, marker, outage_s=None, method="gcs")
     elif scope == "redis":
-        faults.kill_redis(b, marker, outage_s=None)
+        kill_redis(b, marker, outage_s=None)
     elif scope in ("zone", "region"):
-        faults.kill_zone(b, marker, "zone-a") if scope == "zone" else faults.kill_region(b, marker, "region-2")
+        kill_zone(b, marker, "zone-a") if scope == "zone" else kill_region(b, marker, "region-2")
     elif scope == "partition":
-        faults.partition_zone(b, marker, "zone-b")
+        partition_zone(b, marker, "zone-b")
     elif scope == "drain":
-        faults.drain_node(b, marker, node="wb-1", deadline_s=0.0, outage_s=None, poll_s=0.0)
+        drain_node(b, marker, node="wb-1", deadline_s=0.0, outage_s=None, poll_s=0.0)
     elif scope == "upgrade":
         b.upgrade_app("cluster", "v9")
     elif scope == "accelerator":
@@ -459,7 +472,7 @@ def test_an_ignored_cluster_upgrade_records_no_injection(monkeypatch):
     fake_dashboard(monkeypatch, serve=SERVE)
     marker = faults.Marker()
     with pytest.raises(ClusterError, match="zero-downtime upgrades are off"):
-        faults.upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=900, poll_s=0.01)
+        upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=900, poll_s=0.01)
     assert marker.marks == []
 
 
@@ -579,7 +592,7 @@ def test_the_actor_kills_driver_connects_before_the_faults_instant(monkeypatch):
     stream.handler = lambda pod, c, script: (at.append((rec.now_ns(), script)), handler(pod, c, script))[1]
     events, seen = rec.Events(), []
     events.fault_marked.append(seen.append)
-    faults.kill_replica(b, faults.Marker(events), replica=replica(), method="actor")
+    kill_replica(b, faults.Marker(events), replica=replica(), method="actor")
     arm = next(t for t, script in at if script.startswith(": availproof-actor-kill arm"))
     fire = next(t for t, script in at if script.startswith(": availproof-actor-kill fire"))
     inject = next(m for m in seen if m.event == rec.INJECT_START)
@@ -594,7 +607,7 @@ def test_an_actor_kill_whose_driver_cannot_connect_raises_before_any_mark():
     s.kubelet.actors["SERVE_REPLICA::other"] = ("wa-1", 41)  # the replica's actor is not there
     marker = faults.Marker()
     with pytest.raises(ClusterError, match="is not ready to kill actor SERVE_REPLICA::a#S#r1 .error Failed to look up"):
-        faults.kill_replica(b, marker, replica=replica(), method="actor")
+        kill_replica(b, marker, replica=replica(), method="actor")
     assert marker.marks == [] and s.kubelet.fates.get("wa-1") is None
 
 

@@ -13,6 +13,8 @@ import yaml
 from chaos import analysis, faults, placement, records as rec
 from chaos.backends import kube_marks as km, kuberay as kb
 from chaos.errors import ClusterError, SetupError, UsageError
+from chaos.scopes.drain import drain_node
+from chaos.scopes.upgrade import upgrade_app
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake import ray_pod
 from tests.unit.test_kuberay_backend import CLUSTER, cluster, writes
@@ -154,7 +156,7 @@ def test_unknown_variant_bare_raycluster_strategy_none_and_a_running_upgrade_are
     one_line(e)
     marker = faults.Marker()
     with pytest.raises(UsageError, match="must be one of serve_config, cluster, got 'code'"):
-        faults.upgrade_app(b, marker, variant="code")
+        upgrade_app(b, marker, variant="code")
     assert marker.marks == []
 
     s2, b2 = service(strategy="None")
@@ -215,7 +217,7 @@ def test_a_disruption_budget_refusal_raises_one_line_and_records_no_injection(mo
                         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"ray.io/group": "workers-zone-c"}}}}
     marker = faults.Marker()
     with pytest.raises(ClusterError) as e:
-        faults.drain_node(b, marker, node="wc-1", deadline_s=5)
+        drain_node(b, marker, node="wc-1", deadline_s=5)
     assert one_line(e) == ("drain of wc-1: the eviction was refused by a PodDisruptionBudget (HTTP 429: Cannot evict "
                            "pod as it would violate the pod's disruption budget. The disruption budget zone-c needs 1 "
                            "healthy pods and has 1 currently)")
@@ -322,7 +324,7 @@ def test_upgrade_app_serve_config_end_to_end(monkeypatch):
 
     fake_dashboard(monkeypatch, serve=FakeServe(script))
     marker, seen = collected()
-    f = faults.upgrade_app(b, marker, variant="serve_config", version="v2", timeout_s=10, poll_s=0.01)
+    f = upgrade_app(b, marker, variant="serve_config", version="v2", timeout_s=10, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END, rec.HEAL_START, rec.HEAL_END]
     assert {(m.scope, m.target) for m in seen} == {("upgrade", "serve_config")} and len({m.fault_id for m in seen}) == 1
     assert seen[0].detail == {"replicas_before": ["r1", "r2", "r3"], "version": "v2"}
@@ -360,7 +362,7 @@ def test_upgrade_app_cluster_end_to_end_follows_kuberay_to_the_new_cluster(monke
 
     fake_dashboard(monkeypatch, serve=FakeServe(kuberay_and_serve))
     marker, seen = collected()
-    f = faults.upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=10, poll_s=0.01)
+    f = upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=10, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END, rec.HEAL_START, rec.HEAL_END]
     assert seen[1].detail["patched"] == "spec.rayClusterConfig" and seen[1].detail["cluster_before"] == CLUSTER
     assert f["complete"] is True and f["replicas_after"] == ["n1", "n2", "n3"]
@@ -387,7 +389,7 @@ def test_drain_node_end_to_end_replicas_moved_before_the_deadline(monkeypatch):
     s, b, _ = cluster()
     fake_dashboard(monkeypatch, serve=FakeServe(drain_script(s, moves_after=3)))
     marker, seen = collected()
-    f = faults.drain_node(b, marker, node="wb-1", deadline_s=0.3, outage_s=0.01, poll_s=0.01)
+    f = drain_node(b, marker, node="wb-1", deadline_s=0.3, outage_s=0.01, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END, rec.HEAL_START, rec.HEAL_END]
     assert {(m.scope, m.target, tuple(m.zones)) for m in seen} == {("drain", "wb-1", ("zone-b",))}
     assert seen[0].detail == {"deadline_s": 0.3, "replicas_at_notice": ["r2"]}
@@ -411,7 +413,7 @@ def test_drain_node_end_to_end_replica_still_there_and_pod_gone_at_the_deadline(
     # the evicted pod's replica stays mapped to it while it terminates, until the pod is gone
     fake_dashboard(monkeypatch, serve=FakeServe(drain_script(s, gone_after=10**9)))
     marker, seen = collected()
-    f = faults.drain_node(b, marker, node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
+    f = drain_node(b, marker, node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
     assert [m.event for m in seen] == [rec.INJECT_START, rec.INJECT_END]
     assert f["replicas_left_at_deadline"] == ["r2"] and f["moved_before_deadline_s"] is None and f["pids"] == 1
     # no heal in the fault (the rollback heals): the deadline's facts are in the marks all the same
@@ -419,7 +421,7 @@ def test_drain_node_end_to_end_replica_still_there_and_pod_gone_at_the_deadline(
     assert fault.detail["pids"] == 1 and fault.detail["replicas_left_at_deadline"] == ["r2"]
     s2, b2, _ = cluster()
     fake_dashboard(monkeypatch, serve=FakeServe(drain_script(s2, gone_after=2)))
-    f = faults.drain_node(b2, faults.Marker(), node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
+    f = drain_node(b2, faults.Marker(), node="wb-1", deadline_s=0.2, outage_s=None, poll_s=0.01)
     # the pod left before its deadline: its replica is no longer on it, and nothing is left to kill
     assert f["pids"] == 0 and f["replicas_left_at_deadline"] == []
     assert writes(s2) == [("POST", "/api/v1/namespaces/availproof/pods/wb-1/eviction")]
@@ -432,7 +434,7 @@ def test_a_dashboard_that_does_not_answer_is_placement_unknown_not_no_replica(mo
         b.replicas(state=None)
     marker = faults.Marker()
     with pytest.raises(placement.PlacementUnknown):  # no drain whose replicas' moves nobody could see
-        faults.drain_node(b, marker, node="wb-1", deadline_s=5)
+        drain_node(b, marker, node="wb-1", deadline_s=5)
     assert marker.marks == [] and writes(s) == []
 
 
@@ -448,7 +450,7 @@ def test_a_cluster_upgrade_that_does_not_complete_is_rolled_back_at_the_heal(mon
     fake_dashboard(monkeypatch, serve=FakeServe(lambda n: (OLD, "RUNNING")))  # nothing moves
     monkeypatch.setattr(b, "wait_healthy", lambda timeout=300.0: None)
     marker, _ = collected()
-    f = faults.upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=0.05, poll_s=0.01)
+    f = upgrade_app(b, marker, variant="cluster", version="v3", timeout_s=0.05, poll_s=0.01)
     assert f["complete"] is False and f["pending_cluster"] == NEW_CLUSTER and f["record"] == "availproof-upgrade-run1"
     pending = s.custom[("rayclusters", NEW_CLUSTER)]
     assert pending["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][km.RUN] == "run1"

@@ -21,6 +21,7 @@ from chaos.backends.local import haproxy, ports, procs
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import LocalCluster
+from chaos.scopes.drain import drain_node
 from tests.unit.fake_dashboard import install as fake_dashboard
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -317,7 +318,7 @@ def test_a_drain_read_without_an_answer_does_not_move_the_replicas(monkeypatch):
 
     fake_dashboard(monkeypatch, serve=serve_details)
     marker = faults.Marker()
-    f = faults.drain_node(b, marker, node="b", deadline_s=0.5, outage_s=None, poll_s=0.02)
+    f = drain_node(b, marker, node="b", deadline_s=0.5, outage_s=None, poll_s=0.02)
     assert marker.marks[0].detail["replicas_at_notice"] == ["r1"]
     moved_read = reads[5] - b.drained_at  # when the read that first saw it elsewhere started
     assert moved_read > 0.05 and f["moved_before_deadline_s"] >= round(moved_read, 3) - 0.005
@@ -334,7 +335,7 @@ def test_a_drain_whose_deadline_read_got_no_answer_keeps_the_last_known_placemen
 
     fake_dashboard(monkeypatch, serve=serve_details)
     marker = faults.Marker()
-    f = faults.drain_node(b, marker, node="b", deadline_s=deadline_s, outage_s=None, poll_s=0.02)
+    f = drain_node(b, marker, node="b", deadline_s=deadline_s, outage_s=None, poll_s=0.02)
     assert f["replicas_left_at_deadline"] == ["r1"] and f["moved_before_deadline_s"] is None
     assert f["placement_reads_failed"] >= 1
     end = [m for m in marker.marks if m.event == "inject_end"][0]
@@ -346,7 +347,7 @@ def test_no_drain_when_the_placement_at_the_notice_is_unknown(monkeypatch):
     fake_dashboard(monkeypatch, serve=None)
     marker = faults.Marker()
     with pytest.raises(placement.PlacementUnknown):
-        faults.drain_node(b, marker, node="b", deadline_s=0.1, outage_s=None, poll_s=0.01)
+        drain_node(b, marker, node="b", deadline_s=0.1, outage_s=None, poll_s=0.01)
     assert b.drained_at is None and marker.marks == []
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import (analysis, bounds, experiment, faults, faults_accelerator, faults_engine, records as rec, schemas,
+from chaos import (analysis, bounds, experiment, faults, records as rec, schemas,
                    scopes, suite, summary as summary_mod)
 from chaos.backends.base import Backend
 from chaos.reports import cells, report
@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = json.loads((ROOT / "experiments" / "replica-kill.json").read_text())
 BUILTIN = ("replica", "engine", "engine-crash", "node", "head", "zone", "region", "partition", "redis", "upgrade", "drain",
            "engine-error", "engine-slow", "accelerator")
-FAULT_MODULES = {"faults": faults, "faults_engine": faults_engine, "faults_accelerator": faults_accelerator}
 # the protocol's queries: what a fault may read besides the methods that break and restore
 QUERIES = {"zones", "regions", "zones_in_region", "nodes_in", "zone_of", "targets", "head_target", "own_hosts",
            "describe", "topology_doc", "head_alive", "upgrade_variants", "graceful_shutdown", "front_door",
@@ -46,10 +45,11 @@ def test_the_builtin_scopes_say_what_the_code_listed_by_name():
     assert all(s.label and s.label != s.name for s in scopes.all_scopes())
 
 
-def test_the_shipped_extension_schema_lists_the_registered_scopes():
-    """The file (what editors read) keeps the enum; the loader puts the registry's in its place."""
+def test_the_shipped_extension_schema_names_no_scope_and_the_loader_puts_the_registered_ones_in():
+    """The file (what editors read) lists no scope (adding one touches no schema); the loader's enum is the
+    registry's."""
     shipped = json.loads(schemas.path(schemas.EXTENSION).read_text())
-    assert tuple(shipped["properties"]["scope"]["enum"]) == scopes.names()
+    assert "enum" not in shipped["properties"]["scope"]
     assert tuple(schemas.schema(schemas.EXTENSION)["properties"]["scope"]["enum"]) == scopes.names()
 
 
@@ -77,14 +77,20 @@ def _inject_call(fn: ast.FunctionDef) -> ast.Call:
 
 @pytest.mark.parametrize("name", BUILTIN)
 def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
+    import inspect
+
+    from chaos.ctk import actions
+
     s = scopes.get(name)
-    defs = {k: v for m in FAULT_MODULES
-            for k, v in _functions(ast.parse((ROOT / "chaos" / f"{m}.py").read_text())).items()}
-    fn = defs[s.fault]
-    assert any(callable(getattr(m, s.fault, None)) for m in FAULT_MODULES.values())
+    source = Path(inspect.getsourcefile(s.fault))
+    defs = _functions(ast.parse(source.read_text()))
+    fn = defs[s.fault.__name__]
+    # the fault lives in the scope's own module (the accelerator's: chaos/faults_accelerator.py until it moves)
+    assert source.stem in (name.replace("-", "_"), "faults_accelerator")
     # the fault marks this scope, and names zones exactly when the entry says it does
     call = _inject_call(fn)
-    assert isinstance(call.args[0], ast.Constant) and call.args[0].value == name
+    first = call.args[0]
+    assert (first.value if isinstance(first, ast.Constant) else ast.unparse(first)) in (name, "SCOPE.name")
     names_no_zone = isinstance(call.args[2], ast.List) and not call.args[2].elts
     assert names_no_zone is not s.zoned
     # the backend methods it declares are the protocol's, and the ones its fault breaks and restores with
@@ -92,10 +98,9 @@ def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     assert set(s.backend_methods) <= members
     used = _backend_uses(fn, defs)
     assert set(s.backend_methods) <= used and used - set(s.backend_methods) <= QUERIES
-    # a Chaos Toolkit action calls the fault, and an experiment measures the scope
-    actions = ast.parse((ROOT / "chaos" / "ctk" / "actions.py").read_text())
-    assert any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in FAULT_MODULES
-               and n.attr == s.fault for n in ast.walk(actions))
+    # each of its faults is a Chaos Toolkit action of its name, and an experiment measures the scope
+    for f in s.faults():
+        assert callable(getattr(actions, f.__name__)) and scopes.actions()[f.__name__] == (s, f)
     measured = {e["scope"] for p in (ROOT / "experiments").glob("*.json")
                 for e in json.loads(p.read_text())["extensions"] if e.get("name") == "availproof"}
     assert name in measured
@@ -110,6 +115,9 @@ def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     (Scope("x", "x", routed=True), "routed needs zoned"),
     (Scope("x", "x", replaces_every_replica=True), "needs replacing"),
     (Scope("x", "x", backend_methods="kill_node"), "tuple of method names"),
+    (Scope("x", "x", fault="kill_node"), "must be functions"),
+    (Scope("x", "x", heal_args="outage_s"), "tuples of argument names"),
+    (Scope("x", "x", fault=scopes.get("node").fault), "already scope 'node''s action"),
 ])
 def test_register_refuses_a_taken_name_and_an_entry_that_contradicts_itself(entry, why):
     with pytest.raises(ValueError, match=why):
@@ -148,7 +156,7 @@ class DiskBackend:
 
 
 def fill_disk(backend, marker: faults.Marker, node: str, duration_s: float | None = None) -> dict:
-    """The new scope's fault function, written as chaos/faults.py writes one."""
+    """The new scope's fault function, written as a module of chaos/scopes/ writes one."""
     z = backend.zone_of(node)
     with marker.inject("disk-full", node, [z] if z else []) as f:
         f["pids"] = backend.fill_disk(node)

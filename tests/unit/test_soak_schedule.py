@@ -125,7 +125,7 @@ def test_the_conflict_table():
     assert sch.conflict(upgrade, REPLICA) and sch.conflict(upgrade, NODE) is None
     partition = SoakFault("partition", "zone-partition", 20.0, "heal", 60.0, 10.0, ("zone-c",))
     assert sch.conflict(HEAD, partition) is None
-    for pair in list(sch.CONFLICTS) + list(sch.SAME_ZONE):
+    for pair in list(sch.conflicts()) + list(sch.same_zone()):
         assert len(pair) == 2  # pairs of different scopes; one scope with itself is the first rule
 
 
@@ -223,4 +223,4 @@ def test_the_engine_faults_of_issue_35_are_known_to_the_soak():
         assert sch.conflict(f, SoakFault("upgrade", "upgrade", 30.0, "occupancy", 30.0, 10.0))
         assert sch.conflict(f, ZONE_A) and sch.conflict(f, REPLICA) and sch.conflict(f, NODE) is None
     assert sch.conflict(error, slow).endswith("(zone-a)")
-    assert all(callable(getattr(actions, func)) for func in sch.HEAL_ARGS)
+    assert all(callable(getattr(actions, func)) for func in sch.heal_args())

@@ -1,9 +1,12 @@
 """The registry of failure scopes: what a scope is (:class:`Scope`), and the scopes registered.
 
-The analysis, the planes, the bounds, the reports, the schemas, the faults' proofs and the KubeRay
-preflight ask this registry what a scope is instead of keeping their own lists of names. Each
-built-in scope is one module of :mod:`chaos.scopes` holding its :class:`Scope` (registered by the
-package, in order); a plug-in's is a :func:`register` call (docs/architecture.md, "Adding a scope").
+The analysis, the planes, the bounds, the reports, the schemas, the faults' proofs, the Chaos Toolkit
+actions, the soak's schedule and the KubeRay preflight ask this registry what a scope is instead of
+keeping their own lists of names. Each built-in scope is one module of :mod:`chaos.scopes` holding its
+:class:`Scope` and its fault function(s) (registered by the package, in order); a plug-in's is a
+:func:`register` call (docs/architecture.md, "Adding a scope"). This module is below everything that
+reads it (the fault machinery, :mod:`chaos.faults`, included), so the scopes' modules can build on that
+machinery; ``from chaos import scopes`` is its API with the built-in scopes registered.
 A scope a recorded run names that the registry does not know (an older run, a plug-in's scope not
 loaded) reads as one with every property false (:func:`get`): analysed like ``head``, shown by its name.
 
@@ -32,7 +35,15 @@ class Scope:
 
     name: str  # what the marks, the experiments and the summaries call it
     label: str  # a few words for reports ("zone loss")
-    fault: str | None = None  # its fault function's name: in chaos.faults (the engine's: chaos.faults_engine; a plug-in's: its own module)
+    # its fault function, ``fault(backend, marker, **arguments) -> the fault dict`` (in its module), and any
+    # other it has (head: a second fault during its outage); each is a Chaos Toolkit action of the same name
+    # (chaos.ctk.actions), taking the function's parameters but those of action_omits, and configuration
+    fault: Callable[..., dict] | None = None
+    more_faults: tuple[Callable[..., dict], ...] = ()
+    action_omits: tuple[str, ...] = ()  # its faults' parameters no action takes (a caller's replica, a poll interval)
+    # the faults one call of its action injects, ``(scope, arguments)`` each, for the plan (chaos.plan);
+    # None: one fault of this scope, with the action's arguments
+    splits: Callable[[str, dict], list[tuple[str, dict]]] | None = None
     backend_methods: tuple[str, ...] = ()  # the Backend methods its fault injects and heals with
     zoned: bool = False  # its marks name zones: those it takes down, or the zone of the node or replica it hits
     routed: bool = False  # takes down a domain whose users have their own proxies in it (affected: its users)
@@ -45,10 +56,21 @@ class Scope:
     # what its fault and heal need on KubeRay (chaos.backends.kube_access.needed): a tuple of
     # kube_access.Access, or a function of kube_access.Asked (the backend's partition method, ...) giving one
     kube_access: tuple | Callable[[Any], tuple] = ()
+    straggler: bool = False  # leaves what it hits serving, slowly: its share and latencies analysed (slow_replica)
+    # the soak (chaos.soak.schedule): the arguments of its actions its time to heal is read from (the max of
+    # them, each defaulting as its fault function's signature does; () or one null: no heal of its own, held
+    # for its recovery window), and its class in the soak's table of what cannot hold at once (None: only
+    # another fault of itself)
+    heal_args: tuple[str, ...] = ()
+    conflict_class: str | None = None
 
     def accesses(self, asked: Any) -> tuple:
         """The Kubernetes accesses its fault and heal need, for ``asked`` (:class:`chaos.backends.kube_access.Asked`)."""
         return tuple(self.kube_access(asked) if callable(self.kube_access) else self.kube_access)
+
+    def faults(self) -> tuple[Callable[..., dict], ...]:
+        """Its fault functions: :attr:`fault`, then :attr:`more_faults`."""
+        return ((self.fault,) if self.fault is not None else ()) + tuple(self.more_faults)
 
     def missing_on(self, backend: Any) -> list[str]:
         """The backend methods this scope's fault needs that ``backend`` lacks: a backend that lacks
@@ -76,6 +98,10 @@ def _problems(scope: Scope) -> list[str]:
         out.append("replaces_every_replica needs replacing")
     if isinstance(scope.backend_methods, str) or not all(isinstance(m, str) for m in scope.backend_methods):
         out.append("backend_methods must be a tuple of method names")
+    if not all(callable(f) for f in scope.faults()):
+        out.append("fault and more_faults must be functions")
+    if isinstance(scope.heal_args, str) or isinstance(scope.action_omits, str):
+        out.append("heal_args and action_omits must be tuples of argument names")
     if not (isinstance(scope.effect_bound_s, (int, float)) and scope.effect_bound_s >= 0):
         out.append(f"effect_bound_s must be a number of seconds >= 0, got {scope.effect_bound_s!r}")
     return out
@@ -87,6 +113,9 @@ def register(scope: Scope, replace: bool = False) -> Scope:
     problems = _problems(scope)
     if scope.name in _REGISTRY and not replace:
         problems.append(f"scope {scope.name!r} is already registered")
+    taken = {name: s.name for name, (s, _) in actions().items() if s.name != scope.name}
+    problems += [f"its fault {f.__name__!r} is already scope {taken[f.__name__]!r}'s action"
+                 for f in scope.faults() if getattr(f, "__name__", None) in taken]
     if problems:
         raise ValueError(f"scope {scope.name!r}: " + "; ".join(problems))
     _REGISTRY[scope.name] = scope
@@ -105,6 +134,12 @@ def names() -> tuple[str, ...]:
 
 def all_scopes() -> tuple[Scope, ...]:
     return tuple(_REGISTRY.values())
+
+
+def actions() -> dict[str, tuple[Scope, Callable[..., dict]]]:
+    """Every registered scope's fault functions by name (each the Chaos Toolkit action of that name), in
+    registration order: ``{name: (scope, function)}``."""
+    return {f.__name__: (s, f) for s in _REGISTRY.values() for f in s.faults()}
 
 
 def get(name: str | None) -> Scope:
