@@ -290,6 +290,8 @@ def html(doc: dict[str, Any]) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>availproof claim</title><style>{CSS}</style>"
              f"</head><body><h1>availproof claim</h1><p>{_h(doc['suite_dir'])}</p>",
              f"<p class='{'bad' if bad else ''}'>{_h(headline(doc))}</p>", _ul(doc["verdict"]["reasons"]),
+             (f"<p>Operating characteristic: {_h(doc['operating_characteristic']['statement'])}</p>"
+              if doc.get("operating_characteristic") else ""),
              "<h2>Figures</h2>" + _html_table(FIGURE_COLUMNS, figure_rows(doc), "figures")]
     if doc["scopes"]:
         parts.append(svg(doc))
