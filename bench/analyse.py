@@ -7,7 +7,7 @@ Each command runs in a fresh process (``availproof`` as a user runs it); its pea
 A process past ``--max-rss-gb`` (default 12) is stopped and said so. The runs are written once under
 ``--dir`` (default /tmp/availproof-bench-analyse) and kept for the next run of the benchmark.
 
-    python bench/analyse.py [--sizes 100000 1000000 10000000] [--real RUN_DIR]
+    python bench/analyse.py [--sizes 100000 1000000 10000000] [--commands analyse claim ...] [--real RUN_DIR]
 
 ``--real RUN_DIR``: a real run (or suite) re-derived too, its figures compared with the summaries it holds.
 """
@@ -39,7 +39,8 @@ BARE_COLUMNS = ("import sys, pyarrow.json as j\nfrom chaos.record_columns import
 
 
 def measure(argv: list[str], max_rss_gb: float) -> dict:
-    """Wall time and peak RSS of one process; stopped past ``max_rss_gb``."""
+    """Wall time and peak RSS of one process (and the load average as it started); stopped past ``max_rss_gb``."""
+    load = os.getloadavg()[0]
     t = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     over = threading.Event()
@@ -61,6 +62,7 @@ def measure(argv: list[str], max_rss_gb: float) -> dict:
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode(errors="replace")[-300:]
     return {"s": round(time.monotonic() - t, 2), "rss_mb": round(usage.ru_maxrss / 1024), "rc": p.returncode,
+            "load": round(load, 2),
             "over": over.is_set(), "err": err if p.returncode and not over.is_set() else ""}
 
 
@@ -78,14 +80,19 @@ def run_dir(base: Path, n: int) -> Path:
     return d
 
 
-def bench(d: Path, max_rss_gb: float) -> dict:
+COMMANDS = ("json.loads", "arrow", "analyse", "report", "claim")
+
+
+def bench(d: Path, max_rss_gb: float, commands: tuple[str, ...] = COMMANDS) -> dict:
+    """Each of ``commands`` on the run ``d`` (report and claim read the summary analyse writes: analyse first)."""
     path = d / "records.ndjson"
     out = {"requests": None, "mb": round(path.stat().st_size / 1e6)}
-    out["json.loads"] = measure([PY, "-c", BARE_LINES, str(path)], max_rss_gb)
-    out["arrow"] = measure([PY, "-c", BARE_COLUMNS, str(path)], max_rss_gb)
-    out["analyse"] = measure([AVAILPROOF, "analyse", str(d)], max_rss_gb)
-    out["report"] = measure([AVAILPROOF, "report", str(d)], max_rss_gb)
-    out["claim"] = measure([AVAILPROOF, "claim", str(d), "--faults", str(RATES)], max_rss_gb)
+    argv = {"json.loads": [PY, "-c", BARE_LINES, str(path)], "arrow": [PY, "-c", BARE_COLUMNS, str(path)],
+            "analyse": [AVAILPROOF, "analyse", str(d)], "report": [AVAILPROOF, "report", str(d)],
+            "claim": [AVAILPROOF, "claim", str(d), "--faults", str(RATES)]}
+    for name in COMMANDS:
+        if name in commands:
+            out[name] = measure(argv[name], max_rss_gb)
     if (d / "summary.json").is_file():
         s = json.loads((d / "summary.json").read_text())
         out["requests"] = s["requests"]["total"]
@@ -94,7 +101,9 @@ def bench(d: Path, max_rss_gb: float) -> dict:
     return out
 
 
-def cell(m: dict) -> str:
+def cell(m: dict | None) -> str:
+    if m is None:
+        return "not run"
     if m["over"]:
         return "stopped over the memory limit"
     return f"{m['s']:.1f} s, {m['rss_mb']} MB" + (f" (exit {m['rc']})" if m["rc"] not in (0, 1) else "")
@@ -104,9 +113,11 @@ def table(rows: list[dict]) -> str:
     lines = ["| requests | file MB | json.loads pass | Arrow parse | analyse | x json.loads | x Arrow | report | claim |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        a, j, c = r["analyse"], r["json.loads"], r["arrow"]
-        lines.append(f"| {r['n']:,} | {r['mb']} | {cell(j)} | {cell(c)} | {cell(a)} | {a['s'] / j['s']:.2f} | "
-                     f"{a['s'] / c['s']:.1f} | {cell(r['report'])} | {cell(r['claim'])} |")
+        a, j, c = r.get("analyse"), r.get("json.loads"), r.get("arrow")
+        xj = f"{a['s'] / j['s']:.2f}" if a and j else "-"
+        xc = f"{a['s'] / c['s']:.1f}" if a and c else "-"
+        lines.append(f"| {r['n']:,} | {r['mb']} | {cell(j)} | {cell(c)} | {cell(a)} | {xj} | {xc} | "
+                     f"{cell(r.get('report'))} | {cell(r.get('claim'))} |")
     return "\n".join(lines)
 
 
@@ -116,11 +127,13 @@ def main() -> int:
     ap.add_argument("--dir", default="/tmp/availproof-bench-analyse")
     ap.add_argument("--max-rss-gb", type=float, default=12.0)
     ap.add_argument("--real", help="a real run or suite directory, re-derived too")
+    ap.add_argument("--commands", nargs="+", choices=COMMANDS, default=list(COMMANDS),
+                    help="what to measure (report and claim need analyse's summary: keep analyse)")
     args = ap.parse_args()
     base = Path(args.dir)
     rows = []
     for n in args.sizes:
-        r = bench(run_dir(base, n), args.max_rss_gb)
+        r = bench(run_dir(base, n), args.max_rss_gb, tuple(args.commands))
         r["n"] = n
         rows.append(r)
         print(json.dumps(r), file=sys.stderr, flush=True)
