@@ -368,9 +368,23 @@ def heal_quietly(run: Run) -> None:
         log(f"could not heal the run's faults ({type(e).__name__}: {e}); `availproof recover` restores the cluster")
 
 
+def learnt_at_heal(run: Run) -> None:
+    """What a fault's heal learnt after the records closed (a rollback's heal marks come after them: a wedge's
+    look at its end, a device plugin's restore) added to its entry's detail in the summary; nothing the records
+    said is overwritten."""
+    for f in (run.summary or {}).get("faults") or []:
+        source = run.marker.attempted.get(f.get("fault_id")) if run.marker is not None else None
+        if source is not None and isinstance(f.get("detail"), dict):
+            for key, value in faults.detail_of(source).items():
+                f["detail"].setdefault(key, value)
+
+
 def conclude(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:
     """After the experiment: the one verdict (:mod:`chaos.verdict`) from the summary and the final
-    journal, written into ``summary.json`` (a write that fails: the verdict is ERROR, saying so)."""
+    journal, written into ``summary.json`` (a write that fails: the verdict is ERROR, saying so), with what the
+    heal learnt (:func:`learnt_at_heal`)."""
+    learnt_at_heal(run)
+
     def decide() -> dict[str, Any]:
         run.verdict = verdict_mod.decide(run.summary, journal, run_error=run.error, heal_error=run.heal_error)
         if run.summary is not None:
