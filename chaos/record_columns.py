@@ -49,7 +49,9 @@ SCHEMA = pa.schema([("id", _INT), ("target", _STR), ("url", _STR), ("zone", _STR
                     ("itl_p95_s", _FLOAT), ("output_tokens", _INT), ("chunks", _INT), ("stream", _BOOL),
                     ("region", _STR), ("served_replica", _STR), ("served_zone", _STR), ("served_region", _STR),
                     ("worker", _INT), ("session", _INT), ("prefix_group", _INT), ("clipped", _STR),
-                    ("kind", _STR)])
+                    ("kind", _STR),
+                    # read by no figure, but typed by the line reader's rules: of another type, the block falls back
+                    ("itl_max_s", _FLOAT)])
 # a request whose line has null (or nothing) in one of these is read by the line reader's rules: a required
 # field missing is a torn line there, and ``ok``, ``chunks`` and ``stream`` have defaults that null is not
 NOT_NULL = ("id", "target", "url", "route", "phase", "planned_ns", "sent_ns", "sent_offset_s", "ok", "chunks",
