@@ -351,39 +351,61 @@ def request_from(obj: dict) -> RequestRecord | None:
     return _build(RequestRecord, obj, _REQ_FIELDS, _REQ_TYPES)
 
 
-def read(path: str | Path) -> RunRecords:
-    """Read a records file back; several run headers (trials appended) keep the first."""
-    header: dict[str, Any] = {}
-    footer = None
-    requests: list[RequestRecord] = []
-    marks: list[FaultMark] = []
-    samples: list[Sample] = []
-    stop_reason = None
-    soak: list[dict[str, Any]] = []
-    # kind -> (record class, its fields, their types, where it goes)
-    kinds = {"request": (RequestRecord, _REQ_FIELDS, _REQ_TYPES, requests),
-             "mark": (FaultMark, _MARK_FIELDS, _MARK_TYPES, marks),
-             "sample": (Sample, _SAMPLE_FIELDS, _SAMPLE_TYPES, samples)}
-    torn = 0
-    for _, obj in iter_lines(path):
+class LineReader:
+    """What a reader gathers from a records file, line by line, by kind: the one set of rules of both readers
+    (:func:`read` and the column reader, :mod:`chaos.record_columns`). Several run headers keep the first."""
+
+    def __init__(self) -> None:
+        self.header: dict[str, Any] = {}
+        self.footer: dict[str, Any] | None = None
+        self.marks: list[FaultMark] = []
+        self.samples: list[Sample] = []
+        self.soak: list[dict[str, Any]] = []
+        self.stop_reason: str | None = None
+        self.torn = 0
+
+    def add(self, obj: Any) -> RequestRecord | None:
+        """One line read back (``obj`` None: not JSON): a well-formed request is returned (the caller keeps it),
+        any other kind is kept here; a damaged line is counted torn."""
         kind = obj.get("kind") if isinstance(obj, dict) else None
-        if kind in kinds:
-            cls, fields, types, into = kinds[kind]
+        if kind == "request":
+            r = request_from(obj)
+            if r is None:
+                self.torn += 1
+            return r
+        if kind == "mark" or kind == "sample":
+            cls, fields, types, into = ((FaultMark, _MARK_FIELDS, _MARK_TYPES, self.marks) if kind == "mark"
+                                        else (Sample, _SAMPLE_FIELDS, _SAMPLE_TYPES, self.samples))
             r = _build(cls, obj, fields, types)
             if r is None or (kind == "mark" and r.event not in MARK_EVENTS):
-                torn += 1
+                self.torn += 1
             else:
                 into.append(r)
-        elif kind == "run" and not header:
-            header = obj
+        elif kind == "run" and not self.header:
+            self.header = obj
         elif kind == "end":
-            footer = obj
+            self.footer = obj
         elif kind == "stop" and isinstance(obj.get("reason"), str):
-            stop_reason = stop_reason or obj["reason"]
+            self.stop_reason = self.stop_reason or obj["reason"]
         elif kind == "soak" and isinstance(obj.get("event"), str):
-            soak.append(obj)
+            self.soak.append(obj)
         else:
-            torn += 1
-    return RunRecords(header=header, requests=requests, marks=marks, footer=footer, torn_lines=torn,
-                      samples=sorted(samples, key=lambda x: x.t_ns), stop_reason=stop_reason,
-                      soak=soak)
+            self.torn += 1
+        return None
+
+    def run(self, requests: Any, columns: Any = None) -> RunRecords:
+        """The records read, with ``requests`` (and their ``columns``, when read as columns)."""
+        return RunRecords(header=self.header, requests=requests, marks=self.marks, footer=self.footer,
+                          torn_lines=self.torn, samples=sorted(self.samples, key=lambda x: x.t_ns),
+                          stop_reason=self.stop_reason, soak=self.soak, columns=columns)
+
+
+def read(path: str | Path) -> RunRecords:
+    """Read a records file back; several run headers (trials appended) keep the first."""
+    lines = LineReader()
+    requests: list[RequestRecord] = []
+    for _, obj in iter_lines(path):
+        r = lines.add(obj)
+        if r is not None:
+            requests.append(r)
+    return lines.run(requests)
