@@ -49,6 +49,8 @@ SCHEMA = pa.schema([("id", _INT), ("target", _STR), ("url", _STR), ("zone", _STR
                     ("itl_p95_s", _FLOAT), ("output_tokens", _INT), ("chunks", _INT), ("stream", _BOOL),
                     ("region", _STR), ("served_replica", _STR), ("served_zone", _STR), ("served_region", _STR),
                     ("worker", _INT), ("session", _INT), ("prefix_group", _INT), ("clipped", _STR),
+                    ("tokens_lost", _FLOAT), ("tokens_duplicated", _FLOAT), ("tokens_out_of_order", _FLOAT),
+                    ("tokens_corrupted", _FLOAT), ("migrations", _FLOAT), ("migration_refused", _STR),
                     ("kind", _STR),
                     # read by no figure, but typed by the line reader's rules: of another type, the block falls back
                     ("itl_max_s", _FLOAT)])

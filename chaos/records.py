@@ -48,9 +48,10 @@ STREAM_BROKEN = "stream_broken"  # failed after the first token: a mid-stream fa
 MALFORMED = "malformed_response"
 TRUNCATED = "truncated"  # ended cleanly but short: no finish_reason, or fewer tokens than it must have (chaos.load.integrity)
 CORRUPTED = "corrupted"  # content that differs from what it must be, or more tokens than the usage says
+ABORTED = "aborted"  # ended with finish_reason abort or error: the server gave the answer up (chaos.load.integrity)
 OTHER = "other"
 FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTTP_5XX, HTTP_4XX,
-                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, TRUNCATED, CORRUPTED, OTHER)
+                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, TRUNCATED, CORRUPTED, ABORTED, OTHER)
 
 # Fault mark events and scopes.
 INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"
@@ -112,6 +113,16 @@ class RequestRecord:
     worker: int | None = None  # the harness process that sent it (load.workers; 0 with one)
     prompt_len: int | None = None  # prompt tokens planned (load.prompt_len or a trace; None: prompt_words)
     clipped: str | None = None  # what max_model_len cut from the planned lengths: prompt, output, prompt+output
+    # token-level continuity of a stream (chaos.load.continuity; None: not measured, continuity_why says why, or
+    # not a stream, or recorded before it was measured)
+    tokens_lost: int | None = None
+    tokens_duplicated: int | None = None
+    tokens_out_of_order: int | None = None
+    tokens_corrupted: int | None = None
+    continuity_why: str | None = None
+    migrations: int | None = None  # continuations a migrating ingress marked ("migrated": k)
+    migration_gaps_ms: list | None = None  # per migration: last token before to first after, ms
+    migration_refused: str | None = None  # the ingress refused to migrate it, and why ("migration_refused")
     kind: str = "request"
 
     @property

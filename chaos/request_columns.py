@@ -7,10 +7,10 @@ or from a list of :class:`chaos.records.RequestRecord` (:func:`from_records`: th
 holds); the two give the same arrays for the same requests.
 
 - numbers: ``id``, ``sent_ns``, ``planned_ns`` and ``end_ns`` (int64; ``end_ns`` the instant the client saw the
-  request end, :func:`chaos.analysis.windows._end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` (float64,
-  NaN where the record says None), ``ok``, ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
+  request end, :func:`chaos.analysis.windows._end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` and a
+  stream's continuity counts, ``tokens_lost`` ... ``migrations`` (float64, NaN where the record says None), ``ok``, ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
 - values with few distinct ones (zones, regions, replicas, failure classes, workers, session and prefix group
-  ids, what was clipped): :class:`Coded`, an int32 code per request (-1 for None) into the values seen.
+  ids, what was clipped, why migration was refused): :class:`Coded`, an int32 code per request (-1 for None) into the values seen.
 
 ``source`` gives back the full record of any request (:meth:`RequestColumns.records`), for the few figures
 that need every field of a handful of requests (a straggler's, a warm-up's).
@@ -27,9 +27,11 @@ from chaos import records as rec, stats
 
 NS = 1_000_000_000
 NUMBERS = ("id", "sent_ns", "planned_ns", "end_ns")
-FLOATS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl_p95": "itl_p95_s", "itl_mean": "itl_mean_s"}
+FLOATS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl_p95": "itl_p95_s", "itl_mean": "itl_mean_s",
+          **{name: name for name in ("tokens_lost", "tokens_duplicated", "tokens_out_of_order", "tokens_corrupted",
+                                     "migrations")}}  # a stream's continuity (chaos.load.continuity), NaN: not known
 CODED = ("zone", "region", "served_replica", "served_zone", "served_region", "failure", "worker", "session",
-         "prefix_group", "clipped")
+         "prefix_group", "clipped", "migration_refused")
 
 
 @dataclass
@@ -97,6 +99,11 @@ class RequestColumns:
     e2e: np.ndarray
     itl_p95: np.ndarray
     itl_mean: np.ndarray
+    tokens_lost: np.ndarray
+    tokens_duplicated: np.ndarray
+    tokens_out_of_order: np.ndarray
+    tokens_corrupted: np.ndarray
+    migrations: np.ndarray
     ok: np.ndarray
     measure: np.ndarray
     stream: np.ndarray

@@ -83,9 +83,9 @@ Service-wide figures of a fault
 - ``resolution_s``: the median gap between consecutive planned sends in the window. No
   figure can be finer than that.
 
-Who served (``locality``, ``warmup``; a straggler's ``straggler``) and the load as sent (``arrivals``):
-:mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`, :mod:`chaos.analysis.slow_replica`,
-:mod:`chaos.analysis.sending`.
+Who served (``locality``, ``warmup``; a straggler's ``straggler``), token continuity (``continuity``) and the
+load as sent (``arrivals``): :mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`,
+:mod:`chaos.analysis.slow_replica`, :mod:`chaos.analysis.continuity`, :mod:`chaos.analysis.sending`.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ import numpy as np
 
 from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
+from chaos.analysis.continuity import token_continuity
 from chaos.analysis.sending import arrivals
 from chaos.analysis import slow_replica
 from chaos.analysis.who_served import locality
@@ -343,8 +344,11 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         # who served: outside the client's zone and region; the replacement's cold prefix cache
         fault["locality"] = locality(fault, measured, window_end, measure_start)
         fault["warmup"] = warmup(fault, every, measured, window_end, measure_start, steady)
+        in_flight, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
+        # token by token: what its streams lost, repeated, reordered or corrupted, and their migrations
+        fault["continuity"] = token_continuity(fault, measured, np.concatenate((in_flight, rows)),
+                                               recorded="continuity" in run.header)
         if slow_replica.applies(f.scope):  # a replica slowed down: its share and latency against the others'
-            _, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
             fault["straggler"] = slow_replica.straggler(fault, measured.records(rows), window_end)
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}

@@ -33,9 +33,9 @@ from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.stats import percentile
-from chaos.load import integrity, served as served_mod, sessions as sessions_mod
+from chaos.load import continuity, integrity, served as served_mod, sessions as sessions_mod
 from chaos.load.failures import classify_exception
-from chaos.load.sse import DONE, SSEParser, cached_tokens, parse_openai_event
+from chaos.load.sse import DONE, SSEParser, cached_tokens
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
 
 
@@ -85,6 +85,7 @@ class LoadRun:
         self._lengths = sessions_mod.Lengths()  # the server's token counts seen (load.sessions)
         self._session_ids = 0  # requests sent by sessions (their ids)
         self._lean: LeanTransport | None = None  # the run's transport, when it can open connections ahead
+        self.goldens: dict[str, str] = {}  # golden answers by continuity.golden_key (vLLM corruption; none: unmeasured)
 
     # ---------------------------------------------------------------- public
     def header(self) -> dict[str, Any]:
@@ -300,6 +301,7 @@ class LoadRun:
     async def _stream(self, client, request: httpx.Request, body, r: rec.RequestRecord, token_times: list[float],
                       sent_mono, reply: list[str] | None = None) -> None:
         resp = await client.send(request, stream=True)  # what client.stream() does, the request built before
+        check, done = None, False
         try:
             r.status = resp.status_code
             served_mod.read(r, resp.headers, self._engines_seen)
@@ -315,8 +317,7 @@ class LoadRun:
                     if data == DONE:
                         done = True
                         continue
-                    c = parse_openai_event(data)
-                    check.event(c)
+                    c = check.parse(data)
                     if c.has_token:
                         token_times.append(time.monotonic())
                         if reply is not None:
@@ -338,6 +339,7 @@ class LoadRun:
                 return
             r.ok = True
         finally:
+            continuity.fill(r, check, token_times, done, self.goldens.get(continuity.golden_key(body)))
             await resp.aclose()
 
     async def _unary(self, client, request: httpx.Request, body, r: rec.RequestRecord,
@@ -460,6 +462,7 @@ def run_header(run: Any, **extra: Any) -> dict[str, Any]:
         "routing": run.router.policy,
         "targets": [t.__dict__ for t in run.targets],
         **({"trace": _trace_info(run.shape)} if run.shape.trace else {}),
+        "continuity": continuity.FORMAT,  # the streams' records say their token continuity
         **extra,
     }
 
