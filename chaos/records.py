@@ -20,8 +20,9 @@ The published format of a line is ``chaos/schemas/records-line.schema.json``
 (``FORMAT_VERSION``; a header without ``format_version`` is format 1, which had no
 definitions in it).
 
-Producers publish through :class:`Events` (typed hooks, after locust's): the NDJSON writer,
-the Prometheus exporter and the progress line all subscribe to the same stream.
+Producers publish through :class:`chaos.events.Events` (typed hooks, re-exported here: ``records.Events``):
+the NDJSON writer, the Prometheus exporter and the stop conditions all subscribe to the same stream, each
+called guarded (an observer that fails is logged, never stops the run).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from chaos import scope_registry as scopes
+from chaos.events import Events  # noqa: F401 - re-exported: records.Events
 
 # Failure classes: one per distinguishable way a request can fail.
 CONNECT_REFUSED = "connect_refused"
@@ -174,21 +176,6 @@ class Sample:
         return self.gcs_ok and self.controller_ok
 
 
-class Events:
-    """Typed hooks: subscribe a callable to each event; emit calls them in order."""
-
-    def __init__(self):
-        self.run_started: list[Callable[[dict], None]] = []
-        self.request_done: list[Callable[[RequestRecord], None]] = []
-        self.fault_marked: list[Callable[[FaultMark], None]] = []
-        self.sample_taken: list[Callable[[Sample], None]] = []
-        self.run_stopped: list[Callable[[dict], None]] = []
-
-    def emit(self, hook: list[Callable], payload) -> None:
-        for handler in list(hook):
-            handler(payload)
-
-
 class RecordWriter:
     """Append records to an NDJSON file: one line each, written and flushed at once (a crash of
     the rig's process loses nothing written), fsync'ed about once a second by a background
@@ -207,11 +194,10 @@ class RecordWriter:
         self._syncer.start()
 
     def attach(self, events: Events) -> "RecordWriter":
-        events.run_started.append(lambda header: self.write({"kind": "run", **header}))
-        events.request_done.append(self.write)
-        events.fault_marked.append(self.write)
-        events.sample_taken.append(self.write)
-        events.run_stopped.append(lambda footer: self.write({"kind": "end", **footer}))
+        events.subscribe(events.run_started, lambda header: self.write({"kind": "run", **header}))
+        for hook in (events.request_done, events.fault_marked, events.sample_taken):
+            events.subscribe(hook, self.write)
+        events.subscribe(events.run_stopped, lambda footer: self.write({"kind": "end", **footer}))
         return self
 
     def write(self, record) -> None:
