@@ -366,14 +366,22 @@ def heal_quietly(run: Run) -> None:
 
 
 def learnt_at_heal(run: Run) -> None:
-    """What a fault's heal learnt after the records closed (a rollback's heal marks come after them: a wedge's
-    look at its end, a device plugin's restore) added to its entry's detail in the summary; nothing the records
-    said is overwritten."""
-    for f in (run.summary or {}).get("faults") or []:
-        source = run.marker.attempted.get(f.get("fault_id")) if run.marker is not None else None
-        if source is not None and isinstance(f.get("detail"), dict):
-            for key, value in faults.detail_of(source).items():
-                f["detail"].setdefault(key, value)
+    """What each fault's heal learnt after the records closed (a rollback's heal marks come after them: a wedge's
+    look at its end, a device plugin's restore) into the summary's ``learnt_at_heal`` (fault id -> the keys of its
+    detail the records did not carry). Apart from ``faults``, which ``availproof analyse`` re-derives from the
+    records alone."""
+    if run.summary is None or run.marker is None:
+        return
+    learnt = {}
+    for f in run.summary.get("faults") or []:
+        source = run.marker.attempted.get(f.get("fault_id"))
+        if source is not None:
+            told = f.get("detail") or {}
+            new = {k: v for k, v in faults.detail_of(source).items() if k not in told}
+            if new:
+                learnt[f["fault_id"]] = new
+    if learnt:
+        run.summary["learnt_at_heal"] = learnt
 
 
 def conclude(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:

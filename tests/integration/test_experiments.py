@@ -182,7 +182,7 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         # it; gone: its replica was replaced with it)
         assert d["pids"] and d["pid"] not in d["pids"], d
         assert [c["ok"] for c in f["effect"]["checks"]] == [True, True, True], f["effect"]
-        ends = d["wedge_at_end"]
+        ends = summary["learnt_at_heal"][f["fault_id"]]["wedge_at_end"]
         assert [e["released"] for e in ends] == [True] * len(d["pids"]), ends
         assert [e["engine"] for e in ends] == ["alive" if name == "engine-wedge" else "gone"] * len(ends), ends
     if name == "engine-wedge":  # no detector: the wedge outlives the recovery window

@@ -1,5 +1,5 @@
-"""What a fault's heal learns after the records closed (a rollback's heal marks come after them) reaches its entry
-in the summary: keys it did not have are added, what the records said is kept."""
+"""What a fault's heal learns after the records closed (a rollback's heal marks come after them) reaches the
+summary's ``learnt_at_heal``, apart from the faults' entries that the records alone re-derive."""
 
 from types import SimpleNamespace
 
@@ -14,10 +14,13 @@ def test_the_heal_s_findings_reach_the_summary_and_the_records_win_where_both_sp
     summary = {"faults": [{"fault_id": "f-1", "detail": {"pids": [57], "node": "worker-a"}},
                           {"fault_id": "f-2", "detail": {"x": 1}}]}
     learnt_at_heal(SimpleNamespace(summary=summary, marker=marker))
-    assert summary["faults"][0]["detail"] == {"pids": [57], "node": "worker-a",
-                                              "wedge_at_end": [{"pid": 57, "released": True}]}
-    assert summary["faults"][1]["detail"] == {"x": 1}  # not this run's attempt: untouched
+    assert summary["learnt_at_heal"] == {"f-1": {"wedge_at_end": [{"pid": 57, "released": True}]}}
+    assert summary["faults"][0]["detail"] == {"pids": [57], "node": "worker-a"}  # the records' own: re-derivable
+    assert summary["faults"][1]["detail"] == {"x": 1}
 
 
-def test_no_summary_is_no_error():
+def test_no_summary_is_no_error_and_nothing_learnt_adds_nothing():
     learnt_at_heal(SimpleNamespace(summary=None, marker=faults.Marker()))
+    summary = {"faults": [{"fault_id": "f-1", "detail": {}}]}
+    learnt_at_heal(SimpleNamespace(summary=summary, marker=faults.Marker()))
+    assert "learnt_at_heal" not in summary
