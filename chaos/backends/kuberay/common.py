@@ -8,11 +8,10 @@ import re
 
 from chaos.backends import kube_autoscale as ka, kube_marks as km
 from chaos.backends import kube_zone as kz
+from chaos.backends.kube_labels import REGION_LABEL, ZONE_LABEL
 from chaos.errors import UsageError
 
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-REGION_LABEL = "topology.kubernetes.io/region"
 CORDON_MARK = km.CORDON_MARK  # annotation on a node a zone loss cordoned; its value: the run id
 ZONE_LOSS_LABEL = kz.ZONE_LOSS_LABEL  # "true" on a node a zone loss may cordon though no template of ours admits it
 ZONE_WATCH_POLL_S = 2.0  # how often a zone loss's watch looks for a Ray pod Ready in the lost zones (kube_zone)
