@@ -101,10 +101,8 @@ class _Reading:
         """A line that is not a request read as the line reader reads it (``obj`` None: not JSON)."""
         kind = obj.get("kind") if isinstance(obj, dict) else None
         if kind == "mark" or kind == "sample":
-            cls, fields, types = ((rec.FaultMark, rec._MARK_FIELDS, rec._MARK_TYPES) if kind == "mark"
-                                  else (rec.Sample, rec._SAMPLE_FIELDS, rec._SAMPLE_TYPES))
-            r = rec._build(cls, obj, fields, types)
-            if r is None or (kind == "mark" and r.event not in rec.MARK_EVENTS):
+            r = rec.mark_from(obj) if kind == "mark" else rec.sample_from(obj)
+            if r is None:
                 self.torn += 1
             else:
                 (self.marks if kind == "mark" else self.samples).append(r)

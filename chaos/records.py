@@ -351,6 +351,17 @@ def request_from(obj: dict) -> RequestRecord | None:
     return _build(RequestRecord, obj, _REQ_FIELDS, _REQ_TYPES)
 
 
+def mark_from(obj: dict) -> FaultMark | None:
+    """A mark line read back, or None when it is not a well-formed one (an unknown event included)."""
+    m = _build(FaultMark, obj, _MARK_FIELDS, _MARK_TYPES)
+    return m if m is not None and m.event in MARK_EVENTS else None
+
+
+def sample_from(obj: dict) -> Sample | None:
+    """A sample line read back, or None when it is not a well-formed one."""
+    return _build(Sample, obj, _SAMPLE_FIELDS, _SAMPLE_TYPES)
+
+
 def read(path: str | Path) -> RunRecords:
     """Read a records file back; several run headers (trials appended) keep the first."""
     header: dict[str, Any] = {}
@@ -360,17 +371,15 @@ def read(path: str | Path) -> RunRecords:
     samples: list[Sample] = []
     stop_reason = None
     soak: list[dict[str, Any]] = []
-    # kind -> (record class, its fields, their types, where it goes)
-    kinds = {"request": (RequestRecord, _REQ_FIELDS, _REQ_TYPES, requests),
-             "mark": (FaultMark, _MARK_FIELDS, _MARK_TYPES, marks),
-             "sample": (Sample, _SAMPLE_FIELDS, _SAMPLE_TYPES, samples)}
+    # kind -> (its reader, where it goes)
+    kinds = {"request": (request_from, requests), "mark": (mark_from, marks), "sample": (sample_from, samples)}
     torn = 0
     for _, obj in iter_lines(path):
         kind = obj.get("kind") if isinstance(obj, dict) else None
         if kind in kinds:
-            cls, fields, types, into = kinds[kind]
-            r = _build(cls, obj, fields, types)
-            if r is None or (kind == "mark" and r.event not in MARK_EVENTS):
+            read_one, into = kinds[kind]
+            r = read_one(obj)
+            if r is None:
                 torn += 1
             else:
                 into.append(r)

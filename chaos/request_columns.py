@@ -7,7 +7,7 @@ or from a list of :class:`chaos.records.RequestRecord` (:func:`from_records`: th
 holds); the two give the same arrays for the same requests.
 
 - numbers: ``id``, ``sent_ns``, ``planned_ns`` and ``end_ns`` (int64; ``end_ns`` the instant the client saw the
-  request end, :func:`chaos.analysis.windows._end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` (float64,
+  request end, :func:`chaos.analysis.windows.request_end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` (float64,
   NaN where the record says None), ``ok``, ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
 - values with few distinct ones (zones, regions, replicas, failure classes, workers, session and prefix group
   ids, what was clipped): :class:`Coded`, an int32 code per request (-1 for None) into the values seen.

@@ -22,11 +22,11 @@ from chaos.analysis.sending import arrivals, send_lag_ms
 from chaos.analysis.slow_replica import straggler
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, POPULATIONS, SLO, Definitions, Fault,
-                                    SteadyState, _end_ns, _window_state, faults_from_marks, judge_windows,
-                                    latency, run_end_ns)
+                                    SteadyState, faults_from_marks, judge_windows, latency, request_end_ns,
+                                    run_end_ns, window_requests, window_state)
 from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 __all__ = ["FORMAT_VERSION", "INSUFFICIENT", "NO_PREFIX_SHARING", "NS", "POPULATIONS", "SLO", "Definitions", "Fault",
-           "SteadyState", "_end_ns", "_window_state", "a_or_an", "affected_basis", "analyse", "analyse_fault",
-           "arrivals", "faults_from_marks", "judge_windows", "latency", "locality", "percentile",
-           "prefix_sharing_basis", "recovery", "run_end_ns", "send_lag_ms", "straggler", "warmup"]
+           "SteadyState", "a_or_an", "affected_basis", "analyse", "analyse_fault", "arrivals", "faults_from_marks",
+           "judge_windows", "latency", "locality", "percentile", "prefix_sharing_basis", "recovery", "request_end_ns",
+           "run_end_ns", "send_lag_ms", "straggler", "warmup", "window_requests", "window_state"]

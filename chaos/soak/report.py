@@ -239,7 +239,7 @@ def png(records: rec.RunRecords, summary: dict[str, Any]) -> bytes:
     if planes:
         zones = sorted({z for k in ("replicas", "nodes") for z in planes[k]["zones"]})
         zc = {z: tl.ZONE_COLOURS[i % len(tl.ZONE_COLOURS)] for i, z in enumerate(zones)}
-        tl._draw_planes(planes, list(axes[2:]), x, zc, [], {})
+        tl.draw_planes(planes, list(axes[2:]), x, zc, [], {})
     axes[-1].set_xlabel("seconds on the soak's clock")
     total = obs.get("total")
     fig.suptitle(f"{summary.get('experiment') or 'soak'}: observed lost service "
