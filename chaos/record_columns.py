@@ -48,6 +48,7 @@ SCHEMA = pa.schema([("id", _INT), ("target", _STR), ("url", _STR), ("zone", _STR
                     ("failure", _STR), ("ttft_s", _FLOAT), ("e2e_s", _FLOAT), ("itl_mean_s", _FLOAT),
                     ("itl_p95_s", _FLOAT), ("output_tokens", _INT), ("chunks", _INT), ("stream", _BOOL),
                     ("region", _STR), ("served_replica", _STR), ("served_zone", _STR), ("served_region", _STR),
+                    ("served_version", _STR),
                     ("worker", _INT), ("session", _INT), ("prefix_group", _INT), ("clipped", _STR),
                     ("kind", _STR)])
 # a request whose line has null (or nothing) in one of these is read by the line reader's rules: a required

@@ -28,8 +28,8 @@ from chaos import records as rec, stats
 NS = 1_000_000_000
 NUMBERS = ("id", "sent_ns", "planned_ns", "end_ns")
 FLOATS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl_p95": "itl_p95_s", "itl_mean": "itl_mean_s"}
-CODED = ("zone", "region", "served_replica", "served_zone", "served_region", "failure", "worker", "session",
-         "prefix_group", "clipped")
+CODED = ("zone", "region", "served_replica", "served_zone", "served_region", "served_version", "failure", "worker",
+         "session", "prefix_group", "clipped")
 
 
 @dataclass

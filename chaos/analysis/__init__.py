@@ -10,6 +10,7 @@ fault's ``inject_start`` mark. Warm-up requests are left out everywhere.
   fault, honest nulls, and :func:`analyse`, the summary of one run;
 - :mod:`chaos.analysis.who_served`: who served, against where the client is (before, during, after);
 - :mod:`chaos.analysis.cold_cache`: the replacement replica's cold prefix cache;
+- :mod:`chaos.analysis.new_version`: an upgrade complete once the new version serves (from the responses);
 - :mod:`chaos.analysis.slow_replica`: a slow replica's share of the requests and latency against the others';
 - :mod:`chaos.analysis.sending`: the load as it was sent, and the client's send lag.
 

@@ -465,7 +465,7 @@ def test_the_report_shows_an_upgrades_replacement():
     rows = {r[1]: r[2] for r in report.replacement_rows(f)}
     assert rows["replicas serving before"] == "3" and rows["of them replaced by the window's end"] == "3"
     assert rows["new replicas serving (s from injection)"] == f"abcdefgh at {report.fmt(11.45)}"
-    assert rows["complete (no old replica, as many new) s"] == report.fmt(26.45)
+    assert rows["complete (no old replica, as many new, the new version serving) s"] == report.fmt(26.45)
     assert report.replacement_rows({**f, "scope": "node", "replacement": {**f["replacement"], "replaced": 0}}) == []
 
 

@@ -152,7 +152,8 @@ class UpgradeDrain:
             text, previous = serve_config_with_version(spec.get("serveConfigV2"), version, f"RayService {self.service}")
             self._patch_rayservice({**meta, "spec": {"serveConfigV2": text}}, what)
             return {**out, "patched": "spec.serveConfigV2", "previous_versions": previous,
-                    "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}"}
+                    "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}",
+                    "version_served": True}  # the responses' x-availproof-version names it once it serves
         rcc = spec.get("rayClusterConfig") or {}
         patch = cluster_config_patch(rcc, version, self.run_id, self.helper_deadline_s)
         record = self._record_upgrade(rcc, patch)  # first: a crash after the patch leaves it found
@@ -165,6 +166,7 @@ class UpgradeDrain:
             raise
         groups = [g.get("groupName") for g in rcc.get("workerGroupSpecs") or []]
         return {**out, "patched": "spec.rayClusterConfig",
+                "version_served": False,  # new pods, the app's AVAILPROOF_APP_VERSION unchanged: responses can't tell
                 "changed": f"headGroupSpec and workerGroupSpecs[{', '.join(map(str, groups))}]"
                            f".template.metadata.annotations[{VERSION_ANNOTATION}]",
                 "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY, "pending_cluster": pending,
