@@ -72,10 +72,6 @@ def blocks(gate: dict[str, Any] | None) -> bool:
     return bool(gate) and gate.get("steady") is False and not gate.get("injected_anyway")
 
 
-def _end_ns(r: rec.RequestRecord) -> int:
-    return r.sent_ns + int((r.e2e_s or 0) * NS)
-
-
 def _classes(failures: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(failures.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -86,7 +82,7 @@ def judge(requests: Iterable[rec.RequestRecord], steady: analysis.SteadyState, e
     that ended by ``end_ns``, judged as recovery is (see the module doc); the ``baseline_gate`` object
     (``injected_anyway`` False: the caller decides)."""
     rs = sorted((r for r in requests if r.phase == rec.MEASURE and (start_ns is None or r.sent_ns >= start_ns)
-                 and _end_ns(r) <= end_ns), key=lambda r: r.sent_ns)
+                 and analysis.request_end_ns(r) <= end_ns), key=lambda r: r.sent_ns)
     failed = [r for r in rs if not r.ok]
     failures: dict[str, int] = {}
     for r in failed:
@@ -103,7 +99,7 @@ def judge(requests: Iterable[rec.RequestRecord], steady: analysis.SteadyState, e
     why: dict[str, float] = {}  # what put a window out of bound: "ratio", "latency" (its worst p95)
 
     def window(ws: list[rec.RequestRecord]) -> bool | None:
-        state = analysis._window_state(ws, steady)  # the steady state's own judgement of a window
+        state = analysis.window_state(ws, steady)  # the steady state's own judgement of a window
         if state is False:
             ok = [r for r in ws if r.ok]
             if len(ok) / len(ws) < steady.min_success_ratio:
@@ -145,11 +141,11 @@ def check_timeout(run, log=print) -> dict[str, Any] | None:
     except OSError:
         return None  # the gate at the baseline's end says why
     now = rec.now_ns()
-    fit = timeout_fit.judge([r for r in records.requests if _end_ns(r) <= now],
+    fit = timeout_fit.judge([r for r in records.requests if analysis.request_end_ns(r) <= now],
                             timeout_fit.longest_output(run.settings.load), run.settings.load.timeout_s)
     if fit["fits"] is not False:
         return None
-    ended = [r for r in records.requests if r.phase == rec.MEASURE and _end_ns(r) <= now]
+    ended = [r for r in records.requests if r.phase == rec.MEASURE and analysis.request_end_ns(r) <= now]
     gate = _gate(requests=len(ended), failed=sum(1 for r in ended if not r.ok), judged=True, steady=False,
                  reason=f"baseline: {fit['why']} (measured in the warm-up)")
     gate["timeout"] = fit
@@ -164,7 +160,7 @@ def check(run, log=print) -> dict[str, Any]:
         records = rec.read(run.records_path)
         now = rec.now_ns()
         gate = judge(records.requests, run.settings.steady_state, end_ns=now)
-        fit = timeout_fit.judge([r for r in records.requests if _end_ns(r) <= now],
+        fit = timeout_fit.judge([r for r in records.requests if analysis.request_end_ns(r) <= now],
                                 timeout_fit.longest_output(run.settings.load), run.settings.load.timeout_s)
     except OSError as e:
         gate = _gate(reason=f"baseline: the records could not be read ({type(e).__name__}: {e}): not judged")

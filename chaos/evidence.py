@@ -77,18 +77,28 @@ def _derive(run_dir: Path) -> tuple[dict[str, Any], str]:
     return summary_mod.reanalyse(run_dir)
 
 
+def recorded_summary(run_dir: str | Path) -> dict[str, Any] | None:
+    """The run's ``summary.json`` as it was written, without the version rule (what only the file knows, such as
+    the machine's load during a soak); None when the run has none. A damaged file is one line naming it."""
+    summary_path = Path(run_dir) / "summary.json"
+    if not summary_path.exists():
+        return None
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (ValueError, OSError) as e:
+        raise UsageError(f"{summary_path}: not valid JSON ({e})") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("requests"), dict) \
+            or not isinstance(summary.get("faults"), list):
+        raise UsageError(f"{summary_path}: not an availproof summary (no requests/faults)")
+    return summary
+
+
 def load_summary(run_dir: str | Path) -> dict[str, Any]:
     """The summary of one run under the version rule (see the module docstring)."""
     run_dir = Path(run_dir)
     summary_path, records_path = run_dir / "summary.json", run_dir / "records.ndjson"
-    if summary_path.exists():
-        try:
-            summary = json.loads(summary_path.read_text())
-        except (ValueError, OSError) as e:
-            raise UsageError(f"{summary_path}: not valid JSON ({e})") from None
-        if not isinstance(summary, dict) or not isinstance(summary.get("requests"), dict) \
-                or not isinstance(summary.get("faults"), list):
-            raise UsageError(f"{summary_path}: not an availproof summary (no requests/faults)")
+    summary = recorded_summary(run_dir)
+    if summary is not None:
         summary.setdefault("partial", False)
         version = summary_version(summary)
         if version == analysis.FORMAT_VERSION:

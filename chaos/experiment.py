@@ -141,6 +141,12 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     return s
 
 
+def load_shape(experiment: dict[str, Any], source: str = "experiment", app: str = "stream") -> LoadShape:
+    """The load of an experiment without problems (:func:`problems`) as ``app`` would run it, read without
+    declaring its token variables secret (:func:`settings` does): what a check of the file alone needs."""
+    return _settings(_extension(experiment, source), source, app).load
+
+
 def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
     """Settings from an extension that passed the schema: the llm merge, then the load's cross-field rules."""
     where = f"{source}: {_prefix()}"

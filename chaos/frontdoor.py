@@ -65,6 +65,8 @@ from typing import Any
 FRONTS = ("direct", "lb", "zonal-lb")  # an experiment's ``front`` / ``--front``: the one list (cli, options)
 NS = 1_000_000_000
 TOKEN_VAR = "AVAILPROOF_FRONT_TOKEN"  # the balancer's environment variable holding the expected token
+# what a refused request is told to send (RFC 9110 §11.6.1: a 401 carries at least one challenge; RFC 6750 §3)
+AUTH_CHALLENGE = 'Bearer realm="availproof"'
 
 
 @dataclass
@@ -137,8 +139,9 @@ def haproxy_config(shape: str, servers: list[Server], listen: list[Listener], se
     """HAProxy's configuration for ``shape``: one frontend and backend per listener, active HTTP
     checks on the Serve proxy's ``/-/healthz``, optional passive checks, retries and redispatch, a
     stats socket (``show stat``) and a Prometheus endpoint (``/metrics``) on ``metrics``. With a
-    bearer token (``token_env``) each frontend refuses a request without it (401) and removes the
-    ``Authorization`` header from the ones it lets through: the token is not forwarded to Serve."""
+    bearer token (``token_env``) each frontend refuses a request without it (401 with the challenge
+    ``WWW-Authenticate: Bearer realm="availproof"``) and removes the ``Authorization`` header from the
+    ones it lets through: the token is not forwarded to Serve."""
     s = settings
     ms = lambda sec: f"{int(round(sec * 1000))}ms"  # noqa: E731
     by_name = {x.name: x for x in servers}
@@ -172,9 +175,11 @@ def haproxy_config(shape: str, servers: list[Server], listen: list[Listener], se
         bind = f"    bind {lst.host}:{lst.port}" + (f" ssl crt {tls_pem}" if tls_pem else "")
         lines += ["", f"frontend fe-{lst.name}", bind]
         if s.token_env:
-            # the token stays in the balancer's environment: the config file names the variable only
-            lines.append(f'    http-request deny deny_status 401 unless {{ req.hdr(authorization) -m str '
-                         f'"Bearer ${{{TOKEN_VAR}}}" }}')
+            # the token stays in the balancer's environment: the config file names the variable only; a 401
+            # says how to authenticate (RFC 9110 §11.6.1), so the deny answers with its own body and challenge
+            lines.append(f'    http-request deny deny_status 401 content-type text/plain string "unauthorized" '
+                         f"hdr WWW-Authenticate '{AUTH_CHALLENGE}' "
+                         f'unless {{ req.hdr(authorization) -m str "Bearer ${{{TOKEN_VAR}}}" }}')
             # checked, it is the balancer's alone: the proxies (and the code behind them) never see it
             lines.append("    http-request del-header Authorization")
         lines += [f"    default_backend be-{lst.name}", "", f"backend be-{lst.name}", "    balance roundrobin",

@@ -51,8 +51,9 @@ start (``start_s`` = running - scheduled: for a vLLM replica, its engine's start
 sampling period);
 ``gone``: each old id with the instant it was first missing (``gone_s``);
 ``time_to_complete_s``: the first known sample in which no old id runs and at least as many
-replicas run as before (the upgrade complete); null with the reason when it never happened in
-the window, or when the samples carry no ids (a run recorded before they did).
+replicas run as before (the replicas replaced); null with the reason when it never happened in
+the window, or when the samples carry no ids (a run recorded before they did). For an upgrade,
+:mod:`chaos.analysis.new_version` then requires the new version serving too, from the responses.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ SCHEMA = pa.schema([("id", _INT), ("target", _STR), ("url", _STR), ("zone", _STR
                     ("failure", _STR), ("ttft_s", _FLOAT), ("e2e_s", _FLOAT), ("itl_mean_s", _FLOAT),
                     ("itl_p95_s", _FLOAT), ("output_tokens", _INT), ("chunks", _INT), ("stream", _BOOL),
                     ("region", _STR), ("served_replica", _STR), ("served_zone", _STR), ("served_region", _STR),
+                    ("served_version", _STR),
                     ("worker", _INT), ("session", _INT), ("prefix_group", _INT), ("clipped", _STR),
                     ("tokens_lost", _FLOAT), ("tokens_duplicated", _FLOAT), ("tokens_out_of_order", _FLOAT),
                     ("tokens_corrupted", _FLOAT), ("migrations", _FLOAT), ("migration_refused", _STR),

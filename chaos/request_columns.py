@@ -7,8 +7,9 @@ or from a list of :class:`chaos.records.RequestRecord` (:func:`from_records`: th
 holds); the two give the same arrays for the same requests.
 
 - numbers: ``id``, ``sent_ns``, ``planned_ns`` and ``end_ns`` (int64; ``end_ns`` the instant the client saw the
-  request end, :func:`chaos.analysis.windows._end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` and a
-  stream's continuity counts, ``tokens_lost`` ... ``migrations`` (float64, NaN where the record says None), ``ok``, ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
+  request end, :func:`chaos.analysis.windows.request_end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` and a
+  stream's continuity counts, ``tokens_lost`` ... ``migrations`` (float64, NaN where the record says None), ``ok``,
+  ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
 - values with few distinct ones (zones, regions, replicas, failure classes, workers, session and prefix group
   ids, what was clipped, why migration was refused): :class:`Coded`, an int32 code per request (-1 for None) into the values seen.
 
@@ -30,8 +31,8 @@ NUMBERS = ("id", "sent_ns", "planned_ns", "end_ns")
 FLOATS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl_p95": "itl_p95_s", "itl_mean": "itl_mean_s",
           **{name: name for name in ("tokens_lost", "tokens_duplicated", "tokens_out_of_order", "tokens_corrupted",
                                      "migrations")}}  # a stream's continuity (chaos.load.continuity), NaN: not known
-CODED = ("zone", "region", "served_replica", "served_zone", "served_region", "failure", "worker", "session",
-         "prefix_group", "clipped", "migration_refused")
+CODED = ("zone", "region", "served_replica", "served_zone", "served_region", "served_version", "failure", "worker",
+         "session", "prefix_group", "clipped", "migration_refused")
 
 
 @dataclass

@@ -67,7 +67,7 @@ def experiment_warnings(doc: dict[str, Any], source: str = "experiment", capacit
     The app is the run's (``app``), else the one the experiment's capacity file was measured for, else
     ``stream`` (``--app``'s default). On ``llm`` nothing is said: vLLM's token rate is only known
     measured (a capacity file records none), so the run judges the timeout on its baseline."""
-    shape = experiment._settings(experiment._extension(doc, source), source, "stream").load  # llm overrides: vLLM's
+    shape = experiment.load_shape(doc, source, "stream")  # llm overrides: vLLM's
     cap = utilization.capacity_file(shape, capacity, experiment_file)
     try:
         measured_for = utilization.read(cap)["app"] if cap is not None else None

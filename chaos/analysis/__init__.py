@@ -10,6 +10,7 @@ fault's ``inject_start`` mark. Warm-up requests are left out everywhere.
   fault, honest nulls, and :func:`analyse`, the summary of one run;
 - :mod:`chaos.analysis.who_served`: who served, against where the client is (before, during, after);
 - :mod:`chaos.analysis.cold_cache`: the replacement replica's cold prefix cache;
+- :mod:`chaos.analysis.new_version`: an upgrade complete once the new version serves (from the responses);
 - :mod:`chaos.analysis.slow_replica`: a slow replica's share of the requests and latency against the others';
 - :mod:`chaos.analysis.continuity`: a fault's streams token by token (lost, duplicated, corrupted, migrated);
 - :mod:`chaos.analysis.sending`: the load as it was sent, and the client's send lag.
@@ -24,11 +25,11 @@ from chaos.analysis.sending import arrivals, send_lag_ms
 from chaos.analysis.slow_replica import straggler
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, POPULATIONS, SLO, Definitions, Fault,
-                                    SteadyState, _end_ns, _window_state, faults_from_marks, judge_windows,
-                                    latency, run_end_ns)
+                                    SteadyState, faults_from_marks, judge_windows, latency, request_end_ns,
+                                    run_end_ns, window_requests, window_state)
 from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 __all__ = ["FORMAT_VERSION", "INSUFFICIENT", "NO_PREFIX_SHARING", "NS", "POPULATIONS", "SLO", "Definitions", "Fault",
-           "SteadyState", "_end_ns", "_window_state", "a_or_an", "affected_basis", "analyse", "analyse_fault",
-           "arrivals", "faults_from_marks", "judge_windows", "latency", "locality", "percentile",
-           "prefix_sharing_basis", "recovery", "run_end_ns", "send_lag_ms", "straggler", "token_continuity", "warmup"]
+           "SteadyState", "a_or_an", "affected_basis", "analyse", "analyse_fault", "arrivals", "faults_from_marks",
+           "judge_windows", "latency", "locality", "percentile", "prefix_sharing_basis", "recovery", "request_end_ns",
+           "run_end_ns", "send_lag_ms", "straggler", "token_continuity", "warmup", "window_requests", "window_state"]

@@ -98,7 +98,7 @@ from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.continuity import token_continuity
 from chaos.analysis.sending import arrivals
-from chaos.analysis import slow_replica
+from chaos.analysis import new_version, slow_replica
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
                                     faults_from_marks, run_end_ns, window_states)
@@ -341,6 +341,7 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
                               cut_by=nxt.fault_id if nxt else None)
         fault.update(planes.analyse_fault(f.inject_ns, window_end, run.samples, fault["unmeasurable"],
                                           first_inject_ns=faults[0].inject_ns, scope=f.scope))
+        new_version.complete(fault, measured, window_end)  # an upgrade is complete once the new version serves
         # who served: outside the client's zone and region; the replacement's cold prefix cache
         fault["locality"] = locality(fault, measured, window_end, measure_start)
         fault["warmup"] = warmup(fault, every, measured, window_end, measure_start, steady)

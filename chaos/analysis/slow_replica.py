@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos import records as rec, scopes
-from chaos.analysis.windows import NS, _window_requests, latency
+from chaos.analysis.windows import NS, latency, window_requests
 from chaos.stats import percentile
 
 SIDES = ("slow", "others")
@@ -56,7 +56,7 @@ def straggler(fault: dict[str, Any], measured: list[rec.RequestRecord], window_e
     heal_s = fault.get("heal_start_s")
     end_ns = window_end_ns if heal_s is None else min(window_end_ns, t0 + int(heal_s * NS))
     slow = fault["target"]
-    rs = [r for r in _window_requests(fault, measured, window_end_ns) if r.sent_ns < end_ns]
+    rs = [r for r in window_requests(fault, measured, window_end_ns) if r.sent_ns < end_ns]
     named = [r for r in rs if r.served_replica is not None]
     out: dict[str, Any] = {"replica": slow, "from_s": 0.0, "to_s": round((end_ns - t0) / NS, 4),
                            **dict.fromkeys(FIGURES)}

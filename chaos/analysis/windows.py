@@ -4,7 +4,7 @@
   :class:`Definitions`, both written into the run header so that ``availproof analyse`` derives the
   same figures from the records alone;
 - :class:`Fault`: the four marks of one fault, folded (:func:`faults_from_marks`);
-- a request's latency (:func:`latency`) and the instant its outcome was seen (``_end_ns``);
+- a request's latency (:func:`latency`) and the instant its outcome was seen (``request_end_ns``);
 - the analysis window and the steady-state windows judged in it (:func:`judge_windows`).
 
 A population's requests in a fault's **analysis window** are those sent from the injection
@@ -120,7 +120,7 @@ def faults_from_marks(marks: list[rec.FaultMark]) -> list[Fault]:
     return sorted(out.values(), key=lambda f: f.inject_ns)
 
 
-def _end_ns(r: rec.RequestRecord) -> int:
+def request_end_ns(r: rec.RequestRecord) -> int:
     """The instant the client saw the request end (its outcome observed)."""
     return r.sent_ns + int((r.e2e_s or 0) * NS)
 
@@ -130,7 +130,7 @@ def latency(r: rec.RequestRecord) -> float | None:
     return r.ttft_s if r.stream else r.e2e_s
 
 
-def _window_state(ws: list[rec.RequestRecord], steady: SteadyState) -> bool | None:
+def window_state(ws: list[rec.RequestRecord], steady: SteadyState) -> bool | None:
     """True in bound, False out of bound, None too thin to judge."""
     if len(ws) < max(1, steady.min_requests):
         return None
@@ -159,7 +159,7 @@ def judge_windows(rs: list[rec.RequestRecord], t0: int, end_ns: int, steady: Ste
         k = max(k, j)
         while k < len(rs) and rs[k].sent_ns < s + w:
             k += 1
-        state = _window_state(rs[j:k], steady) if judge is None else judge(rs[j:k])
+        state = window_state(rs[j:k], steady) if judge is None else judge(rs[j:k])
         if state is not None and (not out or out[-1][0] != s):
             out.append((s, state))
     return out
@@ -167,7 +167,7 @@ def judge_windows(rs: list[rec.RequestRecord], t0: int, end_ns: int, steady: Ste
 
 def window_states(sent: np.ndarray, ok: np.ndarray, lat: np.ndarray, t0: int, end_ns: int,
                   steady: SteadyState) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`judge_windows` with the steady state's own judge (:func:`_window_state`), on columns: the
+    """:func:`judge_windows` with the steady state's own judge (:func:`window_state`), on columns: the
     requests' send instants (sorted, all in [t0, end)), success and latency (NaN: none). Returns the judged
     windows' starts and whether each is in bound. A window's counts are differences of running sums, and its
     p95 is over the bound exactly when fewer than the p95's rank of its latencies are at or under the bound:
@@ -203,7 +203,7 @@ def run_end_ns(run: rec.RunRecords, columns: rc.RequestColumns | None = None) ->
 
 
 def window_mask(cols: rc.RequestColumns, fault: dict[str, Any], window_end_ns: int) -> np.ndarray:
-    """Which requests of ``cols`` were sent in the fault's analysis window (:func:`_window_requests` on columns)."""
+    """Which requests of ``cols`` were sent in the fault's analysis window (:func:`window_requests` on columns)."""
     sent = cols.sent_ns
     mask = (sent >= fault["inject_ns"]) & (sent < window_end_ns)
     if fault.get("window_cut_by"):
@@ -211,7 +211,9 @@ def window_mask(cols: rc.RequestColumns, fault: dict[str, Any], window_end_ns: i
     return mask
 
 
-def _window_requests(fault: dict[str, Any], measured: list[rec.RequestRecord], window_end_ns: int) -> list[rec.RequestRecord]:
+def window_requests(fault: dict[str, Any], measured: list[rec.RequestRecord],
+                    window_end_ns: int) -> list[rec.RequestRecord]:
     """The requests sent in the fault's analysis window, as :func:`chaos.analysis.populations.analyse_fault` counts them."""
     t0, cut = fault["inject_ns"], fault.get("window_cut_by")
-    return [r for r in measured if t0 <= r.sent_ns < window_end_ns and not (cut and _end_ns(r) > window_end_ns)]
+    return [r for r in measured
+            if t0 <= r.sent_ns < window_end_ns and not (cut and request_end_ns(r) > window_end_ns)]

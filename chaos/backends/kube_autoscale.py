@@ -26,7 +26,8 @@ found. 404 means the resource does not exist (no ConfigMap, no Karpenter CRD): n
 
 from __future__ import annotations
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
+from chaos.backends.kube_labels import ZONE_LABEL
+
 STATUS_NAME = "cluster-autoscaler-status"  # cluster-autoscaler's --status-config-map-name default
 KARPENTER = ("karpenter.sh", ("v1", "v1beta1"), "nodepools")
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.backends import kube_marks as km
+from chaos.backends.kube_labels import ZONE_LABEL
 from chaos.errors import UsageError, parse_bool
 from chaos.load import pod_worker
 
@@ -51,7 +52,6 @@ DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}}  # no CPU l
 TTL_AFTER_FINISHED_S = 600
 SETTINGS_KEYS = ("in_cluster", "image", "node_selector", "tolerations", "serve_url", "start_timeout_s", "resources",
                  "image_pull_policy")
-ZONE_KEY = "topology.kubernetes.io/zone"
 MAX_LOST_PODS = 1  # load pods a Job outlives (maxFailedIndexes); one more fails it
 
 
@@ -195,7 +195,7 @@ def job_manifest(settings: LoadJobSettings, run_id: str, job: str, n: int, clust
     }
     if avoid_zones:  # never where a fault of the run will hit: a lost or cut zone must not take the load with it
         pod_spec["affinity"]["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE_KEY, "operator": "NotIn",
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE_LABEL, "operator": "NotIn",
                                                          "values": sorted(set(avoid_zones))}]}]}}
     if settings.node_selector:
         pod_spec["nodeSelector"] = dict(settings.node_selector)

@@ -31,7 +31,8 @@ import threading
 import time
 from typing import Any, Callable
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
+from chaos.backends.kube_labels import ZONE_LABEL
+
 ZONE_LOSS_LABEL = "availproof.io/zone-loss-node"  # "true" on a node a zone loss may cordon though no template admits it
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # PreferNoSchedule only scores
 

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from chaos.reports.render import CSS, _h, _html_table, _md_table, _ul
+from chaos.reports.render import CSS, escape_html, html_list, html_table, md_table
 
 FIGURE_COLUMNS = ("figure", "value", "90 % interval", "95 % interval", "note")
 SCOPE_COLUMNS = ("scope", "rate / period", "duration s", "source", "runs", "trials", "unrecovered",
@@ -237,7 +237,7 @@ def svg(doc: dict[str, Any]) -> str:
     for i, (n, e) in enumerate(rows):
         y = top + rh * i + rh / 2
         a, b = e["interval90"]
-        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{_h(n)}</text>'
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape_html(n)}</text>'
                      f'<line x1="{x(max(a, lo)):.1f}" y1="{y}" x2="{x(max(b, lo)):.1f}" y2="{y}" stroke="#36c" '
                      f'stroke-width="6"/><circle cx="{x(max(e["mean"], lo)):.1f}" cy="{y}" r="5" fill="#123"/>')
     parts.append(f'<line x1="{x(budget):.1f}" y1="{top - 10}" x2="{x(budget):.1f}" y2="{H - 30}" stroke="#c00" '
@@ -271,14 +271,14 @@ def markdown(doc: dict[str, Any]) -> str:
     lines += [f"- {r}" for r in doc["verdict"]["reasons"]] + [""]
     oc = doc.get("operating_characteristic")
     lines += [f"Operating characteristic: {oc['statement']}", ""] if oc else []
-    lines += ["## Figures", ""] + _md_table(FIGURE_COLUMNS, figure_rows(doc)) + [""]
+    lines += ["## Figures", ""] + md_table(FIGURE_COLUMNS, figure_rows(doc)) + [""]
     if doc["scopes"]:
         lines += ["![expected loss per scope against the error budget](claim.svg)", ""]
-    lines += ["## Per scope", ""] + _md_table(SCOPE_COLUMNS, scope_rows(doc)) + [""]
+    lines += ["## Per scope", ""] + md_table(SCOPE_COLUMNS, scope_rows(doc)) + [""]
     if doc["plan"]:
-        lines += ["## Plan: the next trials", ""] + _md_table(PLAN_COLUMNS, plan_rows(doc)) + [""]
+        lines += ["## Plan: the next trials", ""] + md_table(PLAN_COLUMNS, plan_rows(doc)) + [""]
     lines += ["## Runs", "", RUNS_NOTE + " Population: " + doc["population"] + ".", ""]
-    lines += _md_table(RUN_COLUMNS, run_rows(doc)) + [""]
+    lines += md_table(RUN_COLUMNS, run_rows(doc)) + [""]
     for title, items in _sections(doc):
         if items:
             lines += [f"## {title}", ""] + [f"- {s}" for s in items] + [""]
@@ -288,21 +288,22 @@ def markdown(doc: dict[str, Any]) -> str:
 def html(doc: dict[str, Any]) -> str:
     bad = doc["verdict"]["word"] != "supported"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>availproof claim</title><style>{CSS}</style>"
-             f"</head><body><h1>availproof claim</h1><p>{_h(doc['suite_dir'])}</p>",
-             f"<p class='{'bad' if bad else ''}'>{_h(headline(doc))}</p>", _ul(doc["verdict"]["reasons"]),
-             (f"<p>Operating characteristic: {_h(doc['operating_characteristic']['statement'])}</p>"
+             f"</head><body><h1>availproof claim</h1><p>{escape_html(doc['suite_dir'])}</p>",
+             f"<p class='{'bad' if bad else ''}'>{escape_html(headline(doc))}</p>",
+             html_list(doc["verdict"]["reasons"]),
+             (f"<p>Operating characteristic: {escape_html(doc['operating_characteristic']['statement'])}</p>"
               if doc.get("operating_characteristic") else ""),
-             "<h2>Figures</h2>" + _html_table(FIGURE_COLUMNS, figure_rows(doc), "figures")]
+             "<h2>Figures</h2>" + html_table(FIGURE_COLUMNS, figure_rows(doc), "figures")]
     if doc["scopes"]:
         parts.append(svg(doc))
-    parts.append("<h2>Per scope</h2>" + _html_table(SCOPE_COLUMNS, scope_rows(doc), "scopes"))
+    parts.append("<h2>Per scope</h2>" + html_table(SCOPE_COLUMNS, scope_rows(doc), "scopes"))
     if doc["plan"]:
-        parts.append("<h2>Plan: the next trials</h2>" + _html_table(PLAN_COLUMNS, plan_rows(doc), "plan"))
-    parts.append(f"<h2>Runs</h2><p>{_h(RUNS_NOTE)} Population: {_h(doc['population'])}.</p>"
-                 + _html_table(RUN_COLUMNS, run_rows(doc), "runs"))
+        parts.append("<h2>Plan: the next trials</h2>" + html_table(PLAN_COLUMNS, plan_rows(doc), "plan"))
+    parts.append(f"<h2>Runs</h2><p>{escape_html(RUNS_NOTE)} Population: {escape_html(doc['population'])}.</p>"
+                 + html_table(RUN_COLUMNS, run_rows(doc), "runs"))
     for title, items in _sections(doc):
         if items:
-            parts.append(f"<h2>{_h(title)}</h2>" + _ul(items))
+            parts.append(f"<h2>{escape_html(title)}</h2>" + html_list(items))
     parts.append("</body></html>")
     return "\n".join(parts)
 

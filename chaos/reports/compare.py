@@ -7,8 +7,8 @@ from typing import Any
 from chaos import stats
 from chaos.errors import UsageError
 from chaos.reports.cells import fmt
-from chaos.reports.render import _md_table
-from chaos.reports.rows import FIGURES, _ci, _ci_or_small
+from chaos.reports.render import md_table
+from chaos.reports.rows import FIGURES, ci_cell, ci_cell_or_small
 
 
 def _overlap(a, b) -> bool | None:
@@ -69,9 +69,9 @@ def compare_markdown(cmp: list[dict[str, Any]], a_dir: str, b_dir: str) -> str:
         rows = []
         for r in c["rows"]:
             ex = {None: "cannot tell", True: "YES", False: "no"}[r["exceeds_intervals"]]
-            ci = _ci if r["figure"] == "failed fraction" else _ci_or_small
+            ci = ci_cell if r["figure"] == "failed fraction" else ci_cell_or_small
             rows.append([r["figure"], _cmp_cell(r["a"], r["a_missing"]), ci(r["a_ci95"]),
                          _cmp_cell(r["b"], r["b_missing"]), ci(r["b_ci95"]), _cmp_cell(r["diff"]), ex, r["note"]])
-        lines += _md_table(("figure (median)", "A", "A 95% CI", "B", "B 95% CI", "B - A", "beyond the intervals",
+        lines += md_table(("figure (median)", "A", "A 95% CI", "B", "B 95% CI", "B - A", "beyond the intervals",
                             "note"), rows)
     return "\n".join(lines) + "\n"

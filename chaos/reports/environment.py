@@ -9,7 +9,7 @@ from typing import Any
 from chaos import record_columns
 
 
-def _front(summary: dict[str, Any]) -> dict[str, Any]:
+def front_door_of(summary: dict[str, Any]) -> dict[str, Any]:
     """What stood in front of the proxies in a run (its environment's ``front_door``)."""
     return (summary.get("environment") or {}).get("front_door") or {}
 
@@ -38,7 +38,7 @@ def not_covered(summary: dict[str, Any]) -> list[str]:
     if cluster.get("backend", "local") == "local":
         out.append(f"One machine: zones are processes on {where}, not facilities; no real power, cooling or "
                    "network equipment fails.")
-    front = _front(summary)
+    front = front_door_of(summary)
     shape = front.get("shape")
     if front.get("kind") == "kubernetes-service":  # first: its shape is lb too, but it is not the rig's HAProxy
         out.append(f"Front door: the Kubernetes Service {front.get('service')} (endpoints follow the pods' readiness); "

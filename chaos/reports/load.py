@@ -10,7 +10,7 @@ from typing import Any
 from chaos import analysis, evidence, records as rec, stats, suite
 from chaos.errors import UsageError
 from chaos.reports.environment import environment, not_covered
-from chaos.reports.render import _md_experiment
+from chaos.reports.render import md_experiment
 from chaos.reports.rows import POPULATIONS, overview_row
 
 
@@ -21,7 +21,7 @@ summary_version = evidence.summary_version
 def _experiment(name: str, dirs: list[Path]) -> dict[str, Any]:
     try:
         exp = _experiment_unchecked(name, dirs)
-        _md_experiment(exp)  # every field the report reads is there and of the right type
+        md_experiment(exp)  # every field the report reads is there and of the right type
         overview_row(exp)
         return exp
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:

@@ -133,11 +133,17 @@ def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
         return [["replacement", "all", why]]
     new = ", ".join(f"{x['replica'][:8]} at {fmt(x['running_s'])}" for x in rp["new"]) or "none"
     done = rp.get("time_to_complete_s")
-    return [["replacement", "replicas serving before", str(rp["replicas_before"])],
+    rows = [["replacement", "replicas serving before", str(rp["replicas_before"])],
             ["replacement", "of them replaced by the window's end", str(rp["replaced"])],
-            ["replacement", "new replicas serving (s from injection)", new],
-            ["replacement", "complete (no old replica, as many new) s",
-             fmt(done) if done is not None else (_plane_note(f, "replacement.time_to_complete_s") or "never")]]
+            ["replacement", "new replicas serving (s from injection)", new]]
+    if "new_version_first_served" in rp:  # an upgrade's (chaos.analysis.new_version)
+        first = rp["new_version_first_served"]
+        rows.append(["replacement", f"new version {rp.get('new_version')} first served s",
+                     fmt(first["served_s"]) if first else (_plane_note(f, "replacement.new_version_first_served")
+                                                           or "never")])
+    rows.append(["replacement", "complete (no old replica, as many new, the new version serving) s",
+                 fmt(done) if done is not None else (_plane_note(f, "replacement.time_to_complete_s") or "never")])
+    return rows
 
 
 def front_door_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[list[str]]:

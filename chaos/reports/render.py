@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos.reports.environment import _front, env_lines
+from chaos.reports.environment import env_lines, front_door_of
 from chaos.reports.plane_rows import PLANE_COLUMNS, plane_rows
 from chaos.reports.rows import (BOUND_COLUMNS, FAULT_COLUMNS, FIGURE_COLUMNS, OVERVIEW_COLUMNS, STAT_COLUMNS,
-                                _definition_lines, _faults, bound_lines, bound_rows, fault_notes, fault_rows,
-                                fault_title, figure_rows, overview_rows, scope_text, stat_lines, stat_rows)
+                                bound_lines, bound_rows, definition_lines, fault_notes, fault_rows, fault_title,
+                                figure_rows, overview_rows, scope_text, stat_lines, stat_rows, trial_faults)
 
 
 # ---------------------------------------------------------------- markdown
@@ -20,7 +20,7 @@ def _md_cell(c: str) -> str:
     return str(c).replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(cols, rows) -> list[str]:
+def md_table(cols, rows) -> list[str]:
     return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + \
         ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
 
@@ -33,13 +33,13 @@ def _order_line(doc: dict[str, Any]) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     lines = [f"# availproof report: {doc['run_dir']}", "", "## Overview", "", _order_line(doc), ""]
-    lines += _md_table(OVERVIEW_COLUMNS, overview_rows(doc)) + [""]
+    lines += md_table(OVERVIEW_COLUMNS, overview_rows(doc)) + [""]
     for exp in doc["experiments"]:
-        lines += _md_experiment(exp)
+        lines += md_experiment(exp)
     return "\n".join(lines) + "\n"
 
 
-def _md_experiment(exp: dict[str, Any]) -> list[str]:
+def md_experiment(exp: dict[str, Any]) -> list[str]:
     lines = [f"## {exp['title']} ({exp['name']}, scope {scope_text(exp['scope'])})", ""]
     if exp["partial"]:
         why = [n for n in exp["notes"] if "did not finish" in n] or ["the run did not finish; the figures cover "
@@ -53,18 +53,18 @@ def _md_experiment(exp: dict[str, Any]) -> list[str]:
                      f"excluded), {req['ok']} ok, {req['failed']} failed ({req['failed_before_first_fault']} "
                      "before the first fault)" + (f"; stopped: {t['summary']['stop_reason']}"
                                                   if t["summary"].get("stop_reason") else ""))
-    lines += [f"- {s}" for s in _definition_lines(exp)]
-    lines += ["", "### Faults", ""] + _md_table(FAULT_COLUMNS, fault_rows(exp)) + [""]
-    for i, t, f in _faults(exp):
-        lines += [f"#### {fault_title(i, f)}", ""] + _md_table(FIGURE_COLUMNS, figure_rows(f)) + [""]
-        lines += ["Control plane and capacity:", ""] + _md_table(PLANE_COLUMNS, plane_rows(f, _front(t))) + [""]
+    lines += [f"- {s}" for s in definition_lines(exp)]
+    lines += ["", "### Faults", ""] + md_table(FAULT_COLUMNS, fault_rows(exp)) + [""]
+    for i, t, f in trial_faults(exp):
+        lines += [f"#### {fault_title(i, f)}", ""] + md_table(FIGURE_COLUMNS, figure_rows(f)) + [""]
+        lines += ["Control plane and capacity:", ""] + md_table(PLANE_COLUMNS, plane_rows(f, front_door_of(t))) + [""]
         lines += [f"- {s}" for s in fault_notes(f)] + [""]
-    lines += ["### Over trials", ""] + _md_table(STAT_COLUMNS, stat_rows(exp)) + [""]
+    lines += ["### Over trials", ""] + md_table(STAT_COLUMNS, stat_rows(exp)) + [""]
     lines += [f"- {s}" for s in stat_lines(exp)] + [""]
     lines += ["### Bounds", "", "Stated: " + (json.dumps(exp["bounds"]) if exp["bounds"] else "none")]
     if exp["bounds_source"]:
         lines += ["", f"Where they come from: {exp['bounds_source']}"]
-    lines += [""] + _md_table(BOUND_COLUMNS, bound_rows(exp)) + [""]
+    lines += [""] + md_table(BOUND_COLUMNS, bound_rows(exp)) + [""]
     lines += [f"- {s}" for s in bound_lines(exp)] + ([""] if bound_lines(exp) else [])
     if exp.get("timeline"):
         lines += [f"![timeline]({exp['timeline']})", ""]
@@ -83,7 +83,7 @@ CSS = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80
 BAD_CELLS = ("NO", "VIOLATED", "UNMEASURABLE")
 
 
-def _h(s: Any) -> str:
+def escape_html(s: Any) -> str:
     return _html.escape(str(s))
 
 
@@ -96,54 +96,55 @@ def _cell_class(c: str) -> str:
     return ""
 
 
-def _html_table(cols, rows, cls: str = "") -> str:
-    head = "".join(f"<th>{_h(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td{_cell_class(c)}>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
+def html_table(cols, rows, cls: str = "") -> str:
+    head = "".join(f"<th>{escape_html(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td{_cell_class(c)}>{escape_html(c)}</td>" for c in r) + "</tr>" for r in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _ul(items: list[str]) -> str:
-    return "<ul>" + "".join(f"<li>{_h(s)}</li>" for s in items) + "</ul>" if items else ""
+def html_list(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{escape_html(s)}</li>" for s in items) + "</ul>" if items else ""
 
 
 def html(doc: dict[str, Any], images: dict[str, bytes] | None = None) -> str:
     """Self-contained HTML: styles inline, each timeline embedded as a data: URI."""
     images = images or {}
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>availproof report</title>"
-             f"<style>{CSS}</style></head><body><h1>availproof report</h1><p>{_h(doc['run_dir'])}</p>",
-             f"<section id='overview'><h2>Overview</h2><p>{_h(_order_line(doc))}</p>"
-             + _html_table(OVERVIEW_COLUMNS, overview_rows(doc), "overview") + "</section>"]
+             f"<style>{CSS}</style></head><body><h1>availproof report</h1><p>{escape_html(doc['run_dir'])}</p>",
+             f"<section id='overview'><h2>Overview</h2><p>{escape_html(_order_line(doc))}</p>"
+             + html_table(OVERVIEW_COLUMNS, overview_rows(doc), "overview") + "</section>"]
     for exp in doc["experiments"]:
-        parts.append(f"<section id='{_h(exp['name'])}'><h2>{_h(exp['title'])} "
-                     f"<small>({_h(exp['name'])}, scope {_h(scope_text(exp['scope']))})</small></h2>")
+        parts.append(f"<section id='{escape_html(exp['name'])}'><h2>{escape_html(exp['title'])} "
+                     f"<small>({escape_html(exp['name'])}, scope {escape_html(scope_text(exp['scope']))})</small></h2>")
         if exp["partial"]:
             parts.append("<p class='partial'>PARTIAL RUN: the run did not finish; figures recomputed from the "
                          "records taken.</p>")
         if exp["rederived"]:
             parts.append("<p class='partial'>RE-DERIVED: "
-                         + _h("; ".join(n for n in exp["notes"] if "re-derived" in n)) + ".</p>")
-        parts.append(_ul(_definition_lines(exp)))
-        parts.append("<h3>Faults</h3>" + _html_table(FAULT_COLUMNS, fault_rows(exp), "faults"))
-        for i, t, f in _faults(exp):
-            parts.append(f"<h4>{_h(fault_title(i, f))}</h4>" + _html_table(FIGURE_COLUMNS, figure_rows(f), "figures")
+                         + escape_html("; ".join(n for n in exp["notes"] if "re-derived" in n)) + ".</p>")
+        parts.append(html_list(definition_lines(exp)))
+        parts.append("<h3>Faults</h3>" + html_table(FAULT_COLUMNS, fault_rows(exp), "faults"))
+        for i, t, f in trial_faults(exp):
+            parts.append(f"<h4>{escape_html(fault_title(i, f))}</h4>"
+                         + html_table(FIGURE_COLUMNS, figure_rows(f), "figures")
                          + "<h5>Control plane and capacity</h5>"
-                         + _html_table(PLANE_COLUMNS, plane_rows(f, _front(t)), "planes")
-                         + _ul(fault_notes(f)))
+                         + html_table(PLANE_COLUMNS, plane_rows(f, front_door_of(t)), "planes")
+                         + html_list(fault_notes(f)))
         if exp["name"] in images:
             b64 = base64.b64encode(images[exp["name"]]).decode()
-            parts.append(f"<figure><img alt='timeline of {_h(exp['name'])}' src='data:image/png;base64,{b64}'>"
+            parts.append(f"<figure><img alt='timeline of {escape_html(exp['name'])}' src='data:image/png;base64,{b64}'>"
                          "<figcaption>Trial 1: every request on its zone's lane at its send time (red crosses "
                          "failed), the latency of the successful ones, the fault marks, and the recovery points of "
                          "the affected population (dashed) and the service (dotted); under them the control plane "
                          "sample by sample, RUNNING model replicas and worker nodes alive per zone."
                          "</figcaption></figure>")
-        parts.append("<h3>Over trials</h3>" + _html_table(STAT_COLUMNS, stat_rows(exp), "stats"))
-        parts.append(_ul(stat_lines(exp)))
-        parts.append(f"<h3>Bounds</h3><p>Stated: <code>{_h(json.dumps(exp['bounds']))}</code></p>")
+        parts.append("<h3>Over trials</h3>" + html_table(STAT_COLUMNS, stat_rows(exp), "stats"))
+        parts.append(html_list(stat_lines(exp)))
+        parts.append(f"<h3>Bounds</h3><p>Stated: <code>{escape_html(json.dumps(exp['bounds']))}</code></p>")
         if exp["bounds_source"]:
-            parts.append(f"<p>Where they come from: {_h(exp['bounds_source'])}</p>")
-        parts.append(_html_table(BOUND_COLUMNS, bound_rows(exp), "bounds") + _ul(bound_lines(exp)))
-        parts.append("<h3>Environment</h3>" + _ul(env_lines(exp["environment"])))
-        parts.append("<h3>Not covered</h3>" + _ul(exp["not_covered"]) + "</section>")
+            parts.append(f"<p>Where they come from: {escape_html(exp['bounds_source'])}</p>")
+        parts.append(html_table(BOUND_COLUMNS, bound_rows(exp), "bounds") + html_list(bound_lines(exp)))
+        parts.append("<h3>Environment</h3>" + html_list(env_lines(exp["environment"])))
+        parts.append("<h3>Not covered</h3>" + html_list(exp["not_covered"]) + "</section>")
     parts.append("</body></html>")
     return "\n".join(parts)

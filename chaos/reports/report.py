@@ -56,15 +56,14 @@ from chaos.reports.load import build, load_summary, suite_order, summary_version
 from chaos.reports.plane_rows import (CAPACITY_LABELS, CONTROL_PLANE_LABELS, PLANE_COLUMNS, front_door_rows,
                                       placement_text, plane_rows, replacement_rows, served_rows)
 from chaos.reports.render import html, markdown
-from chaos.reports.rows import (FIGURES, LABELS, OVERVIEW_COLUMNS, _verdict, bound_rows, experiment_verdict,
-                                fault_rows, figure_rows, overview_row, overview_rows, scope_text, stat_rows)
+from chaos.reports.rows import (FIGURES, LABELS, OVERVIEW_COLUMNS, bound_rows, experiment_verdict, fault_rows,
+                                figure_rows, overview_row, overview_rows, run_verdict, scope_text, stat_rows)
 
 __all__ = ["CAPACITY_LABELS", "CONTROL_PLANE_LABELS", "FIGURES", "LABELS", "OVERVIEW_COLUMNS", "PLANE_COLUMNS",
-           "_verdict", "bound_rows", "build", "compare", "compare_markdown", "env_lines", "environment",
-           "experiment_verdict", "fault_rows", "figure_rows", "fmt", "front_door_rows", "html", "load_summary",
-           "markdown", "not_covered", "overview_row", "overview_rows", "placement_text", "plane_rows",
-           "replacement_rows", "scope_text", "served_rows", "stat_rows", "suite_order", "summary_version",
-           "timelines", "write"]
+           "bound_rows", "build", "compare", "compare_markdown", "env_lines", "environment", "experiment_verdict",
+           "fault_rows", "figure_rows", "fmt", "front_door_rows", "html", "load_summary", "markdown", "not_covered",
+           "overview_row", "overview_rows", "placement_text", "plane_rows", "replacement_rows", "run_verdict",
+           "scope_text", "served_rows", "stat_rows", "suite_order", "summary_version", "timelines", "write"]
 
 
 def timelines(doc: dict[str, Any]) -> dict[str, bytes]:

@@ -17,14 +17,14 @@ FIGURES = {k: LABELS[k] for k in stats.RECOVERY_FIGURES}
 POPULATIONS = analysis.POPULATIONS  # ("affected", "service")
 
 
-def _verdict(summary: dict[str, Any]) -> tuple[str, list[str]]:
+def run_verdict(summary: dict[str, Any]) -> tuple[str, list[str]]:
     """The run's one verdict (:mod:`chaos.verdict`, as its summary records it) and what keeps it from passing."""
     v = verdict_mod.of(summary)
     return v["word"], list(v["reasons"])
 
 
 def experiment_verdict(exp: dict[str, Any]) -> tuple[str, list[str]]:
-    verdicts = [_verdict(t["summary"]) for t in exp["trials"]]
+    verdicts = [run_verdict(t["summary"]) for t in exp["trials"]]
     words = [w for w, _ in verdicts]
     why = sorted({x for _, ws in verdicts for x in ws})
     if len(words) == 1:
@@ -120,7 +120,7 @@ FAULT_COLUMNS = ("trial", "scope", "target", "failed", "mid-stream", "in flight 
                  "resolution s", "bounds met")
 
 
-def _faults(exp: dict[str, Any]):
+def trial_faults(exp: dict[str, Any]):
     for i, t in enumerate(exp["trials"], 1):
         for f in t["summary"].get("faults") or []:
             yield i, t["summary"], f
@@ -129,7 +129,7 @@ def _faults(exp: dict[str, Any]):
 def fault_rows(exp: dict[str, Any]) -> list[list[str]]:
     """One row per fault: what it was and the service-wide failures (the figures: :func:`figure_rows`)."""
     rows = []
-    for i, s, f in _faults(exp):
+    for i, s, f in trial_faults(exp):
         met = bounds.fault_met((s.get("bounds") or {}).get("results"), f["fault_id"])
         g = f["goodput_rps"]
         gp = "/".join("-" if g[k] is None else fmt(g[k]) for k in ("before", "during", "after"))
@@ -196,11 +196,11 @@ def fault_notes(f: dict[str, Any]) -> list[str]:
     return out
 
 
-def _ci_or_small(ci) -> str:
+def ci_cell_or_small(ci) -> str:
     return "—, N too small" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
-def _ci(ci) -> str:
+def ci_cell(ci) -> str:
     return "-" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
@@ -225,8 +225,8 @@ def stat_rows(exp: dict[str, Any]) -> list[list[str]]:
         for key, name in FIGURES.items():
             d = agg["figures"][key]
             rows.append([label, pop, name, str(d["n"]), str(d["missing"]), str(d["unmeasurable"]),
-                         "-" if d["median"] is None else fmt(d["median"]), _ci_or_small(d["median_ci95"]),
-                         "-" if d["p95"] is None else fmt(d["p95"]), _ci_or_small(d["p95_ci95"])])
+                         "-" if d["median"] is None else fmt(d["median"]), ci_cell_or_small(d["median_ci95"]),
+                         "-" if d["p95"] is None else fmt(d["p95"]), ci_cell_or_small(d["p95_ci95"])])
     return rows
 
 
@@ -237,9 +237,9 @@ def stat_lines(exp: dict[str, Any]) -> list[str]:
         fl = agg["failed"]
         frac = "-" if fl["fraction"] is None else f"{fl['fraction']:.4f}"
         lines.append(f"Failed fraction, {label}, {pop}: {fl['failed']}/{fl['requests']} = {frac}, "
-                     f"95% Wilson interval {_ci(fl['wilson95'])}.")
+                     f"95% Wilson interval {ci_cell(fl['wilson95'])}.")
     lines.append(f"Bounds met in {st['bounds_met']['trials']} of {st['bounds_met']['of']} trial(s), "
-                 f"95% Wilson interval {_ci(st['bounds_met']['wilson95'])}.")
+                 f"95% Wilson interval {ci_cell(st['bounds_met']['wilson95'])}.")
     flags = sorted({f for d in st["incident"]["figures"].values() for f in d["flags"]})
     if flags:
         lines += [f"N too small for some claims ({exp['population']}, incident): " + "; ".join(flags) + "."]
@@ -281,7 +281,7 @@ def bound_lines(exp: dict[str, Any]) -> list[str]:
     return out
 
 
-def _definition_lines(exp: dict[str, Any]) -> list[str]:
+def definition_lines(exp: dict[str, Any]) -> list[str]:
     d = exp["trials"][0]["summary"].get("definitions") or {}
     ss, slo = d.get("steady_state") or {}, d.get("slo") or {}
     if not ss:

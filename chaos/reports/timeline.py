@@ -287,7 +287,7 @@ def png(run: rec.RunRecords, summary: dict[str, Any], title: str = "") -> bytes:
             handles.setdefault(label, Line2D([], [], color=colour, ls=ls))
     faults = summary.get("faults") or []
     if planes:
-        _draw_planes(planes, plane_axes, x, colour_of, faults, handles)
+        draw_planes(planes, plane_axes, x, colour_of, faults, handles)
     for f in faults:
         base = x(f["inject_ns"])
         who = f"{f['fault_id']}: " if len(faults) > 1 else ""
@@ -359,8 +359,8 @@ def _lane_bins(ax, reqs: rc.RequestColumns, mine: np.ndarray, which: np.ndarray,
                    zorder=3)
 
 
-def _draw_planes(planes: dict[str, dict[str, Any]], axes: list, x, colour_of: dict, faults: list[dict[str, Any]],
-                 handles: dict[str, Any]) -> None:
+def draw_planes(planes: dict[str, dict[str, Any]], axes: list, x, colour_of: dict, faults: list[dict[str, Any]],
+                handles: dict[str, Any]) -> None:
     """The control-plane band, the replicas and the nodes per zone, on their three axes."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch

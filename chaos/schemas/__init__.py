@@ -100,7 +100,7 @@ def _validator_for(name: str, scope_names: tuple[str, ...]) -> Draft202012Valida
 def errors(instance: Any, name: str, prefix: str = "") -> list[str]:
     """Every violation of schema ``name`` by ``instance``: one line each, ``PATH: message``,
     sorted by path (so the first is stable), without repeats."""
-    found = [pm for e in _validator(name).iter_errors(instance) for pm in _explain(e)]
+    found = [pm for e in _validator(name).iter_errors(instance) for pm in explain(e)]
     lines: list[str] = []
     for parts, message in sorted(found, key=lambda pm: _sort_key(pm[0])):
         line = f"{format_path(prefix, parts)}: {message}"
@@ -126,7 +126,7 @@ def _sort_key(parts) -> list[tuple[int, Any]]:
     return [(0, p) if isinstance(p, int) and not isinstance(p, bool) else (1, str(p)) for p in parts]
 
 
-def _explain(e: ValidationError) -> list[tuple[list[Any], str]]:
+def explain(e: ValidationError) -> list[tuple[list[Any], str]]:
     """(path parts, message) for one error: unknown and missing keys are named in the path."""
     parts = list(e.absolute_path)
     if e.validator == "additionalProperties" and isinstance(e.instance, dict) and e.validator_value is False:

@@ -239,7 +239,7 @@ def png(records: rec.RunRecords, summary: dict[str, Any]) -> bytes:
     if planes:
         zones = sorted({z for k in ("replicas", "nodes") for z in planes[k]["zones"]})
         zc = {z: tl.ZONE_COLOURS[i % len(tl.ZONE_COLOURS)] for i, z in enumerate(zones)}
-        tl._draw_planes(planes, list(axes[2:]), x, zc, [], {})
+        tl.draw_planes(planes, list(axes[2:]), x, zc, [], {})
     axes[-1].set_xlabel("seconds on the soak's clock")
     total = obs.get("total")
     fig.suptitle(f"{summary.get('experiment') or 'soak'}: observed lost service "
@@ -251,11 +251,12 @@ def png(records: rec.RunRecords, summary: dict[str, Any]) -> bytes:
 
 
 def write(run_dir: Path, summary: dict[str, Any] | None = None) -> dict[str, Path]:
-    """soak.md and soak-timeline.png in ``run_dir`` (its summary.json unless given)."""
-    import json
+    """soak.md and soak-timeline.png in ``run_dir`` (its summary, read by :func:`chaos.evidence.load_summary`,
+    unless given)."""
+    from chaos import evidence
 
     run_dir = Path(run_dir)
-    summary = summary or json.loads((run_dir / "summary.json").read_text())
+    summary = summary or evidence.load_summary(run_dir)
     records = record_columns.read(run_dir / "records.ndjson")  # read once within a command (shared)
     md = run_dir / "soak.md"
     md.write_text(markdown(summary))

@@ -112,17 +112,19 @@ def context(records: rec.RunRecords) -> dict[str, Any]:
 def reanalyse(run_dir, summary: dict[str, Any]) -> bool:
     """``availproof analyse`` on a soak (its header has ``soak``): ``soak`` and ``soak_context`` into ``summary``
     again, from the records (the machine's load kept from the summary in place); False for any other run."""
-    import json
     from pathlib import Path
+
+    from chaos import evidence
+    from chaos.errors import UsageError
 
     path = Path(run_dir) / "records.ndjson"
     header = next((obj for _, obj in rec.iter_lines(path) if isinstance(obj, dict) and obj.get("kind") == "run"), {})
     if not header.get("soak"):  # the header read alone: no other run's records are read twice
         return False
     records = record_columns.read(path)  # in columns; read once within the command (record_columns.shared)
-    try:
-        old = json.loads((Path(run_dir) / "summary.json").read_text())
-    except (OSError, ValueError):
+    try:  # the machine's load is known only from the summary written during the soak
+        old = evidence.recorded_summary(run_dir) or {}
+    except UsageError:  # damaged: the load is then not known
         old = {}
     summary["soak"] = derive(records)
     summary["soak_context"] = {**context(records), "machine_load": (old.get("soak_context") or {}).get("machine_load")}

@@ -72,7 +72,7 @@ def problems(doc: Any, source: str) -> list[str]:
     from chaos import schemas
 
     v = schemas.Validator(json.loads(SCHEMA.read_text()))
-    found = [pm for e in v.iter_errors(doc) for pm in schemas._explain(e)]
+    found = [pm for e in v.iter_errors(doc) for pm in schemas.explain(e)]
     out: list[str] = []
     for parts, message in sorted(found, key=lambda pm: [str(p) for p in pm[0]]):
         line = f"{source}: {schemas.format_path('', parts)}: {message}"

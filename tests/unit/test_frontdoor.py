@@ -51,8 +51,9 @@ def test_retries_redispatch_passive_checks_tls_and_token_are_rendered_only_when_
     assert "bind 127.9.9.250:20001 ssl crt /tmp/x/server.pem" in ls
     # the token stays in HAProxy's environment: the file names the variable, never the user's
     deny = [x for x in ls if x.startswith("http-request deny")]
-    assert deny == ['http-request deny deny_status 401 unless { req.hdr(authorization) -m str '
-                    f'"Bearer ${{{frontdoor.TOKEN_VAR}}}" }}']
+    assert deny == ['http-request deny deny_status 401 content-type text/plain string "unauthorized" '
+                    "hdr WWW-Authenticate 'Bearer realm=\"availproof\"' "
+                    f'unless {{ req.hdr(authorization) -m str "Bearer ${{{frontdoor.TOKEN_VAR}}}" }}']
     assert "MY_TOKEN" not in cfg
     cfg, _ = render("lb", retries=1, redispatch=False)
     assert "option redispatch 1" not in cfg and "retries 1" in lines(cfg)
@@ -464,7 +465,7 @@ def test_the_report_shows_an_upgrades_replacement():
     rows = {r[1]: r[2] for r in report.replacement_rows(f)}
     assert rows["replicas serving before"] == "3" and rows["of them replaced by the window's end"] == "3"
     assert rows["new replicas serving (s from injection)"] == f"abcdefgh at {report.fmt(11.45)}"
-    assert rows["complete (no old replica, as many new) s"] == report.fmt(26.45)
+    assert rows["complete (no old replica, as many new, the new version serving) s"] == report.fmt(26.45)
     assert report.replacement_rows({**f, "scope": "node", "replacement": {**f["replacement"], "replaced": 0}}) == []
 
 

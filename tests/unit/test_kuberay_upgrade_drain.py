@@ -62,7 +62,7 @@ def test_serve_config_upgrade_sets_the_version_on_every_app_and_nothing_else():
     assert out == {"variant": "serve_config", "version": "v2", "rayservice": "availproof", "cluster_before": CLUSTER,
                    "upgrade_strategy": None, "patched": "spec.serveConfigV2",
                    "previous_versions": {"llm": "v1", "side": None},
-                   "changed": f"applications[*].runtime_env.env_vars.{kb.VERSION_ENV}"}
+                   "changed": f"applications[*].runtime_env.env_vars.{kb.VERSION_ENV}", "version_served": True}
     # one write: a JSON merge patch of the RayService, with the resourceVersion read as its precondition
     assert writes(s) == [("PATCH", RS_PATH)]
     assert s.content_types[-1] == ("PATCH", RS_PATH, "application/merge-patch+json")
@@ -126,6 +126,7 @@ def test_cluster_upgrade_annotates_every_pod_template_and_nothing_else():
     assert out["patched"] == "spec.rayClusterConfig" and out["effective_strategy"] == "NewCluster"
     assert out["upgrade_strategy"] is None and out["cluster_before"] == CLUSTER
     assert "workers-zone-a, workers-zone-b, workers-zone-c" in out["changed"]
+    assert out["version_served"] is False  # the pods change, the version the app reports does not
     assert writes(s) == [("POST", CM_PATH), ("PATCH", RS_PATH)]  # its record first (a rollback's), then the patch
     assert s.content_types[-1][2] == "application/merge-patch+json"
     body = next(body for method, _, body in s.calls if method == "PATCH")  # then KubeRay's answer is read

@@ -247,6 +247,10 @@ def test_a_real_front_door_checks_the_token_and_neither_forwards_it_nor_holds_th
                 return e.code
 
         assert get({}) == 401 and get({"Authorization": "Bearer wrong"}) == 401
+        try:  # a 401 says how to authenticate (RFC 9110 §11.6.1)
+            urllib.request.urlopen(url, timeout=2)
+        except urllib.error.HTTPError as e:
+            assert e.code == 401 and e.headers.get_all("WWW-Authenticate") == ['Bearer realm="availproof"']
         deadline = time.monotonic() + 10
         while get({"Authorization": "Bearer s3cret"}) != 200 and time.monotonic() < deadline:
             time.sleep(0.1)

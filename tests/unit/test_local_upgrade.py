@@ -26,7 +26,7 @@ def test_upgrade_puts_the_deployed_config_again_with_only_a_new_code_version(mon
                "applications": {"llm": {"deployed_app_config": DEPLOYED}}}
     b, dashboard = backend(monkeypatch, details)
     got = b.upgrade_app("code", "v2")
-    assert got["version"] == "v2" and got["previous_version"] is None
+    assert got["version"] == "v2" and got["previous_version"] is None and got["version_served"] is True
     ((url, doc),) = dashboard.sent("PUT")
     assert url == FakeCluster.state.dashboard_url + ray_dashboard.SERVE_APPLICATIONS
     assert doc["proxy_location"] == "EveryNode" and doc["http_options"] == {"host": "0.0.0.0", "port": 18106}

@@ -27,3 +27,15 @@ def test_fronts_is_defined_once_and_imported():
 def test_the_dead_names_are_gone():
     assert not hasattr(kuberay, "zone_nodes") and not hasattr(lengths, "KEYS")
     assert not hasattr(kuberay_settings, "KEYS")  # the kubernetes block's keys: read by backend_settings alone
+
+
+def test_the_zone_label_is_spelled_once_and_imported():
+    """``topology.kubernetes.io/zone`` was written in four modules (issue 43): one spelling, in kube_labels."""
+    from chaos.backends import kube_autoscale, kube_labels, kube_load, kube_zone
+    from chaos.backends.kuberay import common
+
+    spelled = [str(p.relative_to(CHAOS)) for p in CHAOS.rglob("*.py")
+               if re.search(r"^\s*[A-Z_]+\s*=\s*[\"']topology\.kubernetes\.io/", p.read_text(), re.MULTILINE)]
+    assert spelled == ["backends/kube_labels.py"], spelled
+    assert all(m.ZONE_LABEL is kube_labels.ZONE_LABEL for m in (kube_autoscale, kube_load, kube_zone, common))
+    assert kuberay.ZONE_LABEL == "topology.kubernetes.io/zone" and kuberay.REGION_LABEL == kube_labels.REGION_LABEL

@@ -224,3 +224,17 @@ def test_the_engine_faults_of_issue_35_are_known_to_the_soak():
         assert sch.conflict(f, ZONE_A) and sch.conflict(f, REPLICA) and sch.conflict(f, NODE) is None
     assert sch.conflict(error, slow).endswith("(zone-a)")
     assert all(callable(getattr(actions, func)) for func in sch.heal_args())
+
+
+def test_the_soaks_heal_arguments_are_the_actions_own_defaults():
+    """One source (issue 43): the soak restates no default; it reads each action's (its fault function's)."""
+    import inspect
+
+    from chaos import scopes
+    from chaos.ctk import actions
+
+    known = sch.heal_args()
+    assert set(known) == set(scopes.actions())
+    for func, args in known.items():
+        params = inspect.signature(getattr(actions, func)).parameters
+        assert args == {a: params[a].default for a in scopes.actions()[func][0].heal_args if a in params}, func

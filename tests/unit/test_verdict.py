@@ -59,7 +59,7 @@ def test_every_branch_and_every_reader_agree(name, summary, journal, setup, word
                                  "ERROR": runner.ERROR}[word]
     # the report (from the summary alone: it never reads the journal)
     if recorded is not None:
-        assert report._verdict(recorded)[0] == word
+        assert report.run_verdict(recorded)[0] == word
         assert verdict.of(recorded) == v
     # the suite table: the verdict column of every row
     rows = [line for line in cells.table([result]).splitlines()[2:]]

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from chaos.backends import kube_marks as km
-from chaos.backends.kuberay.common import ZONE_LABEL, _api_message, _labels, _name, _node_of, check, limit
+from chaos.backends.kuberay.common import ZONE_LABEL, api_message, check, labels_of, limit, name_of, node_of
 from chaos.errors import ClusterError, UsageError
 from chaos.faults_accelerator import outage_refusal
 
@@ -78,7 +78,7 @@ HELD = "the device plugin kept off from the injection to the heal"
 def _failed(e: Exception) -> str:
     """A failed API call (or any error) as one line."""
     status = getattr(e, "status", None)
-    text = f"HTTP {status}: {_api_message(e)}" if status is not None else f"{type(e).__name__}: {e}"
+    text = f"HTTP {status}: {api_message(e)}" if status is not None else f"{type(e).__name__}: {e}"
     return " ".join(text.split())[:300]
 
 
@@ -112,11 +112,11 @@ def running(pod: dict) -> bool:
 
 
 def where(pod: dict) -> str:
-    return f"{(pod.get('metadata') or {}).get('namespace')}/{_name(pod)}"
+    return f"{(pod.get('metadata') or {}).get('namespace')}/{name_of(pod)}"
 
 
 def is_plugin(pod: dict) -> bool:
-    labels = _labels(pod)
+    labels = labels_of(pod)
     return any(labels.get(k) == v for k, v in PLUGIN_LABELS)
 
 
@@ -180,7 +180,7 @@ class Accelerators:
         return [p.to_dict() for p in pods]
 
     def _node_named(self, node: str) -> dict | None:
-        return next((n for n in self._nodes() if _name(n) == node), None)
+        return next((n for n in self._nodes() if name_of(n) == node), None)
 
     def _accelerator_target(self, r, acknowledge_other_gpu_pods: bool = False) -> dict:
         """Reads only: the node of replica ``r``'s pod, and everything the loss needs there checked (the pod asks
@@ -189,12 +189,12 @@ class Accelerators:
         ``acknowledge_other_gpu_pods``). Refused in one line otherwise."""
         if not r.node:
             raise UsageError(f"replica {r.replica_id}: its pod is not known (node IP {r.node_ip})")
-        pods = [p for p in self._ray(terminating=True) if _name(p) == r.node]
+        pods = [p for p in self._ray(terminating=True) if name_of(p) == r.node]
         pod = limit(pods, 1, f"pod of replica {r.replica_id}")[0]
         if requested(pod) < 1:
             raise UsageError(f"replica {r.replica_id}: its pod {r.node} asks for no {RESOURCE}, so there is no "
                              "accelerator to lose (the GPU overlay, kuberay/overlays/vllm-gpu, gives each worker one)")
-        node = _node_of(pod)
+        node = node_of(pod)
         n = self._node_named(node) or {}
         have = quantity((n.get("status") or {}).get("allocatable"))
         if not have:
@@ -211,7 +211,7 @@ class Accelerators:
                              f"{', '.join(f'{k}={v}' for k, v in PLUGIN_LABELS)}); a plugin run on the host (not "
                              "as a pod) cannot be taken away by the rig")
         plugin = limit(plugins, 1, f"NVIDIA device plugin pod on node {node}")[0]
-        label, was = off_switch(plugin, [p for p in on_node if p is not plugin], _labels(n))
+        label, was = off_switch(plugin, [p for p in on_node if p is not plugin], labels_of(n))
         theirs = sorted(where(p) for p in on_node if requested(p) and (p.get("metadata") or {}).get("namespace")
                         != self.namespace and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
         if theirs and not acknowledge_other_gpu_pods:
@@ -220,7 +220,7 @@ class Accelerators:
                              "container of theirs that restarts after the device manager's 5-minute grace fails; "
                              "refused (acknowledge_other_gpu_pods: true in the fault's arguments to run it anyway); "
                              "nothing was changed")
-        out = {"node": node, "zone": _labels(n).get(ZONE_LABEL), "plugin": where(plugin), "label": label,
+        out = {"node": node, "zone": labels_of(n).get(ZONE_LABEL), "plugin": where(plugin), "label": label,
                "was": was, "gpus": have, "gpu_pods": sorted(where(p) for p in on_node if requested(p) and running(p))}
         return {**out, "other_gpu_pods": theirs} if theirs else out
 
@@ -234,8 +234,8 @@ class Accelerators:
 
         def fire() -> dict:
             n = self._node_named(t["node"]) or {}
-            if _labels(n).get(t["label"]) != t["was"]:
-                raise ClusterError(f"node {t['node']}: label {t['label']} changed to {_labels(n).get(t['label'])!r} "
+            if labels_of(n).get(t["label"]) != t["was"]:
+                raise ClusterError(f"node {t['node']}: label {t['label']} changed to {labels_of(n).get(t['label'])!r} "
                                    f"since it was read ({t['was']!r}): nothing was changed")
             mark = km.record(self.run_id, self.helper_deadline_s, label=t["label"], was=t["was"], plugin=t["plugin"],
                              gpus=t["gpus"])
@@ -256,9 +256,9 @@ class Accelerators:
         pending = []
         for p in self._pods():
             status = p.get("status") or {}
-            if requested(p) and status.get("phase") == "Pending" and not _node_of(p):
+            if requested(p) and status.get("phase") == "Pending" and not node_of(p):
                 cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
-                pending.append({"pod": _name(p), "reason": cond.get("reason"), "message": cond.get("message")})
+                pending.append({"pod": name_of(p), "reason": cond.get("reason"), "message": cond.get("message")})
         return {"gpu_pods_running": sorted(where(p) for p in on if requested(p) and running(p)),
                 "gpu_pods_pending": pending}
 
@@ -271,7 +271,7 @@ class Accelerators:
         if n is None:
             return check(f"node {node}: {HELD}", False, "the node is gone")
         key = km.read(km.annotations(n).get(km.ACCELERATOR_MARK)).get("label") or OPERATOR_LABEL
-        value, have = _labels(n).get(key), quantity((n.get("status") or {}).get("allocatable"))
+        value, have = labels_of(n).get(key), quantity((n.get("status") or {}).get("allocatable"))
         return check(f"node {node}: {HELD} (label {key}={PAUSED}, allocatable {RESOURCE} 0)",
                      value == PAUSED and not have,
                      f"label {key} reads {value!r}, allocatable {RESOURCE} {'absent' if have is None else have}")
@@ -343,9 +343,9 @@ class Accelerators:
         by an admin, the GPU operator, the MIG manager) is left, only the mark dropped. On a conflict (409: the
         node changed since it was read) it is read again and decided again, :data:`CONFLICT_TRIES` times at most.
         (whether the label was put back, what was done)."""
-        node, key, was = _name(n), mark["label"], mark.get("was")
+        node, key, was = name_of(n), mark["label"], mark.get("was")
         for _ in range(CONFLICT_TRIES):
-            value = _labels(n).get(key)
+            value = labels_of(n).get(key)
             mine = value == PAUSED
             meta: dict = {"annotations": {km.ACCELERATOR_MARK: None}}
             if mine:
@@ -398,8 +398,8 @@ class Accelerators:
         for n in nodes:
             mark = km.read(km.annotations(n).get(km.ACCELERATOR_MARK))
             if mark:
-                out.append({"kind": "Accelerator", "name": _name(n), "namespace": None, "run_id": mark.get("run"),
-                            "zone": _labels(n).get(ZONE_LABEL), "expires": mark.get("expires"),
+                out.append({"kind": "Accelerator", "name": name_of(n), "namespace": None, "run_id": mark.get("run"),
+                            "zone": labels_of(n).get(ZONE_LABEL), "expires": mark.get("expires"),
                             "what": f"device plugin {mark.get('plugin')} kept off: label {mark.get('label')}={PAUSED} "
                                     f"(was {mark.get('was')})"})
         return out

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from chaos.backends import kube_autoscale as ka
 from chaos.backends import kube_zone as kz
-from chaos.backends.kuberay.common import (KARPENTER_LABELS, UNSET_MAX_REPLICAS, ZONE_LABEL, _labels, _name,
-                                          _not_found)
+from chaos.backends.kuberay.common import (KARPENTER_LABELS, UNSET_MAX_REPLICAS, ZONE_LABEL, is_not_found, labels_of,
+                                           name_of)
 from chaos.errors import SetupError
 
 
@@ -56,9 +56,9 @@ class Autoscaling:
                     seen.add(sign)
                     signs.append(f"{where}: {sign}")
         wanted = set(zones) if zones else None
-        karpenter = sorted(_name(n) for n in self._nodes()
-                           if (wanted is None or _labels(n).get(ZONE_LABEL) in wanted)
-                           and any(k in _labels(n) for k in KARPENTER_LABELS))
+        karpenter = sorted(name_of(n) for n in self._nodes()
+                           if (wanted is None or labels_of(n).get(ZONE_LABEL) in wanted)
+                           and any(k in labels_of(n) for k in KARPENTER_LABELS))
         if karpenter:
             signs.append(f"Karpenter nodes in the zone(s): {', '.join(karpenter[:3])}{' ...' if len(karpenter) > 3 else ''}")
         return signs + self._node_autoscaler_signs(zones)
@@ -84,7 +84,7 @@ class Autoscaling:
             try:
                 pools = self.custom.list_cluster_custom_object(group, version, plural)
             except Exception as e:  # noqa: BLE001
-                if _not_found(e):
+                if is_not_found(e):
                     continue  # no such resource (this version of the CRD, or no Karpenter)
                 if getattr(e, "status", None) is None:
                     raise

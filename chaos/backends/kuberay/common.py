@@ -8,11 +8,10 @@ import re
 
 from chaos.backends import kube_autoscale as ka, kube_marks as km
 from chaos.backends import kube_zone as kz
+from chaos.backends.kube_labels import REGION_LABEL, ZONE_LABEL
 from chaos.errors import UsageError
 
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-REGION_LABEL = "topology.kubernetes.io/region"
 CORDON_MARK = km.CORDON_MARK  # annotation on a node a zone loss cordoned; its value: the run id
 ZONE_LOSS_LABEL = kz.ZONE_LOSS_LABEL  # "true" on a node a zone loss may cordon though no template of ours admits it
 ZONE_WATCH_POLL_S = 2.0  # how often a zone loss's watch looks for a Ray pod Ready in the lost zones (kube_zone)
@@ -59,31 +58,31 @@ KARPENTER_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")  #
 AUTOSCALER_STATUS = ka.STATUS_NAME
 
 
-def _labels(obj: dict) -> dict[str, str]:
+def labels_of(obj: dict) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def _name(obj: dict) -> str:
+def name_of(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("name", "")
 
 
-def _node_of(pod: dict) -> str | None:
+def node_of(pod: dict) -> str | None:
     return (pod.get("spec") or {}).get("node_name")
 
 
 def node_zones(nodes: list[dict]) -> dict[str, str | None]:
-    return {_name(n): _labels(n).get(ZONE_LABEL) for n in nodes}
+    return {name_of(n): labels_of(n).get(ZONE_LABEL) for n in nodes}
 
 
 def node_regions(nodes: list[dict]) -> dict[str, str | None]:
-    return {_name(n): _labels(n).get(REGION_LABEL) for n in nodes}
+    return {name_of(n): labels_of(n).get(REGION_LABEL) for n in nodes}
 
 
 def ray_pods(pods: list[dict], cluster: str | None = None, terminating: bool = False) -> list[dict]:
     """Ray pods not being deleted (of one RayCluster when named); with ``terminating``, those too."""
     out = []
     for p in pods:
-        lab = _labels(p)
+        lab = labels_of(p)
         if lab.get("ray.io/is-ray-node") != "yes":
             continue
         if cluster and lab.get("ray.io/cluster") != cluster:
@@ -102,15 +101,15 @@ def select(pods: list[dict], nodes: list[dict], *, cluster: str | None = None, z
     wanted = set(zones or []) | ({zone} if zone else set())
     out = []
     for p in ray_pods(pods, cluster, terminating):
-        lab = _labels(p)
+        lab = labels_of(p)
         if node_type and lab.get("ray.io/node-type") != node_type:
             continue
         if group and lab.get("ray.io/group") != group:
             continue
-        if wanted and by_node.get(_node_of(p)) not in wanted:
+        if wanted and by_node.get(node_of(p)) not in wanted:
             continue
         out.append(p)
-    return sorted(out, key=_name)
+    return sorted(out, key=name_of)
 
 
 def limit(selected: list[dict], max_pods: int, what: str) -> list[dict]:
@@ -119,7 +118,7 @@ def limit(selected: list[dict], max_pods: int, what: str) -> list[dict]:
         raise UsageError(f"{what}: the selector matches no pod: refusing to act")
     if len(selected) > max_pods:
         raise UsageError(f"{what}: the selector matches {len(selected)} pods, more than the limit of {max_pods}: "
-                         f"refusing to act ({', '.join(_name(p) for p in selected[:5])}...)")
+                         f"refusing to act ({', '.join(name_of(p) for p in selected[:5])}...)")
     return selected
 
 
@@ -137,7 +136,7 @@ def proc_states_script(pids: list[int]) -> str:
             "s=$(sed -n 's/^.*) \\([A-Za-z]\\).*/\\1/p' /proc/$p/stat 2>/dev/null); echo \"$p ${s:-gone}\"; done")
 
 
-def _pod_ips(pods: list[dict]) -> list[str]:
+def pod_ips(pods: list[dict]) -> list[str]:
     return sorted({(p.get("status") or {}).get("pod_ip") for p in pods} - {None})
 
 
@@ -164,11 +163,11 @@ def expected_pods(raycluster: dict) -> int:
     return 1 + sum(int(g.get("replicas", 0) or 0) for g in spec.get("workerGroupSpecs") or [])
 
 
-def _not_found(e: Exception) -> bool:
+def is_not_found(e: Exception) -> bool:
     return getattr(e, "status", None) == 404
 
 
-def _api_message(e: Exception) -> str:
+def api_message(e: Exception) -> str:
     """The ``message`` of the Status an ApiException carries (else its reason), on one line."""
     try:
         status = json.loads(getattr(e, "body", None) or "{}")

@@ -19,7 +19,7 @@ import shlex
 
 from chaos.backends import engine_faults, kube_exec, kube_marks as km
 from chaos.backends.engine_faults import ENGINE, Throttle
-from chaos.backends.kuberay.common import _name, _not_found, proc_states_script
+from chaos.backends.kuberay.common import is_not_found, name_of, proc_states_script
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import tombstone_path
 
@@ -143,7 +143,7 @@ class Engines:
         try:
             self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"annotations": {km.PAUSED_MARK: value}}})
         except Exception as e:  # noqa: BLE001 - ApiException; a pod gone has nothing left stopped
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise
 
     def crash_engine(self, r) -> list[str]:
@@ -192,7 +192,7 @@ class Engines:
         try:
             out = self.exec(pod, sample_script(pids, n, interval))
         except kube_exec.ExecError:
-            if any(_name(p) == pod for p in self._pods()):
+            if any(name_of(p) == pod for p in self._pods()):
                 raise
             return None
         return parse_samples(out)
@@ -209,7 +209,7 @@ class Engines:
                 self.exec(pod, f"{stop}if kill -0 {int(pid)} 2>/dev/null; then kill -CONT {int(pid)}; "
                                "else echo gone; fi")
             except kube_exec.ExecError:
-                if any(_name(p) == pod for p in self._ray()):
+                if any(name_of(p) == pod for p in self._ray()):
                     raise
                 # the pod is gone (deleted, replaced): nothing is left stopped
             self.throttles.pop(pod, None)

@@ -9,8 +9,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from chaos.backends import kube_exec
-from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, _labels, _name, _node_of,
-                                          _not_found, limit, node_regions, node_zones, pod_ready, restarts, select)
+from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, is_not_found, labels_of, limit,
+                                           name_of, node_of, node_regions, node_zones, pod_ready, restarts, select)
 from chaos.errors import ClusterError, UsageError
 
 
@@ -23,7 +23,7 @@ class Kills:
         unless it exited with one of ``ok_codes``. Through exec's own ApiClient (:attr:`exec_core`, or
         ``core``: execs run in parallel each need their own, stream() patching the one it is given)."""
         if container is None:
-            found = [p for p in self._pods() if _name(p) == pod]
+            found = [p for p in self._pods() if name_of(p) == pod]
             containers = ((found[0].get("spec") or {}).get("containers") or []) if found else []
             container = containers[0].get("name") if containers else None
         return kube_exec.run(core or self.exec_core, self.namespace, pod, script, container=container,
@@ -33,17 +33,17 @@ class Kills:
                  status: dict | None = None) -> str:
         """:meth:`exec` in the first container of a pod already read (no second read of the pod)."""
         containers = (pod.get("spec") or {}).get("containers") or []
-        return self.exec(_name(pod), script, container=containers[0].get("name") if containers else None,
+        return self.exec(name_of(pod), script, container=containers[0].get("name") if containers else None,
                          ok_codes=ok_codes, core=core, status=status)
 
     def _delete(self, pods: list[dict]) -> list[str]:
         for p in pods:
             try:
-                self.core.delete_namespaced_pod(_name(p), self.namespace, grace_period_seconds=0)
+                self.core.delete_namespaced_pod(name_of(p), self.namespace, grace_period_seconds=0)
             except Exception as e:  # noqa: BLE001 - ApiException; a pod already gone is what we wanted
-                if not _not_found(e):
+                if not is_not_found(e):
                     raise
-        return [_name(p) for p in pods]
+        return [name_of(p) for p in pods]
 
     def _crash(self, pods: list[dict], what: str, script: str = CRASH_SCRIPT) -> None:
         """SIGKILL every process of each pod's main container from inside it (``script``, exit status
@@ -52,7 +52,7 @@ class Kills:
         them all. What each pod was (uid, container restarts) and the crash exec's exit status (the evidence
         of the crash: 137, the exec'd shell killed with its container; 0, sent) are kept for :meth:`effect_checks`."""
         for p in pods:
-            self.killed[_name(p)] = {"uid": (p.get("metadata") or {}).get("uid"), "restarts": restarts(p)}
+            self.killed[name_of(p)] = {"uid": (p.get("metadata") or {}).get("uid"), "restarts": restarts(p)}
 
         def one(p: dict) -> str | None:
             status: dict = {}
@@ -62,7 +62,7 @@ class Kills:
             except kube_exec.ExecError as e:
                 return str(e)
             finally:
-                self.killed[_name(p)]["exec_exit"] = status.get("exit")
+                self.killed[name_of(p)]["exec_exit"] = status.get("exit")
             return None
 
         if len(pods) == 1:
@@ -84,8 +84,8 @@ class Kills:
     def kill_node(self, node: str) -> list[str]:
         if node in self.drained:
             return self._end_drain(node)
-        pods = limit([p for p in self._ray(node_type="worker") if _name(p) == node], 1, f"worker pod {node}")
-        self.refuse_reaching_load(f"kill of worker pod {node}", nodes=[_node_of(p) for p in pods])
+        pods = limit([p for p in self._ray(node_type="worker") if name_of(p) == node], 1, f"worker pod {node}")
+        self.refuse_reaching_load(f"kill of worker pod {node}", nodes=[node_of(p) for p in pods])
         return self._kill_pods(pods, f"kill of worker pod {node}")
 
     def _end_drain(self, node: str) -> list[str]:
@@ -94,7 +94,7 @@ class Kills:
         the kubelet's SIGKILL comes now too); one already gone left before its deadline: nothing to
         kill, not an error. Only pods this backend evicted get here (checked at the eviction)."""
         self.drained.discard(node)
-        left = [p for p in self._pods() if _name(p) == node and _labels(p).get("ray.io/is-ray-node") == "yes"]
+        left = [p for p in self._pods() if name_of(p) == node and labels_of(p).get("ray.io/is-ray-node") == "yes"]
         return self._delete(left)
 
     def start_node(self, node: str) -> None:
@@ -102,7 +102,7 @@ class Kills:
 
     def kill_head(self, method: str = "node") -> list[str]:
         head = self._head()
-        self.head_at_kill = {"name": _name(head), "uid": (head.get("metadata") or {}).get("uid"),
+        self.head_at_kill = {"name": name_of(head), "uid": (head.get("metadata") or {}).get("uid"),
                              "restarts": restarts(head)}
         if method == "gcs":
             # -x: the process name exactly, so pgrep never matches the shell running it
@@ -111,8 +111,8 @@ class Kills:
                 out = self._exec_in(head, "pids=$(pgrep -x gcs_server) && kill -9 $pids && echo $pids", status=status)
             finally:
                 self.head_at_kill["exec_exit"] = status.get("exit")
-            return [f"{_name(head)}/{pid}" for pid in out.split()]
-        return self._kill_pods([head], f"kill of head pod {_name(head)}")
+            return [f"{name_of(head)}/{pid}" for pid in out.split()]
+        return self._kill_pods([head], f"kill of head pod {name_of(head)}")
 
     def restart_head(self) -> None:
         """KubeRay (a deleted pod) or the kubelet (an exited container) restarts the head: wait for it."""
@@ -122,13 +122,13 @@ class Kills:
         return any(pod_ready(p) for p in self._ray(node_type="head"))
 
     def _redis_pods(self) -> list[dict]:
-        return [p for p in self._pods() if _labels(p).get("app") == "redis"]
+        return [p for p in self._pods() if labels_of(p).get("app") == "redis"]
 
     def kill_redis(self) -> list[str]:
         """SIGKILL redis-server inside its pod (:data:`REDIS_CRASH_SCRIPT`: refused when it runs as its
         container's PID 1), then delete the pod (grace 0) for the Deployment to replace."""
         head = self._head()
-        self.head_before_redis_kill = (_name(head), restarts(head), (head.get("metadata") or {}).get("uid"))
+        self.head_before_redis_kill = (name_of(head), restarts(head), (head.get("metadata") or {}).get("uid"))
         pods = limit(self._redis_pods(), 1, "redis pod")
         self.redis_killed_at = time.monotonic()
         return self._kill_pods(pods, "kill of Redis", REDIS_CRASH_SCRIPT)
@@ -140,7 +140,7 @@ class Kills:
             return False
         name, count, uid = self.head_before_redis_kill
         heads = select(self._pods(), [], cluster=self.cluster, node_type="head", terminating=True)
-        same = [p for p in heads if _name(p) == name and (p.get("metadata") or {}).get("uid") == uid
+        same = [p for p in heads if name_of(p) == name and (p.get("metadata") or {}).get("uid") == uid
                 and not (p.get("metadata") or {}).get("deletion_timestamp")]
         return not same or restarts(same[0]) > count
 
@@ -170,10 +170,10 @@ class Kills:
         by_ip = {}
         # a terminating pod (evicted by a drain) still hosts its replicas until it is gone
         for p in select(self._pods(), nodes, cluster=self.cluster, terminating=True):
-            n = _node_of(p)
+            n = node_of(p)
             ip = (p.get("status") or {}).get("pod_ip")
             if ip:
-                by_ip[ip] = (_name(p), zones.get(n), regions.get(n))
+                by_ip[ip] = (name_of(p), zones.get(n), regions.get(n))
         details = ray_dashboard.serve_details(self.dashboard_url)
         if details is None:
             raise placement.PlacementUnknown(f"the dashboard of {self.cluster} did not answer: placement unknown")
@@ -195,7 +195,7 @@ class Kills:
         if method == "actor":
             return self._armed_actor_kill(r)
         if method == "pod":
-            pods = limit([p for p in self._ray(node_type="worker") if _name(p) == r.node], 1,
+            pods = limit([p for p in self._ray(node_type="worker") if name_of(p) == r.node], 1,
                          f"pod of replica {r.replica_id}")
             return lambda: self._kill_pods(pods, f"kill of the pod of replica {r.replica_id}")
         raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
@@ -213,14 +213,14 @@ class Kills:
         kill_id = f"availproof-actor-kill-{self.run_id}-{secrets.token_hex(3)}"
         ready, line = ray_actor.parse_word(self._exec_in(head, ray_actor.arm_script(kill_id, r.actor_name)), "ready")
         if not ready:
-            raise ClusterError(f"replica {r.replica_id}: the Ray driver in head pod {_name(head)} is not ready to kill "
+            raise ClusterError(f"replica {r.replica_id}: the Ray driver in head pod {name_of(head)} is not ready to kill "
                                f"actor {r.actor_name} ({line or 'no answer within 60 s'})")
         driver = int(line.split()[1])
 
         def fire() -> list[str]:
             killed, word = ray_actor.parse_word(self._exec_in(head, ray_actor.fire_script(kill_id, driver)), "killed")
             if not killed:
-                raise ClusterError(f"ray.kill of actor {r.actor_name} from head pod {_name(head)} failed "
+                raise ClusterError(f"ray.kill of actor {r.actor_name} from head pod {name_of(head)} failed "
                                    f"({word or 'no answer within 10 s'})")
             return [f"{r.node}/{r.pid}"]
 

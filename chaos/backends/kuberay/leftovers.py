@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from chaos.backends import kube_load as kl, kube_marks as km, kube_partition as kp
-from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, _api_message, _labels, _name, _node_of,
-                                          _not_found)
+from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, is_not_found, labels_of, name_of,
+                                           node_of)
 from chaos.errors import ClusterError
 
 
@@ -29,48 +29,48 @@ class Leftovers:
         mark's deadline, None when it has none)."""
         out = []
         for p in self._helpers():
-            lab = _labels(p)
-            out.append(_row("Pod", _name(p), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
-                            f"partition helper of {lab.get(kp.ZONE_KEY)} on node {_node_of(p)} "
+            lab = labels_of(p)
+            out.append(_row("Pod", name_of(p), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
+                            f"partition helper of {lab.get(kp.ZONE_KEY)} on node {node_of(p)} "
                             f"({(p.get('status') or {}).get('phase')})", km.annotations(p).get(km.EXPIRES)))
         selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
         for pol in self.net.list_namespaced_network_policy(self.namespace, label_selector=selector).items:
             pol = pol.to_dict()
-            lab = _labels(pol)
-            out.append(_row("NetworkPolicy", _name(pol), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
+            lab = labels_of(pol)
+            out.append(_row("NetworkPolicy", name_of(pol), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
                             f"partition of {lab.get(kp.ZONE_KEY)}", km.annotations(pol).get(km.EXPIRES)))
         for p in self._pods(label_selector=kp.MEMBER_LABEL):
-            mark, zone = km.read(km.annotations(p).get(km.MEMBER_MARK)), _labels(p).get(kp.MEMBER_LABEL)
-            out.append(_row("Pod", _name(p), self.namespace, mark.get("run"), zone,
+            mark, zone = km.read(km.annotations(p).get(km.MEMBER_MARK)), labels_of(p).get(kp.MEMBER_LABEL)
+            out.append(_row("Pod", name_of(p), self.namespace, mark.get("run"), zone,
                             f"Ray pod labelled {kp.MEMBER_LABEL}={zone} for a partition", mark.get("expires")))
         pods = self._pods()
         for p in pods:
             mark = km.read(km.annotations(p).get(km.PAUSED_MARK))
             if mark.get("pids"):
                 cycles = list(mark.get("throttles") or [])
-                out.append(_row("Paused", _name(p), self.namespace, mark.get("run"), None,
+                out.append(_row("Paused", name_of(p), self.namespace, mark.get("run"), None,
                                 f"engine process(es) {', '.join(map(str, mark['pids']))} stopped (SIGSTOP)"
                                 + (f", duty cycle(s) {', '.join(cycles)} (engine-slow)" if cycles else ""),
                                 mark.get("expires"), pids=list(mark["pids"]), throttles=cycles))
         jobs: dict[str, list[dict]] = {}
         for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
-            lab = _labels(p)
+            lab = labels_of(p)
             name = next((lab[k] for k in kl.JOB_NAME_LABELS if lab.get(k)), None)
             if name:
                 jobs.setdefault(name, []).append(p)
         for name, jpods in sorted(jobs.items()):
             phases = ", ".join(sorted({str((p.get("status") or {}).get("phase")) for p in jpods}))
-            out.append(_row("Job", name, self.namespace, _labels(jpods[0]).get(kl.RUN_LABEL), None,
+            out.append(_row("Job", name, self.namespace, labels_of(jpods[0]).get(kl.RUN_LABEL), None,
                             f"load workers ({len(jpods)} pod(s): {phases})", km.annotations(jpods[0]).get(km.EXPIRES)))
         for n in self._nodes():
             ann = km.annotations(n)
             if CORDON_MARK in ann:
-                out.append(_row("Node", _name(n), None, ann[CORDON_MARK], _labels(n).get(ZONE_LABEL),
+                out.append(_row("Node", name_of(n), None, ann[CORDON_MARK], labels_of(n).get(ZONE_LABEL),
                                 f"cordoned for a zone loss (unschedulable: {bool((n.get('spec') or {}).get('unschedulable'))})",
                                 ann.get(km.CORDON_EXPIRES)))
             if km.NFT_MARK in ann:
                 mark = km.read(ann[km.NFT_MARK])
-                out.append(_row("NftTable", _name(n), None, mark.get("run"), mark.get("zone"),
+                out.append(_row("NftTable", name_of(n), None, mark.get("run"), mark.get("zone"),
                                 f"nft table inet {kp.TABLE} of a partition of {mark.get('zone')} on the node",
                                 mark.get("expires")))
         out += self._accelerator_leftovers(self._nodes())  # device plugins an accelerator loss paused
@@ -96,7 +96,7 @@ class Leftovers:
                 fn(*args)
             except Exception as e:  # noqa: BLE001 - one line each; the other removals go on
                 status = getattr(e, "status", None)
-                text = (f"HTTP {status}: {_api_message(e)}" if status is not None else
+                text = (f"HTTP {status}: {api_message(e)}" if status is not None else
                         str(e) if isinstance(e, ClusterError) else f"{type(e).__name__}: {e}")
                 errors.append(" ".join(f"{what}: {text}".split())[:400])
                 failed.update(id(x) for x in xs)
@@ -119,7 +119,7 @@ class Leftovers:
         nodes: dict[str, dict] = {}
         if tables or of("Node"):
             attempt("the nodes (read)", of("NftTable") + of("Node"), lambda: nodes.update(
-                {_name(n): n for n in self._nodes()}))
+                {name_of(n): n for n in self._nodes()}))
         for name, x in tables.items():  # the tables the helpers did not take with them
             if name in nodes and km.NFT_MARK in km.annotations(nodes[name]):
                 attempt(f"node {name}", [x], self._remove_table, name, x["zone"])
@@ -146,12 +146,12 @@ class Leftovers:
         try:
             self.net.delete_namespaced_network_policy(name, self.namespace)
         except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise
 
     def _delete_job(self, name: str) -> None:
         try:
             self.batch.delete_namespaced_job(name, self.namespace, propagation_policy="Foreground")
         except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise

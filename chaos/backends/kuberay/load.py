@@ -4,7 +4,7 @@ admission's dry run of the Job, and the refusal of a fault whose scope reaches a
 from __future__ import annotations
 
 from chaos.backends import kube_load as kl
-from chaos.backends.kuberay.common import (_api_message, _name, _node_of, node_zones)
+from chaos.backends.kuberay.common import api_message, name_of, node_of, node_zones
 from chaos.errors import SetupError, UsageError
 
 
@@ -23,9 +23,9 @@ class LoadJob:
             status = getattr(e, "status", None)
             if status is None:
                 raise
-            raise SetupError(f"the load workers' Job {_name(job)}: admission refuses it in namespace {self.namespace} "
-                             f"(HTTP {status}: {_api_message(e)})") from None
-        return {"would_create": f"Job/{_name(job)}", "image": self.load_job.image}
+            raise SetupError(f"the load workers' Job {name_of(job)}: admission refuses it in namespace {self.namespace} "
+                             f"(HTTP {status}: {api_message(e)})") from None
+        return {"would_create": f"Job/{name_of(job)}", "image": self.load_job.image}
 
     def load_pods(self) -> list[dict]:
         """The rig's load worker pods (any run's) that are or may be running: Pending or Running."""
@@ -37,15 +37,15 @@ class LoadJob:
         a load worker pod of the rig (:mod:`chaos.backends.kube_load`), that is one of ``nodes`` or in one of
         ``zones`` (a zone or region loss, a zone's partition), whichever run's pod it is: the load that
         measures a fault must stay outside its reach."""
-        load = [p for p in self.load_pods() if _node_of(p)]
+        load = [p for p in self.load_pods() if node_of(p)]
         if not load:
             return
         zone_of = node_zones(nodes_read if nodes_read is not None else self._nodes())
-        hit = [p for p in load if _node_of(p) in set(nodes) or zone_of.get(_node_of(p)) in set(zones)]
+        hit = [p for p in load if node_of(p) in set(nodes) or zone_of.get(node_of(p)) in set(zones)]
         if hit:
-            where = sorted({f"{_node_of(p)} ({zone_of.get(_node_of(p)) or 'no zone'})" for p in hit})
+            where = sorted({f"{node_of(p)} ({zone_of.get(node_of(p)) or 'no zone'})" for p in hit})
             raise UsageError(f"{what}: its scope reaches node(s) {', '.join(where)} hosting load worker pod(s) "
-                             f"{', '.join(sorted(_name(p) for p in hit)[:5])}: refusing to act (the load that measures "
+                             f"{', '.join(sorted(name_of(p) for p in hit)[:5])}: refusing to act (the load that measures "
                              f"a fault must stay outside its reach: place the load pods elsewhere with "
                              f"kubernetes.load.node_selector)")
 

@@ -8,7 +8,7 @@ import ipaddress
 import time
 
 from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp
-from chaos.backends.kuberay.common import (_api_message, _labels, _name, _node_of, _not_found, _pod_ips, limit)
+from chaos.backends.kuberay.common import api_message, is_not_found, labels_of, limit, name_of, node_of, pod_ips
 from chaos.errors import ClusterError
 
 
@@ -36,7 +36,7 @@ class Partition:
                         lambda node=node: self.core.create_namespaced_pod(
                             self.namespace, kp.helper_pod(node, zone, self.helper_image, self.run_id,
                                                           self.helper_deadline_s), dry_run="All"))
-                       for node in sorted({_node_of(p) for p in pods})]
+                       for node in sorted({node_of(p) for p in pods})]
         for kind, name, create in objects:
             try:
                 create()
@@ -48,9 +48,9 @@ class Partition:
                         "them, privileged; or --partition-method networkpolicy, whose effect is checked)"
                         if kind == "Pod" else "")
                 raise ClusterError(f"{what}: admission refuses the {kind} {name} in namespace {self.namespace} "
-                                   f"(HTTP {status}: {_api_message(e)}){hint}") from None
+                                   f"(HTTP {status}: {api_message(e)}){hint}") from None
         return {"method": self.partition_method, "would_create": [f"{k}/{n}" for k, n, _ in objects],
-                "pods": [_name(p) for p in pods]}
+                "pods": [name_of(p) for p in pods]}
 
     def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
         """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kube_partition`): the set-up
@@ -69,12 +69,12 @@ class Partition:
         fails removes what it made (helpers, labels, the probe) and raises."""
         t0 = time.monotonic()
         pods = self._cut_pods(zone)
-        ips = _pod_ips(pods)
+        ips = pod_ips(pods)
         if len(ips) != len(pods):
             raise ClusterError(f"partition of {zone}: {len(pods) - len(ips)} of its Ray pods have no IP yet")
         life = float(deadline_s or self.helper_deadline_s)
         probe = self._open_probe(zone, pods, life)
-        nodes = sorted({_node_of(p) for p in pods})  # the helpers' nodes, in _start_helpers' order
+        nodes = sorted({node_of(p) for p in pods})  # the helpers' nodes, in _start_helpers' order
         self.cuts[zone] = {"method": self.partition_method, "ips": ips, "probe": probe, "cut_at_ns": None}
         helpers: list[str] = []
         try:
@@ -115,9 +115,9 @@ class Partition:
         """A TCP connection from a Ray pod inside the zone to one outside (the head unless it is in the
         cut), both ends pod IPs, opened and echoing before the cut (:mod:`chaos.backends.kube_partition`)."""
         inside = pods[0]
-        cut = set(_pod_ips(pods))
+        cut = set(pod_ips(pods))
         others = sorted((p for p in self._ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
-                        key=lambda p: (_labels(p).get("ray.io/node-type") != "head", _name(p)))
+                        key=lambda p: (labels_of(p).get("ray.io/node-type") != "head", name_of(p)))
         if not others:
             raise ClusterError(f"partition of {zone}: no Ray pod of {self.cluster} outside the zone to hold the far "
                                f"end of the connection that proves the cut")
@@ -129,13 +129,13 @@ class Partition:
             port = int(out.split()[0])
             state = self._exec_in(inside, kp.probe_client_script(pid, host, port, life)).split()
             if not state or state[0] != "open":
-                raise ClusterError(f"partition of {zone}: the connection {_name(inside)} -> {host}:{port} that "
+                raise ClusterError(f"partition of {zone}: the connection {name_of(inside)} -> {host}:{port} that "
                                    f"proves the cut could not be opened ({' '.join(state) or 'no answer'})")
         except BaseException:
             with contextlib.suppress(Exception):
                 self._exec_in(outside, kp.probe_stop_script(pid))
             raise
-        return {"id": pid, "inside": _name(inside), "outside": _name(outside), "host": host, "port": port}
+        return {"id": pid, "inside": name_of(inside), "outside": name_of(outside), "host": host, "port": port}
 
     def _close_probe(self, zone: str) -> None:
         probe = (self.cuts.get(zone) or {}).get("probe")
@@ -152,7 +152,7 @@ class Partition:
         mark = km.record(self.run_id, self.helper_deadline_s, zone=zone)
         try:
             for p in pods:
-                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {
+                self.core.patch_namespaced_pod(name_of(p), self.namespace, {"metadata": {
                     "labels": {kp.MEMBER_LABEL: zone}, "annotations": {km.MEMBER_MARK: mark}}})
                 labelled.append(p)
         except BaseException:
@@ -163,10 +163,10 @@ class Partition:
     def _unlabel(self, pods: list[dict]) -> None:
         for p in pods:
             try:
-                self.core.patch_namespaced_pod(_name(p), self.namespace, {"metadata": {
+                self.core.patch_namespaced_pod(name_of(p), self.namespace, {"metadata": {
                     "labels": {kp.MEMBER_LABEL: None}, "annotations": {km.MEMBER_MARK: None}}})
             except Exception as e:  # noqa: BLE001 - ApiException; a pod gone needs no label removed
-                if not _not_found(e):
+                if not is_not_found(e):
                     raise
 
     def _start_helpers(self, zone: str, pods: list[dict], life: float) -> list[str]:
@@ -174,7 +174,7 @@ class Partition:
         image pulled) before this returns; no rule applied yet. Any failure deletes the ones made."""
         created = []
         try:
-            for node in sorted({_node_of(p) for p in pods}):
+            for node in sorted({node_of(p) for p in pods}):
                 self.core.create_namespaced_pod(self.namespace, kp.helper_pod(node, zone, self.helper_image,
                                                                               self.run_id, life))
                 created.append(kp.helper_name(node))
@@ -187,12 +187,12 @@ class Partition:
         return created
 
     def _running(self, pod: str) -> bool:
-        return any(_name(p) == pod and (p.get("status") or {}).get("phase") == "Running" for p in self._pods())
+        return any(name_of(p) == pod and (p.get("status") or {}).get("phase") == "Running" for p in self._pods())
 
     def _remove_helpers(self, helpers: list[str]) -> None:
         """Delete the filter table in each helper's node (checked, when the helper runs), then the helper."""
         errors = []
-        where = {_name(p): _node_of(p) for p in self._pods() if _name(p) in set(helpers)}
+        where = {name_of(p): node_of(p) for p in self._pods() if name_of(p) in set(helpers)}
         for h in helpers:
             if self._running(h):
                 try:
@@ -216,25 +216,25 @@ class Partition:
         try:
             pol = self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace).to_dict()
         except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise
             pol = None
-        if pol is not None and _labels(pol).get(kp.RUN_KEY) in (self.run_id, None):
+        if pol is not None and labels_of(pol).get(kp.RUN_KEY) in (self.run_id, None):
             try:
                 self.net.delete_namespaced_network_policy(kp.policy_name(zone), self.namespace)
             except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
-                if not _not_found(e):
+                if not is_not_found(e):
                     raise
         self._unlabel(self._pods(label_selector=f"{kp.MEMBER_LABEL}={zone}"))
-        self._remove_helpers([_name(p) for p in self._helpers(zone, self.run_id)])
+        self._remove_helpers([name_of(p) for p in self._helpers(zone, self.run_id)])
         self._close_probe(zone)
 
     def partitioned_zones(self) -> list[str]:
         """Zones partitioned now, by any run (a NetworkPolicy or helper pods of the rig's)."""
         selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
         pols = self.net.list_namespaced_network_policy(self.namespace, label_selector=selector)
-        zones = {_name(p.to_dict()).removeprefix("availproof-partition-") for p in pols.items}
-        zones |= {_labels(p).get(kp.ZONE_KEY) for p in self._helpers()} - {None}
+        zones = {name_of(p.to_dict()).removeprefix("availproof-partition-") for p in pols.items}
+        zones |= {labels_of(p).get(kp.ZONE_KEY) for p in self._helpers()} - {None}
         return sorted(zones)
 
     def _mark_table(self, node: str | None, zone: str, life: float) -> None:
@@ -251,7 +251,7 @@ class Partition:
         try:
             self.core.patch_node(node, {"metadata": {"annotations": {km.NFT_MARK: None}}})
         except Exception as e:  # noqa: BLE001 - ApiException; a node gone holds no table
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise
 
     def _remove_table(self, node: str, zone: str | None) -> None:

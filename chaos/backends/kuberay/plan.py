@@ -8,8 +8,8 @@ import math
 
 from chaos.backends import kube_marks as km, kube_partition as kp
 from chaos.backends.engine_faults import Throttle
-from chaos.backends.kuberay.common import (CORDON_MARK, CRASH_SCRIPT, UPGRADE_VARIANTS, VERSION_ANNOTATION,
-                                          VERSION_ENV, _labels, _name, _node_of, _pod_ips, limit, node_zones)
+from chaos.backends.kuberay.common import (CORDON_MARK, CRASH_SCRIPT, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
+                                           labels_of, limit, name_of, node_of, node_zones, pod_ips)
 from chaos.errors import UsageError
 
 
@@ -21,9 +21,9 @@ class PlanRows:
                 "after": after}
 
     def _pod_row(self, pod: dict, does: str, after: str) -> dict:
-        node = _node_of(pod)
+        node = node_of(pod)
         zone = node_zones(self._nodes()).get(node)
-        return self._row("Pod", _name(pod), does, after, f"{self.namespace}, node {node} ({zone or 'no zone'})")
+        return self._row("Pod", name_of(pod), does, after, f"{self.namespace}, node {node} ({zone or 'no zone'})")
 
     def _crash_text(self, pod: dict) -> str:
         containers = (pod.get("spec") or {}).get("containers") or []
@@ -34,7 +34,7 @@ class PlanRows:
 def replica(self, scope: str, a: dict) -> list[dict]:
     method = a.get("method", "sigkill")
     r = self.pick_replica(zone=a.get("zone"), deployment=a.get("deployment"))
-    pod = limit([p for p in self._ray(terminating=True) if _name(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
+    pod = limit([p for p in self._ray(terminating=True) if name_of(p) == r.node], 1, f"pod of replica {r.replica_id}")[0]
     if method == "sigkill":
         return [self._pod_row(pod, f"exec `kill -9 {r.pid}` (replica {r.replica_id}, a RUNNING one picked now)",
                               "Serve replaces the replica")]
@@ -45,7 +45,7 @@ def replica(self, scope: str, a: dict) -> list[dict]:
                 self._pod_row(pod, f"its replica {r.replica_id} (pid {r.pid}) killed through Ray",
                               "Serve replaces the replica")]
     if method == "pod":
-        pod = limit([p for p in self._ray(node_type="worker") if _name(p) == r.node], 1,
+        pod = limit([p for p in self._ray(node_type="worker") if name_of(p) == r.node], 1,
                     f"pod of replica {r.replica_id}")[0]
         return [self._pod_row(pod, self._crash_text(pod), "KubeRay recreates the pod; Serve the replica")]
     raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
@@ -53,7 +53,7 @@ def replica(self, scope: str, a: dict) -> list[dict]:
 
 def _replica_pod(self, a: dict):
     r = self.pick_replica(zone=a.get("zone"))
-    pods = [p for p in self._ray(terminating=True) if _name(p) == r.node]
+    pods = [p for p in self._ray(terminating=True) if name_of(p) == r.node]
     return r, limit(pods, 1, f"pod of replica {r.replica_id}")[0]
 
 
@@ -67,7 +67,7 @@ def engine(self, scope: str, a: dict) -> list[dict]:
 def engine_error(self, scope: str, a: dict) -> list[dict]:
     """The replica's pod and its engine children, as :meth:`error_engine` finds them (the plan does not exec)."""
     r, pod = _replica_pod(self, a)
-    where = f"{self.namespace}, pod {_name(pod)}, node {_node_of(pod)}"
+    where = f"{self.namespace}, pod {name_of(pod)}, node {node_of(pod)}"
     return [self._pod_row(pod, f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
                                "SIGUSR1: the app's engine-fault hook; else refused, nothing injected), then "
                                "`kill -USR1` of them", "the pod and the replica's process live on"),
@@ -91,7 +91,7 @@ def engine_crash(self, scope: str, a: dict) -> list[dict]:
     injection (``pgrep -P PID -f EngineCore``): their pids are known only inside the pod, and the plan
     does not exec."""
     r, pod = _replica_pod(self, a)
-    where = f"{self.namespace}, pod {_name(pod)}, node {_node_of(pod)}"
+    where = f"{self.namespace}, pod {name_of(pod)}, node {node_of(pod)}"
     return [self._pod_row(pod, f"exec `pgrep -P {r.pid} -f EngineCore`, then `kill -9` of what it finds (none: "
                                f"refused, nothing injected)", "the pod and the replica's process live on"),
             self._row("Process", f"EngineCore children of {r.pid}", f"SIGKILL; the process of replica {r.replica_id} "
@@ -103,8 +103,8 @@ def node(self, scope: str, a: dict) -> list[dict]:
     node = a.get("node") or (self.nodes_in(zone=a.get("zone")) or [None])[0]
     if node is None:
         raise UsageError(f"node loss: no worker pod in zone {a.get('zone')}")
-    pod = limit([p for p in self._ray(node_type="worker") if _name(p) == node], 1, f"worker pod {node}")[0]
-    self.refuse_reaching_load(f"kill of worker pod {node}", nodes=[_node_of(pod)])
+    pod = limit([p for p in self._ray(node_type="worker") if name_of(p) == node], 1, f"worker pod {node}")[0]
+    self.refuse_reaching_load(f"kill of worker pod {node}", nodes=[node_of(pod)])
     return [self._pod_row(pod, self._crash_text(pod), "KubeRay recreates the pod once it is gone")]
 
 
@@ -136,10 +136,10 @@ def zone_loss(self, scope: str, a: dict) -> list[dict]:
 def partition(self, scope: str, a: dict) -> list[dict]:
     zone = a["zone"]
     pods = self._cut_pods(zone)
-    ips = _pod_ips(pods)
+    ips = pod_ips(pods)
     cut = set(ips)
     others = sorted((p for p in self._ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
-                    key=lambda p: (_labels(p).get("ray.io/node-type") != "head", _name(p)))
+                    key=lambda p: (labels_of(p).get("ray.io/node-type") != "head", name_of(p)))
     rows = []
     if others:
         rows.append(self._pod_row(others[0], "exec: the echo server of the connection that proves the cut "
@@ -152,7 +152,7 @@ def partition(self, scope: str, a: dict) -> list[dict]:
         rows.append(self._row("NetworkPolicy", kp.policy_name(zone), "create: no ingress, no egress for the zone's "
                               "labelled pods", "deleted at the heal"))
     else:
-        for node in sorted({_node_of(p) for p in pods}):
+        for node in sorted({node_of(p) for p in pods}):
             rows.append(self._row("Pod", kp.helper_name(node), f"create the helper ({self.helper_image}, hostNetwork, "
                                   f"NET_ADMIN, activeDeadlineSeconds), then exec: nft table inet {kp.TABLE} "
                                   f"dropping forwarded packets between {', '.join(ips)} and the rest",
@@ -188,9 +188,9 @@ def drain(self, scope: str, a: dict) -> list[dict]:
     node = a.get("node") or (self.nodes_in(zone=a.get("zone")) or [None])[0]
     if node is None:
         raise UsageError(f"drain: no worker pod in zone {a.get('zone')}")
-    pod = limit([p for p in self._ray(node_type="worker") if _name(p) == node], min(1, self.max_pods),
+    pod = limit([p for p in self._ray(node_type="worker") if name_of(p) == node], min(1, self.max_pods),
                 f"drain of worker pod {node}")[0]
-    self.refuse_reaching_load(f"drain of worker pod {node}", nodes=[_node_of(pod)])
+    self.refuse_reaching_load(f"drain of worker pod {node}", nodes=[node_of(pod)])
     grace = max(1, math.ceil(float(a.get("deadline_s", 30.0))))
     return [self._pod_row(pod, f"eviction (policy/v1) with gracePeriodSeconds {grace}; at the deadline a delete "
                                f"with grace 0 of what is left", "KubeRay recreates the pod once it is gone")]

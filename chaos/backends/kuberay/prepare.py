@@ -4,7 +4,7 @@ dry runs), the leftovers of any run found by label and annotation and removed, t
 from __future__ import annotations
 
 from chaos.backends import kube_access, kube_marks as km
-from chaos.backends.kuberay.common import _api_message
+from chaos.backends.kuberay.common import api_message
 from chaos.backends.kuberay.scopes import Reach, Restore
 from chaos.errors import SetupError
 
@@ -67,7 +67,7 @@ class Preparation:
             if status is None:
                 raise
             raise SetupError(f"kube context {self.context}: the permissions check (SelfSubjectAccessReview) failed "
-                             f"(HTTP {status}: {_api_message(e)})") from None
+                             f"(HTTP {status}: {api_message(e)})") from None
         if missing:
             raise SetupError(kube_access.refusal(self.context, self.namespace, missing))
         return [a.text(self.namespace) for a in wanted]
@@ -115,7 +115,7 @@ class Preparation:
             if status is None:
                 raise
             return [f"recover could not check its permissions (SelfSubjectAccessReview: HTTP {status}: "
-                    f"{_api_message(e)})"]
+                    f"{api_message(e)})"]
         return [f"recover may not {a.text(self.namespace)} [{a.why}]" + (f" ({why})" if why else "")
                 for a, why in missing]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from chaos.backends import engine_faults, kube_exec, kube_partition as kp
 from chaos.backends.kuberay.engines import parse_tombstones, tombstones_script
-from chaos.backends.kuberay.common import (CORDON_MARK, VERSION_ENV, ZONE_LABEL, _labels, _name, _node_of,
-                                          _not_found, check, pod_ready, proc_states_script, restarts, select)
+from chaos.backends.kuberay.common import (CORDON_MARK, VERSION_ENV, ZONE_LABEL, check, is_not_found, labels_of,
+                                           name_of, node_of, pod_ready, proc_states_script, restarts, select)
 
 
 class ProofReads:
@@ -21,7 +21,7 @@ class ProofReads:
         return ok, seen
 
     def _pod_state(self, name: str, pods: list[dict], was: dict) -> tuple[bool, str]:
-        now = [p for p in pods if _name(p) == name]
+        now = [p for p in pods if name_of(p) == name]
         if not now:
             return True, "gone"
         p = now[0]
@@ -38,7 +38,7 @@ class ProofReads:
         try:
             out = self.exec(pod, proc_states_script(pids))
         except kube_exec.ExecError:
-            if any(_name(p) == pod for p in self._pods()):
+            if any(name_of(p) == pod for p in self._pods()):
                 raise
             return None
         states = {}
@@ -121,7 +121,7 @@ def engine_error(self, fault: dict) -> list[dict]:
         try:
             found = parse_tombstones(self.exec(pod, tombstones_script(pids)))
         except kube_exec.ExecError:
-            if any(_name(p) == pod for p in self._pods()):
+            if any(name_of(p) == pod for p in self._pods()):
                 raise
             out.append(check(f"engine process(es) {', '.join(map(str, pids))} in pod {pod} recorded the injected "
                              "error", False, "the pod is gone (a pod loss, not the engine's alone)"))
@@ -179,12 +179,12 @@ def zone_loss(self, fault: dict) -> list[dict]:
     zones = list(fault.get("zones") or [])
     nodes = self._nodes()
     pods = select(self._pods(), nodes, cluster=self.cluster, zones=zones)
-    ready = [_name(p) for p in pods if pod_ready(p)]
+    ready = [name_of(p) for p in pods if pod_ready(p)]
     lost = self.lost_nodes.get(tuple(sorted(zones)))
     if lost is None:  # not known here (another backend object): the nodes this run cordoned there
-        lost = [_name(n) for n in nodes if _labels(n).get(ZONE_LABEL) in set(zones)
+        lost = [name_of(n) for n in nodes if labels_of(n).get(ZONE_LABEL) in set(zones)
                 and ((n.get("metadata") or {}).get("annotations") or {}).get(CORDON_MARK) == self.run_id]
-    by_name = {_name(n): n for n in nodes}
+    by_name = {name_of(n): n for n in nodes}
     open_ = [n for n in lost if not ((by_name.get(n) or {}).get("spec") or {}).get("unschedulable")]
     where = ", ".join(zones)
     out = [check(f"no Ready Ray pod of {self.cluster} left in {where}", not ready,
@@ -216,7 +216,7 @@ def _head_state(self) -> list[dict]:
     was = self.head_at_kill or {}
     what = "the head pod gone, replaced or restarted, or its GCS not answering"
     heads = select(self._pods(), [], cluster=self.cluster, node_type="head", terminating=True)
-    same = [p for p in heads if _name(p) == was.get("name")]
+    same = [p for p in heads if name_of(p) == was.get("name")]
     if not same:
         return [check(what, True, f"head pod {was.get('name')} gone")]
     p = same[0]
@@ -256,18 +256,18 @@ def partition(self, fault: dict) -> list[dict]:
             out.append(check(f"the nft table of the cut of {zone} on its nodes", False, "no helper pod"))
         for h in helpers:
             try:
-                listing = self.exec(_name(h), kp.CHECK_SCRIPT, container="nft")
+                listing = self.exec(name_of(h), kp.CHECK_SCRIPT, container="nft")
             except kube_exec.ExecError as e:
                 ok, seen = False, f"not looked at: {e}"[:200]
             else:
                 ok, seen = kp.table_holds(listing, cut["ips"])
-            out.append(check(f"the nft table on node {_node_of(h)} (helper {_name(h)})", ok, seen))
+            out.append(check(f"the nft table on node {node_of(h)} (helper {name_of(h)})", ok, seen))
     else:
         try:
             self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace)
             present = True
         except Exception as e:  # noqa: BLE001 - ApiException
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise
             present = False
         out.append(check(f"NetworkPolicy {kp.policy_name(zone)} in place", present,
@@ -302,7 +302,7 @@ def upgrade(self, fault: dict) -> list[dict]:
 
 def drain(self, fault: dict) -> list[dict]:
     name = fault["target"]
-    now = [p for p in self._pods() if _name(p) == name]
+    now = [p for p in self._pods() if name_of(p) == name]
     if not now:
         return [check(f"pod {name} evicted: terminating or gone", True, "gone")]
     going = (now[0].get("metadata") or {}).get("deletion_timestamp")

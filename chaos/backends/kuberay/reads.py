@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 
-from chaos.backends.kuberay.common import (RAYSERVICE, ZONE_LABEL, _labels, _name, _node_of, _not_found, cluster_name,
-                                          expected_pods, limit, node_regions, node_zones, pod_ready, ray_pods, select)
+from chaos.backends.kuberay.common import (RAYSERVICE, ZONE_LABEL, cluster_name, expected_pods, is_not_found, labels_of,
+                                           limit, name_of, node_of, node_regions, node_zones, pod_ready, ray_pods,
+                                           select)
 from chaos.errors import ClusterError, UsageError
 
 
@@ -27,7 +28,7 @@ class Reads:
         try:
             rs = self.custom.get_namespaced_custom_object("ray.io", "v1", self.namespace, "rayservices", self.cluster)
         except Exception as e:  # noqa: BLE001 - ApiException; only "no such RayService" falls through
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise
             rs = {}
         active = (((rs or {}).get("status") or {}).get("activeServiceStatus") or {}).get("rayClusterName")
@@ -36,7 +37,7 @@ class Reads:
         if active:
             self.cluster = active
             return active
-        names = sorted({_labels(p).get("ray.io/cluster", "") for p in ray_pods(self._pods())} - {""})
+        names = sorted({labels_of(p).get("ray.io/cluster", "") for p in ray_pods(self._pods())} - {""})
         match = cluster_name(self.cluster, names)
         if len(match) != 1:
             raise UsageError(f"RayCluster {self.cluster!r} in namespace {self.namespace}: "
@@ -72,13 +73,13 @@ class Reads:
         zones = [zone] if zone else (self.zones_in_region(region) if region else None)
         if zones == []:
             return []
-        return [_name(p) for p in self._ray(zones=zones, node_type="worker")]
+        return [name_of(p) for p in self._ray(zones=zones, node_type="worker")]
 
     def zone_of(self, node: str) -> str | None:
         zones = node_zones(self._nodes())
         for p in self._pods():
-            if _name(p) == node:
-                return zones.get(_node_of(p))
+            if name_of(p) == node:
+                return zones.get(node_of(p))
         return None
 
     def targets(self) -> list[tuple[str, str, str | None, str | None]]:
@@ -115,8 +116,8 @@ class Reads:
         zones, regions = node_zones(nodes), node_regions(nodes)
         tree: dict[str, dict[str, list]] = {}
         for p in self._ray(node_type="worker"):
-            n = _node_of(p)
-            tree.setdefault(regions.get(n) or "-", {}).setdefault(zones.get(n) or "-", []).append({"name": _name(p)})
+            n = node_of(p)
+            tree.setdefault(regions.get(n) or "-", {}).setdefault(zones.get(n) or "-", []).append({"name": name_of(p)})
         return {"name": f"kuberay:{self.cluster}", "regions": [
             {"name": r, "zones": [{"name": z, "nodes": ns} for z, ns in sorted(zs.items())]}
             for r, zs in sorted(tree.items())]}
@@ -195,9 +196,9 @@ class Reads:
         zone_of_ip = {}
         ready: dict[str, int] = {}
         for p in pods:
-            if _labels(p).get("ray.io/node-type") == "head":
+            if labels_of(p).get("ray.io/node-type") == "head":
                 continue
-            z = zones.get(_node_of(p))
+            z = zones.get(node_of(p))
             ip = (p.get("status") or {}).get("pod_ip")
             if ip:
                 zone_of_ip[ip] = z

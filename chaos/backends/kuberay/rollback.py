@@ -22,7 +22,7 @@ import json
 import re
 
 from chaos.backends import kube_marks as km, kube_partition as kp
-from chaos.backends.kuberay.common import _api_message, _name, _not_found
+from chaos.backends.kuberay.common import api_message, is_not_found, name_of
 from chaos.errors import ClusterError, SetupError
 
 UPGRADE_LABEL = {kp.FAULT_LABEL: "upgrade"}  # on the record of a cluster upgrade
@@ -98,7 +98,7 @@ class UpgradeRollback:
                     alloc[k] = alloc.get(k, 0.0) + quantity(v)
         if not alloc:
             return {"need": need, "free": None, "fits": None, "seen": "the nodes report no allocatable"}
-        names = {_name(n) for n in nodes}
+        names = {name_of(n) for n in nodes}
         used: dict[str, float] = {}
         for p in self.core.list_pod_for_all_namespaces().items:
             p = p.to_dict()
@@ -131,7 +131,7 @@ class UpgradeRollback:
             if getattr(e, "status", None) is None:
                 raise
             raise ClusterError(f"upgrade (cluster): the record {name} could not be written (HTTP {e.status}: "
-                               f"{_api_message(e)}); nothing patched") from None
+                               f"{api_message(e)}); nothing patched") from None
         return name
 
     def _drop_record(self, name: str | None) -> None:
@@ -140,7 +140,7 @@ class UpgradeRollback:
         try:
             self.core.delete_namespaced_config_map(name, self.namespace)
         except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-            if not _not_found(e):
+            if not is_not_found(e):
                 raise
 
     def _upgrade_leftovers(self) -> list[dict]:
@@ -150,7 +150,7 @@ class UpgradeRollback:
             cm = cm.to_dict()
             meta = cm.get("metadata") or {}
             rec = (cm.get("data") or {}).get("record") or "{}"
-            out.append({"kind": "Upgrade", "name": _name(cm), "namespace": self.namespace,
+            out.append({"kind": "Upgrade", "name": name_of(cm), "namespace": self.namespace,
                         "run_id": (meta.get("labels") or {}).get(kp.RUN_KEY), "zone": None,
                         "what": f"a cluster upgrade of RayService {json.loads(rec).get('rayservice')} (its record)",
                         "expires": (meta.get("annotations") or {}).get(km.EXPIRES), "record": rec})
@@ -176,7 +176,7 @@ class UpgradeRollback:
             try:
                 rc = self.custom.get_namespaced_custom_object("ray.io", "v1", self.namespace, "rayclusters", pending)
             except Exception as e:  # noqa: BLE001 - ApiException; not made yet, or gone
-                if not _not_found(e):
+                if not is_not_found(e):
                     raise
                 rc = None
             head = ((((rc or {}).get("spec") or {}).get("headGroupSpec") or {}).get("template") or {})
@@ -184,7 +184,7 @@ class UpgradeRollback:
                 try:
                     self.custom.delete_namespaced_custom_object("ray.io", "v1", self.namespace, "rayclusters", pending)
                 except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
-                    if not _not_found(e):
+                    if not is_not_found(e):
                         raise
                 removed = pending
         self._drop_record(name)

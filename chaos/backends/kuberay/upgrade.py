@@ -10,8 +10,8 @@ import time
 
 from chaos.backends import kube_marks as km
 from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S, RAYSERVICE,
-                                          SERVE_SHUTDOWN_DEFAULTS, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
-                                          _api_message, _name, _node_of, limit)
+                                           SERVE_SHUTDOWN_DEFAULTS, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
+                                           api_message, limit, name_of, node_of)
 from chaos.errors import ClusterError, UsageError
 
 
@@ -152,7 +152,8 @@ class UpgradeDrain:
             text, previous = serve_config_with_version(spec.get("serveConfigV2"), version, f"RayService {self.service}")
             self._patch_rayservice({**meta, "spec": {"serveConfigV2": text}}, what)
             return {**out, "patched": "spec.serveConfigV2", "previous_versions": previous,
-                    "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}"}
+                    "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}",
+                    "version_served": True}  # the responses' x-availproof-version names it once it serves
         rcc = spec.get("rayClusterConfig") or {}
         patch = cluster_config_patch(rcc, version, self.run_id, self.helper_deadline_s)
         record = self._record_upgrade(rcc, patch)  # first: a crash after the patch leaves it found
@@ -165,6 +166,7 @@ class UpgradeDrain:
             raise
         groups = [g.get("groupName") for g in rcc.get("workerGroupSpecs") or []]
         return {**out, "patched": "spec.rayClusterConfig",
+                "version_served": False,  # new pods, the app's AVAILPROOF_APP_VERSION unchanged: responses can't tell
                 "changed": f"headGroupSpec and workerGroupSpecs[{', '.join(map(str, groups))}]"
                            f".template.metadata.annotations[{VERSION_ANNOTATION}]",
                 "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY, "pending_cluster": pending,
@@ -249,7 +251,7 @@ class UpgradeDrain:
             if status is None:
                 raise
             raise ClusterError(f"{what}: the patch of RayService {self.service} failed (HTTP {status}: "
-                               f"{_api_message(e)})") from None
+                               f"{api_message(e)})") from None
 
     def drain_node(self, node: str, deadline_s: float) -> dict:
         """A graceful drain of one worker pod with a deadline: a policy/v1 Eviction with
@@ -266,9 +268,9 @@ class UpgradeDrain:
 
         At the deadline :func:`chaos.faults.drain_node` calls :meth:`kill_node`: for a pod drained
         here it force-deletes what is left of it and accepts that it is gone already."""
-        pods = limit([p for p in self._ray(node_type="worker") if _name(p) == node], min(1, self.max_pods),
+        pods = limit([p for p in self._ray(node_type="worker") if name_of(p) == node], min(1, self.max_pods),
                      f"drain of worker pod {node}")
-        self.refuse_reaching_load(f"drain of worker pod {node}", nodes=[_node_of(p) for p in pods])
+        self.refuse_reaching_load(f"drain of worker pod {node}", nodes=[node_of(p) for p in pods])
         grace = max(1, math.ceil(deadline_s))
         from kubernetes import client as k8s
 
@@ -282,10 +284,10 @@ class UpgradeDrain:
             if status is None:
                 raise
             why = "refused by a PodDisruptionBudget" if status == 429 else "failed"
-            raise ClusterError(f"drain of {node}: the eviction was {why} (HTTP {status}: {_api_message(e)})") from None
+            raise ClusterError(f"drain of {node}: the eviction was {why} (HTTP {status}: {api_message(e)})") from None
         self.drained.add(node)
-        return {"method": "eviction", "pods": [_name(p) for p in pods], "grace_period_s": grace,
-                "k8s_node": _node_of(pods[0])}
+        return {"method": "eviction", "pods": [name_of(p) for p in pods], "grace_period_s": grace,
+                "k8s_node": node_of(pods[0])}
 
     def graceful_shutdown(self) -> dict:
         """For the environment record: each deployment's graceful-shutdown settings as the RayService's

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 
 from chaos.backends import engine_faults, kube_exec
-from chaos.backends.kuberay.common import _name, proc_states_script
+from chaos.backends.kuberay.common import name_of, proc_states_script
 from chaos.backends.kuberay.engines import masks_script, parse_masks
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import request_path, wedge_path
@@ -96,7 +96,7 @@ class Wedges:
             try:
                 said = self.exec(pod, release_script(ps, self.run_id))
             except kube_exec.ExecError:
-                if any(_name(p) == pod for p in self._pods()):
+                if any(name_of(p) == pod for p in self._pods()):
                     raise
                 out += [{"pid": f"{pod}/{p}", "released": False, "engine": "gone", "found": "the pod is gone"}
                         for p in ps]
@@ -123,7 +123,7 @@ class Wedges:
             try:
                 said = self.exec(pod, marks_script(ps + ([replica] if replica else [])))
             except kube_exec.ExecError:
-                if any(_name(p) == pod for p in self._pods()):
+                if any(name_of(p) == pod for p in self._pods()):
                     raise
                 out.append({"check": f"engine process(es) {', '.join(map(str, ps))} in pod {pod} wedged", "ok": False,
                             "seen": "the pod is gone (a pod loss, not the engine's alone)"})
@@ -138,7 +138,7 @@ class Wedges:
 def plan_rows(self, scope: str, a: dict) -> list[dict]:
     """The replica's pod and its engine children, as :meth:`Wedges.wedge_engine` finds them (no exec)."""
     r = self.pick_replica(zone=a.get("zone"))
-    pods = [p for p in self._ray(terminating=True) if _name(p) == r.node]
+    pods = [p for p in self._ray(terminating=True) if name_of(p) == r.node]
     if not pods:
         raise ClusterError(f"replica {r.replica_id}: its pod {r.node} is not one of this cluster's")
     how = "spinning at 100 % of a core" if a.get("spin") else "blocked"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from chaos.backends import kube_marks as km, kube_zone as kz
-from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, _api_message, _labels, _name,
-                                          _node_of, check, limit, pod_ready, select, zone_loss_nodes)
+from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, check, labels_of, limit, name_of,
+                                           node_of, pod_ready, select, zone_loss_nodes)
 from chaos.errors import ClusterError, UsageError
 
 
@@ -31,8 +31,8 @@ class ZoneLoss:
         if not self.cordon_spare_nodes:  # tests only: the loss as it was, which a zone's spare nodes undid
             cordon, theirs = zone_loss_nodes(nodes, pods, zones)
         self.lost_nodes[key] = sorted(set(cordon) | set(theirs))
-        self.nodes_at_loss[key] = {_name(n) for n in nodes}
-        by_name = {_name(n): n for n in nodes}
+        self.nodes_at_loss[key] = {name_of(n) for n in nodes}
+        by_name = {name_of(n): n for n in nodes}
         for n in cordon:
             self._cordon(by_name[n])
         killed = self._kill_pods(pods, what)
@@ -48,13 +48,13 @@ class ZoneLoss:
         """One look of a zone loss's watch: each Ray pod of the cluster Ready on a node of the lost zones,
         with why that node could take it (uncordoned since, added since the loss began, or left schedulable)."""
         nodes = self._nodes()
-        by_name = {_name(n): n for n in nodes}
+        by_name = {name_of(n): n for n in nodes}
         lost, known = set(self.lost_nodes.get(key) or ()), self.nodes_at_loss.get(key) or set()
         out = []
         for p in select(self._pods(), nodes, cluster=self.cluster, zones=list(key)):
             if not pod_ready(p):
                 continue
-            n = _node_of(p)
+            n = node_of(p)
             cordoned = bool(((by_name.get(n) or {}).get("spec") or {}).get("unschedulable"))
             if n not in known:
                 how = "a node added after the loss began (an autoscaler's?), never cordoned"
@@ -63,7 +63,7 @@ class ZoneLoss:
                        "one the loss cordoned, still cordoned (the pod was bound to it anyway)")
             else:
                 how = "one the loss left schedulable"
-            out.append({"pod": _name(p), "node": n, "zone": _labels(by_name.get(n) or {}).get(ZONE_LABEL),
+            out.append({"pod": name_of(p), "node": n, "zone": labels_of(by_name.get(n) or {}).get(ZONE_LABEL),
                         "how": how})
         return out
 
@@ -109,12 +109,12 @@ class ZoneLoss:
         if rv:
             body = {**body, "metadata": {**(body.get("metadata") or {}), "resourceVersion": rv}}
         try:
-            self.core.patch_node(_name(node), body)
+            self.core.patch_node(name_of(node), body)
         except Exception as e:  # noqa: BLE001 - ApiException: one line
             status = getattr(e, "status", None)
             if status is None:
                 raise
-            raise ClusterError(f"node {_name(node)}: the patch failed (HTTP {status}: {_api_message(e)})") from None
+            raise ClusterError(f"node {name_of(node)}: the patch failed (HTTP {status}: {api_message(e)})") from None
 
     def _cordon(self, node: dict) -> None:
         self._patch_node(node, {"metadata": {"annotations": {CORDON_MARK: self.run_id, km.CORDON_EXPIRES:
@@ -138,10 +138,10 @@ class ZoneLoss:
         done = []
         for n in self._nodes():
             ann = (n.get("metadata") or {}).get("annotations") or {}
-            if ann.get(CORDON_MARK) != self.run_id or (zones is not None and _labels(n).get(ZONE_LABEL) not in zones):
+            if ann.get(CORDON_MARK) != self.run_id or (zones is not None and labels_of(n).get(ZONE_LABEL) not in zones):
                 continue
             self._uncordon(n)
-            done.append(_name(n))
+            done.append(name_of(n))
         return done
 
     def _stop_watches(self, zones: list[str] | None) -> dict[tuple[str, ...], dict]:

@@ -403,7 +403,8 @@ class LocalBackend(base.ByScope):
                "applications": [cfg]}
         ray_dashboard.put_serve_config(self.dashboard_url, doc)
         return {"variant": variant, "version": version, "previous_version": previous,
-                "changed": "applications[0].runtime_env.env_vars.AVAILPROOF_APP_VERSION"}
+                "changed": "applications[0].runtime_env.env_vars.AVAILPROOF_APP_VERSION",
+                "version_served": True}  # the responses' x-availproof-version names it once it serves
 
     def drain_node(self, node: str, deadline_s: float) -> dict:
         """Ray's drain-node API (what autoscaler v2 and a preemption notice use), reason PREEMPTION,
