@@ -1,0 +1,197 @@
+"""A client that retries (load.retry, chaos/load/retry.py): the policy, the harness sending attempts through its
+transport seam (httpx.MockTransport, no cluster), and every attempt recorded with its logical request."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from chaos import records as rec
+from chaos.errors import UsageError
+from chaos.load import retry
+from chaos.load.harness import LoadRun
+from chaos.load.workload import LoadShape, Target
+
+
+def _sse(n_tokens: int = 3) -> bytes:
+    events = [{"choices": [{"index": 0, "delta": {"content": f" w{i}"},
+                            "finish_reason": "length" if i == n_tokens - 1 else None}]} for i in range(n_tokens)]
+    events.append({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": n_tokens}})
+    return b"".join(b"data: %s\n\n" % json.dumps(e).encode() for e in events) + b"data: [DONE]\n\n"
+
+
+def _ok() -> httpx.Response:
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=_sse())
+
+
+class Script:
+    """A transport's handler answering each logical request (its prompt) by a script of answers, one per attempt;
+    past its end, 200."""
+
+    def __init__(self, answers):
+        self.answers = answers  # a list of callables () -> Response (or raising), or a dict prompt index -> list
+        self.calls: list[float] = []
+        self.seen: dict[str, int] = {}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        import time
+
+        self.calls.append(time.monotonic())
+        key = request.content  # every attempt of a logical request sends the same body
+        n = self.seen[key] = self.seen.get(key, 0) + 1
+        return self.answers[n - 1](request) if n <= len(self.answers) else _ok()
+
+
+def _run(handler, retry_policy, **shape):
+    shape = LoadShape(**{"mode": "closed", "concurrency": 1, "duration_s": 30, "warmup_s": 0, "timeout_s": 5,
+                         "max_requests": 1, "model": "m", "seed": 3, "retry": retry_policy, **shape})
+    events = rec.Events()
+    got: list[rec.RequestRecord] = []
+    events.request_done.append(got.append)
+    run = LoadRun([Target("t", "http://127.0.0.1:9", "zone-a")], shape, events, transport=httpx.MockTransport(handler))
+    footer = run.run()
+    return got, footer
+
+
+def _status(code, **headers):
+    return lambda request: httpx.Response(code, headers=headers, content=b"busy")
+
+
+def _refused(request):
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+# ---------------------------------------------------------------- the policy
+def test_the_policy_is_off_by_default_and_validated():
+    assert LoadShape().retry is None
+    shape = LoadShape(retry={"attempts": 3, "backoff_base_s": 0.1, "retry_on": ["connect", "5xx", "timeout"]})
+    assert isinstance(shape.retry, retry.RetryPolicy) and shape.retry.retry_on == ("connect", "5xx", "timeout")
+    assert LoadShape.from_dict(shape.to_dict()).retry == shape.retry  # what a load worker is given
+    assert shape.drain_bound_s() == 3 * 10 + 2 * 2.0 + 1  # every attempt to its deadline, the capped waits
+    for bad, says in [({"attempts": 0}, "attempts"), ({"retry_on": ["teapot"]}, "retry_on"),
+                      ({"backoff_base_s": 3, "backoff_cap_s": 1}, "backoff"), ({"per_attempt_timeout_s": 60}, "per_attempt"),
+                      ({"budget": {"ratio": 0}}, "budget"), ({"jitter": "some"}, "jitter"), ({"tries": 2}, "tries")]:
+        with pytest.raises(UsageError, match=says):
+            LoadShape(retry=bad)
+
+
+def test_backoff_is_full_jitter_bounded_by_the_exponential_ceiling_and_seeded():
+    p = retry.RetryPolicy(attempts=6, backoff_base_s=0.1, backoff_cap_s=0.5)
+    draws = {n: [retry.backoff_s(p, 7, i, n) for i in range(400)] for n in range(1, 6)}
+    for n, ds in draws.items():
+        ceiling = min(0.5, 0.1 * 2 ** (n - 1))
+        assert all(0 <= d <= ceiling for d in ds)
+        assert max(ds) > 0.9 * ceiling and min(ds) < 0.1 * ceiling  # spread over the whole range: full jitter
+    assert [retry.backoff_s(p, 7, i, 2) for i in range(50)] == draws[2][:50]  # the same seed, the same waits
+    assert [retry.backoff_s(p, 8, i, 2) for i in range(50)] != draws[2][:50]  # another seed, other waits
+    flat = retry.RetryPolicy(backoff_base_s=0.1, backoff_cap_s=0.3, jitter="none")
+    assert [retry.backoff_s(flat, 1, 0, n) for n in (1, 2, 3, 4)] == [0.1, 0.2, 0.3, 0.3]
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    assert retry.retry_after_s("3", 1000.0) == 3.0
+    assert retry.retry_after_s("Thu, 01 Jan 1970 00:16:50 GMT", 1000.0) == 10.0
+    assert retry.retry_after_s("soon", 1000.0) is None and retry.retry_after_s(None, 0) is None
+
+
+def test_a_budget_allows_a_fraction_of_the_requests_started_in_its_window():
+    b = retry.RetryBudget(retry.Budget(ratio=0.2, window_s=10, min_retries=1))
+    for i in range(20):
+        b.started(i * 0.1)
+    allowed = 0
+    while b.allows(2.0):
+        b.spend(2.0)
+        allowed += 1
+    assert allowed == 4  # 0.2 x 20 started in the last 10 s
+    assert not b.allows(11.0)  # the retries are still in the window, the requests that paid for them are not
+    assert b.allows(12.5)  # all gone from the window: the floor of 1 remains
+
+
+# ---------------------------------------------------------------- the harness: attempts recorded
+def test_attempts_are_recorded_with_their_logical_request_until_one_succeeds():
+    script = Script([_status(503), _refused])
+    got, footer = _run(script, {"attempts": 3, "backoff_base_s": 0.01, "retry_on": ["connect", "5xx"]})
+    assert [(r.id, r.attempt, r.ok, r.failure) for r in got] == [
+        (0, 1, False, rec.HTTP_5XX), (0, 2, False, rec.CONNECT_REFUSED), (0, 3, True, None)]
+    assert got[0].backoff_s is None and all(0 <= r.backoff_s <= 0.02 for r in got[1:])
+    assert all(r.retry_stop is None for r in got)
+    assert footer["sent"] == 3 and footer["retries"] == 2 and footer["ok"] == 1
+
+
+def test_attempts_stop_when_used_up_and_say_why():
+    got, _ = _run(Script([_status(500)] * 5), {"attempts": 2, "backoff_base_s": 0.01, "retry_on": ["5xx"]})
+    assert [(r.attempt, r.retry_stop) for r in got] == [(1, None), (2, retry.STOP_ATTEMPTS)]
+    got, _ = _run(Script([_status(429)]), {"attempts": 3, "backoff_base_s": 0.01, "retry_on": ["5xx"]})
+    assert [(r.attempt, r.retry_stop) for r in got] == [(1, retry.STOP_NOT_RETRIED)]  # 429 was not asked for
+    got, _ = _run(Script([_status(429)]), {"attempts": 3, "backoff_base_s": 0.01, "retry_on": ["429"]})
+    assert [(r.attempt, r.ok) for r in got] == [(1, False), (2, True)]
+
+
+def test_without_a_policy_nothing_is_retried_and_the_records_say_no_attempt():
+    got, footer = _run(Script([_status(503)]), None)
+    assert [(r.attempt, r.ok, r.retry_stop) for r in got] == [(None, False, None)] and "retries" not in footer
+
+
+def test_retry_after_is_honoured_capped_or_ignored_as_said():
+    import time
+
+    policy = {"attempts": 2, "backoff_base_s": 0.01, "backoff_cap_s": 0.01, "retry_on": ["503"]}
+    script = Script([_status(503, **{"Retry-After": "1"})])
+    t = time.monotonic()
+    got, _ = _run(script, {**policy, "honour_retry_after": True})
+    assert [r.ok for r in got] == [False, True] and got[0].retry_after_s == 1.0
+    assert got[1].backoff_s == 1.0 and script.calls[1] - script.calls[0] >= 0.99  # waited what it asked
+    capped = Script([_status(503, **{"Retry-After": "30"})])
+    got, _ = _run(capped, {**policy, "honour_retry_after": True, "retry_after_cap_s": 0.2})
+    assert got[1].backoff_s == 0.2 and 0.2 <= capped.calls[1] - capped.calls[0] < 5
+    ignored = Script([_status(503, **{"Retry-After": "30"})])
+    got, _ = _run(ignored, policy)
+    assert got[0].retry_after_s == 30.0 and got[1].backoff_s <= 0.01 and ignored.calls[1] - ignored.calls[0] < 1
+    assert time.monotonic() - t < 10
+
+
+class _BrokenAfterOneToken(httpx.AsyncByteStream):
+    async def __aiter__(self):
+        yield b'data: {"choices": [{"index": 0, "delta": {"content": " w0"}, "finish_reason": null}]}\n\n'
+        raise httpx.ReadError("connection reset")
+
+
+def _broken(request):
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_BrokenAfterOneToken())
+
+
+def test_no_retry_after_the_first_token_unless_said():
+    policy = {"attempts": 3, "backoff_base_s": 0.01, "retry_on": ["reset", "5xx"]}
+    got, _ = _run(Script([_broken]), policy)
+    assert [(r.attempt, r.failure, r.ttft_s is not None, r.retry_stop) for r in got] == [
+        (1, rec.STREAM_BROKEN, True, retry.STOP_FIRST_TOKEN)]
+    got, _ = _run(Script([_broken]), {**policy, "after_first_token": True})
+    assert [(r.attempt, r.ok) for r in got] == [(1, False), (2, True)]
+
+
+def test_a_retry_budget_stops_retries():
+    # 10 logical requests, each failing its first two attempts: a budget of 10 % (no floor) in a long window
+    # allows one retry in all; without it every request is retried
+    policy = {"attempts": 3, "backoff_base_s": 0.001, "retry_on": ["5xx"]}
+    got, _ = _run(Script([_status(500), _status(500)]), policy, max_requests=10)
+    assert sum(1 for r in got if r.attempt > 1) == 20 and all(r.ok for r in got if r.attempt == 3)
+    got, _ = _run(Script([_status(500), _status(500)]), {**policy, "budget": {"ratio": 0.1, "window_s": 60,
+                                                                            "min_retries": 0}}, max_requests=10)
+    assert [(r.id, r.attempt) for r in got if r.attempt > 1] == [(0, 2)]  # 0.1 x 1 started: one retry
+    assert [r.retry_stop for r in got if not r.ok] == [None] + [retry.STOP_BUDGET] * 10  # then refused to all
+
+
+def test_a_session_keeps_its_shape_with_retries_on():
+    script = Script([_status(503)])
+    got, _ = _run(script, {"attempts": 2, "backoff_base_s": 0.001, "retry_on": ["5xx"]}, max_requests=4,
+                  duration_s=5, prompt_words=(4, 8), max_tokens=(4, 8),
+                  sessions={"turns": 2, "prefix_groups": 1, "system_prompt_tokens": 8, "think_time_s": 0.0})
+    firsts = [r for r in got if r.attempt == 1]
+    assert firsts and all(r.session is not None for r in got)
+    by_id: dict[int, list] = {}
+    for r in got:
+        by_id.setdefault(r.id, []).append(r)
+    for attempts in by_id.values():  # every attempt of a turn is the same turn of the same session
+        assert len({(r.session, r.turn) for r in attempts}) == 1 and attempts[-1].ok
