@@ -97,7 +97,7 @@ import numpy as np
 from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.sending import arrivals
-from chaos.analysis import slow_replica
+from chaos.analysis import retries as retries_mod, slow_replica
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
                                     faults_from_marks, run_end_ns, window_states)
@@ -333,6 +333,7 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
     end_ns = run_end_ns(run, every)
     measure_start = int(measured.sent_ns[0]) if len(measured) else end_ns
     results = []
+    logical = retries_mod.logical_requests(every) if retries_mod.policy_of(run.header) else None
     for i, f in enumerate(faults):
         nxt = faults[i + 1] if i + 1 < len(faults) else None
         window_end = nxt.inject_ns if nxt else end_ns
@@ -343,6 +344,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         # who served: outside the client's zone and region; the replacement's cold prefix cache
         fault["locality"] = locality(fault, measured, window_end, measure_start)
         fault["warmup"] = warmup(fault, every, measured, window_end, measure_start, steady)
+        # a client's retries: logical requests and the amplification, per population (chaos.analysis.retries)
+        retries_mod.fault_retries(fault, logical, every, window_end, measure_start, steady)
         if slow_replica.applies(f.scope):  # a replica slowed down: its share and latency against the others'
             _, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
             fault["straggler"] = slow_replica.straggler(fault, measured.records(rows), window_end)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import numpy as np
 import pytest
 
 from chaos import records as rec
@@ -195,3 +196,151 @@ def test_a_session_keeps_its_shape_with_retries_on():
         by_id.setdefault(r.id, []).append(r)
     for attempts in by_id.values():  # every attempt of a turn is the same turn of the same session
         assert len({(r.session, r.turn) for r in attempts}) == 1 and attempts[-1].ok
+
+
+# ---------------------------------------------------------------- the analysis: attempts grouped, amplification
+from chaos import analysis, bounds, figures, record_columns, request_columns as rc  # noqa: E402
+from chaos.analysis import retries as retries_mod  # noqa: E402
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+POLICY = {"attempts": 3, "backoff_base_s": 0.01, "retry_on": ["5xx"]}
+
+
+def attempt(i, t, n=None, ok=True, phase="measure", zone="a", prompt_len=10, worker=0, stop=None):
+    sent = T0 + int(round(t * NS))
+    return rec.RequestRecord(id=i, target=f"w-{zone}", url="http://127.0.0.1:1", zone=zone, route="/v1/chat/completions",
+                             phase=phase, planned_ns=sent, sent_ns=sent, sent_offset_s=t, ok=ok,
+                             failure=None if ok else rec.HTTP_5XX, status=200 if ok else 503,
+                             ttft_s=0.01 if ok else None, e2e_s=0.02, itl_p95_s=0.01, prompt_len=prompt_len,
+                             prompt_chars=5 * prompt_len, worker=worker, attempt=n, retry_stop=stop)
+
+
+def logical(i, t, tries, succeeds=True, **kw):
+    """A logical request sent at ``t``: ``tries`` attempts 50 ms apart, the last one succeeding (or not)."""
+    return [attempt(i, t + 0.05 * k, k + 1, ok=succeeds and k == tries - 1,
+                    stop=None if succeeds or k < tries - 1 else retry.STOP_ATTEMPTS, **kw) for k in range(tries)]
+
+
+def the_run(rs, end_t=30.0, policy=POLICY, inject_t=10.0):
+    marks = [rec.FaultMark("inject_start", "f1", "replica", "x", T0 + int(inject_t * NS), ["a"])]
+    header = {"run_id": "r", "load": {"retry": policy}}
+    return rec.RunRecords(header=header, requests=sorted(rs, key=lambda r: r.sent_ns), marks=marks,
+                          footer={"stopped_ns": T0 + int(end_t * NS)})
+
+
+def hundred():
+    """100 logical requests from the injection at 10 s, 10 a second: 30 retried once, 10 twice (5 of them
+    failing all three attempts), the others sent once; the twice-retried ones have prompts twice as long."""
+    out = []
+    for i in range(100):
+        k = i % 10
+        tries = 2 if k in (1, 2, 3) else 3 if k == 4 else 1
+        out += logical(i, 10 + i * 0.1, tries, succeeds=not (k == 4 and i % 20 == 4), prompt_len=20 if k == 4 else 10)
+    return out
+
+
+def test_attempts_are_grouped_into_logical_requests():
+    rs = hundred() + logical(7, 10.0, 2, worker=1)  # another worker's request of the same id is its own
+    rs += [attempt(3, 29.0), attempt(3, 29.5)]  # no attempt said (an older file): each record its own request
+    lg = retries_mod.logical_requests(rc.from_records(sorted(rs, key=lambda r: r.sent_ns)))
+    assert len(lg.first) == 100 + 1 + 2
+    assert sorted(lg.attempts.tolist()) == sorted([1] * 60 + [2] * 30 + [3] * 10 + [2] + [1, 1])
+    assert int(np.count_nonzero(~lg.ok)) == 5 and lg.prompt_basis == "prompt_len"
+
+
+def test_amplification_on_synthetic_records_has_the_known_answer():
+    s = analysis.analyse(the_run(hundred()), analysis.SteadyState(window_s=2.0, min_requests=3))
+    r = s["faults"][0]["service"]["retries"]
+    assert (r["logical_requests"], r["logical_failed"], r["retried"], r["attempts"]) == (100, 5, 40, 150)
+    assert r["amplification"] == 1.5 and r["attempts_per_request_mean"] == 1.5
+    assert (r["attempts_per_request_p99"], r["attempts_per_request_max"]) == (3, 3)
+    # prompt tokens: 60 x 10 + 30 x 10 + 10 x 20 = 1100 asked; 60 x 10 + 30 x 2 x 10 + 10 x 3 x 20 = 1800 sent
+    assert r["prompt_amplification"] == round(1800 / 1100, 4) and r["prompt_basis"] == "prompt_len"
+    assert r["failed_by_stop"] == {"attempts": 5} and r["logical_failed_ratio"] == 0.05
+    bins = {b["from_s"]: b for b in r["timeline"]}
+    assert [bins[t]["amplification"] for t in (0.0, 2.0, 4.0, 6.0, 8.0)] == [1.5] * 5  # 20 asked, 30 sent each
+    assert bins[10.0]["logical_requests"] == 0 and bins[10.0]["amplification"] is None
+    assert r["peak_amplification"] == 1.5 and r["bin_s"] == 2.0
+    assert s["faults"][0]["affected"]["retries"]["logical_requests"] == 100  # a replica fault: every zone
+    assert s["requests"]["total"] == 150  # the request counts stay attempts
+
+
+def test_the_peak_is_the_worst_bin_from_the_injection_not_before():
+    rs = []
+    for i in range(40):  # a baseline from 2 s: 10 a second, the bin [6, 8) s retrying each twice
+        rs += logical(1000 + i, 2 + i * 0.2, 3 if 6 <= 2 + i * 0.2 < 8 else 1)
+    for i in range(100):  # the fault: the first bin's requests each sent twice, then none retried
+        rs += logical(i, 10 + i * 0.1, 2 if i < 20 else 1)
+    s = analysis.analyse(the_run(rs), analysis.SteadyState(window_s=2.0, min_requests=3))
+    r = s["faults"][0]["service"]["retries"]
+    assert [b["amplification"] for b in r["timeline"][:3]] == [3.0, 1.0, 2.0]  # [6, 8) s: before
+    assert r["peak_amplification"] == 2.0 and r["peak_at_s"] == 0.0
+    assert r["amplification"] == 1.2  # 120 attempts for the fault's 100 logical requests
+    (res,) = bounds.check(s, {"max_amplification": 1.5})
+    assert (res["value"], res["status"], res["met"]) == (2.0, bounds.VIOLATED, False)
+    (res,) = bounds.check(s, {"max_amplification": 2.0})
+    assert res["status"] == bounds.MET
+
+
+def test_without_a_policy_retries_are_null_with_the_reason_and_the_bound_does_not_apply():
+    s = analysis.analyse(the_run(hundred(), policy=None), analysis.SteadyState(window_s=2.0))
+    f = s["faults"][0]
+    assert f["service"]["retries"] is None and f["affected"]["retries"] is None
+    assert f["unmeasurable"]["service.retries"] == retries_mod.NO_POLICY
+    (res,) = bounds.check(s, {"max_amplification": 1.5})
+    assert (res["met"], res["status"]) == (None, bounds.NOT_APPLICABLE) and "no retry policy" in res["reason"]
+    assert bounds.all_met([res])
+    assert figures.RT_PEAK.value(f, "service") is None and figures.RT_PEAK.key("affected") == \
+        "affected.retries.peak_amplification"
+
+
+def test_a_peak_too_thin_to_judge_is_null_with_its_reason():
+    rs = logical(0, 10.0, 3) + logical(1, 13.0, 1)
+    s = analysis.analyse(the_run(rs), analysis.SteadyState(window_s=2.0, min_requests=3))
+    f = s["faults"][0]
+    assert f["service"]["retries"]["peak_amplification"] is None
+    assert "at least 3 logical requests" in f["unmeasurable"]["service.retries.peak_amplification"]
+    (res,) = bounds.check(s, {"max_amplification": 1.5})
+    assert res["status"] == bounds.UNMEASURABLE
+
+
+def _write(path, rs, policy=POLICY, drop=()):
+    lines = [{"kind": "run", "run_id": "r", "started_ns": T0, "load": {"retry": policy}, "targets": []}]
+    lines += [{k: v for k, v in vars(r).items() if k not in drop} for r in sorted(rs, key=lambda r: r.sent_ns)]
+    lines += [{"kind": "mark", **vars(rec.FaultMark("inject_start", "f1", "replica", "x", T0 + 10 * NS, ["a"]))},
+              {"kind": "end", "stopped_ns": T0 + 30 * NS}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_both_readers_give_the_same_retries(tmp_path):
+    p = _write(tmp_path / "records.ndjson", hundred())
+    steady = analysis.SteadyState(window_s=2.0, min_requests=3)
+    by_lines = analysis.analyse(rec.read(p), steady)["faults"][0]["service"]["retries"]
+    by_columns = analysis.analyse(record_columns.parse(p), steady)["faults"][0]["service"]["retries"]
+    assert by_lines == by_columns and by_lines["amplification"] == 1.5
+
+
+def test_old_record_files_without_attempts_still_read_as_one_attempt_per_logical_request(tmp_path):
+    old = [attempt(i, 10 + i * 0.1) for i in range(50)] + [attempt(i, 10 + i * 0.1 + 0.05, ok=False) for i in range(5)]
+    new_fields = ("attempt", "backoff_s", "retry_after_s", "retry_stop")
+    p = _write(tmp_path / "records.ndjson", old, drop=new_fields)
+    assert '"attempt"' not in p.read_text()
+    for read in (rec.read, record_columns.parse):
+        run = read(p)
+        assert len(run.requests) == 55 and run.torn_lines == 0
+        cols = rc.of(run)
+        assert (cols.attempt == 0).all()
+        lg = retries_mod.logical_requests(cols)
+        assert len(lg.first) == 55 and (lg.attempts == 1).all()  # ids repeat, yet each record is its own
+        r = analysis.analyse(run, analysis.SteadyState(window_s=2.0))["faults"][0]["service"]["retries"]
+        assert r["amplification"] == 1.0 and r["logical_failed"] == 5
+
+
+def test_a_policy_brings_the_amplification_bound_at_its_default():
+    spec, said = bounds.with_defaults({"max_failed_requests": 5}, retrying=True)
+    assert bounds.DEFAULT_MAX_AMPLIFICATION == 1.5 and spec == {"max_failed_requests": 5, "max_amplification": 1.5}
+    assert "load.retry" in said
+    assert bounds.with_defaults({"max_amplification": 2.0}, True) == ({"max_amplification": 2.0}, None)
+    assert bounds.with_defaults({"max_failed_requests": 5}, False) == ({"max_failed_requests": 5}, None)
