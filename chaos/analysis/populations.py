@@ -83,6 +83,8 @@ Service-wide figures of a fault
 - ``resolution_s``: the median gap between consecutive planned sends in the window. No
   figure can be finer than that.
 
+A client's retries (each population's ``retries``: logical requests and the amplification):
+:mod:`chaos.analysis.retries`.
 Who served (``locality``, ``warmup``; a straggler's ``straggler``) and the load as sent (``arrivals``):
 :mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`, :mod:`chaos.analysis.slow_replica`,
 :mod:`chaos.analysis.sending`.
