@@ -344,3 +344,16 @@ def test_a_policy_brings_the_amplification_bound_at_its_default():
     assert "load.retry" in said
     assert bounds.with_defaults({"max_amplification": 2.0}, True) == ({"max_amplification": 2.0}, None)
     assert bounds.with_defaults({"max_failed_requests": 5}, False) == ({"max_failed_requests": 5}, None)
+
+
+def test_the_schema_s_defaults_are_the_policy_s():
+    from chaos import schemas
+
+    props = schemas.schema(schemas.EXTENSION)["$defs"]["load"]["properties"]["retry"]["properties"]
+    policy = retry.RetryPolicy()
+    for key, spec in props.items():
+        if key != "budget":
+            assert (list(v) if isinstance(v := getattr(policy, key), tuple) else v) == spec["default"], key
+    budget = retry.Budget()
+    assert {k: getattr(budget, k) for k in props["budget"]["properties"]} == \
+        {k: s["default"] for k, s in props["budget"]["properties"].items()}
