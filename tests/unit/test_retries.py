@@ -357,3 +357,19 @@ def test_the_schema_s_defaults_are_the_policy_s():
     budget = retry.Budget()
     assert {k: getattr(budget, k) for k in props["budget"]["properties"]} == \
         {k: s["default"] for k, s in props["budget"]["properties"].items()}
+
+
+def test_a_run_with_retries_matches_the_published_schemas(tmp_path):
+    from chaos import summary as summary_mod
+    from tests.unit.test_summary import schema
+
+    p = _write(tmp_path / "records.ndjson", hundred())
+    for _, obj in rec.iter_lines(p):
+        schema("records-line").validate(obj)
+    s = summary_mod.derive(record_columns.parse(p), analysis.Definitions(analysis.SteadyState(window_s=2.0)),
+                           {"max_amplification": 1.5})
+    schema("summary").validate(json.loads(json.dumps(s)))
+    assert [r["status"] for r in s["bounds"]["results"]] == [bounds.MET]
+    s["faults"][0]["service"]["retries"]["amplification"] = 0.5  # not vacuous: fewer attempts than requests
+    with pytest.raises(Exception, match="is not valid under any of the given schemas"):
+        schema("summary").validate(json.loads(json.dumps(s)))
