@@ -20,6 +20,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -42,13 +43,15 @@ def measure(argv: list[str], max_rss_gb: float) -> dict:
     """Wall time and peak RSS of one process (and the load average as it started); stopped past ``max_rss_gb``."""
     load = os.getloadavg()[0]
     t = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err_file = tempfile.TemporaryFile()  # not a pipe: a child writing more than a pipe holds would wait for us
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_file)
     over = threading.Event()
 
     def watch() -> None:
         while p.poll() is None:
             try:
-                rss_kb = int(next(ln for ln in open(f"/proc/{p.pid}/status") if ln.startswith("VmRSS")).split()[1])
+                with open(f"/proc/{p.pid}/status") as status:
+                    rss_kb = int(next(ln for ln in status if ln.startswith("VmRSS")).split()[1])
             except (OSError, StopIteration, ValueError):
                 return
             if rss_kb > max_rss_gb * 1024 * 1024:
@@ -60,7 +63,9 @@ def measure(argv: list[str], max_rss_gb: float) -> dict:
     threading.Thread(target=watch, daemon=True).start()
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
-    err = p.stderr.read().decode(errors="replace")[-300:]
+    with err_file:
+        err_file.seek(max(0, err_file.seek(0, os.SEEK_END) - 1200))
+        err = err_file.read().decode(errors="replace")[-300:]
     return {"s": round(time.monotonic() - t, 2), "rss_mb": round(usage.ru_maxrss / 1024), "rc": p.returncode,
             "load": round(load, 2),
             "over": over.is_set(), "err": err if p.returncode and not over.is_set() else ""}

@@ -111,8 +111,7 @@ def step_runner(run: core.Run, header: dict[str, Any], log: Callable[[str], None
 
     def run_step(shape, index: int) -> list[rec.RequestRecord]:
         got: list[rec.RequestRecord] = []
-        hook = got.append
-        run.events.request_done.append(hook)
+        hook = run.events.subscribe(run.events.request_done, got.append)
         load = core.new_load(run, shape, {**header, "capacity_step": {"index": index, "rate_rps": shape.rate}})
         try:
             load.start()
@@ -128,7 +127,7 @@ def step_runner(run: core.Run, header: dict[str, Any], log: Callable[[str], None
             try:
                 load.join(timeout=shape.timeout_s + 30)
             finally:
-                run.events.request_done.remove(hook)
+                run.events.unsubscribe(run.events.request_done, hook)
         return got
 
     return run_step

@@ -24,7 +24,7 @@ from chaos import records as rec, scope_registry
 _BASE_KEYS = ("fault_id", "scope", "target", "zones")  # a fault dict with more: its backend call returned
 
 
-def _detail(fault: dict[str, Any]) -> dict[str, Any]:
+def detail_of(fault: dict[str, Any]) -> dict[str, Any]:
     """What a fault dict says beyond its identity: the detail its marks carry."""
     return {k: v for k, v in fault.items() if k not in _BASE_KEYS}
 
@@ -75,7 +75,7 @@ class Marker:
 
         def marks() -> None:
             self.mark(rec.INJECT_START, fault_id, scope, target, zones, detail, t_ns=t_start)
-            self.mark(rec.INJECT_END, fault_id, scope, target, zones, _detail(out))
+            self.mark(rec.INJECT_END, fault_id, scope, target, zones, detail_of(out))
         try:
             yield out
         except BaseException:
@@ -99,7 +99,7 @@ class Marker:
         """The fault healed; the whole detail again: what was learnt after the inject marks (a drain's
         kill at its deadline, a replacement's figures, its proof) is in the summary's detail too."""
         self.healed.add(fault["fault_id"])
-        self.mark(rec.HEAL_END, fault["fault_id"], fault["scope"], fault["target"], fault["zones"], _detail(fault))
+        self.mark(rec.HEAL_END, fault["fault_id"], fault["scope"], fault["target"], fault["zones"], detail_of(fault))
 
 
 class _EffectBounds(Mapping[str, float]):

@@ -3,8 +3,9 @@
 A figure is a number (or a yes/no) in one *plane* of a fault in ``summary.json``: the two
 populations of requests (``affected`` and ``service``, :data:`POPULATION` here: one entry serves
 both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` and ``locality``, a
-slow replica's ``straggler`` (``engine-slow``), and a client's ``retries`` (:data:`RETRIES`: an object in
-each population, ``load.retry``).
+slow replica's ``straggler`` (``engine-slow``), the streams' token ``continuity`` (the service's; the affected
+population's under ``continuity.affected`` where it differs), and a client's ``retries`` (:data:`RETRIES`: an
+object in each population, ``load.retry``).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
 ``service.time_to_steady_state_s``, ``service.retries.peak_amplification``), the key of its reason in the
 fault's ``unmeasurable`` map.
@@ -37,7 +38,7 @@ SAMPLED_PLANES = ("control_plane", "capacity")  # from the sampler's samples (ch
 
 @dataclass(frozen=True)
 class Figure:
-    plane: str  # POPULATION, "failed", "control_plane", "capacity", "locality" or "straggler"
+    plane: str  # POPULATION, RETRIES, "failed", "control_plane", "capacity", "locality", "straggler", "continuity"
     name: str  # the key inside its plane
     unit: str  # "s" (from the fault's injection), "requests", "ratio", "count", "samples", "replicas", "nodes", "bool"
     label: str  # its row in the report
@@ -250,6 +251,21 @@ RT_PEAK = _(Figure(RETRIES, "peak_amplification", "ratio", "peak amplification, 
     bound="max_amplification", comparison="<="))
 RT_PEAK_AT = _(Figure(RETRIES, "peak_at_s", "s", "peak amplification at s", RT_FN, NUMBER))
 RT_BIN = _(Figure(RETRIES, "bin_s", "s", "timeline bin s", RT_FN, {"type": "number", "exclusiveMinimum": 0}))
+# ---------------------------------------------------------------- token continuity (chaos.analysis.continuity)
+CT_FN, CT_COUNT = "chaos.analysis.token_continuity", {**COUNT, "minimum": 0}
+CONTINUITY = tuple(_(Figure("continuity", name, unit, label, CT_FN, schema)) for name, unit, label, schema in (
+    ("streams", "requests", "streams", NONNEG),
+    ("streams_checked", "requests", "streams whose token order was checked", CT_COUNT),
+    ("tokens_lost", "count", "tokens lost (indices never received)", CT_COUNT),
+    ("tokens_duplicated", "count", "tokens duplicated (an index received again)", CT_COUNT),
+    ("tokens_out_of_order", "count", "tokens out of order", CT_COUNT),
+    ("streams_checked_corrupted", "requests", "streams checked for corruption", CT_COUNT),
+    ("tokens_corrupted", "count", "tokens corrupted (not the answer's)", CT_COUNT),
+    ("streams_migrated", "requests", "streams migrated", CT_COUNT),
+    ("migrations", "count", "migrations", CT_COUNT),
+    ("refused", "requests", "streams refused migration", CT_COUNT),
+    ("migration_gap_p50_ms", "ms", "migration gap p50 ms", NUMBER),
+    ("migration_gap_p99_ms", "ms", "migration gap p99 ms", NUMBER)))
 del _
 
 # every plane back: the instant the recovery window may settle at (chaos.settle) and an event's span (chaos.claim)

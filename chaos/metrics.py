@@ -62,9 +62,9 @@ class Exporter:
         self.server = None
 
     def attach(self, events: rec.Events) -> "Exporter":
-        events.request_done.append(self.on_request)
-        events.fault_marked.append(self.on_mark)
-        events.sample_taken.append(self.on_sample)
+        events.subscribe(events.request_done, self.on_request)
+        events.subscribe(events.fault_marked, self.on_mark)
+        events.subscribe(events.sample_taken, self.on_sample)
         return self
 
     def on_request(self, r: rec.RequestRecord) -> None:

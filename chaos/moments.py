@@ -3,11 +3,13 @@
 A driver runs the experiment (the steady-state hypothesis, the method, the rollbacks); the core drives
 the load, the recovery window, the analysis and the verdict. The driver holds one :class:`Session` per
 experiment and hands it each of its moments, one call each (Chaos Toolkit's control,
-:mod:`chaos.ctk.control`, is such a driver; it keeps the session in the experiment it is given)::
+:mod:`chaos.ctk.control`, is such a driver; it keeps the session in Chaos Toolkit's configuration, where
+the actions and probes find its run: :mod:`chaos.ctk.session`)::
 
-    session = Session(interrupt_activity)        # the driver's way to end an activity that is running
-    session.begin(experiment, configuration)     # the run opened (system up, records open), or the one
-                                                 #   `availproof run` opened around the driver adopted
+    session = Session(interrupt_activity, run)   # the driver's way to end an activity that is running; the
+                                                 #   run `availproof run` opened around the driver, if any
+    session.begin(experiment, configuration)     # that run adopted, else one opened (system up, records
+                                                 #   open; options from the driver's configuration)
     session.before_method()                      # load on, warm-up and baseline, the baseline gate
     session.before_activity() / after_activity() # where the method is, for a stop condition
     session.after_method()                       # the recovery window (or, after a stop, the heal at once),
@@ -44,12 +46,12 @@ class Interrupt(Exception):
 class Session:
     """One experiment under a driver: its run (or why it could not open) and where the method is."""
 
-    def __init__(self, interrupt_activity: Callable[[], bool] = lambda: False):
-        self.run: core.Run | None = None
+    def __init__(self, interrupt_activity: Callable[[], bool] = lambda: False, run: core.Run | None = None):
+        self.run: core.Run | None = run  # the run opened around the driver (availproof run), else begin's
         self.setup_error: str | None = None  # the set-up failed: nothing opened, nothing injected
         self.in_method = False  # between before_method and after_method
         self.in_activity = False  # a method activity is running
-        self._interrupt_activity = interrupt_activity
+        self.interrupt_activity = interrupt_activity  # the driver's way to end the activity that runs
 
     @property
     def opened_by_driver(self) -> bool:
@@ -58,11 +60,12 @@ class Session:
 
     # ---------------------------------------------------------------- the moments
     def begin(self, experiment: dict[str, Any], configuration: dict | None = None) -> None:
-        """Before the experiment: the run ``availproof run`` opened is adopted, else one is opened
-        (:func:`chaos.run.open_run`, options from the driver's configuration); a set-up that fails is
-        recorded and interrupts: nothing is injected."""
+        """Before the experiment: the run the session was made with (``availproof run`` opened it) is
+        adopted, else one is opened (:func:`chaos.run.open_run`, options from the driver's configuration);
+        a set-up that fails is recorded and interrupts: nothing is injected."""
         try:
-            self.run = core.current() or core.open_run(experiment, Options.from_configuration(configuration))
+            if self.run is None:
+                self.run = core.open_run(experiment, Options.from_configuration(configuration))
         except Exception as e:  # noqa: BLE001 - any set-up failure: nothing may be injected
             self.setup_error = str(e) if isinstance(e, AvailproofError) else f"{type(e).__name__}: {e}"
             core.log(f"error: {self.setup_error}")
@@ -130,7 +133,7 @@ class Session:
         running activity; else the stop stays pending for the next moment."""
         if not (self.in_method and self.in_activity):
             return False
-        return self._interrupt_activity()
+        return self.interrupt_activity()
 
     def _take_stop(self, run: core.Run) -> None:
         reason = run.take_stop()

@@ -152,7 +152,7 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
             deploy.undeploy(cluster)
         deploy.deploy(cluster, spec, timeout=options.deploy_timeout_s, log=log)
     ensure_front(cluster, settings, log)
-    return LocalBackend(cluster)  # a cluster brought up here has nothing left of an earlier run
+    return LocalBackend(cluster, run_id=run_id)  # a cluster brought up here has nothing left of an earlier run
 
 
 def front_token(settings: Settings) -> str | None:

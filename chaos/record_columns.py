@@ -50,7 +50,12 @@ SCHEMA = pa.schema([("id", _INT), ("target", _STR), ("url", _STR), ("zone", _STR
                     ("region", _STR), ("served_replica", _STR), ("served_zone", _STR), ("served_region", _STR),
                     ("worker", _INT), ("session", _INT), ("prefix_group", _INT), ("clipped", _STR),
                     ("attempt", _FLOAT), ("prompt_tokens", _FLOAT), ("prompt_len", _FLOAT), ("prompt_chars", _FLOAT),
-                    ("retry_stop", _STR), ("kind", _STR)])
+                    ("retry_stop", _STR),
+                    ("tokens_lost", _FLOAT), ("tokens_duplicated", _FLOAT), ("tokens_out_of_order", _FLOAT),
+                    ("tokens_corrupted", _FLOAT), ("migrations", _FLOAT), ("migration_refused", _STR),
+                    ("kind", _STR),
+                    # read by no figure, but typed by the line reader's rules: of another type, the block falls back
+                    ("itl_max_s", _FLOAT)])
 # a request whose line has null (or nothing) in one of these is read by the line reader's rules: a required
 # field missing is a torn line there, and ``ok``, ``chunks`` and ``stream`` have defaults that null is not
 NOT_NULL = ("id", "target", "url", "route", "phase", "planned_ns", "sent_ns", "sent_offset_s", "ok", "chunks",
@@ -82,43 +87,16 @@ class LazyRequests(Sequence):
         return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
 
 
-class _Reading:
-    """What one read gathers, in file order: the request blocks' columns and the other lines, read by kind."""
+class _Reading(rec.LineReader):
+    """What one read gathers, in file order: the request blocks' columns, and the other lines read by kind
+    (:class:`chaos.records.LineReader`, the line reader's own rules)."""
 
     def __init__(self, data):
+        super().__init__()
         self.data = data
-        self.header: dict[str, Any] = {}
-        self.footer: dict[str, Any] | None = None
-        self.marks: list[rec.FaultMark] = []
-        self.samples: list[rec.Sample] = []
-        self.soak: list[dict[str, Any]] = []
-        self.stop_reason: str | None = None
-        self.torn = 0
         self.blocks: list[tuple[dict[str, np.ndarray], dict[str, rc.Coded]]] = []
         self.starts: list[np.ndarray] = []  # each request line's first byte and end, per block
         self.ends: list[np.ndarray] = []
-
-    def other(self, obj: Any) -> None:
-        """A line that is not a request read as the line reader reads it (``obj`` None: not JSON)."""
-        kind = obj.get("kind") if isinstance(obj, dict) else None
-        if kind == "mark" or kind == "sample":
-            cls, fields, types = ((rec.FaultMark, rec._MARK_FIELDS, rec._MARK_TYPES) if kind == "mark"
-                                  else (rec.Sample, rec._SAMPLE_FIELDS, rec._SAMPLE_TYPES))
-            r = rec._build(cls, obj, fields, types)
-            if r is None or (kind == "mark" and r.event not in rec.MARK_EVENTS):
-                self.torn += 1
-            else:
-                (self.marks if kind == "mark" else self.samples).append(r)
-        elif kind == "run" and not self.header:
-            self.header = obj
-        elif kind == "end":
-            self.footer = obj
-        elif kind == "stop" and isinstance(obj.get("reason"), str):
-            self.stop_reason = self.stop_reason or obj["reason"]
-        elif kind == "soak" and isinstance(obj.get("event"), str):
-            self.soak.append(obj)
-        else:
-            self.torn += 1
 
     def line(self, a: int, b: int) -> Any:
         try:
@@ -130,17 +108,11 @@ class _Reading:
         """A block read line by line, by the line reader's rules."""
         reqs, kept_a, kept_b = [], [], []
         for a, b in zip(starts.tolist(), ends.tolist()):
-            obj = self.line(a, b)
-            if isinstance(obj, dict) and obj.get("kind") == "request":
-                r = rec.request_from(obj)
-                if r is None:
-                    self.torn += 1
-                else:
-                    reqs.append(r)
-                    kept_a.append(a)
-                    kept_b.append(b)
-            else:
-                self.other(obj)
+            r = self.add(self.line(a, b))
+            if r is not None:
+                reqs.append(r)
+                kept_a.append(a)
+                kept_b.append(b)
         if reqs:
             self.blocks.append(rc.record_arrays(reqs))
             self.starts.append(np.array(kept_a, dtype=np.int64))
@@ -166,7 +138,7 @@ class _Reading:
         if any(reqs.column(name).null_count for name in NOT_NULL):
             return False
         for i in np.flatnonzero(~is_req).tolist():
-            self.other(self.line(int(starts[i]), int(ends[i])))
+            self.add(self.line(int(starts[i]), int(ends[i])))  # not a request: kept by kind
         if len(reqs):
             arrays = {name: reqs.column(name).to_numpy() for name in ("id", "sent_ns", "planned_ns", "ok", "stream")}
             for f in rc.FLOATS.values():
@@ -244,10 +216,7 @@ def parse(path: str | Path) -> rec.RunRecords:
     columns = rc.from_arrays(arrays, coded, source)
     del arrays
     _give_back()
-    return rec.RunRecords(header=reading.header, requests=LazyRequests(count, lambda: source(np.arange(count))),
-                          marks=reading.marks, footer=reading.footer, torn_lines=reading.torn,
-                          samples=sorted(reading.samples, key=lambda x: x.t_ns), stop_reason=reading.stop_reason,
-                          soak=reading.soak, columns=columns)
+    return reading.run(LazyRequests(count, lambda: source(np.arange(count))), columns)
 
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)

@@ -20,8 +20,9 @@ The published format of a line is ``chaos/schemas/records-line.schema.json``
 (``FORMAT_VERSION``; a header without ``format_version`` is format 1, which had no
 definitions in it).
 
-Producers publish through :class:`Events` (typed hooks, after locust's): the NDJSON writer,
-the Prometheus exporter and the progress line all subscribe to the same stream.
+Producers publish through :class:`chaos.events.Events` (typed hooks, re-exported here: ``records.Events``):
+the NDJSON writer, the Prometheus exporter and the stop conditions all subscribe to the same stream, each
+called guarded (an observer that fails is logged, never stops the run).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from chaos import scope_registry as scopes
+from chaos.events import Events  # noqa: F401 - re-exported: records.Events
 
 # Failure classes: one per distinguishable way a request can fail.
 CONNECT_REFUSED = "connect_refused"
@@ -48,9 +50,10 @@ STREAM_BROKEN = "stream_broken"  # failed after the first token: a mid-stream fa
 MALFORMED = "malformed_response"
 TRUNCATED = "truncated"  # ended cleanly but short: no finish_reason, or fewer tokens than it must have (chaos.load.integrity)
 CORRUPTED = "corrupted"  # content that differs from what it must be, or more tokens than the usage says
+ABORTED = "aborted"  # ended with finish_reason abort or error: the server gave the answer up (chaos.load.integrity)
 OTHER = "other"
 FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTTP_5XX, HTTP_4XX,
-                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, TRUNCATED, CORRUPTED, OTHER)
+                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, TRUNCATED, CORRUPTED, ABORTED, OTHER)
 
 # Fault mark events and scopes.
 INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"
@@ -118,6 +121,16 @@ class RequestRecord:
     backoff_s: float | None = None  # what the client waited before this attempt (a retry's)
     retry_after_s: float | None = None  # the wait the answer's Retry-After asked for, when it said one
     retry_stop: str | None = None  # a failed logical request's last attempt: why no other was sent
+    # token-level continuity of a stream (chaos.load.continuity; None: not measured, continuity_why says why, or
+    # not a stream, or recorded before it was measured)
+    tokens_lost: int | None = None
+    tokens_duplicated: int | None = None
+    tokens_out_of_order: int | None = None
+    tokens_corrupted: int | None = None
+    continuity_why: str | None = None
+    migrations: int | None = None  # continuations a migrating ingress marked ("migrated": k)
+    migration_gaps_ms: list | None = None  # per migration: last token before to first after, ms
+    migration_refused: str | None = None  # the ingress refused to migrate it, and why ("migration_refused")
     kind: str = "request"
 
     @property
@@ -169,21 +182,6 @@ class Sample:
         return self.gcs_ok and self.controller_ok
 
 
-class Events:
-    """Typed hooks: subscribe a callable to each event; emit calls them in order."""
-
-    def __init__(self):
-        self.run_started: list[Callable[[dict], None]] = []
-        self.request_done: list[Callable[[RequestRecord], None]] = []
-        self.fault_marked: list[Callable[[FaultMark], None]] = []
-        self.sample_taken: list[Callable[[Sample], None]] = []
-        self.run_stopped: list[Callable[[dict], None]] = []
-
-    def emit(self, hook: list[Callable], payload) -> None:
-        for handler in list(hook):
-            handler(payload)
-
-
 class RecordWriter:
     """Append records to an NDJSON file: one line each, written and flushed at once (a crash of
     the rig's process loses nothing written), fsync'ed about once a second by a background
@@ -202,11 +200,10 @@ class RecordWriter:
         self._syncer.start()
 
     def attach(self, events: Events) -> "RecordWriter":
-        events.run_started.append(lambda header: self.write({"kind": "run", **header}))
-        events.request_done.append(self.write)
-        events.fault_marked.append(self.write)
-        events.sample_taken.append(self.write)
-        events.run_stopped.append(lambda footer: self.write({"kind": "end", **footer}))
+        events.subscribe(events.run_started, lambda header: self.write({"kind": "run", **header}))
+        for hook in (events.request_done, events.fault_marked, events.sample_taken):
+            events.subscribe(hook, self.write)
+        events.subscribe(events.run_stopped, lambda footer: self.write({"kind": "end", **footer}))
         return self
 
     def write(self, record) -> None:
@@ -357,39 +354,61 @@ def request_from(obj: dict) -> RequestRecord | None:
     return _build(RequestRecord, obj, _REQ_FIELDS, _REQ_TYPES)
 
 
-def read(path: str | Path) -> RunRecords:
-    """Read a records file back; several run headers (trials appended) keep the first."""
-    header: dict[str, Any] = {}
-    footer = None
-    requests: list[RequestRecord] = []
-    marks: list[FaultMark] = []
-    samples: list[Sample] = []
-    stop_reason = None
-    soak: list[dict[str, Any]] = []
-    # kind -> (record class, its fields, their types, where it goes)
-    kinds = {"request": (RequestRecord, _REQ_FIELDS, _REQ_TYPES, requests),
-             "mark": (FaultMark, _MARK_FIELDS, _MARK_TYPES, marks),
-             "sample": (Sample, _SAMPLE_FIELDS, _SAMPLE_TYPES, samples)}
-    torn = 0
-    for _, obj in iter_lines(path):
+class LineReader:
+    """What a reader gathers from a records file, line by line, by kind: the one set of rules of both readers
+    (:func:`read` and the column reader, :mod:`chaos.record_columns`). Several run headers keep the first."""
+
+    def __init__(self) -> None:
+        self.header: dict[str, Any] = {}
+        self.footer: dict[str, Any] | None = None
+        self.marks: list[FaultMark] = []
+        self.samples: list[Sample] = []
+        self.soak: list[dict[str, Any]] = []
+        self.stop_reason: str | None = None
+        self.torn = 0
+
+    def add(self, obj: Any) -> RequestRecord | None:
+        """One line read back (``obj`` None: not JSON): a well-formed request is returned (the caller keeps it),
+        any other kind is kept here; a damaged line is counted torn."""
         kind = obj.get("kind") if isinstance(obj, dict) else None
-        if kind in kinds:
-            cls, fields, types, into = kinds[kind]
+        if kind == "request":
+            r = request_from(obj)
+            if r is None:
+                self.torn += 1
+            return r
+        if kind == "mark" or kind == "sample":
+            cls, fields, types, into = ((FaultMark, _MARK_FIELDS, _MARK_TYPES, self.marks) if kind == "mark"
+                                        else (Sample, _SAMPLE_FIELDS, _SAMPLE_TYPES, self.samples))
             r = _build(cls, obj, fields, types)
             if r is None or (kind == "mark" and r.event not in MARK_EVENTS):
-                torn += 1
+                self.torn += 1
             else:
                 into.append(r)
-        elif kind == "run" and not header:
-            header = obj
+        elif kind == "run" and not self.header:
+            self.header = obj
         elif kind == "end":
-            footer = obj
+            self.footer = obj
         elif kind == "stop" and isinstance(obj.get("reason"), str):
-            stop_reason = stop_reason or obj["reason"]
+            self.stop_reason = self.stop_reason or obj["reason"]
         elif kind == "soak" and isinstance(obj.get("event"), str):
-            soak.append(obj)
+            self.soak.append(obj)
         else:
-            torn += 1
-    return RunRecords(header=header, requests=requests, marks=marks, footer=footer, torn_lines=torn,
-                      samples=sorted(samples, key=lambda x: x.t_ns), stop_reason=stop_reason,
-                      soak=soak)
+            self.torn += 1
+        return None
+
+    def run(self, requests: Any, columns: Any = None) -> RunRecords:
+        """The records read, with ``requests`` (and their ``columns``, when read as columns)."""
+        return RunRecords(header=self.header, requests=requests, marks=self.marks, footer=self.footer,
+                          torn_lines=self.torn, samples=sorted(self.samples, key=lambda x: x.t_ns),
+                          stop_reason=self.stop_reason, soak=self.soak, columns=columns)
+
+
+def read(path: str | Path) -> RunRecords:
+    """Read a records file back; several run headers (trials appended) keep the first."""
+    lines = LineReader()
+    requests: list[RequestRecord] = []
+    for _, obj in iter_lines(path):
+        r = lines.add(obj)
+        if r is not None:
+            requests.append(r)
+    return lines.run(requests)

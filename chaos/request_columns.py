@@ -7,13 +7,15 @@ or from a list of :class:`chaos.records.RequestRecord` (:func:`from_records`: th
 holds); the two give the same arrays for the same requests.
 
 - numbers: ``id``, ``sent_ns``, ``planned_ns`` and ``end_ns`` (int64; ``end_ns`` the instant the client saw the
-  request end, :func:`chaos.analysis.windows._end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` (float64,
-  NaN where the record says None), ``ok``, ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
+  request end, :func:`chaos.analysis.windows._end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` and a
+  stream's continuity counts, ``tokens_lost`` ... ``migrations`` (float64, NaN where the record says None), ``ok``,
+  ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
 - the counts a client's retries are read with (:mod:`chaos.analysis.retries`), in small types: ``attempt`` (int16, 0
   where the record says none: a run without a retry policy, an older file), ``prompt_tokens``, ``prompt_len``,
   ``prompt_chars`` (float32, NaN where the record says None);
 - values with few distinct ones (zones, regions, replicas, failure classes, workers, session and prefix group
-  ids, what was clipped): :class:`Coded`, an int32 code per request (-1 for None) into the values seen.
+  ids, what was clipped, why a retry stopped, why migration was refused): :class:`Coded`, an int32 code per
+  request (-1 for None) into the values seen.
 
 ``source`` gives back the full record of any request (:meth:`RequestColumns.records`), for the few figures
 that need every field of a handful of requests (a straggler's, a warm-up's).
@@ -30,9 +32,11 @@ from chaos import records as rec, stats
 
 NS = 1_000_000_000
 NUMBERS = ("id", "sent_ns", "planned_ns", "end_ns")
-FLOATS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl_p95": "itl_p95_s", "itl_mean": "itl_mean_s"}
+FLOATS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl_p95": "itl_p95_s", "itl_mean": "itl_mean_s",
+          **{name: name for name in ("tokens_lost", "tokens_duplicated", "tokens_out_of_order", "tokens_corrupted",
+                                     "migrations")}}  # a stream's continuity (chaos.load.continuity), NaN: not known
 CODED = ("zone", "region", "served_replica", "served_zone", "served_region", "failure", "worker", "session",
-         "prefix_group", "clipped", "retry_stop")
+         "prefix_group", "clipped", "retry_stop", "migration_refused")
 SMALL = {"attempt": np.int16, "prompt_tokens": np.float32, "prompt_len": np.float32, "prompt_chars": np.float32}
 
 
@@ -109,6 +113,11 @@ class RequestColumns:
     e2e: np.ndarray
     itl_p95: np.ndarray
     itl_mean: np.ndarray
+    tokens_lost: np.ndarray
+    tokens_duplicated: np.ndarray
+    tokens_out_of_order: np.ndarray
+    tokens_corrupted: np.ndarray
+    migrations: np.ndarray
     ok: np.ndarray
     measure: np.ndarray
     stream: np.ndarray

@@ -11,11 +11,12 @@ every driver: Chaos Toolkit's control, :mod:`chaos.ctk.control`, hands it its mo
     finish(run)                            # load off; analyse, check the bounds, write summary.json
     end(run, journal)                      # what is still injected healed, the run closed, the one verdict
 
-:func:`current` is the run in progress in this process, where the Chaos Toolkit actions and probes
-find the backend and the marker.
+Each step takes the run :func:`open_run` returned: its opener holds it and hands it on (there is no
+run "in progress in this process"; Chaos Toolkit's actions and probes find it in Chaos Toolkit's
+configuration, :mod:`chaos.ctk.session`).
 
 The concepts around the lifecycle have their own modules, re-exported here (``run.X`` keeps working):
-the run's state (:mod:`chaos.run_state`: :class:`Run`, :func:`current`, :func:`log`, :class:`Stopped`),
+the run's state (:mod:`chaos.run_state`: :class:`Run`, :func:`log`, :class:`Stopped`),
 its stop conditions (:mod:`chaos.stop_conditions`: :class:`StopConditions`, :class:`Guard`) and its
 client's security (:mod:`chaos.client_security`: the CA trusted, the bearer token).
 """
@@ -32,17 +33,17 @@ from chaos import baseline_gate as gate, plan, utilization
 from chaos import verdict as verdict_mod
 from chaos.backends import base
 from chaos.client_security import client_ca, client_headers, client_transport
-from chaos.errors import SetupError, UsageError
+from chaos.errors import SetupError
 from chaos.faults import Marker
 from chaos.load import served
 from chaos.load.harness import LoadRun
 from chaos.load.workload import Target
 from chaos.options import Options
-from chaos.run_state import Run, Stopped, current, default_out_dir, log, set_current, write_json
+from chaos.run_state import Run, Stopped, default_out_dir, log, write_json
 from chaos.sampler import Sampler
 from chaos.stop_conditions import Guard, StopConditions
 
-__all__ = ["Run", "Stopped", "current", "log", "write_json", "default_out_dir", "Guard", "StopConditions",
+__all__ = ["Run", "Stopped", "log", "write_json", "default_out_dir", "Guard", "StopConditions",
            "client_ca", "client_headers", "client_transport", "Options",
            "open_run", "load_targets", "definitions", "start_load", "new_load", "keep_load_for_recovery", "wait",
            "stop_load", "finish", "log_figures", "close", "heal_injected", "heal_quietly", "conclude", "end",
@@ -51,9 +52,7 @@ __all__ = ["Run", "Stopped", "current", "log", "write_json", "default_out_dir", 
 
 def open_run(experiment: dict[str, Any], options: Options) -> Run:
     """Make sure the system is up and the app deployed (idempotent), open the records file and
-    the metrics exporter; the run becomes :func:`current`."""
-    if current() is not None:
-        raise UsageError("a run is already open in this process")
+    the metrics exporter. The run is the caller's to hand on and to end (:func:`end`, or :func:`close`)."""
     title = experiment.get("title", "experiment")
     settings = exp_mod.settings(experiment, source=title, app=options.app)
     if options.front:
@@ -80,7 +79,6 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     writer = rec.RecordWriter(out / "records.ndjson").attach(events)
     run = Run(experiment_title=experiment.get("title", ""), settings=settings, options=options, out_dir=out, run_id=run_id,
               backend=backend, events=events, writer=writer, marker=Marker(events, log=log), rate_from=rate_from)
-    set_current(run)
     log(f"records -> {run.records_path}")
     if rate_from is not None:
         log(f"rate: {utilization.describe(rate_from)}")
@@ -321,7 +319,7 @@ def log_figures(summary: dict[str, Any], results: list[dict[str, Any]], stop_rea
 
 
 def close(run: Run) -> None:
-    """Close the records and the exporter; no run is in progress any more."""
+    """Close the records and the exporter (:attr:`Run.closed`)."""
     run.begin_finishing()
     try:
         if run.sampler is not None:
@@ -330,8 +328,7 @@ def close(run: Run) -> None:
         if run.exporter is not None:
             run.exporter.close()
     finally:
-        if current() is run:
-            set_current(None)
+        run.closed = True
 
 
 def heal_injected(run: Run, timeout_s: float = 240.0) -> dict[str, Any]:
@@ -368,9 +365,23 @@ def heal_quietly(run: Run) -> None:
         log(f"could not heal the run's faults ({type(e).__name__}: {e}); `availproof recover` restores the cluster")
 
 
+def learnt_at_heal(run: Run) -> None:
+    """What a fault's heal learnt after the records closed (a rollback's heal marks come after them: a wedge's
+    look at its end, a device plugin's restore) added to its entry's detail in the summary; nothing the records
+    said is overwritten."""
+    for f in (run.summary or {}).get("faults") or []:
+        source = run.marker.attempted.get(f.get("fault_id")) if run.marker is not None else None
+        if source is not None and isinstance(f.get("detail"), dict):
+            for key, value in faults.detail_of(source).items():
+                f["detail"].setdefault(key, value)
+
+
 def conclude(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:
     """After the experiment: the one verdict (:mod:`chaos.verdict`) from the summary and the final
-    journal, written into ``summary.json`` (a write that fails: the verdict is ERROR, saying so)."""
+    journal, written into ``summary.json`` (a write that fails: the verdict is ERROR, saying so), with what the
+    heal learnt (:func:`learnt_at_heal`)."""
+    learnt_at_heal(run)
+
     def decide() -> dict[str, Any]:
         run.verdict = verdict_mod.decide(run.summary, journal, run_error=run.error, heal_error=run.heal_error)
         if run.summary is not None:

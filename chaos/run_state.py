@@ -1,8 +1,9 @@
-"""One run's state: the :class:`Run` object, the run in progress in this process (:func:`current`), and
-the rig's log line. Below every module of a run's lifecycle (:mod:`chaos.run`), its stop conditions
+"""One run's state: the :class:`Run` object and the rig's log line. Below every module of a run's lifecycle (:mod:`chaos.run`), its stop conditions
 (:mod:`chaos.stop_conditions`), its client's security (:mod:`chaos.client_security`) and the moments a
 driver hands it (:mod:`chaos.moments`): they all read and change a :class:`Run`, none of them imports another
-to do so.
+to do so. There is no run "in progress in this process": whoever opens a run holds it and hands it on
+(Chaos Toolkit's edge finds it in its configuration: :mod:`chaos.ctk.session`), so two runs in one process
+never see each other's.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Run:
     verdict: dict[str, Any] | None = None  # chaos.verdict, decided once after the experiment
     recovery_window: dict[str, Any] | None = None  # how long the recovery window was (keep_load_for_recovery)
     rate_from: dict[str, Any] | None = None  # the load's rate as a share of a measured capacity (chaos.utilization)
+    closed: bool = False  # chaos.run.close ran: records and exporter closed
     rolled_back: bool = False  # heal_injected succeeded (the rollback, or the run's own)
     heal_error: str | None = None  # the last heal that failed (verdict ERROR: the run's faults not healed)
     error: str | None = None  # a step of the lifecycle that failed (start_load, finish: verdict ERROR)
@@ -119,20 +121,6 @@ class Run:
                 return None
             self._stop_pending = False
             return self.stop_reason
-
-
-_current: Run | None = None
-
-
-def current() -> Run | None:
-    """The run in progress in this process, if any."""
-    return _current
-
-
-def set_current(run: Run | None) -> None:
-    """The run in progress (:func:`chaos.run.open_run`), or none (:func:`chaos.run.close`)."""
-    global _current
-    _current = run
 
 
 def default_out_dir(title: str) -> Path:

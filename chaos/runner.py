@@ -14,6 +14,7 @@ of the run that failed, or a run that measured nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import signal
@@ -47,9 +48,12 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     verdict (:mod:`chaos.verdict`, decided once by the control after the experiment).
 
     The run is opened here, around the Chaos Toolkit call: a set-up error raises (one line, exit 2)
-    before anything is injected, and Chaos Toolkit is never called."""
+    before anything is injected, and Chaos Toolkit is never called. The run is handed to the control in
+    Chaos Toolkit's configuration (:class:`chaos.ctk.session.HandOver`), where its actions and probes find it."""
     from chaoslib.experiment import ensure_experiment_is_valid
     from chaoslib.experiment import run_experiment as ctk_run
+
+    from chaos.ctk.session import HandOver
 
     if options is None:
         options = Options(app=app, out_dir=out_dir, **({"cluster_dir": cluster_dir} if cluster_dir else {}))
@@ -66,15 +70,17 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
     # must always interrupt. (Stop conditions interrupt through the control: chaos.ctk.control.)
     previous = {}
     if _main_thread():
-        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _interrupt)
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
+        interrupt = functools.partial(_interrupt, run)
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, interrupt)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     journal: dict[str, Any] = {}
     try:
-        journal = ctk_run(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
+        journal = ctk_run(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}},
+                          event_handlers=[HandOver(run)])
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if core.current() is run:  # the control's last hook never ran (Chaos Toolkit raised)
+        if not run.closed:  # the control's last hook never ran (Chaos Toolkit raised)
             journal = journal or {"status": "aborted"}
             moments.end_experiment(run, journal)
     wall = time.monotonic() - t0
@@ -91,12 +97,10 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _interrupt(signum, frame):
-    """Ctrl-C or SIGTERM: the run is told (no recovery window: it heals at once), then Chaos Toolkit
+def _interrupt(run: core.Run, signum, frame):
+    """Ctrl-C or SIGTERM: ``run`` is told (no recovery window: it heals at once), then Chaos Toolkit
     marks the run interrupted and plays the rollbacks."""
-    run = core.current()
-    if run is not None:
-        run.interrupted = True
+    run.interrupted = True
     raise KeyboardInterrupt("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
 
 

@@ -73,7 +73,7 @@ class Guard(threading.Thread):
         super().__init__(name="availproof-guard", daemon=True)
         self.run_, self.poll_s, self.clock = run, poll_s, clock
         self.conditions = StopConditions.of(run.settings, run.started_mono)
-        run.events.request_done.append(self._seen)
+        run.events.subscribe(run.events.request_done, self._seen)
 
     def _seen(self, r: rec.RequestRecord) -> None:
         if r.phase == rec.MEASURE:

@@ -16,8 +16,8 @@ from chaos.errors import UsageError
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 QUICK = ("replica-kill", "engine-hang", "worker-node-kill", "head-kill-gcs-ft", "zone-loss", "redis-loss")
-FULL = QUICK + ("engine-crash", "engine-error", "engine-slow", "engine-hang-watchdog", "head-outage-second-fault",
-                "upgrade", "drain", "head-kill-no-ft", "region-loss", "zone-partition")
+FULL = QUICK + ("engine-crash", "engine-error", "engine-slow", "engine-wedge", "engine-wedge-watchdog",
+                "head-outage-second-fault", "upgrade", "drain", "head-kill-no-ft", "region-loss", "zone-partition")
 
 
 def experiment_path(name: str) -> Path:

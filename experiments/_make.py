@@ -16,6 +16,8 @@ sys.path.insert(0, str(HERE.parent))
 from chaos.experiment import problems  # noqa: E402
 from chaos.frontdoor import FrontSettings  # noqa: E402
 
+import _engines as engines  # noqa: E402  (the engine faults' experiments)
+
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
     "availproof_out": {"type": "env", "key": "AVAILPROOF_OUT", "default": ""},
@@ -190,109 +192,7 @@ experiment(
     llm_settle_s=30,
 )
 
-experiment(
-    "engine-hang", "SIGSTOP one replica's engine (alive but stuck) for 20 s",
-    "Stops the engine process of one replica in zone-a (vLLM's EngineCore; the stream target's engine child) and "
-    "nothing else: the replica's process runs on, its engine alive but producing nothing. Only Serve's health check "
-    "(period 2 s, timeout 5 s) could notice; the engine is resumed after 20 s. engine-hang-watchdog is the same hang "
-    "with the app's progress watchdog on.",
-    "engine", [action("hang-engine-in-zone-a", "hang_engine", zone="zone-a", duration_s=20)],
-    {"max_failed_requests": 40, "max_time_to_steady_state_s": 40,
-     "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90,
-     "min_capacity_ratio": 0.6},
-    "The gray failure: the replica's process answers its health check (as a vLLM replica's does: Serve LLM asks "
-    "only whether the engine errored), so Serve never takes it out and nothing replaces it (capacity never seen "
-    "lost); the requests routed to it wait for the 20 s hang and fail at the client's 10 s timeout. Serve's router "
-    "(power of two choices on ongoing requests) sends it fewer as its queue grows: 24 of 252 failed on the stream "
-    "target (2026-12-05), so 40. A client sees the first failure only at its own timeout (10 s): the time to "
-    "detect is at least that. Steady state within 40 s: the 20 s hang plus the 10 s timeout of the last requests "
-    "it held. Control plane untouched (outage 0; 5 s allows a slow health answer). Capacity restored within 90 s: "
-    "trivially, never lost (engine-hang-watchdog bounds the detection).",
-)
-
-experiment(
-    "engine-crash", "SIGKILL one replica's engine process while the replica lives",
-    "Kills the engine process of one replica in zone-a (vLLM's EngineCore; the stream target's engine child "
-    "process) and nothing else: the replica's actor lives on and must notice that its engine died (vLLM's "
-    "EngineDeadError): requests in flight on it end with an error, new ones get a 500, its health check fails "
-    "and Serve replaces the replica.",
-    "engine-crash", [action("crash-engine-in-zone-a", "crash_engine", zone="zone-a")],
-    {"max_failed_requests": 60, "max_time_to_steady_state_s": 30,
-     "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
-     "min_capacity_ratio": 0.6},
-    "Requests in flight on the replica fail at once (~3 at 8 req/s with ~1 s streams), and requests routed to it "
-    "fail until Serve stops routing there: its health check (period 2 s) fails from the first look after the "
-    "crash and Serve takes a replica out after 3 failed checks, ~6 s, while a replica that fails fast looks "
-    "idle to the router and draws more than its third of 8 req/s: up to ~8 req/s x 6 s = 48, so 60. Steady "
-    "state within 30 s: once the replica is out, the other two carry the load. Control plane untouched "
-    "(outage 0; 5 s allows a slow health answer). Capacity: the replacement starts in ~20 s on this machine "
-    "class after the ~6 s detection, so 60 s. With tensor parallelism an engine crash is one rank dying while "
-    "its peers hang in a collective: not tested here (one CPU engine per replica).",
-)
-
-# Serve takes a replica out after 3 failed health checks in a row (Ray 2.60 REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD)
-SERVE_HEALTH_FAILURES = 3
-STALL_S = 5  # the progress watchdog's stall_s in engine-hang-watchdog (serve_apps/watchdog.py)
-WATCHDOG_DETECT_S = 20
-
-experiment(
-    "engine-hang-watchdog", "SIGSTOP one replica's engine for 20 s, with the app's progress watchdog on (stall_s 5)",
-    "The hang of engine-hang (the engine process of one replica in zone-a stopped, its replica's process running) "
-    f"with the progress watchdog of serve_apps/watchdog.py on: app.stall_s {STALL_S} (the engine deployment's "
-    f"user_config), so a replica with requests in flight and no token for {STALL_S} s fails its health check and "
-    "Serve replaces it, instead of routing to it until the clients time out. Compare it with engine-hang "
-    "(availproof report --compare): time to detect, failed requests, time to steady state.",
-    "engine", [action("hang-engine-in-zone-a", "hang_engine", zone="zone-a", duration_s=20)],
-    {"max_failed_requests": 40, "max_time_to_steady_state_s": 40, "must_recover": True,
-     "max_control_plane_outage_s": 5, "max_time_to_capacity_lost_s": WATCHDOG_DETECT_S,
-     "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 0.6},
-    f"Detected: the replica out of RUNNING (capacity lost) within {WATCHDOG_DETECT_S} s: the engine's last token "
-    f"(the stream target notices a stopped engine within 1 s), stall_s {STALL_S} s of no token with requests in "
-    f"flight, then Serve's {SERVE_HEALTH_FAILURES} failed checks at its 2 s period (<= 6 s) and the 0.5 s sampling: "
-    f"~12.5 s, with room for a loaded machine. Never detected (capacity never lost, as engine-hang without the "
-    "watchdog) violates it. Replaced: capacity restored within 90 s (a replacement starts in ~20 s on this machine "
-    "class). Failed requests: those routed to the hung replica until it is taken out (~12 s x 8 req/s / 3 = ~32) "
-    "fail, at their timeout or when Serve stops the replica: 40, as engine-hang's. Steady state within 40 s: "
-    "detection and the 20 s hang. Control plane untouched (5 s allows a slow health answer).",
-    app={"stall_s": STALL_S},
-)
-
-experiment(
-    "engine-error", "one replica's engine fails from inside its step loop (an injected device error)",
-    "Sends SIGUSR1 to the engine process of one replica in zone-a (vLLM's EngineCore; the stream target's engine "
-    "child), whose fault hook (serve_apps/engine_faults.py, on with AVAILPROOF_ENGINE_FAULTS=1, which both apps set) "
-    "makes its next step raise, as a device error does: the serving stack's own error path runs (vLLM: EngineCore's "
-    "fatal error, EngineDeadError to every request in flight, its health check failing), the engine process exits "
-    "and the replica's actor lives on. Serve replaces the replica.",
-    "engine-error", [action("error-engine-in-zone-a", "error_engine", zone="zone-a")],
-    {"max_failed_requests": 60, "max_time_to_steady_state_s": 30,
-     "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
-     "min_capacity_ratio": 0.6},
-    "The bounds of engine-crash: the engine is gone as fast, through its own error path instead of a SIGKILL. "
-    "Requests in flight on the replica end with an error at once (not at the client's 10 s timeout: the failure "
-    "classes say which), requests routed to it get a 500 until Serve takes it out after 3 failed checks at its 2 s "
-    "period (~6 s), while a replica that fails fast looks idle to the router and draws more than its third of 8 "
-    "req/s: up to ~48, so 60. Steady state within 30 s: once the replica is out the other two carry the load. "
-    "Capacity: the replacement starts in ~20 s after the ~6 s detection, so 60 s. Control plane untouched.",
-)
-
-experiment(
-    "engine-slow", "a straggler: one replica's engine throttled to a quarter of its speed for 20 s",
-    "Throttles the engine process of one replica in zone-a (vLLM's EngineCore; the stream target's engine child) by "
-    "a duty cycle of SIGSTOP and SIGCONT: running 0.2 s of every 0.8 s (factor 4) for 20 s, then continued. The "
-    "replica stays alive and answering, slowly: nothing fails its health check. What Serve's router does with it is "
-    "the finding, reported (summary.json straggler): the share of the requests the slow replica got against its "
-    "fair share, and the p50/p95 TTFT and ITL of its requests against the other replicas' in the same interval.",
-    "engine-slow", [action("slow-engine-in-zone-a", "slow_engine", zone="zone-a", factor=4, period_s=0.2,
-                           duration_s=20)],
-    {"max_failed_requests": 0, "max_time_to_steady_state_s": 40, "must_recover": True,
-     "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60, "min_capacity_ratio": 0.6},
-    "No request should fail: a stream of 16-48 tokens four times slower still ends well within the client's 10 s "
-    "timeout, and nothing is replaced. The straggler's figures are reported, not bounded: how much of its fair share "
-    "(1/3) the slow replica kept, and how much slower its requests were than the others', is what the run measures. "
-    "Steady state within 40 s: its slow requests may hold the service's p95 TTFT above the steady-state bound for the "
-    "20 s of the fault. Capacity and the control plane are untouched (the bounds of the other engine faults).",
-)
+engines.make(experiment, action)
 
 experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",

@@ -50,11 +50,25 @@ non-zero. Only vLLM's multiprocessing mode has a busy loop (the rig sets
 **Stream target**: its engine child (``serve_apps.stream_engine``) installs its own handler from the
 same variable: on SIGUSR1 it writes :data:`ERROR_BYTE` to its replica's pipe and exits with
 :data:`ERROR_EXIT`; the replica then reports :data:`MESSAGE` to requests and fails its health check.
+
+**Which fault the signal arms** (``engine-wedge``): before the signal the rig may leave a *request*
+(:func:`request_path`, one line of JSON: ``{"fault": "wedge", "run": RUN_ID, "spin": false}``); the hook
+takes it (reads and removes it) when it fires; without one the fault is ``error`` (as above). A **wedge**
+is what operators report of engines that stop for good (vllm-project/vllm #39863, #17972, #46811: the busy
+loop blocked in a ``future.result()`` without a timeout, ``/health`` 200 for hours, nothing decoding):
+the engine's step does not return, its other threads (vLLM's input and output socket threads) run on,
+the process stays in state S (blocked, the default) or R (``spin``: a busy loop at 100 % of a core),
+never T, so a detector keyed on process state or an I/O ping gets no credit. The hook records it as it
+wedges: its *wedge mark* (:func:`wedge_path`, JSON: the run's id and the wall-clock time), the engine's own
+word, and the step stays blocked **as long as that mark exists**: nothing in the engine ends it. The rig
+removes it only at the run's end (and only while it still names the run), or the engine goes with its
+replica when something real (a detector, Serve) replaces it.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import signal
@@ -67,6 +81,8 @@ ERROR_BYTE = b"E"  # the stream target's engine child, to its replica: errored, 
 ERROR_EXIT = 70  # the stream target's engine child's exit status after an injected error
 TOMBSTONE_DIR = "/tmp"  # not $TMPDIR: the rig (or an exec in the pod) must find it without the engine's environment
 _WRAPPED = "__availproof_engine_fault__"
+ERROR, WEDGE = "error", "wedge"  # the faults a signal can arm (the request names one; none: error)
+WEDGE_POLL_S = 0.1  # a blocked wedge looks this often whether its mark is still there
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +143,67 @@ def write_tombstone(pid: int | None = None) -> bool:
         return False
 
 
+def request_path(pid: int) -> str:
+    """Where the rig leaves, for the engine process ``pid``, which fault its next SIGUSR1 arms (JSON)."""
+    return f"{TOMBSTONE_DIR}/availproof-engine-fault-{int(pid)}.request"
+
+
+def wedge_path(pid: int) -> str:
+    """The engine process ``pid``'s wedge mark: written as it wedges; its step stays blocked while it exists."""
+    return f"{TOMBSTONE_DIR}/availproof-engine-wedge-{int(pid)}"
+
+
+def take_request(pid: int | None = None) -> dict:
+    """The request the rig left for this engine process (read, then removed): ``{"fault": ...}``; none, or one
+    that cannot be read, is ``{"fault": "error"}`` (the engine-error of a rig that leaves no request)."""
+    path = request_path(os.getpid() if pid is None else pid)
+    try:
+        with open(path) as f:
+            request = json.loads(f.read() or "{}")
+        os.unlink(path)
+    except (OSError, ValueError):
+        return {"fault": ERROR}
+    if not isinstance(request, dict) or request.get("fault") not in (ERROR, WEDGE):
+        return {"fault": ERROR}
+    return request
+
+
+def _write_atomically(path: str, text: str) -> bool:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        logger.exception("availproof: %s could not be written", path)
+        return False
+
+
+def wedge(request: dict, pid: int | None = None, poll_s: float = WEDGE_POLL_S, exists=os.path.exists,
+          sleep=time.sleep, spin_checks: int = 200_000) -> float:
+    """Wedge the calling thread (the engine's step): its wedge mark written (:func:`wedge_path`, the request's
+    run and the time), then blocked (``sleep`` between looks) or spinning (``request["spin"]``: a busy loop,
+    looking every ``spin_checks`` turns) for as long as the mark exists. Returns how long it was wedged (s).
+    A mark that cannot be written does not wedge (the fault's proof then fails: nothing is claimed)."""
+    path = wedge_path(os.getpid() if pid is None else pid)
+    began = time.time()
+    if not _write_atomically(path, json.dumps({"run": request.get("run"), "t": round(began, 3)}) + "\n"):
+        return 0.0
+    logger.error("availproof: the engine's step wedged (SIGUSR1 %s), for as long as %s exists",
+                 "spinning" if request.get("spin") else "blocked", path)
+    if request.get("spin"):
+        n = 0
+        while True:
+            n += 1
+            if n % spin_checks == 0 and not exists(path):
+                break
+    else:
+        while exists(path):
+            sleep(poll_s)
+    return time.time() - began
+
+
 def install_handler(trigger: Trigger | None = None) -> bool:
     """SIGUSR1 arms ``trigger`` (:data:`TRIGGER`); only from the main thread (else nothing, False)."""
     if threading.current_thread() is not threading.main_thread():
@@ -139,6 +216,10 @@ def _failing_step(step, trigger: Trigger):
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
         if trigger.take():
+            request = take_request()
+            if request["fault"] == WEDGE:
+                wedge(request)  # returns only once the rig removed the mark (the run's end)
+                return step(self, *args, **kwargs)
             logger.error("availproof: %s raised in the engine's step (SIGUSR1)", MESSAGE)
             write_tombstone()
             raise InjectedEngineError(MESSAGE)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from chaos import records as rec, request_columns as rc
-from chaos.analysis.windows import INSUFFICIENT, NS, SteadyState, judge_windows, latency
+from chaos.analysis.windows import INSUFFICIENT, NS, SteadyState, judge_windows, latency, window_mask
 from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 
@@ -94,9 +94,7 @@ def warmup(fault: dict[str, Any], every: list[rec.RequestRecord] | rc.RequestCol
     baseline = rc.percentile(lat[before & ~np.isnan(lat)], 0.95)
     replica = every.served_replica
     seen_before = {replica.values[c] for c in np.unique(replica.codes[(every.sent_ns < t0) & replica.known()])}
-    window = (sent >= t0) & (sent < window_end_ns) & sharing
-    if fault.get("window_cut_by"):
-        window &= cols.end_ns <= window_end_ns
+    window = window_mask(cols, fault, window_end_ns) & sharing
     served = cols.served_replica
     new = sorted({served.values[c] for c in np.unique(served.codes[window & served.known()])} - seen_before)
     sampled = fault.get("replacement") or {}

@@ -85,9 +85,9 @@ Service-wide figures of a fault
 
 A client's retries (each population's ``retries``: logical requests and the amplification):
 :mod:`chaos.analysis.retries`.
-Who served (``locality``, ``warmup``; a straggler's ``straggler``) and the load as sent (``arrivals``):
-:mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`, :mod:`chaos.analysis.slow_replica`,
-:mod:`chaos.analysis.sending`.
+Who served (``locality``, ``warmup``; a straggler's ``straggler``), token continuity (``continuity``) and the
+load as sent (``arrivals``): :mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`,
+:mod:`chaos.analysis.slow_replica`, :mod:`chaos.analysis.continuity`, :mod:`chaos.analysis.sending`.
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ import numpy as np
 
 from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
+from chaos.analysis.continuity import token_continuity
 from chaos.analysis.sending import arrivals
 from chaos.analysis import retries as retries_mod, slow_replica
 from chaos.analysis.who_served import locality
@@ -348,8 +349,11 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         fault["warmup"] = warmup(fault, every, measured, window_end, measure_start, steady)
         # a client's retries: logical requests and the amplification, per population (chaos.analysis.retries)
         retries_mod.fault_retries(fault, logical, every, window_end, measure_start, steady)
+        in_flight, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
+        # token by token: what its streams lost, repeated, reordered or corrupted, and their migrations
+        fault["continuity"] = token_continuity(fault, measured, np.concatenate((in_flight, rows)),
+                                               recorded="continuity" in run.header)
         if slow_replica.applies(f.scope):  # a replica slowed down: its share and latency against the others'
-            _, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
             fault["straggler"] = slow_replica.straggler(fault, measured.records(rows), window_end)
         results.append(fault)
     by_scope: dict[str, list[dict]] = {}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from chaos import records as rec, request_columns as rc
-from chaos.analysis.windows import NS
+from chaos.analysis.windows import NS, window_mask
 
 
 def _phases(fault: dict[str, Any], window_end_ns: int) -> tuple[int, int | None]:
@@ -44,12 +44,10 @@ def locality(fault: dict[str, Any], measured: list[rec.RequestRecord] | rc.Reque
     request of the phase knew both (the fault's ``unmeasurable`` says why, for the window: the
     client's requests carry no zone behind one balancer for every zone, or the responses named none)."""
     cols = measured if isinstance(measured, rc.RequestColumns) else rc.from_records(measured)
-    t0, cut = fault["inject_ns"], fault.get("window_cut_by")
+    t0 = fault["inject_ns"]
     during_end, after_start = _phases(fault, window_end_ns)
     sent = cols.sent_ns
-    window = (sent >= t0) & (sent < window_end_ns)
-    if cut:
-        window &= cols.end_ns <= window_end_ns
+    window = window_mask(cols, fault, window_end_ns)
     phases = {"before": (sent >= measure_start_ns) & (sent < t0), "during": window & (sent < during_end),
               "after": None if after_start is None else window & (sent >= after_start)}
     both = {"zone": (cols.served_zone.known() & cols.zone.known(), cols.served_zone.same_as(cols.zone)),

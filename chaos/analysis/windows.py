@@ -202,6 +202,15 @@ def run_end_ns(run: rec.RunRecords, columns: rc.RequestColumns | None = None) ->
     return int(ends.max()) + 1 if len(ends) else 0
 
 
+def window_mask(cols: rc.RequestColumns, fault: dict[str, Any], window_end_ns: int) -> np.ndarray:
+    """Which requests of ``cols`` were sent in the fault's analysis window (:func:`_window_requests` on columns)."""
+    sent = cols.sent_ns
+    mask = (sent >= fault["inject_ns"]) & (sent < window_end_ns)
+    if fault.get("window_cut_by"):
+        mask &= cols.end_ns <= window_end_ns
+    return mask
+
+
 def _window_requests(fault: dict[str, Any], measured: list[rec.RequestRecord], window_end_ns: int) -> list[rec.RequestRecord]:
     """The requests sent in the fault's analysis window, as :func:`chaos.analysis.populations.analyse_fault` counts them."""
     t0, cut = fault["inject_ns"], fault.get("window_cut_by")

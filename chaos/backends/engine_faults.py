@@ -16,10 +16,16 @@
   (:func:`serve_apps.engine_faults.tombstone_path`), which the hook writes as it raises the error, the
   engine's own word (a stale one is removed before the signal); and the replica's process alive. Not "the
   engine process gone": vLLM's outlives its error until Serve replaces the replica.
+- ``engine-wedge`` (:func:`wedge_request`, :func:`wedge_checks`, :func:`release_outcome`): the same signal, with
+  a request left first that names the fault (``wedge``), the run and whether to spin; the engine's step blocks for
+  as long as its wedge mark (:func:`serve_apps.engine_faults.wedge_path`) exists. Its proof: each engine's mark
+  naming this run, and each engine alive and *not stopped* (a wedge is not a SIGSTOP), the replica alive; the
+  rig removes the mark at the run's end only while it still names the run.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 from dataclasses import dataclass
@@ -172,3 +178,44 @@ def handles(status: str, sig: int = ERROR_SIGNAL) -> tuple[bool, str]:
     if blocked is not None and blocked & bit:
         return True, f"it blocks {name} (a thread waits for it)"
     return False, f"no handler of {name}: its default action would kill it"
+
+
+def wedge_request(run_id: str | None, spin: bool = False) -> str:
+    """What the rig leaves an engine before the signal so that the signal wedges it (one line of JSON, read by
+    :func:`serve_apps.engine_faults.take_request`)."""
+    return json.dumps({"fault": "wedge", "run": run_id, "spin": bool(spin)}) + "\n"
+
+
+def mark_run(text: str | None) -> str | None:
+    """The run a wedge mark (or a request) names; None when there is none or it cannot be read."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    return value.get("run") if isinstance(value, dict) and isinstance(value.get("run"), str) else None
+
+
+def wedge_checks(pids: Sequence, marks: Mapping[Any, str | None], states: Mapping[Any, str | None],
+                 run_id: str | None) -> list[dict[str, Any]]:
+    """The proof of a wedge: each engine in ``pids`` wrote its wedge mark naming ``run_id`` (``marks``: pid ->
+    the mark's text or None), and is alive and not stopped (``states``: pid -> its state letter, None when gone):
+    its step blocked (S) or spinning (R), never T, which is a hang by SIGSTOP."""
+    names = ", ".join(map(str, pids)) or "none"
+    runs = {p: mark_run(marks.get(p)) for p in pids}
+    seen_marks = ", ".join(f"{p} {'wedged' if runs[p] == run_id else 'no mark' if marks.get(p) is None else 'another run'}"
+                           for p in pids) or "no engine was named"
+    seen_states = ", ".join(f"{p} {states.get(p) or 'gone'}" for p in pids) or "no engine was named"
+    return [_check(f"engine process(es) {names} wedged in their step (their wedge mark, this run's)",
+                   bool(pids) and run_id is not None and all(runs[p] == run_id for p in pids), seen_marks),
+            _check(f"engine process(es) {names} alive and not stopped (a wedge, not SIGSTOP)",
+                   bool(pids) and all(states.get(p) not in STOPPED + GONE for p in pids), seen_states)]
+
+
+def release_outcome(pid: Any, mark: str | None, run_id: str | None, state: str | None) -> dict[str, Any]:
+    """What the end of a wedge finds of engine ``pid``: ``released`` (its mark names this run: the rig removes it),
+    or why not: the engine gone (something real ended it: its replica was replaced), no mark (it never wedged),
+    or another run's mark (left alone)."""
+    ours = run_id is not None and mark_run(mark) == run_id
+    alive = state not in GONE
+    found = ("wedged (this run's mark)" if ours else "no wedge mark" if mark is None else "another run's mark")
+    return {"pid": pid, "released": ours, "engine": "alive" if alive else "gone", "found": found}

@@ -36,7 +36,8 @@ PERIOD_DAYS, TARGET = 30.0, 0.999
 COST_SIGMA = 1.0  # cost_driven: the log-normal's sigma
 RARE_MEDIAN_S, RARE_SIGMA = 1.0, 0.5  # rare_unrecovered: the recovered costs
 TRUTH_PERIODS = 400_000  # periods of the big seeded simulation that solves (and checks) a world
-# the claim's nested simulation, small for speed (the claim itself starts at 500 x 500 and doubles to 8000 x 8000)
+# the claim's nested simulation, small for speed (the claim itself: chaos.claim.credible.OUTER x INNER, 2000 x 1000,
+# doubling to MAX_OUTER x MAX_INNER, 8000 x 8000)
 SIZES = {"outer": 400, "inner": 400, "max_outer": 1600, "max_inner": 1600}
 MAX_N = 100  # the trials of a world are the first n of one sequence of this many (common random numbers in n)
 COVERAGE_MU = math.log(30.0)  # the coverage worlds' log-location (30 s): far above the cost model's floor

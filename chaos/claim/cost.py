@@ -12,7 +12,7 @@ from the run's records, net of its baseline, with whether the run counts as a tr
   are the fault's).
 - A run whose cost is only a lower bound (``lower_bound``): it never reached steady state in its window, its
   steady state could not be judged, it was stopped or did not finish, or most of its window had no request.
-  The claim counts such a run as an *unrecovered* event (:mod:`chaos.claim.predict`).
+  The claim counts such a run as an *unrecovered* event (:mod:`chaos.claim.unrecovered`).
 - A run that **never came back** (verdict ERROR after its fault was injected: a heal or a method step failed, it
   was aborted) counts as an unrecovered event (``never_came_back`` says why), its cost or none: never dropped.
 - A run with no fault that finished (a fault-free baseline run) is not a trial, but every measured request of

@@ -17,7 +17,7 @@ with a prior of :data:`PRIOR_LOG_SD` worth :data:`PRIOR_WEIGHT` degrees of freed
 make ``s0`` small). Costs below :data:`FLOOR_S` count as that floor in the logs (a clipped cost is 0). ``G0``'s
 location is read from the data (empirical Bayes): said in the claim's assumptions.
 
-**Extra trials** (the trials search: :meth:`chaos.claim.predict.ScopeModel.with_more_trials`) are one atom of
+**Extra trials** (the trials search: :meth:`chaos.claim.model.ScopeModel.with_more_trials`) are one atom of
 their own at the scope's typical cost, weighted ``Gamma(extra)``, drawn from a stream of their own: a model with
 more trials draws the same ``V``-free weights for the first ones (common random numbers).
 """

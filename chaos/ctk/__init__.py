@@ -7,6 +7,8 @@
   :func:`chaos.scopes.actions`), plus ``heal_all`` for rollbacks.
 - :mod:`chaos.ctk.probes`   Serve app status, replicas per zone, requests succeeding, p95 TTFT,
   recovery within the experiment's bounds.
+- :mod:`chaos.ctk.session`  how the run reaches them all: in Chaos Toolkit's ``configuration``, under
+  ``availproof_session`` (no process global, nothing in the experiment).
 
 All logic lives in :mod:`chaos.moments` and :mod:`chaos.run` (one run's lifecycle), :mod:`chaos.provision`,
 :mod:`chaos.faults`, :mod:`chaos.backends`, :mod:`chaos.load.harness` and :mod:`chaos.analysis`;

@@ -2,11 +2,14 @@
 
 Each hook is one guarded call into a :class:`chaos.moments.Session` (the core drives the load, the
 recovery window, the analysis and the verdict; see :mod:`chaos.moments`). The session is this
-experiment's own: made by ``before_experiment_control`` and kept in the experiment itself (Chaos
-Toolkit's ``context`` at the experiment and method levels, its ``experiment`` argument at the activity
-level; the journal's copy of the experiment is taken before, so it never holds it); this module keeps
-no state. ``availproof run`` and ``suite`` open the run around the Chaos Toolkit call
-(:mod:`chaos.runner`) and the session adopts it; under plain ``chaos run`` the session opens it.
+experiment's own, kept in Chaos Toolkit's ``configuration`` under ``availproof_session``
+(:data:`chaos.ctk.session.KEY`): the one dict Chaos Toolkit hands every hook of this run, and (a copy)
+every action and probe, which find the run there. This module keeps no state and nothing is put in the
+experiment. ``availproof run`` and ``suite`` open the run around the Chaos Toolkit call
+(:mod:`chaos.runner`) and hand its session over in the configuration before the first hook
+(:class:`chaos.ctk.session.HandOver`); ``before_experiment_control`` adopts it. Under plain ``chaos run``
+there is none: ``before_experiment_control`` opens the run (its options from the configuration's
+``availproof_*`` settings) and puts its session there.
 
 - before the experiment: the run opened or adopted; a set-up that fails interrupts (nothing injected);
 - before the method: load on, warm-up and baseline, the baseline gate;
@@ -48,15 +51,13 @@ from typing import Any, Callable
 from chaoslib.exceptions import InterruptExecution
 from chaoslib.exit import exit_gracefully
 
+from chaos.ctk.session import KEY, session_of
 from chaos.moments import Interrupt, Session
 
-SESSION = "_availproof_session"  # the key of this experiment's session in the experiment
 
-
-def _session(experiment: dict | None) -> Session:
+def _session(configuration: dict | None) -> Session:
     """This experiment's session (one that never began, where there is none: every moment does nothing)."""
-    found = (experiment or {}).get(SESSION)
-    return found if isinstance(found, Session) else Session()
+    return session_of(configuration) or Session()
 
 
 def _hand(moment: Callable[..., Any], *args: Any) -> Any:
@@ -77,29 +78,36 @@ def _exit_activity() -> bool:
 
 
 def before_experiment_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
-    session = context[SESSION] = Session(interrupt_activity=_exit_activity)
+    """The session handed over in the configuration (``availproof run``), else a new one put there; then begun."""
+    if not isinstance(configuration, dict):  # Chaos Toolkit always passes its run's dict: nowhere to keep the run
+        raise InterruptExecution("availproof: Chaos Toolkit gave the control no configuration to keep the run in: "
+                                 "nothing opened, nothing injected")
+    session = session_of(configuration)
+    if session is None:
+        session = configuration[KEY] = Session()
+    session.interrupt_activity = _exit_activity
     _hand(session.begin, context, configuration)
 
 
-def before_method_control(context: dict, **kwargs) -> None:
-    _hand(_session(context).before_method)
+def before_method_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
+    _hand(_session(configuration).before_method)
 
 
-def before_activity_control(context: dict, experiment: dict | None = None, **kwargs) -> None:
-    _hand(_session(experiment).before_activity)
+def before_activity_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
+    _hand(_session(configuration).before_activity)
 
 
-def after_activity_control(context: dict, experiment: dict | None = None, **kwargs) -> None:
-    _hand(_session(experiment).after_activity)
+def after_activity_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
+    _hand(_session(configuration).after_activity)
 
 
-def after_method_control(context: dict, **kwargs) -> None:
-    _hand(_session(context).after_method)
+def after_method_control(context: dict, configuration: dict | None = None, **kwargs) -> None:
+    _hand(_session(configuration).after_method)
 
 
-def after_experiment_control(context: dict, state: dict | None = None, **kwargs) -> None:
-    session = _session(context)
-    context.pop(SESSION, None)
+def after_experiment_control(context: dict, state: dict | None = None, configuration: dict | None = None,
+                             **kwargs) -> None:
+    session = _session(configuration)
     journal = state if isinstance(state, dict) else None
     v = _hand(session.after_experiment, journal)
     if v is not None and session.opened_by_driver:

@@ -7,8 +7,7 @@ import asyncio
 import httpx
 
 from chaos import analysis, bounds, deploy, placement
-from chaos.ctk.session import backend_for
-from chaos.run import current
+from chaos.ctk.session import backend_for, run_of
 
 
 def app_status(configuration: dict | None = None) -> str:
@@ -104,7 +103,7 @@ def p95_ttft_below(bound_s: float, n: int = 5, timeout_s: float = 30.0, configur
 
 def recovery_within_bounds(configuration: dict | None = None) -> bool:
     """The measured recovery meets every bound of the experiment (True before any measurement)."""
-    run = current()
+    run = run_of(configuration)
     if run is None or run.summary is None:
         return True
     return bounds.all_met(run.bound_results or [])
@@ -125,7 +124,7 @@ def promql(query: str, url: str | None = None, configuration: dict | None = None
     from chaos import prometheus
     from chaos.errors import UsageError
 
-    run = current()
+    run = run_of(configuration)
     url = url or (configuration or {}).get("availproof_prometheus_url") or (run.options.prometheus_url if run else None)
     if not url:
         raise UsageError("promql probe: no Prometheus URL (argument url, configuration availproof_prometheus_url, "

@@ -13,6 +13,8 @@
 - HTTP goes through :class:`~chaos.load._transport.LeanTransport`, an httpx transport over asyncio
   protocols and httptools (the same httpx client API and exceptions, a fraction of the CPU
   per streamed chunk); uvloop runs the loop when installed.
+- Each attempt's answer (a stream, or one JSON completion) is read into its record by
+  :mod:`chaos.load.answers`; a client that retries sends a failed request again (:mod:`chaos.load.retry`).
 - Each finished request becomes one :class:`~chaos.records.RequestRecord`, published on
   :class:`~chaos.records.Events` (the NDJSON writer, the Prometheus exporter and the progress
   line subscribe there).
@@ -33,10 +35,9 @@ from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.stats import percentile
-from chaos.load import integrity, served as served_mod, sessions as sessions_mod
-from chaos.load.failures import classify_exception, http_failure
+from chaos.load import answers, continuity, sessions as sessions_mod
+from chaos.load.failures import classify_exception
 from chaos.load.retry import CANCELLED, Retrying
-from chaos.load.sse import DONE, SSEParser, cached_tokens, parse_openai_event
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
 
 
@@ -88,6 +89,7 @@ class LoadRun:
         self._lean: LeanTransport | None = None  # the run's transport, when it can open connections ahead
         # the client's retries (load.retry, chaos.load.retry): None sends every request once
         self._retrying = Retrying(shape.retry, shape.seed) if shape.retry is not None else None
+        self.goldens: dict[str, str] = {}  # golden answers by continuity.golden_key (vLLM corruption; none: unmeasured)
 
     # ---------------------------------------------------------------- public
     def header(self) -> dict[str, Any]:
@@ -288,9 +290,10 @@ class LoadRun:
                 if isinstance(request, BaseException):
                     raise request
                 if s.stream:
-                    await self._stream(client, request, body, r, token_times, sent_mono, reply)
+                    await answers.read_stream(client, request, body, r, token_times, self._engines_seen,
+                                              self._clock_ns, self.goldens, reply)
                 else:
-                    await self._unary(client, request, body, r, reply)
+                    await answers.read_unary(client, request, body, r, self._engines_seen, self._clock_ns, reply)
         except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - every failure is recorded
             if isinstance(e, asyncio.CancelledError):
                 r.failure, r.detail = rec.DEADLINE, CANCELLED
@@ -312,80 +315,6 @@ class LoadRun:
         wait = self._retrying.after(r, time.monotonic(), self._stop.is_set()) if self._retrying else None
         self.events.emit(self.events.request_done, r)
         return r, wait
-
-    async def _stream(self, client, request: httpx.Request, body, r: rec.RequestRecord, token_times: list[float],
-                      sent_mono, reply: list[str] | None = None) -> None:
-        resp = await client.send(request, stream=True)  # what client.stream() does, the request built before
-        try:
-            r.status = resp.status_code
-            served_mod.read(r, resp.headers, self._engines_seen)
-            if resp.status_code >= 400:
-                text = (await resp.aread()).decode(errors="replace")
-                http_failure(r, resp.status_code, text, resp.headers, self._clock_ns() / 1e9)
-                return
-            parser = SSEParser()
-            check = integrity.StreamCheck(body)
-            done = False
-            async for chunk in resp.aiter_bytes():
-                for data in parser.feed(chunk):
-                    if data == DONE:
-                        done = True
-                        continue
-                    c = parse_openai_event(data)
-                    check.event(c)
-                    if c.has_token:
-                        token_times.append(time.monotonic())
-                        if reply is not None:
-                            reply.append(c.text)
-                    if c.completion_tokens is not None:
-                        r.output_tokens = c.completion_tokens
-                        r.prompt_tokens = c.prompt_tokens
-                        r.cached_tokens = c.cached_tokens
-            if not done:
-                r.failure = rec.STREAM_BROKEN if token_times else rec.CONNECTION_CLOSED
-                r.detail = "stream ended without [DONE]"
-                return
-            if not token_times and not r.output_tokens:
-                r.failure, r.detail = rec.MALFORMED, "stream finished without any output"
-                return
-            wrong = check.verdict(r.output_tokens)
-            if wrong:
-                r.failure, r.detail = wrong
-                return
-            r.ok = True
-        finally:
-            await resp.aclose()
-
-    async def _unary(self, client, request: httpx.Request, body, r: rec.RequestRecord,
-                     reply: list[str] | None = None) -> None:
-        resp = await client.send(request)
-        r.status = resp.status_code
-        served_mod.read(r, resp.headers, self._engines_seen)
-        if resp.status_code >= 400:
-            http_failure(r, resp.status_code, resp.text, resp.headers, self._clock_ns() / 1e9)
-            return
-        try:
-            obj = resp.json()
-            choices = obj["choices"]
-            assert isinstance(choices, list) and choices
-        except (ValueError, KeyError, TypeError, AssertionError):
-            r.failure, r.detail = rec.MALFORMED, f"not an OpenAI completion: {resp.text[:120]!r}"
-            return
-        usage = obj.get("usage") or {}
-        r.output_tokens = usage.get("completion_tokens")
-        r.prompt_tokens = usage.get("prompt_tokens")
-        r.cached_tokens = cached_tokens(usage)
-        first = choices[0] if isinstance(choices[0], dict) else {}
-        text = first.get("text") if "text" in first else (first.get("message") or {}).get("content")
-        if reply is not None:
-            reply.append(text if isinstance(text, str) else "")
-        r.ttft_s = None  # not observable without streaming
-        if obj.get("system_fingerprint") == integrity.stream_tokens.FINGERPRINT:
-            wrong = integrity.deterministic(text if isinstance(text, str) else "", body, r.output_tokens)
-            if wrong:
-                r.failure, r.detail = wrong
-                return
-        r.ok = True
 
     # ---------------------------------------------------------------- sessions (load.sessions)
     def _conversation(self, i: int) -> sessions_mod.Conversation:
@@ -476,6 +405,7 @@ def run_header(run: Any, **extra: Any) -> dict[str, Any]:
         "routing": run.router.policy,
         "targets": [t.__dict__ for t in run.targets],
         **({"trace": _trace_info(run.shape)} if run.shape.trace else {}),
+        "continuity": continuity.FORMAT,  # the streams' records say their token continuity
         **extra,
     }
 

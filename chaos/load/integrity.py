@@ -6,9 +6,11 @@ A stream that ends cleanly (``[DONE]``, no error event) can still be wrong:
 - **corrupted** (:data:`chaos.records.CORRUPTED`): more token events than the server's usage counts tokens;
   or, from the stream target (``system_fingerprint`` :data:`serve_apps.stream_tokens.FINGERPRINT`, whose
   i-th token is a function of the prompt and i: :func:`serve_apps.stream_tokens.text`), content that differs
-  from what it must be.
+  from what it must be;
+- **aborted** (:data:`chaos.records.ABORTED`): it ended with ``finish_reason`` ``abort`` or ``error`` (vLLM's, for
+  a request its engine gave up on): an answer cut off, however cleanly the stream closed.
 A vLLM stream may carry several tokens in one event (a multi-byte character, a detokenizer's hold-back), so
-fewer events than tokens is not held against it; more is. Both classes are failures counted per fault
+fewer events than tokens is not held against it; more is. These classes are failures counted per fault
 like the others, and after the first token (mid-stream). 0 is expected under every scope."""
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos import records as rec
+from chaos.load import sse
 from chaos.load.sse import Chunk
 from serve_apps import stream_tokens
 
@@ -27,6 +30,9 @@ def prompt_of(body: dict[str, Any]) -> str:
     return str(body.get("prompt") or "")
 
 
+ABORTED_REASONS = ("abort", "error")  # finish reasons of an answer the server gave up on
+
+
 class StreamCheck:
     """Follows one answer's events (:meth:`event`), then judges it (:meth:`verdict`)."""
 
@@ -35,8 +41,23 @@ class StreamCheck:
         self.texts: list[str] = []
         self.finish: str | None = None
         self.fingerprint: str | None = None
+        self.marks: list[int] = []  # migration markers: the token events received before each (chaos.load.continuity)
+        self.refused: str | None = None  # why the ingress refused to migrate the stream, when it said
+
+    def parse(self, data: str) -> Chunk:
+        """One event's ``data`` decoded (:func:`chaos.load.sse.parse_openai_event`) and followed; an error event
+        raises :class:`chaos.load.sse.MalformedStream` after its migration refusal, if any, is noted."""
+        try:
+            chunk = sse.parse_openai_event(data)
+        except sse.MalformedStream as e:
+            self.refused = e.migration_refused or self.refused
+            raise
+        self.event(chunk)
+        return chunk
 
     def event(self, chunk: Chunk) -> None:
+        if chunk.migrated is not None:
+            self.marks.append(len(self.texts))
         if chunk.has_token:
             self.texts.append(chunk.text)
         self.finish = chunk.finish_reason or self.finish
@@ -47,6 +68,8 @@ class StreamCheck:
         events = len(self.texts)
         if self.finish is None:
             return rec.TRUNCATED, f"the stream ended with [DONE] but no finish_reason, after {events} token events"
+        if self.finish in ABORTED_REASONS:
+            return rec.ABORTED, f"finish_reason {self.finish!r} after {events} token events"
         if usage_tokens is not None and events > usage_tokens:
             return rec.CORRUPTED, f"{events} token events for {usage_tokens} tokens in the server's usage"
         if self.fingerprint != stream_tokens.FINGERPRINT:

@@ -14,7 +14,9 @@ DONE = "[DONE]"
 
 
 class MalformedStream(ValueError):
-    pass
+    def __init__(self, message: str, migration_refused: str | None = None):
+        super().__init__(message)
+        self.migration_refused = migration_refused  # an error event's migration_refused (chaos.load.continuity)
 
 
 class SSEParser:
@@ -73,6 +75,7 @@ class Chunk:
     prompt_tokens: int | None
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (vLLM's prefix cache hits)
     fingerprint: str | None = None  # system_fingerprint, when the server says (the stream target does)
+    migrated: int | None = None  # a migrating ingress's marker: this event opens continuation k (chaos.load.continuity)
 
 
 def parse_openai_event(data: str) -> Chunk:
@@ -84,7 +87,9 @@ def parse_openai_event(data: str) -> Chunk:
     if not isinstance(obj, dict):
         raise MalformedStream("event is not a JSON object")
     if "error" in obj:
-        raise MalformedStream(f"error event: {str(obj['error'])[:120]}")
+        refused = obj.get("migration_refused")
+        raise MalformedStream(f"error event: {str(obj['error'])[:120]}",
+                              migration_refused=str(refused)[:120] if refused is not None else None)
     text_parts: list[str] = []
     finish = None
     token = False
@@ -99,6 +104,7 @@ def parse_openai_event(data: str) -> Chunk:
         finish = choice.get("finish_reason") or finish
         token = token or bool("".join(text_parts))
     usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+    migrated = obj.get("migrated")
     return Chunk(
         text="".join(text_parts),
         has_token=token,
@@ -107,6 +113,7 @@ def parse_openai_event(data: str) -> Chunk:
         prompt_tokens=usage.get("prompt_tokens"),
         cached_tokens=cached_tokens(usage),
         fingerprint=obj.get("system_fingerprint") if isinstance(obj.get("system_fingerprint"), str) else None,
+        migrated=migrated if isinstance(migrated, int) and not isinstance(migrated, bool) else None,
     )
 
 

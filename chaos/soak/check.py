@@ -26,10 +26,10 @@ verdict's tail; ``p_lower`` = P(``U <= u``) is reported beside it.
 the costs of the soak's own experiment's recovered runs, the claim's prior and floored unrecovered cost;
 :func:`chaos.claim.theta.draw`, the base measure's spread pooled across the claim's scopes as the claim pools it),
 then ``k`` costs summed from each outer draw's ``F`` (:func:`chaos.claim.theta.recovered_sums`). Two-sided mid-p:
-``2 min(P(S > obs) + P(S = obs) / 2, P(S < obs) + P(S = obs) / 2)``, at most 1. When some of the scope's events
-did not recover (or were unjudged) the recovered ones' costs must be told apart (no two windows of the scope meet),
-else the part is null with why. The claim of the ``affected`` population has no cost here: the soak's figures are
-the service's.
+``2 min(P(S > obs) + P(S = obs) / 2, P(S < obs) + P(S = obs) / 2)``, at most 1. Only the recovered events whose
+cost was measured whole and alone are compared (``k`` of them): an event whose window meets another of its scope's
+is not told apart, one that meets another scope's is ``overlapped``; with none left the part is null with why. The
+claim of the ``affected`` population has no cost here: the soak's figures are the service's.
 
 A part is ``surprising`` when its p-value is below :data:`ALPHA`, else ``consistent``; the soak is ``surprising``
 when any part is (named), ``consistent`` when at least one part was compared and none is, null when none could be.
@@ -155,7 +155,9 @@ def observed_events(records: rec.RunRecords, schedule: Schedule, faults: list[di
         return out
     over = quiet = 0.0
     for a, b, active, v in got["stretches"]:
-        inside = [w for w in wins if w["start_ns"] <= a and w["end_ns"] >= b]
+        # the windows that share some of the stretch (a stretch may join several cuts of one scope's windows:
+        # none of them need hold it whole)
+        inside = [w for w in wins if w["start_ns"] < b and w["end_ns"] > a]
         if not active:
             quiet += v
             nxt = [w for w in wins if w["start_ns"] == b]

@@ -144,10 +144,12 @@ class FaultThread(threading.Thread):
                                 "scope": self.p.scope, "planned_s": self.p.instant_s, **kw})
 
     def run(self) -> None:
+        from chaos.ctk.session import configuration_for  # the action finds the run in its configuration
+
         marker = self.run_.marker
         before = set(marker.attempted)
         try:
-            self.result = self.action(**self.args)
+            self.result = self.action(**self.args, configuration=configuration_for(self.run_))
         except BaseException as e:  # noqa: BLE001 - recorded: refused (nothing done) or failed after it acted
             why = f"{type(e).__name__}: {e}"[:300]
             mine = [fid for fid in marker.attempted if fid not in before and fid.startswith(f"{self.p.scope}-")]

@@ -176,6 +176,18 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         st = f["straggler"]
         assert st["slow_requests"] > 0 and st["replicas"] == 3, st
         assert st["slow_p50_itl_s"] > 2 * st["others_p50_itl_s"], st  # factor 4: its tokens ~4x apart
+    if f["scope"] == "engine-wedge":
+        # the engine wedged in its step (its mark, this run's), alive and not stopped (not a SIGSTOP), its replica
+        # alive; the proof held to the run's end: the mark still this run's then (the engine alive: nothing detected
+        # it; gone: its replica was replaced with it)
+        assert d["pids"] and d["pid"] not in d["pids"], d
+        assert [c["ok"] for c in f["effect"]["checks"]] == [True, True, True], f["effect"]
+        ends = d["wedge_at_end"]
+        assert [e["released"] for e in ends] == [True] * len(d["pids"]), ends
+        assert [e["engine"] for e in ends] == ["alive" if name == "engine-wedge" else "gone"] * len(ends), ends
+    if name == "engine-wedge":  # no detector: the wedge outlives the recovery window
+        a = f["affected"]
+        assert a["failed_total"] > 0 and set(a["failed_by_class"]) <= {rec.DEADLINE, rec.READ_TIMEOUT}, a
     if f["scope"] == "replica":
         assert d["pids"] == [d["pid"]] and not procs.alive(d["pid"]), d  # the replica's process is gone
     if f["scope"] in ("head", "redis"):
@@ -192,11 +204,11 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
     if f["scope"] in ("replica", "engine-crash", "engine-error", "node", "zone", "region", "upgrade"):
         # a replica (or the lost domain's) stopped counting as RUNNING at some point in the window
         assert cap["time_to_lost_s"] is not None and cap["min_replicas"] < cap["target_replicas"], cap
-    if name == "engine-hang":  # no progress watchdog (engine-hang-watchdog turns it on)
+    if name in ("engine-hang", "engine-wedge"):  # no progress watchdog (the -watchdog experiments turn it on)
         # the gray failure: a replica whose engine hangs passes its health check (as vLLM's does: it asks
         # only whether the engine errored), so Serve never takes it out: capacity is never seen lost
         assert cap["time_to_lost_s"] is None and cap["min_replicas"] == cap["target_replicas"], cap
-    if name == "engine-hang-watchdog":
+    if name in ("engine-hang-watchdog", "engine-wedge-watchdog"):
         # the remedy: the watchdog failed the hung replica's health check, Serve took it out within stall_s (5) +
         # 3 failed checks at 2 s + sampling, and replaced it
         assert cap["time_to_lost_s"] is not None and cap["time_to_lost_s"] <= 20, cap
@@ -215,6 +227,9 @@ EXPECTED = {
     "engine-error": runner.PASS,
     "engine-slow": runner.PASS,
     "engine-hang-watchdog": runner.PASS,
+    # a wedge that nothing detects outlives the recovery window: VIOLATED by design (the watchdog's run PASSes)
+    "engine-wedge": runner.VIOLATED,
+    "engine-wedge-watchdog": runner.PASS,
     "worker-node-kill": runner.PASS,
     "head-kill-gcs-ft": runner.PASS,
     "zone-loss": runner.PASS,

@@ -838,6 +838,9 @@ class Kubelet:
                 else:
                     self._end(pod, pid, "SIGUSR1-default")
             return m.group(1) + "\n", "", 0
+        wedge = self._wedge_command(name, live, script)
+        if wedge is not None:
+            return wedge
         m = re.match(r": availproof-engine-error proof; for p in ([\d ]+); do", script)
         if m:
             return "".join(f"tomb {p} {self.tombstones.get((name, int(p)), '')}\n" for p in m.group(1).split()), "", 0
@@ -861,6 +864,38 @@ class Kubelet:
                     state = "gone" if p is None else ("T" if i % 2 == 0 else "S") if p.get("throttle") else p["state"]
                     out.append(f"{x} {state}\n")
             return "".join(out), "", 0
+        return None
+
+    def _wedge_command(self, name: str, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
+        """engine-wedge's commands (chaos/backends/kuberay/wedge.py): the request written and ``kill -USR1`` (a
+        hooked engine writes its wedge mark naming the request's run and stays in state S: :attr:`wedges`), the
+        proof's look at the marks and states, and the release (a mark removed only while it names the run)."""
+        self.wedges = getattr(self, "wedges", {})
+        m = re.match(r": availproof-engine-wedge; rm -f [^;]+; (.*); kill -USR1 ([\d ]+) && echo \2$", script)
+        if m:
+            pids = [int(x) for x in m.group(2).split()]
+            if any(p not in live for p in pids):
+                return "", "sh: 1: kill: No such process\n", 1
+            run = re.search(r'"run": "([^"]+)"', m.group(1)).group(1)
+            for pid in pids:
+                if live[pid].get("hook", True):
+                    self.wedges[(name, pid)] = json.dumps({"run": run, "t": 1780000000.0})
+            return m.group(2) + "\n", "", 0
+        m = re.match(r": availproof-engine-wedge proof; for p in ([\d ]+); do.*for p in ([\d ]+); do", script)
+        if m:
+            marks = "".join(f"mark {p} {self.wedges.get((name, int(p)), '')}\n" for p in m.group(1).split())
+            states = "".join(f"{p} {live[int(p)]['state'] if int(p) in live else 'gone'}\n" for p in m.group(2).split())
+            return marks + states, "", 0
+        if script.startswith("if grep -qF '\"run\": "):
+            out = []
+            for run, pid in re.findall(r'if grep -qF \'"run": "([^"]+)"\' /tmp/availproof-engine-wedge-(\d+)', script):
+                mark = self.wedges.get((name, int(pid)))
+                if mark and json.loads(mark)["run"] == run:
+                    del self.wedges[(name, int(pid))]
+                    out.append(f"released {pid}")
+                else:
+                    out.append(f"{'kept' if mark else 'none'} {pid}")
+            return "\n".join(out) + "\n", "", 0
         return None
 
     def _actor_kill(self, pod: dict, script: str) -> tuple[str, str, int]:

@@ -12,7 +12,6 @@ from chaos import cli, faults, faults_accelerator, plan, provision, verdict
 from chaos.backends import kube_marks as km, kuberay as kb
 from chaos.backends.kuberay import accelerators as acc
 from chaos.faults_accelerator import MAX_OUTAGE_S
-from chaos.commands import cluster as cluster_cmd
 from chaos.errors import UsageError
 from tests.unit.kube_fake_gpu import OPERATOR_LABEL, RESOURCE, gpu_cluster
 from tests.unit.test_accelerator_loss import NAME, PLUGIN_DS, alloc, clock, gpu, one_line, plugin_on, writes  # noqa: F401
@@ -275,4 +274,3 @@ def test_recover_says_what_it_may_not_do_one_line_per_missing_verb(gpu, clock, m
     assert len(cannot) == 2 and all("\n" not in line for line in cannot)
     assert any(line.startswith("recover may not patch nodes (cluster-wide)") for line in cannot)
     assert any(line.startswith("recover may not delete jobs.batch in namespace availproof") for line in cannot)
-    assert cluster_cmd is not None

@@ -16,7 +16,7 @@ from tests.unit.test_report import NS, STEADY, _page, _planes, _planes_table, _w
 SCHEMA = json.loads((Path(schemas.__file__).parent / "summary.schema.json").read_text())
 DEFS = SCHEMA["$defs"]
 PLANES = {"affected": DEFS["affected"], "service": DEFS["population"], "retries": DEFS["retries"],
-          **{p: DEFS["fault"]["properties"][p] for p in ("failed", "control_plane", "capacity")}}
+          **{p: DEFS["fault"]["properties"][p] for p in ("failed", "control_plane", "capacity", "continuity")}}
 
 
 def _fragments(fig):

@@ -27,6 +27,7 @@ from chaos.scopes.engine import hang_engine
 from chaos.scopes.engine_crash import crash_engine
 from chaos.scopes.engine_error import error_engine
 from chaos.scopes.engine_slow import slow_engine
+from chaos.scopes.engine_wedge import wedge_engine
 from chaos.scopes.head import kill_head
 from chaos.scopes.node import kill_node
 from chaos.scopes.partition import partition_zone
@@ -121,6 +122,8 @@ def inject_and_heal(scope, s, b, monkeypatch):
         error_engine(b, marker, zone="zone-b")
     elif scope == "engine-slow":
         slow_engine(b, marker, zone="zone-b", duration_s=0.1)
+    elif scope == "engine-wedge":
+        wedge_engine(b, marker, zone="zone-b")
     elif scope == "node":
         kill_node(b, marker, node="wb-1")
     elif scope == "head":

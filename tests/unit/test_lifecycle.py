@@ -3,13 +3,15 @@ measuring run, a set-up that fails injects nothing (under `availproof run` and p
 the rollback heals exactly what the run injected, and what no rollback healed the run heals itself."""
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
-from chaoslib.exceptions import InterruptExecution
+from chaoslib.exceptions import ActivityFailed, InterruptExecution
 
 from chaos import faults, provision, run as core, runner
 from chaos.backends import base
+from chaos.ctk import actions, session as ctk_session
 from chaos.errors import UsageError
 from chaos.experiment import settings as make_settings
 from chaos.options import Options
@@ -61,9 +63,6 @@ def test_a_set_up_error_under_plain_chaos_run_interrupts_with_nothing_injected(t
 
 
 def test_an_action_outside_a_measuring_run_refuses_and_touches_nothing():
-    from chaos.ctk import actions
-
-    assert core.current() is None
     with pytest.raises(InterruptExecution, match="no run is open"):
         actions.kill_node(zone="zone-b")  # no backend is attached: nothing could be touched
     assert actions.heal_all() == {"healed": [], "note": "no run is open: nothing was injected, nothing to heal"}
@@ -123,16 +122,91 @@ def test_plain_chaos_run_stopped_by_a_stop_condition_heals_what_no_rollback_heal
     assert summary["verdict"] == journal["availproof"]["verdict"]
 
 
-def test_a_run_is_never_opened_twice(tmp_path, fake_system, monkeypatch):
-    path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
+# ---------------------------------------------------------------- the run reaches the actions through configuration
+def _recording_fault(backend, marker, label: str = "", meet: threading.Barrier | None = None) -> dict:
+    """A fault function as a scope's: what it was called with (after waiting for the other, when asked)."""
+    if meet is not None:
+        meet.wait(timeout=10)
+    return {"backend": backend, "marker": marker, "label": label}
+
+
+recording_action = actions.action(_recording_fault)  # made as chaos.ctk.actions makes every scope's action
+
+
+def _python_activity(func: str, configuration: dict, **arguments) -> object:
+    """One Python activity run as Chaos Toolkit runs it (chaoslib.provider.python.run_python_activity: the
+    configuration passed to a function that declares it)."""
+    from chaoslib.provider.python import run_python_activity
+
+    activity = {"type": "action", "name": func, "provider": {"type": "python", "module": __name__, "func": func,
+                                                             "arguments": arguments}}
+    return run_python_activity(activity, configuration, {})
+
+
+def test_the_run_reaches_an_action_through_chaos_toolkits_configuration(tmp_path):
+    from tests.unit.test_run import _run
+
+    run = _run(tmp_path, {})
+    run.backend = object()
+    configuration = ctk_session.configuration_for(run, {"availproof_app": "stream"})
+    assert configuration["availproof_app"] == "stream" and ctk_session.run_of(configuration) is run
+    got = _python_activity("recording_action", configuration, label="x")
+    assert got == {"backend": run.backend, "marker": run.marker, "label": "x"}
+    with pytest.raises(ActivityFailed, match="no run is open"):  # no run in the configuration: refused
+        _python_activity("recording_action", {"availproof_app": "stream"}, label="x")
+    run.begin_finishing()
+    with pytest.raises(ActivityFailed, match="not measuring"):
+        _python_activity("recording_action", configuration, label="x")
+    run.writer.close()
+
+
+def test_two_runs_in_one_process_never_see_each_others_run(tmp_path):
+    """Two runs at once (their actions in flight together, in two threads): each action acts on its own run."""
+    from tests.unit.test_run import _run
+
+    runs = [_run(tmp_path / name, {}) for name in ("a", "b")]
+    for run in runs:
+        run.backend = object()
+    meet, got = threading.Barrier(2), {}
+
+    def act(i: int) -> None:
+        got[i] = recording_action(label=str(i), meet=meet, configuration=ctk_session.configuration_for(runs[i]))
+
+    threads = [threading.Thread(target=act, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert [(got[i]["backend"], got[i]["marker"]) for i in range(2)] == [(r.backend, r.marker) for r in runs]
+    assert runs[0].backend is not runs[1].backend
+    # the rollback heals its own run only
+    assert actions.heal_all(configuration=ctk_session.configuration_for(runs[0]))["healed"] == []
+    assert runs[0].rolled_back and not runs[1].rolled_back
+    for run in runs:
+        run.writer.close()
+
+
+def test_two_runs_opened_in_one_process_are_each_the_openers(tmp_path, fake_system):
+    """No run is "the one in progress": two open at once, each closed by its opener, neither closing the other."""
     from chaos import experiment as exp_mod
 
-    run = core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "a"))
-    try:
-        with pytest.raises(UsageError, match="already open"):
-            core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "b"))
-    finally:
-        core.close(run)
+    path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
+    a = core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "a"))
+    b = core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "b"))
+    assert a.backend is not b.backend and a.records_path != b.records_path
+    core.close(a)
+    assert a.closed and not b.closed
+    core.close(b)
+
+
+def test_availproof_run_hands_its_run_to_the_control_which_opens_none(tmp_path, fake_system):
+    """The runner's run reaches the control and the method's action in Chaos Toolkit's configuration
+    (chaos.ctk.session.HandOver): one run opened, the runner's, and the action injected into it."""
+    path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
+    code, result = runner.run_experiment(path, tmp_path / "out")
+    assert len(fake_system) == 1  # one system provisioned: the control opened no run of its own
+    assert [f["scope"] for f in result["summary"]["faults"]] == ["replica"]  # slow_fault's mark, on that run
+    assert json.loads((tmp_path / "out" / "journal.json").read_text())["availproof"]["out_dir"] == str(tmp_path / "out")
 
 
 # ---------------------------------------------------------------- capabilities
@@ -175,7 +249,6 @@ def test_a_backend_without_the_whole_interface_is_refused_when_the_run_opens(tmp
     path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
     with pytest.raises(SetupError, match="lacks .*heal.*kill_node"):
         core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "out"))
-    assert core.current() is None
 
 
 def test_a_heal_that_fails_makes_the_run_an_error_not_a_pass(tmp_path, fake_system, monkeypatch):

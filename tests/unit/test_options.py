@@ -11,6 +11,7 @@ from chaos import prometheus
 from chaos.commands import parser
 from chaos.commands.common import run_options
 from chaos.ctk import probes
+from chaos.ctk.session import configuration_for
 from chaos.errors import UsageError
 from chaos.options import Options
 
@@ -28,14 +29,13 @@ def test_the_promql_probe_asks_the_runs_server_and_reads_no_environment(monkeypa
     asked = []
     monkeypatch.setattr(prometheus, "query", lambda url, q: asked.append(url) or 1.0)
     monkeypatch.setenv("AVAILPROOF_PROMETHEUS_URL", "http://127.0.0.1:1")  # the old way: ignored
-    monkeypatch.setattr(probes, "current", lambda: None)
     with pytest.raises(UsageError, match="no Prometheus URL"):
         probes.promql("up")
     run = SimpleNamespace(options=Options(prometheus_url="http://127.0.0.1:9090"))
-    monkeypatch.setattr(probes, "current", lambda: run)
-    assert probes.promql("up") == 1.0
-    assert probes.promql("up", configuration={"availproof_prometheus_url": "http://127.0.0.1:9091"}) == 1.0
-    assert probes.promql("up", url="http://127.0.0.1:9092") == 1.0
+    with_run = configuration_for(run)  # the run in Chaos Toolkit's configuration, as the control puts it there
+    assert probes.promql("up", configuration=with_run) == 1.0
+    assert probes.promql("up", configuration={**with_run, "availproof_prometheus_url": "http://127.0.0.1:9091"}) == 1.0
+    assert probes.promql("up", url="http://127.0.0.1:9092", configuration=with_run) == 1.0
     assert asked == ["http://127.0.0.1:9090", "http://127.0.0.1:9091", "http://127.0.0.1:9092"]
 
 

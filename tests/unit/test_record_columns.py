@@ -106,6 +106,7 @@ TYPES = {
     "target a number": dict(target=5), "zone an object": dict(zone={"a": 1}), "ttft a string": dict(ttft_s="0.1"),
     "worker a string (not checked)": dict(worker="w"), "a field of its own": dict(mine=[1, {"b": 2}]),
     "sent_offset_s a bool": dict(sent_offset_s=True), "output_tokens a float": dict(output_tokens=2.0),
+    "itl_max_s a string (checked by the line reader, read by no figure)": dict(itl_max_s="0.1"),
 }
 
 

@@ -227,12 +227,12 @@ def test_no_stop_once_the_run_finishes(tmp_path):
 # ---------------------------------------------------------------- through Chaos Toolkit
 
 
-def slow_fault(started: str, seconds: float = 30.0) -> dict:
+def slow_fault(started: str, seconds: float = 30.0, configuration: dict | None = None) -> dict:
     """The method's action: a fault mark, then an outage that blocks (as a node kill's does)."""
     from chaos.ctk.session import measuring_run
 
     Path(started).write_text(str(time.time()))
-    with measuring_run().marker.inject("replica", "fake-replica", ["zone-a"]) as f:
+    with measuring_run(configuration).marker.inject("replica", "fake-replica", ["zone-a"]) as f:
         pass
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -303,8 +303,16 @@ def fake_system(monkeypatch):
         return backends[-1]
 
     monkeypatch.setattr(provision, "ensure_system", ensure)
+    opened: list[core.Run] = []
+    real_open = core.open_run
+
+    def open_run(*args, **kwargs):  # every run opened, by the runner, the control or a test
+        opened.append(real_open(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(core, "open_run", open_run)
     yield backends
-    assert core.current() is None  # the control closed the run
+    assert all(run.closed for run in opened)  # the control (or the runner) closed every run it opened
 
 
 def test_stop_condition_interrupts_a_blocking_method_activity_and_the_rollbacks_run(tmp_path, fake_system):

@@ -19,6 +19,7 @@ ALLOWED = {
     ("chaos/suite.py", "engine-crash"): "experiment names (experiments/engine-crash.json), the suite's --full list",
     ("chaos/suite.py", "engine-error"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-slow"): "an experiment's name, the suite's --full list",
+    ("chaos/suite.py", "engine-wedge"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "upgrade"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "drain"): "an experiment's name, the suite's --full list",
     ("chaos/faults_accelerator.py", "accelerator"): "the accelerator's fault function, not yet moved into its "

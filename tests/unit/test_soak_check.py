@@ -233,3 +233,25 @@ def test_a_recovered_event_that_met_another_faults_window_is_left_out_of_the_cos
     assert s["cost"]["observed_s"] == pytest.approx(10.0)  # the two alone, 5 s each
     assert "1 of the 3 recovered events met another fault's window" in s["cost"]["note"]
     assert s["cost"]["verdict"] == "consistent"
+
+
+def test_two_windows_of_one_scope_that_meet_are_not_told_apart():
+    """Two kills 20 s apart, each window 40 s: the scope's stretches join into one that neither window holds whole.
+    Their 10 s of failures were given to neither (each read 0 s, 'told apart'): the check compared 0 s against the
+    claim and the soak's events went into a claim --with-soak as two costs of 0."""
+    rs = load(300, fails=[(50, 55), (70, 75)])
+    marks = inject(50, "r50", "replica") + inject(70, "r70", "replica")
+    planned = [Planned(0, 50.0, "replica", "replica-kill", 80.0, 90.0),
+               Planned(1, 70.0, "replica", "replica-kill", 100.0, 110.0)]
+    sched = schedule(planned)
+    recs = records(rs, marks, 300)
+    evs = ck.observed_events(recs, sched)["scopes"]["replica"]["events"]
+    assert [e["told_apart"] for e in evs] == [False, False]
+    s = ck.check(claim([5.0, 5.0, 5.0]), recs, sched)["scopes"][0]
+    assert s["cost"] is None and "no cost measured whole and alone" in s["unmeasurable"]["cost"]
+    # a third kill alone, later, is told apart and carries its own 5 s
+    rs = load(300, fails=[(50, 55), (70, 75), (200, 205)])
+    marks += inject(200, "r200", "replica")
+    sched = schedule(planned + [Planned(2, 200.0, "replica", "replica-kill", 230.0, 240.0)])
+    s = ck.check(claim([5.0, 5.0, 5.0]), records(rs, marks, 300), sched)["scopes"][0]
+    assert s["cost"]["recovered_events"] == 1 and s["cost"]["observed_s"] == pytest.approx(5.0)

@@ -112,7 +112,22 @@ def server():
 
 
 @pytest.fixture
-def system(monkeypatch, server):
+def opened_runs(monkeypatch):
+    """Every run opened (``chaos.run.open_run``) during the test; each must be closed by its end."""
+    opened: list[core.Run] = []
+    real_open = core.open_run
+
+    def open_run(*args, **kwargs):
+        opened.append(real_open(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(core, "open_run", open_run)
+    yield opened
+    assert all(run.closed for run in opened)  # the soak closed its run
+
+
+@pytest.fixture
+def system(monkeypatch, server, opened_runs):
     """``provision.ensure_system`` gives a :class:`ServingBackend` (``made[-1]``); quick effect bounds."""
     monkeypatch.setenv("AVAILPROOF_METRICS_PORT", "0")
     monkeypatch.setattr(provision, "redeploy_if_gone", lambda *a, **k: False)
@@ -127,7 +142,6 @@ def system(monkeypatch, server):
     monkeypatch.setattr(provision, "ensure_system", ensure)
     made_options = options
     yield made, made_options
-    assert core.current() is None  # the soak closed its run
 
 
 def experiment(tmp_path: Path, name: str, scope: str, func: str, args: dict, window_s: float = 1.0) -> Path:
@@ -229,10 +243,10 @@ def test_an_unproven_fault_makes_the_soak_error_and_says_which(tmp_path, system)
     assert made[-1].healed  # healed all the same
 
 
-def test_a_stop_ends_the_schedule_and_heals_what_was_injected(tmp_path, system):
+def test_a_stop_ends_the_schedule_and_heals_what_was_injected(tmp_path, system, opened_runs):
     made, _ = system
     prep = prepared(tmp_path, [(0.2, "node"), (6.0, "replica")], node_outage_s=3.0)
-    timer = threading.Timer(3.0, lambda: core.current() and core.current().stop("test stop"))
+    timer = threading.Timer(3.0, lambda: opened_runs and opened_runs[-1].stop("test stop"))
     timer.start()
     try:
         code, summary = soak_run.execute(prep, core.Options(out_dir=tmp_path / "soak"))

@@ -21,12 +21,13 @@ from chaos.backends.kuberay.reads import Reads
 from chaos.backends.kuberay.rollback import UpgradeRollback
 from chaos.backends.kuberay.scopes import ByScope
 from chaos.backends.kuberay.upgrade import UpgradeDrain
+from chaos.backends.kuberay.wedge import Wedges
 from chaos.backends.kuberay.zone import ZoneLoss
 from chaos.errors import UsageError, parse_bool
 
 
-class KubeRayBackend(Reads, Kills, Engines, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback, LoadJob,
-                     Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
+class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback,
+                     LoadJob, Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the

@@ -81,6 +81,9 @@ class Preparation:
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": [], "healed": [], "uncordoned": []}
         done["resumed"] = self.resume_engine(want.resume)
+        for f in want.release:  # what each wedge was at the run's end, into the fault (its summary's detail)
+            f["wedge_at_end"] = self.release_engine(list(f.get("pids") or []))
+            done.setdefault("released", []).extend(f["wedge_at_end"])
         for zone in sorted(want.cuts):
             self.heal_zone(zone)
             done["healed"].append(zone)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base
 from chaos.backends.base import Implementation
-from chaos.backends.kuberay import accelerators, plan, proofs
+from chaos.backends.kuberay import accelerators, plan, proofs, wedge
 from chaos.errors import UsageError
 from chaos.faults_accelerator import outage_refusal
 
@@ -19,6 +19,7 @@ class Restore(base.Joinable):
     the other faults deleted are KubeRay's (or the kubelet's) to bring back."""
 
     resume: list = field(default_factory=list)  # engines this backend stopped ("pod/pid"), resumed
+    release: list = field(default_factory=list)  # wedge faults: their engines released where still this run's
     cuts: set[str] = field(default_factory=set)  # zones whose partition is healed
     lost: set[str] = field(default_factory=set)  # zones whose nodes the loss cordoned, uncordoned
     watched: list[dict] = field(default_factory=list)  # zone and region losses: their watch's finding written in
@@ -28,6 +29,10 @@ class Restore(base.Joinable):
 
 def heal_engine(self, fault: dict) -> Restore:
     return Restore(resume=list(fault.get("pids") or []))
+
+
+def heal_engine_wedge(self, fault: dict) -> Restore:
+    return Restore(release=[fault])  # at the run's end only
 
 
 def heal_partition(self, fault: dict) -> Restore:
@@ -91,6 +96,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-crash", plan.engine_crash, proofs.engine_crash),
     Implementation("engine-error", plan.engine_error, proofs.engine_error),  # its tombstone, the replica alive
     Implementation("engine-slow", plan.engine_slow, proofs.engine_slow, heal_engine),  # the loop killed, SIGCONT
+    # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
+    Implementation("engine-wedge", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
     Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss, reach_zone_loss),
@@ -135,6 +142,8 @@ class ByScope(base.ByScope):
         - engine: each stopped process in state T (``/proc/PID/stat``), the replica's process alive, not stopped;
         - engine-crash: the engine processes gone, the replica's process alive;
         - engine-error: each engine's tombstone (its hook raised the error), the replica's process alive;
+        - engine-wedge: each engine's wedge mark (this run's), each engine alive and not stopped, the replica's
+          process alive (one exec per pod);
         - engine-slow: the engine processes sampled over two cycles (one exec), each seen stopped (T) in one
           sample and running in another, the replica's process alive and not stopped;
         - partition: the connection opened across the cut before it carries no more bytes and a new

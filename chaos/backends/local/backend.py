@@ -12,19 +12,11 @@ from typing import Callable
 
 from chaos import placement
 from chaos.backends import base, engine_faults
-from chaos.backends.local import effect, procs, supervisor, throttle
+from chaos.backends.local import effect, engines, procs, supervisor, throttle
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
 from serve_apps import engine_faults as app_engine_faults
-
-
-def _status(pid: int) -> str:
-    """/proc/PID/status ("" when the process is gone): its signal masks."""
-    try:
-        return Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return ""
 
 
 SUPERVISE_AFTER_HEAL_S = 60.0  # how long a healed zone's nodes are watched (a raylet exited 24 s after a heal)
@@ -38,11 +30,12 @@ class LocalBackend(base.ByScope):
     # its scopes: their plans and proofs (chaos.backends.local.scopes); plan and effect_checks go there
     implementations = IMPLEMENTATIONS
 
-    def __init__(self, cluster: LocalCluster):
+    def __init__(self, cluster: LocalCluster, run_id: str | None = None):
         self.cluster = cluster
         self.cut_probes: dict[str, effect.CutProbe] = {}  # zone -> the connection opened before its cut
         self.duty_cycles: list[throttle.DutyCycle] = []  # engine-slow's, until the heal stops them
         self.supervisors: list[supervisor.NodeSupervisor] = []  # a healed zone's nodes, restarted if they die
+        self.run_id = run_id  # what this run's wedges carry (and prepare's)
 
     # ---------------------------------------------------------------- domains
     def zones(self) -> list[str]:
@@ -164,8 +157,10 @@ class LocalBackend(base.ByScope):
         """Before any fault: a run that crashed may have left a partition or stopped processes; refuse
         to start on such a cluster (one line) rather than measure a fault on top of another. (Nothing to
         ask permission for: the rig started every process it signals; ``faults`` is not needed here.)"""
+        self.run_id = run_id  # what this run's wedges are marked with (release_engine ends only those)
         left = [f"partition of {z}" for z in self.cluster.partitioned_zones()]
         left += [f"stopped process {p}" for p in self.stopped_processes()]
+        left += [f"wedged engine {p}" for p in engines.wedged(self.cluster_processes())]
         if left:
             raise SetupError(f"the cluster still has a fault of an earlier run in place ({', '.join(left)}): "
                              "run `availproof recover` first")
@@ -232,20 +227,13 @@ class LocalBackend(base.ByScope):
         return procs.signal_pids(self.engine_pids(r), signal.SIGSTOP)
 
     def error_engine(self, r: placement.Replica) -> Callable[[], list[int]]:
-        """Everything but the signal done: the engine processes found and each checked to take SIGUSR1 (the
-        app's fault hook; without it the signal's default action would kill it: a crash, not an engine error,
-        refused). The returned callable sends it."""
-        engines = self.engine_pids(r, "make fail")
-        for p in engines:
-            takes, seen = engine_faults.handles(_status(p))
-            if not takes:
-                raise ClusterError(f"replica {r.replica_id}: its engine process {p} would not fail from inside on "
-                                   f"SIGUSR1 ({seen}): the app's engine-fault hook is off (AVAILPROOF_ENGINE_FAULTS=1 "
-                                   f"in the engine's environment); nothing sent")
-        def fire() -> list[int]:
-            app_engine_faults.remove_tombstones(engines)  # a stale one (a reused pid) proves nothing
-            return procs.signal_pids(engines, engine_faults.ERROR_SIGNAL)
-        return fire
+        return engines.error(self, r)
+
+    def wedge_engine(self, r: placement.Replica, spin: bool = False) -> Callable[[], list[int]]:
+        return engines.wedge(self, r, spin)
+
+    def release_engine(self, pids: list[int]) -> list[dict]:
+        return engines.release(self.run_id, pids)
 
     def slow_engine(self, r: placement.Replica, factor: float, period_s: float, duration_s: float) -> list[int]:
         """Throttle the replica's engine process(es) by a duty cycle of SIGSTOP and SIGCONT, a thread of the
@@ -278,12 +266,12 @@ class LocalBackend(base.ByScope):
         return {"node": node, "note": "no accelerator on the local backend: nothing to restore"}
 
     # ---------------------------------------------------------------- health
+    def cluster_processes(self) -> list[int]:
+        """Every process of the cluster's nodes' sessions."""
+        return [p for n in self.cluster.state.nodes.values() if n.sid for p in procs.session_members(n.sid)]
+
     def stopped_processes(self) -> list[int]:
-        out = []
-        for n in self.cluster.state.nodes.values():
-            if n.sid:
-                out += [p for p in procs.session_members(n.sid) if procs.state(p) in ("T", "t")]
-        return out
+        return [p for p in self.cluster_processes() if procs.state(p) in ("T", "t")]
 
     def heal(self, faults: list[dict], timeout: float = 180.0) -> dict:
         """Heal what ``faults`` (this run's, from :meth:`chaos.faults.Marker.unhealed`) broke, and
@@ -295,6 +283,9 @@ class LocalBackend(base.ByScope):
         self.stop_supervisors()
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": self.resume_engine(want.resume)}
+        for f in want.release:  # what each wedge was at the run's end, into the fault (its summary's detail)
+            f["wedge_at_end"] = self.release_engine(list(f.get("pids") or []))
+            done.setdefault("released", []).extend(f["wedge_at_end"])
         app_engine_faults.remove_tombstones(want.tombstones)  # an engine-error's record, read by its proof
         return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
                              redis=want.redis, head=want.head, nodes=sorted(want.nodes),
@@ -306,7 +297,8 @@ class LocalBackend(base.ByScope):
         for cycle in getattr(self, "duty_cycles", []):  # a straggler's duty cycle first: it would stop them again
             cycle.stop()
         self.stop_supervisors()
-        done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT)}
+        done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT),
+                                 "released": engines.unwedge(self.cluster_processes())}
         return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
                              nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base, engine_faults
 from chaos.backends.base import Implementation
-from chaos.backends.local import effect, throttle
+from chaos.backends.local import effect, engines, throttle
 from chaos.backends.local.cluster import HEAD
 from chaos.errors import UsageError
 
@@ -61,6 +61,15 @@ def plan_engine_error(b, scope: str, a: dict) -> list[dict]:
     return _process_rows(b.engine_pids(r), _replica_where(r), "SIGUSR1 to the app's engine-fault hook: the engine "
                          f"fails from inside its step loop (the replica's process {r.pid} lives)",
                          "Serve's health check replaces the replica")
+
+
+def plan_engine_wedge(b, scope: str, a: dict) -> list[dict]:
+    r = b.pick_replica(zone=a.get("zone"))
+    pids = engines.hooked(b, r, "wedge", "wedge")  # everything but the signal: the engine found, its hook checked
+    how = "spinning at 100 % of a core" if a.get("spin") else "blocked"
+    return _process_rows(pids, _replica_where(r), f"a request to wedge, then SIGUSR1 to the app's engine-fault hook: "
+                         f"the engine's step stays {how}, its process and threads alive (the replica's process "
+                         f"{r.pid} too)", "nothing but a detector ends it; the run's end releases it if still wedged")
 
 
 def plan_engine_slow(b, scope: str, a: dict) -> list[dict]:
@@ -138,6 +147,10 @@ def effect_engine_error(b, fault: dict) -> list[dict]:
     return [effect.tombstones(_pids(fault)), effect.replica_lives(fault.get("pid"))]
 
 
+def effect_engine_wedge(b, fault: dict) -> list[dict]:
+    return engines.wedge_checks(fault, b.run_id) + [effect.replica_runs(fault.get("pid"))]
+
+
 def effect_engine_slow(b, fault: dict) -> list[dict]:
     return throttle.sample(_pids(fault), fault.get("pid"), engine_faults.Throttle.of(fault))
 
@@ -179,6 +192,7 @@ class Restore(base.Joinable):
     redis: bool = False  # Redis restarted where down
     head: bool = False  # the head restarted where down, and every worker checked after (the control plane went)
     tombstones: list = field(default_factory=list)  # engines whose engine-error tombstone is removed (left in /tmp)
+    release: list = field(default_factory=list)  # wedge faults: their engines released where still this run's
 
 
 def heal_engine(b, fault: dict) -> Restore:
@@ -187,6 +201,10 @@ def heal_engine(b, fault: dict) -> Restore:
 
 def heal_engine_error(b, fault: dict) -> Restore:
     return Restore(tombstones=_pids(fault))  # Serve replaced the replica: only the engine's record is left
+
+
+def heal_engine_wedge(b, fault: dict) -> Restore:
+    return Restore(release=[fault])  # at the run's end only: a detector (or nothing) ended it before
 
 
 def heal_node(b, fault: dict) -> Restore:
@@ -217,6 +235,8 @@ IMPLEMENTATIONS = base.implementations(
     # the engine's tombstone, the replica alive; Serve replaces the replica; the heal removes the tombstone
     Implementation("engine-error", plan_engine_error, effect_engine_error, heal_engine_error),
     Implementation("engine-slow", plan_engine_slow, effect_engine_slow, heal_engine),  # the cycle stopped, SIGCONT
+    # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
+    Implementation("engine-wedge", plan_engine_wedge, effect_engine_wedge, heal_engine_wedge),
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
     Implementation("zone", plan_zone_loss, effect_zone_loss, heal_zone_loss),

@@ -1,0 +1,152 @@
+"""``engine-wedge`` on KubeRay (:mod:`chaos.scopes.engine_wedge`): a replica's engine children, each checked to take
+SIGUSR1 (the app's fault hook, as for ``engine-error``), given the request to wedge (:func:`chaos.backends.
+engine_faults.wedge_request`, written into the pod's /tmp by the same exec that signals them), then SIGUSR1; the
+proof reads each engine's wedge mark and state in its pod (one exec); the run's end removes a mark only while it
+still names this run (one exec per pod, the test and the removal in the same shell). A pod gone took its wedged
+engine with it: nothing is left to release."""
+
+from __future__ import annotations
+
+import shlex
+
+from chaos.backends import engine_faults, kube_exec
+from chaos.backends.kuberay.common import _name, proc_states_script
+from chaos.backends.kuberay.engines import masks_script, parse_masks
+from chaos.errors import ClusterError
+from serve_apps.engine_faults import request_path, wedge_path
+
+MARK = wedge_path(0).removesuffix("0")  # + pid
+
+
+def wedge_script(pids: list[int], request: str) -> str:
+    """Stale wedge marks removed, each engine's request written, then SIGUSR1 to them, their pids printed."""
+    ps = [int(p) for p in pids]
+    writes = "; ".join(f"printf %s {shlex.quote(request)} > {request_path(p)}" for p in ps)
+    return (f": availproof-engine-wedge; rm -f {' '.join(wedge_path(p) for p in ps)}; {writes}; "
+            f"kill -USR1 {' '.join(map(str, ps))} && echo {' '.join(map(str, ps))}")
+
+
+def marks_script(pids: list[int]) -> str:
+    """``mark PID TEXT`` per engine (its wedge mark, empty when none), then the processes' states."""
+    ps = " ".join(str(int(p)) for p in pids)
+    return (f": availproof-engine-wedge proof; for p in {ps}; do echo \"mark $p $(head -c 200 {MARK}$p 2>/dev/null "
+            f"| head -n 1)\"; done; {proc_states_script([int(p) for p in pids])}")
+
+
+def parse_marks(out: str) -> dict[int, str | None]:
+    found: dict[int, str | None] = {}
+    for line in out.splitlines():
+        words = line.split(maxsplit=2)
+        if len(words) >= 2 and words[0] == "mark" and words[1].isdigit():
+            found[int(words[1])] = words[2] if len(words) == 3 else None
+    return found
+
+
+def parse_states(out: str) -> dict[int, str]:
+    return {int(w[0]): w[1] for w in (line.split() for line in out.splitlines()) if len(w) == 2 and w[0].isdigit()}
+
+
+def release_script(pids: list[int], run_id: str) -> str:
+    """Each engine's mark removed only while it names ``run_id`` (a JSON field; the test and the removal in one
+    shell), and a request it never took likewise; ``released PID`` / ``kept PID`` / ``none PID`` per engine."""
+    needle = shlex.quote(f'"run": "{run_id}"')
+    return "; ".join(
+        f"if grep -qF {needle} {wedge_path(p)} 2>/dev/null; then rm -f {wedge_path(p)}; echo released {p}; "
+        f"elif [ -e {wedge_path(p)} ]; then echo kept {p}; else echo none {p}; fi; "
+        f"grep -qF {needle} {request_path(p)} 2>/dev/null && rm -f {request_path(p)}"
+        for p in (int(x) for x in pids)) + "; true"
+
+
+class Wedges:
+    """The wedge of a replica's engine, and its release."""
+
+    def wedge_engine(self, r, spin: bool = False):
+        """Everything but the signal done: the engine children found in the replica's pod and their signal masks
+        read (one exec; each must take SIGUSR1, else refused, nothing sent). The returned callable leaves the
+        requests and sends the signal (one exec)."""
+        masks = parse_masks(self.exec(r.node, masks_script(int(r.pid))))
+        if not masks:
+            raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) in pod {r.node}: no engine child process to wedge")
+        for p, status in sorted(masks.items()):
+            takes, seen = engine_faults.handles(status)
+            if not takes:
+                raise ClusterError(f"replica {r.replica_id}: its engine process {p} in pod {r.node} would not wedge "
+                                   f"from inside on SIGUSR1 ({seen}): the app's engine-fault hook is off "
+                                   "(AVAILPROOF_ENGINE_FAULTS=1 in the engine's environment); nothing sent")
+        request = engine_faults.wedge_request(self.run_id, spin).strip()
+
+        def fire() -> list[str]:
+            out = self.exec(r.node, wedge_script(sorted(masks), request))
+            pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
+            if not pids:
+                raise ClusterError(f"replica {r.replica_id} in pod {r.node}: no engine took the signal")
+            return pids
+
+        return fire
+
+    def release_engine(self, pids: list[str]) -> list[dict]:
+        """The wedges of ``pids`` ("pod/pid") still marked with this run released, per pod (one exec); a pod gone
+        took its engine with it."""
+        out = []
+        by_pod: dict[str, list[int]] = {}
+        for item in pids:
+            pod, _, pid = str(item).rpartition("/")
+            by_pod.setdefault(pod, []).append(int(pid))
+        for pod, ps in by_pod.items():
+            try:
+                said = self.exec(pod, release_script(ps, self.run_id))
+            except kube_exec.ExecError:
+                if any(_name(p) == pod for p in self._pods()):
+                    raise
+                out += [{"pid": f"{pod}/{p}", "released": False, "engine": "gone", "found": "the pod is gone"}
+                        for p in ps]
+                continue
+            words = dict((w[1], w[0]) for w in (line.split() for line in said.splitlines()) if len(w) == 2)
+            out += [{"pid": f"{pod}/{p}", "released": words.get(str(p)) == "released", "engine": "in its pod",
+                     "found": {"released": "wedged (this run's mark)", "kept": "another run's mark"}.get(
+                         words.get(str(p)), "no wedge mark")} for p in ps]
+        return out
+
+    def wedge_proof(self, fault: dict) -> list[dict]:
+        """One look at a wedge: each engine's mark (this run's) and its state, and the replica's process alive
+        (one exec per pod)."""
+        items = list(fault.get("pids") or [])
+        if not items:
+            return [{"check": "the engine's processes wedged", "ok": False, "seen": "the signal named no process"}]
+        replica = int(fault["pid"]) if str(fault.get("pid") or "").isdigit() else None
+        out = []
+        by_pod: dict[str, list[int]] = {}
+        for item in items:
+            pod, _, pid = str(item).rpartition("/")
+            by_pod.setdefault(pod, []).append(int(pid))
+        for pod, ps in by_pod.items():
+            try:
+                said = self.exec(pod, marks_script(ps + ([replica] if replica else [])))
+            except kube_exec.ExecError:
+                if any(_name(p) == pod for p in self._pods()):
+                    raise
+                out.append({"check": f"engine process(es) {', '.join(map(str, ps))} in pod {pod} wedged", "ok": False,
+                            "seen": "the pod is gone (a pod loss, not the engine's alone)"})
+                continue
+            states = parse_states(said)
+            out += engine_faults.wedge_checks(ps, parse_marks(said), states, self.run_id)
+            if replica is not None:
+                out.append(engine_faults.replica_runs(replica, states.get(replica, "gone")))
+        return out
+
+
+def plan_rows(self, scope: str, a: dict) -> list[dict]:
+    """The replica's pod and its engine children, as :meth:`Wedges.wedge_engine` finds them (no exec)."""
+    r = self.pick_replica(zone=a.get("zone"))
+    pods = [p for p in self._ray(terminating=True) if _name(p) == r.node]
+    if not pods:
+        raise ClusterError(f"replica {r.replica_id}: its pod {r.node} is not one of this cluster's")
+    how = "spinning at 100 % of a core" if a.get("spin") else "blocked"
+    return [self._pod_row(pods[0], f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
+                                   "SIGUSR1, else refused), the request to wedge written into /tmp, then `kill -USR1`: "
+                                   f"the engine's step stays {how}, the pod and the replica's process live on",
+                          "nothing but a detector ends it; the run's end removes the wedge mark if still this run's")]
+
+
+def proof(self, fault: dict) -> list[dict]:
+    return self.wedge_proof(fault)

@@ -1,0 +1,173 @@
+"""engine-wedge (issue 44): the engine's step stuck for good, its process alive and not stopped, until a detector
+replaces the replica or the run's end releases it. The hook's request and wedge (pure), vLLM's step wrapper, the
+stream target's real engine child wedged by the signal (its steps stop, its state is not T, the mark names the
+run), the local backend's wedge, proof and release over that child (another run's mark left alone), and the
+KubeRay scripts through a real shell."""
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from chaos import faults, scopes
+from chaos.backends import base, engine_faults, kube_access
+from chaos.backends.kuberay import KubeRayBackend, wedge as kw
+from chaos.backends.local import engines, procs
+from chaos.backends.local.backend import LocalBackend
+from chaos.scopes.engine_wedge import wedge_engine
+from serve_apps import engine_faults as app
+from serve_apps.stream_engine import EngineProcess
+
+NAME = "engine-wedge"
+
+
+def test_the_scope_says_what_it_is_and_both_backends_run_it():
+    s = scopes.get(NAME)
+    assert (s.fault, s.backend_methods, s.label) == (wedge_engine, ("wedge_engine",), "engine wedge")
+    assert s.zoned and s.every_target_affected and not s.heal_args and s.conflict_class == "replica-level"
+    assert set(s.accesses(kube_access.Asked())) == set(kube_access.EXEC)
+    for backend in (LocalBackend, KubeRayBackend):
+        assert base.scope_capability(NAME) in base.capabilities_of(backend)
+        assert not s.missing_on(backend)
+
+
+# ---------------------------------------------------------------- the hook (pure)
+@pytest.fixture
+def tmpdir_hook(tmp_path, monkeypatch):
+    monkeypatch.setattr(app, "TOMBSTONE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_no_request_or_an_unreadable_one_is_an_error_and_a_wedge_request_is_taken_once(tmpdir_hook):
+    assert app.take_request(57) == {"fault": "error"}
+    Path(app.request_path(57)).write_text("not json")
+    assert app.take_request(57) == {"fault": "error"}
+    Path(app.request_path(57)).write_text(engine_faults.wedge_request("run-1", spin=True))
+    assert app.take_request(57) == {"fault": "wedge", "run": "run-1", "spin": True}
+    assert not Path(app.request_path(57)).exists()  # taken: the next signal is an error again
+    assert app.take_request(57) == {"fault": "error"}
+
+
+def test_a_wedge_blocks_for_as_long_as_its_mark_exists(tmpdir_hook):
+    looks = []
+
+    def exists(path):
+        looks.append(path)
+        if len(looks) == 4:
+            Path(path).unlink()  # the run's end removes it
+        return Path(path).exists()
+
+    app.wedge({"fault": "wedge", "run": "run-1"}, pid=57, exists=exists, sleep=lambda s: None)
+    assert len(looks) == 4 and looks[0] == app.wedge_path(57)
+
+
+def test_the_mark_names_the_run(tmpdir_hook):
+    seen = {}
+
+    def exists(path):
+        seen["mark"] = Path(path).read_text()
+        return False
+
+    app.wedge({"fault": "wedge", "run": "run-1"}, pid=57, exists=exists, sleep=lambda s: None)
+    assert engine_faults.mark_run(seen["mark"]) == "run-1" and json.loads(seen["mark"])["t"] > 0
+
+
+def test_vllm_s_step_wrapper_wedges_then_steps_and_without_a_request_still_errs(tmpdir_hook, monkeypatch):
+    class Core:
+        def step(self):
+            return "stepped"
+
+    trigger = app.Trigger()
+    app.install(Core, [], trigger)
+    wedged = []
+    monkeypatch.setattr(app, "wedge", lambda request, **kw: wedged.append(request))
+    monkeypatch.setattr(app.os, "getpid", lambda: 57)
+    Path(app.request_path(57)).write_text(engine_faults.wedge_request("run-1"))
+    trigger.arm()
+    assert Core().step() == "stepped" and wedged == [{"fault": "wedge", "run": "run-1", "spin": False}]
+    trigger.arm()
+    with pytest.raises(app.InjectedEngineError):
+        Core().step()
+
+
+# ---------------------------------------------------------------- the stream target's real engine child
+def _until(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture
+def engine():
+    e = EngineProcess(faults=True)
+    assert e.wait_started(10)
+    yield e
+    Path(app.wedge_path(e.pid)).unlink(missing_ok=True)
+    Path(app.request_path(e.pid)).unlink(missing_ok=True)
+    Path(app.tombstone_path(e.pid)).unlink(missing_ok=True)  # the errored one's
+    e.close()
+
+
+def _local(engine_pid, run_id="run-1"):
+    return SimpleNamespace(run_id=run_id, engine_pids=lambda r, to: [engine_pid])
+
+
+def test_the_stream_engine_wedged_by_the_local_backend_steps_no_more_is_not_stopped_and_is_proven(engine):
+    b = _local(engine.pid)
+    fire = engines.wedge(b, SimpleNamespace(replica_id="r1"))
+    assert fire() == [engine.pid]
+    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    count = engine.steps.count
+    time.sleep(1.3)
+    assert engine.steps.count <= count + 1  # at most a step already in the pipe
+    assert engine.state() == "hung" and engine.reason() is None  # the health check passes: a gray failure
+    assert procs.state(engine.pid) == "S"  # blocked in its step, not stopped (T)
+    checks = engines.wedge_checks({"pids": [engine.pid]}, "run-1")
+    assert [c["ok"] for c in checks] == [True, True], checks
+    assert [c["ok"] for c in engines.wedge_checks({"pids": [engine.pid]}, "another-run")] == [False, True]
+
+
+def test_the_run_s_end_releases_only_its_own_wedge_and_the_engine_steps_again(engine):
+    engines.wedge(_local(engine.pid), SimpleNamespace(replica_id="r1"))()
+    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    (kept,) = engines.release("another-run", [engine.pid])
+    assert (kept["released"], kept["found"]) == (False, "another run's mark")
+    assert Path(app.wedge_path(engine.pid)).exists() and _until(lambda: engine.state() == "hung")
+    (done,) = engines.release("run-1", [engine.pid])
+    assert (done["released"], done["engine"]) == (True, "alive")
+    count = engine.steps.count
+    assert _until(lambda: engine.steps.count > count + 10)  # it steps again
+    assert engine.state() == "ok"
+
+
+def test_a_failed_wedge_is_unproven_not_claimed(monkeypatch, engine):
+    """The signal's request never reaching the engine (it errs instead) leaves no mark: the proof fails."""
+    monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.5}, raising=False)
+    procs.signal_pids([engine.pid], signal.SIGUSR1)  # no request: an engine error, not a wedge
+    assert _until(lambda: engine.state() == "errored")
+    assert [c["ok"] for c in engines.wedge_checks({"pids": [engine.pid]}, "run-1")] == [False, False]
+
+
+# ---------------------------------------------------------------- the KubeRay scripts, through a real shell
+def test_kuberay_s_scripts_wedge_prove_and_release_through_a_shell(engine):
+    request = engine_faults.wedge_request("run-9").strip()
+    out = subprocess.run(["sh", "-c", kw.wedge_script([engine.pid], request)], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == [str(engine.pid)]
+    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid])], capture_output=True, text=True).stdout
+    marks, states = kw.parse_marks(said), kw.parse_states(said)
+    assert [c["ok"] for c in engine_faults.wedge_checks([engine.pid], marks, states, "run-9")] == [True, True]
+    other = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-8")], capture_output=True, text=True)
+    assert other.stdout.split() == ["kept", str(engine.pid)] and Path(app.wedge_path(engine.pid)).exists()
+    ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9")], capture_output=True, text=True)
+    assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.wedge_path(engine.pid)).exists()
+    count = engine.steps.count
+    assert _until(lambda: engine.steps.count > count + 10)
