@@ -13,7 +13,7 @@ request's ``id`` and its ``attempt`` number (1, 2, ...), to the same target as t
 - ``retry_on``: the failure classes retried (:data:`RETRY_CLASSES`): ``connect`` (refused, connect
   timeout), ``reset`` (the connection closed before the first token), ``timeout`` (no bytes within the read
   timeout, or the attempt's deadline), ``5xx`` (any HTTP 5xx), ``503`` and ``429`` (those statuses alone).
-  Malformed, truncated or corrupted answers and other 4xx are never retried.
+  Malformed, truncated, corrupted or aborted answers and other 4xx are never retried.
 - ``after_first_token``: false (the default) never retries a request whose first token reached the client
   (what a streaming client that showed the text cannot take back); true retries such a failure too when its
   class is retried (a stream broken mid-way counts as ``reset``).
