@@ -373,3 +373,80 @@ def test_a_run_with_retries_matches_the_published_schemas(tmp_path):
     s["faults"][0]["service"]["retries"]["amplification"] = 0.5  # not vacuous: fewer attempts than requests
     with pytest.raises(Exception, match="is not valid under any of the given schemas"):
         schema("summary").validate(json.loads(json.dumps(s)))
+
+
+# ---------------------------------------------------------------- retries and token continuity, attempt by attempt
+def _target_events(request, indices, finish_last=True):
+    """The stream target's events for the token ``indices`` of the request's answer (its words, its fingerprint)."""
+    from chaos.load import integrity
+    from serve_apps import stream_tokens
+
+    body = json.loads(request.content)
+    words = stream_tokens.text(integrity.prompt_of(body), body["max_tokens"]).split(" ")
+    out = []
+    for n, k in enumerate(indices):
+        finish = "length" if finish_last and n == len(indices) - 1 else None
+        out.append({"choices": [{"index": 0, "text": words[k] if n == 0 else " " + words[k], "finish_reason": finish}],
+                    "system_fingerprint": stream_tokens.FINGERPRINT})
+    return [b"data: %s\n\n" % json.dumps(e).encode() for e in out], len(words)
+
+
+class _Events(httpx.AsyncByteStream):
+    def __init__(self, chunks, then_reset):
+        self.chunks, self.then_reset = chunks, then_reset
+
+    async def __aiter__(self):
+        for c in self.chunks:
+            yield c
+        if self.then_reset:
+            raise httpx.ReadError("connection reset")
+
+
+def _drops_a_token_then_breaks(request):
+    chunks, _ = _target_events(request, [0, 1, 3], finish_last=False)  # token 2 never sent, then the reset
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Events(chunks, True))
+
+
+def _whole_answer(request):
+    chunks, n = _target_events(request, list(range(json.loads(request.content)["max_tokens"])))
+    usage = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": n}}
+    chunks += [b"data: %s\n\n" % json.dumps(usage).encode(), b"data: [DONE]\n\n"]
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Events(chunks, False))
+
+
+def test_each_attempt_counts_its_own_continuity_and_the_retries_count_one_logical_request(tmp_path):
+    from chaos.load import continuity
+
+    policy = {"attempts": 3, "backoff_base_s": 0.001, "retry_on": ["reset"], "after_first_token": True}
+    got, _ = _run(Script([_drops_a_token_then_breaks, _whole_answer]), policy, route="completions",
+                  max_tokens=(6, 6), prompt_words=(3, 3), mode="open", rate=10.0)  # open: sent on t0, measured
+    first, second = got
+    assert (first.id, first.attempt, first.ok, first.failure) == (second.id, 1, False, rec.STREAM_BROKEN)
+    assert (second.attempt, second.ok, second.output_tokens) == (2, True, 6)
+    # per attempt: the broken one lost token 2 (below the highest received, 3); the retry starts its answer again
+    # from token 0, none of it counted against the first attempt's tokens
+    def counts(r):
+        return r.tokens_lost, r.tokens_duplicated, r.tokens_out_of_order, r.tokens_corrupted
+
+    assert counts(first) == (1, 0, 0, 0) and counts(second) == (0, 0, 0, 0)
+    assert first.continuity_why is None and second.continuity_why is None
+
+    # the summary, by both readers: 1 logical request (not failed: its retry succeeded) of 2 attempts; the fault's
+    # continuity counts both attempts' streams, the lost token the first attempt's
+    inject = first.sent_ns - NS // 1000
+    lines = [{"kind": "run", "run_id": "r", "started_ns": inject, "load": {"retry": policy},
+              "continuity": continuity.FORMAT, "targets": []}]
+    lines += [vars(r) for r in got]
+    lines += [{"kind": "mark", **vars(rec.FaultMark("inject_start", "f1", "replica", "x", inject, ["zone-a"]))},
+              {"kind": "end", "stopped_ns": second.sent_ns + 5 * NS}]
+    p = tmp_path / "records.ndjson"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    steady = analysis.SteadyState(window_s=2.0, min_requests=1)
+    faults = [analysis.analyse(read(p), steady)["faults"][0] for read in (rec.read, record_columns.parse)]
+    assert faults[0] == faults[1]
+    f = faults[1]
+    r = f["service"]["retries"]
+    assert (r["logical_requests"], r["logical_failed"], r["retried"], r["attempts"]) == (1, 0, 1, 2)
+    assert r["amplification"] == 2.0 and f["service"]["requests"] == 2
+    c = f["continuity"]
+    assert (c["streams"], c["streams_checked"], c["tokens_lost"], c["tokens_duplicated"]) == (2, 2, 1, 0)
