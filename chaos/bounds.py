@@ -21,6 +21,12 @@ Every result has ``met``: ``true``, ``false``, or ``null`` with a ``status`` and
 A figure never reached (no first success, no steady state within the run) violates its
 ``max_time_*`` bound.
 
+``max_amplification`` (a client that retries, ``load.retry``) reads the population's
+``retries.peak_amplification`` (:mod:`chaos.analysis.retries`): the most attempts sent per logical request
+asked for, in a bin from the injection to recovery. It is ``not_applicable`` in a run without a retry
+policy (nothing was retried: nothing to bound), and :func:`with_defaults` states it at
+:data:`DEFAULT_MAX_AMPLIFICATION` for an experiment with a policy whose bounds do not name it.
+
 ``max_cross_region_share`` (for users pinned to a region) reads the fault's ``locality``: the larger
 of the shares of requests served outside the client's region during the fault and after it.
 """
@@ -41,7 +47,19 @@ BOUNDS: dict[str, figures.Figure] = figures.bounded()
 RECOVERY_BOUNDS = frozenset(name for name, fig in BOUNDS.items() if fig.bound_recovery)
 POPULATIONS = figures.POPULATIONS
 # the bounds read from a population: none of them can be judged on a population with no request
-POPULATION_BOUNDS = frozenset(name for name, fig in BOUNDS.items() if fig.plane == figures.POPULATION)
+POPULATION_BOUNDS = frozenset(name for name, fig in BOUNDS.items()
+                              if fig.plane in (figures.POPULATION, figures.RETRIES))
+# a client's retries: at the fault's peak, at most half as many attempts again as users asked for
+DEFAULT_MAX_AMPLIFICATION = 1.5
+
+
+def with_defaults(spec: dict[str, Any], retrying: bool) -> tuple[dict[str, Any], str | None]:
+    """The bounds as stated, with the defaults of what the experiment does (a retry policy: ``max_amplification``
+    at :data:`DEFAULT_MAX_AMPLIFICATION` when not named), and a sentence saying what was added (None: nothing)."""
+    if not retrying or "max_amplification" in spec:
+        return spec, None
+    return ({**spec, "max_amplification": DEFAULT_MAX_AMPLIFICATION},
+            f"max_amplification {DEFAULT_MAX_AMPLIFICATION} by default: the experiment's client retries (load.retry).")
 
 
 def _population(f: dict, population: str) -> dict:
@@ -53,6 +71,8 @@ def _population(f: dict, population: str) -> dict:
 
 
 def _not_applicable(fig: figures.Figure, f: dict, p: dict) -> str | None:
+    if fig.plane == figures.RETRIES and p.get(figures.RETRIES) is None:
+        return "the run had no retry policy (load.retry): nothing was retried"
     if fig.bound_recovery and f.get("window_cut_by"):
         return f"window cut by fault {f['window_cut_by']}; recovery and capacity are checked on the last fault"
     if fig.failure and not p["failed_total"]:  # a figure that exists only because something failed
@@ -85,7 +105,8 @@ def check(summary: dict[str, Any], bounds: dict[str, Any], population: str = "af
             row = {"fault_id": f["fault_id"], "scope": f["scope"], "bound": name, "population": population,
                    "value": value, "limit": limit}
             unmeasurable = f.get("unmeasurable") or {}
-            no_requests = unmeasurable.get(f"{population}.requests") if fig.plane == figures.POPULATION else None
+            no_requests = unmeasurable.get(f"{population}.requests") if fig.plane in (figures.POPULATION, figures.RETRIES) \
+                else None
             why_na = _not_applicable(fig, f, p)
             why_unmeasurable = unmeasurable.get(fig.key(population))
             if no_requests:  # nothing of this population to judge: not even "0 failed"

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import schemas, secret_env
+from chaos import bounds, schemas, secret_env
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError, read_input
 from chaos.load.workload import LoadShape
@@ -160,6 +160,8 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         load_shape = LoadShape.from_dict(ext.get("load"))
     except UsageError as e:  # the cross-field rules, e.g. warmup_s < duration_s
         raise UsageError(f"{where}.{e}") from None
+    # a bound the experiment implies: a client that retries is held to an amplification (chaos.bounds)
+    bounds_spec, added = bounds.with_defaults(dict(ext["bounds"]), load_shape.retry is not None)
     return Settings(
         scope=ext["scope"],
         topology=ext.get("topology", "default"),
@@ -174,8 +176,8 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         recovery_settle_s=float(ext.get("recovery_settle_s", 10.0)),
         steady_state=SteadyState(**ext.get("steady_state", {})),
         slo=SLO(**ext.get("slo", {})),
-        bounds=dict(ext["bounds"]),
-        bounds_source=ext.get("bounds_source", ""),
+        bounds=bounds_spec,
+        bounds_source=" ".join(x for x in (ext.get("bounds_source", ""), added) if x),
         allow_hosts=tuple(ext.get("allow_hosts", ())),
         max_wall_s=float(ext.get("max_wall_s", 900.0)),
         stop_when=dict(ext.get("stop_when", {})),

@@ -3,10 +3,12 @@
 A figure is a number (or a yes/no) in one *plane* of a fault in ``summary.json``: the two
 populations of requests (``affected`` and ``service``, :data:`POPULATION` here: one entry serves
 both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` and ``locality``, a
-slow replica's ``straggler`` (``engine-slow``), and the streams' token ``continuity`` (the service's; the affected
-population's under ``continuity.affected`` where it differs).
+slow replica's ``straggler`` (``engine-slow``), the streams' token ``continuity`` (the service's; the affected
+population's under ``continuity.affected`` where it differs), and a client's ``retries`` (:data:`RETRIES`: an
+object in each population, ``load.retry``).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
-``service.time_to_steady_state_s``), the key of its reason in the fault's ``unmeasurable`` map.
+``service.time_to_steady_state_s``, ``service.retries.peak_amplification``), the key of its reason in the
+fault's ``unmeasurable`` map.
 
 Each entry says, once: its unit; where it is computed (``derived_by``, the dotted name of the
 function: the derivations stay in :mod:`chaos.analysis` and :mod:`chaos.planes`; a unit test
@@ -29,13 +31,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 POPULATION = "population"  # the plane of a figure computed for both populations
+RETRIES = "retries"  # a client's retries: an object inside each population (chaos.analysis.retries)
 POPULATIONS = ("affected", "service")
 SAMPLED_PLANES = ("control_plane", "capacity")  # from the sampler's samples (chaos.planes)
 
 
 @dataclass(frozen=True)
 class Figure:
-    plane: str  # POPULATION, "failed", "control_plane", "capacity", "locality", "straggler" or "continuity"
+    plane: str  # POPULATION, RETRIES, "failed", "control_plane", "capacity", "locality", "straggler", "continuity"
     name: str  # the key inside its plane
     unit: str  # "s" (from the fault's injection), "requests", "ratio", "count", "samples", "replicas", "nodes", "bool"
     label: str  # its row in the report
@@ -59,18 +62,24 @@ class Figure:
 
     def key(self, population: str | None = None) -> str:
         """Its dotted key in the summary and the ``unmeasurable`` map (``population`` for a population's)."""
+        if self.plane == RETRIES:
+            return f"{population or '{pop}'}.{RETRIES}.{self.name}"
         plane = (population or "{pop}") if self.plane == POPULATION else self.plane
         return f"{plane}.{self.name}"
 
     def value(self, fault: dict[str, Any], population: str | None = None) -> Any:
         """Its value in one fault of a summary; None when the plane is missing (a summary of an older format)."""
-        plane = fault.get(population if self.plane == POPULATION else self.plane)
+        plane = fault.get(population if self.plane in (POPULATION, RETRIES) else self.plane)
+        if self.plane == RETRIES:
+            plane = plane.get(RETRIES) if isinstance(plane, dict) else None
         return plane.get(self.name) if isinstance(plane, dict) else None
 
     def bound_value(self, fault: dict[str, Any], population: dict[str, Any]) -> Any:
         """What its bound reads: the population's value, or the plane's (indexed: a missing one is an error)."""
         if self.read:
             return self.read(fault, population)
+        if self.plane == RETRIES:  # null when the run had no retry policy
+            return (population.get(RETRIES) or {}).get(self.name)
         return population[self.name] if self.plane == POPULATION else fault[self.plane][self.name]
 
 
@@ -215,6 +224,33 @@ ST_LATENCIES = tuple(_(Figure("straggler", f"{side}_p{q}_{what}_s", "s", f"{who}
                               row=True))
                      for what in ("ttft", "itl") for q in (50, 95)
                      for side, who in (("slow", "slow replica"), ("others", "other replicas")))
+# ---------------------------------------------------------------- a client's retries (chaos.analysis.retries)
+RT_FN, RATIO1 = "chaos.analysis.retries.population_retries", {"type": ["number", "null"], "minimum": 1}
+RT_LOGICAL = _(Figure(RETRIES, "logical_requests", "requests", "logical requests", RT_FN, {
+    "type": "integer", "minimum": 0, "description": "first sent in the analysis window, or in flight at injection"}))
+RT_FAILED = _(Figure(RETRIES, "logical_failed", "requests", "logical requests failed (what users saw)", RT_FN,
+                     {"type": "integer", "minimum": 0, "description": "none of their attempts succeeded"}))
+RT_FAILED_RATIO = _(Figure(RETRIES, "logical_failed_ratio", "ratio", "logical failed ratio", RT_FN,
+                           {"type": ["number", "null"], "minimum": 0, "maximum": 1}))
+RT_RETRIED = _(Figure(RETRIES, "retried", "requests", "logical requests sent more than once", RT_FN,
+                      {"type": "integer", "minimum": 0}))
+RT_ATTEMPTS = _(Figure(RETRIES, "attempts", "count", "attempts sent", RT_FN, {"type": "integer", "minimum": 0}))
+RT_MEAN = _(Figure(RETRIES, "attempts_per_request_mean", "count", "attempts per logical request, mean", RT_FN,
+                   RATIO1))
+RT_P99 = _(Figure(RETRIES, "attempts_per_request_p99", "count", "attempts per logical request, p99", RT_FN,
+                  {"type": ["integer", "null"], "minimum": 1}))
+RT_MAX = _(Figure(RETRIES, "attempts_per_request_max", "count", "attempts per logical request, max", RT_FN,
+                  {"type": ["integer", "null"], "minimum": 1}))
+RT_AMPLIFICATION = _(Figure(RETRIES, "amplification", "ratio", "amplification (attempts / logical requests)",
+                            RT_FN, RATIO1))
+RT_PROMPT_AMPLIFICATION = _(Figure(RETRIES, "prompt_amplification", "ratio",
+                                   "prompt amplification (prompt tokens sent / asked)", RT_FN, RATIO1))
+RT_PEAK = _(Figure(RETRIES, "peak_amplification", "ratio", "peak amplification, injection to recovery", RT_FN, {
+    "type": ["number", "null"], "minimum": 0, "description": "the largest amplification of a timeline bin from the "
+    "injection to recovery that started at least min_requests logical requests; null with its reason"},
+    bound="max_amplification", comparison="<="))
+RT_PEAK_AT = _(Figure(RETRIES, "peak_at_s", "s", "peak amplification at s", RT_FN, NUMBER))
+RT_BIN = _(Figure(RETRIES, "bin_s", "s", "timeline bin s", RT_FN, {"type": "number", "exclusiveMinimum": 0}))
 # ---------------------------------------------------------------- token continuity (chaos.analysis.continuity)
 CT_FN, CT_COUNT = "chaos.analysis.token_continuity", {**COUNT, "minimum": 0}
 CONTINUITY = tuple(_(Figure("continuity", name, unit, label, CT_FN, schema)) for name, unit, label, schema in (

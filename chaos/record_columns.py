@@ -50,6 +50,8 @@ SCHEMA = pa.schema([("id", _INT), ("target", _STR), ("url", _STR), ("zone", _STR
                     ("region", _STR), ("served_replica", _STR), ("served_zone", _STR), ("served_region", _STR),
                     ("served_version", _STR),
                     ("worker", _INT), ("session", _INT), ("prefix_group", _INT), ("clipped", _STR),
+                    ("attempt", _FLOAT), ("prompt_tokens", _FLOAT), ("prompt_len", _FLOAT), ("prompt_chars", _FLOAT),
+                    ("retry_stop", _STR),
                     ("tokens_lost", _FLOAT), ("tokens_duplicated", _FLOAT), ("tokens_out_of_order", _FLOAT),
                     ("tokens_corrupted", _FLOAT), ("migrations", _FLOAT), ("migration_refused", _STR),
                     ("kind", _STR),
@@ -142,6 +144,8 @@ class _Reading(rec.LineReader):
             arrays = {name: reqs.column(name).to_numpy() for name in ("id", "sent_ns", "planned_ns", "ok", "stream")}
             for f in rc.FLOATS.values():
                 arrays[f] = pc.fill_null(reqs.column(f), np.nan).to_numpy()
+            for name in rc.SMALL:
+                arrays[name] = rc.small_array(pc.fill_null(reqs.column(name), np.nan).to_numpy(), name)
             arrays["measure"] = pc.equal(reqs.column("phase"), rec.MEASURE).to_numpy(zero_copy_only=False)
             self.blocks.append((arrays, {name: _coded(reqs.column(name)) for name in rc.CODED}))
             self.starts.append(starts[is_req])
@@ -207,6 +211,7 @@ def parse(path: str | Path) -> rec.RunRecords:
         arrays = {name: np.zeros(0, dtype=np.int64) for name in ("id", "sent_ns", "planned_ns")}
         arrays.update({f: np.zeros(0) for f in rc.FLOATS.values()})
         arrays.update({name: np.zeros(0, dtype=bool) for name in ("ok", "measure", "stream")})
+        arrays.update({name: rc.small_array(np.zeros(0), name) for name in rc.SMALL})
         coded = {name: rc.Coded(np.zeros(0, dtype=np.int32), []) for name in rc.CODED}
     del reading.blocks[:]
     columns = rc.from_arrays(arrays, coded, source)

@@ -115,6 +115,12 @@ class RequestRecord:
     worker: int | None = None  # the harness process that sent it (load.workers; 0 with one)
     prompt_len: int | None = None  # prompt tokens planned (load.prompt_len or a trace; None: prompt_words)
     clipped: str | None = None  # what max_model_len cut from the planned lengths: prompt, output, prompt+output
+    # a client that retries (load.retry, chaos.load.retry): every attempt is a line of its own, ``id`` its
+    # logical request's; None in runs without a policy and in older files: one attempt per logical request
+    attempt: int | None = None  # 1 for the first attempt, 2 for the first retry, ...
+    backoff_s: float | None = None  # what the client waited before this attempt (a retry's)
+    retry_after_s: float | None = None  # the wait the answer's Retry-After asked for, when it said one
+    retry_stop: str | None = None  # a failed logical request's last attempt: why no other was sent
     # token-level continuity of a stream (chaos.load.continuity; None: not measured, continuity_why says why, or
     # not a stream, or recorded before it was measured)
     tokens_lost: int | None = None
@@ -319,7 +325,7 @@ _OPT_NUM = (int, float, type(None))
 _REQ_TYPES = {"id": int, "target": str, "url": str, "route": str, "phase": str, "planned_ns": int, "sent_ns": int,
               "sent_offset_s": _NUM, "ok": bool, "failure": (str, type(None)), "ttft_s": _OPT_NUM, "e2e_s": _OPT_NUM,
               "itl_p95_s": _OPT_NUM, "itl_mean_s": _OPT_NUM, "itl_max_s": _OPT_NUM, "zone": (str, type(None)),
-              "output_tokens": (int, type(None)), "chunks": int}
+              "output_tokens": (int, type(None)), "chunks": int, "attempt": (int, type(None))}
 _SAMPLE_FIELDS = set(Sample.__dataclass_fields__)
 _SAMPLE_TYPES = {"t_ns": int, "took_s": _NUM, "gcs_ok": bool, "gcs_latency_s": _OPT_NUM, "controller_ok": bool,
                  "app_status": (str, type(None)), "replicas": (dict, type(None)), "nodes_alive": (dict, type(None)),

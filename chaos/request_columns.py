@@ -10,8 +10,12 @@ holds); the two give the same arrays for the same requests.
   request end, :func:`chaos.analysis.windows.request_end_ns`'s), ``ttft``, ``e2e``, ``itl_p95``, ``itl_mean`` and a
   stream's continuity counts, ``tokens_lost`` ... ``migrations`` (float64, NaN where the record says None), ``ok``,
   ``measure`` (phase ``measure``), ``stream``, ``first_token`` (bool);
+- the counts a client's retries are read with (:mod:`chaos.analysis.retries`), in small types: ``attempt`` (int16, 0
+  where the record says none: a run without a retry policy, an older file), ``prompt_tokens``, ``prompt_len``,
+  ``prompt_chars`` (float32, NaN where the record says None);
 - values with few distinct ones (zones, regions, replicas, failure classes, workers, session and prefix group
-  ids, what was clipped, why migration was refused): :class:`Coded`, an int32 code per request (-1 for None) into the values seen.
+  ids, what was clipped, why a retry stopped, why migration was refused): :class:`Coded`, an int32 code per
+  request (-1 for None) into the values seen.
 
 ``source`` gives back the full record of any request (:meth:`RequestColumns.records`), for the few figures
 that need every field of a handful of requests (a straggler's, a warm-up's).
@@ -32,7 +36,16 @@ FLOATS = {"ttft": "ttft_s", "e2e": "e2e_s", "itl_p95": "itl_p95_s", "itl_mean": 
           **{name: name for name in ("tokens_lost", "tokens_duplicated", "tokens_out_of_order", "tokens_corrupted",
                                      "migrations")}}  # a stream's continuity (chaos.load.continuity), NaN: not known
 CODED = ("zone", "region", "served_replica", "served_zone", "served_region", "served_version", "failure", "worker",
-         "session", "prefix_group", "clipped", "migration_refused")
+         "session", "prefix_group", "clipped", "retry_stop", "migration_refused")
+SMALL = {"attempt": np.int16, "prompt_tokens": np.float32, "prompt_len": np.float32, "prompt_chars": np.float32}
+
+
+def small_array(values: Any, name: str) -> np.ndarray:
+    """A :data:`SMALL` column of values (floats, NaN for none): 0 for none in ``attempt``."""
+    a = np.asarray(values, dtype=np.float64)
+    if name == "attempt":
+        return np.nan_to_num(a, nan=0.0).astype(np.int16)
+    return a.astype(np.float32)
 
 
 @dataclass
@@ -109,6 +122,10 @@ class RequestColumns:
     measure: np.ndarray
     stream: np.ndarray
     first_token: np.ndarray
+    attempt: np.ndarray
+    prompt_tokens: np.ndarray
+    prompt_len: np.ndarray
+    prompt_chars: np.ndarray
     coded: dict[str, Coded]
     # the full record of the request at a row: source(rows) -> [RequestRecord], in rows' order
     source: Callable[[np.ndarray], list[rec.RequestRecord]] = field(repr=False, default=lambda rows: [])
@@ -132,7 +149,7 @@ class RequestColumns:
         source = self.source
         return RequestColumns(
             **{name: getattr(self, name)[rows] for name in (*NUMBERS, *FLOATS, "ok", "measure", "stream",
-                                                            "first_token")},
+                                                            "first_token", *SMALL)},
             coded={k: c.take(rows) for k, c in self.coded.items()}, source=lambda sub: source(rows[sub]))
 
     def records(self, idx: np.ndarray | None = None) -> list[rec.RequestRecord]:
@@ -152,7 +169,8 @@ class RequestColumns:
 def from_arrays(arrays: dict[str, np.ndarray], coded: dict[str, Coded],
                 source: Callable[[np.ndarray], list[rec.RequestRecord]]) -> RequestColumns:
     """Columns in record order (``arrays``: id, sent_ns, planned_ns, the float fields by record name, ok, phase
-    ``measure``, stream) put in send order; ``source`` takes record-order rows."""
+    ``measure``, stream, the :data:`SMALL` ones; a small one missing: none said) put in send order; ``source``
+    takes record-order rows."""
     order = np.argsort(arrays["sent_ns"], kind="stable")
     sent = arrays["sent_ns"][order]
     floats = {name: arrays[field_][order] for name, field_ in FLOATS.items()}
@@ -160,6 +178,8 @@ def from_arrays(arrays: dict[str, np.ndarray], coded: dict[str, Coded],
         id=arrays["id"][order], sent_ns=sent, planned_ns=arrays["planned_ns"][order],
         end_ns=end_ns(sent, floats["e2e"]), **floats, ok=arrays["ok"][order], measure=arrays["measure"][order],
         stream=arrays["stream"][order], first_token=~np.isnan(floats["ttft"]),
+        **{name: (arrays[name] if name in arrays else small_array(np.full(len(sent), np.nan), name))[order]
+           for name in SMALL},
         coded={k: c.take(order) for k, c in coded.items()}, source=lambda rows: source(order[rows]))
 
 
@@ -177,6 +197,8 @@ def record_arrays(rs: Sequence[rec.RequestRecord]) -> tuple[dict[str, np.ndarray
     arrays["ok"] = np.fromiter((bool(r.ok) for r in rs), dtype=bool, count=n)
     arrays["measure"] = np.fromiter((r.phase == rec.MEASURE for r in rs), dtype=bool, count=n)
     arrays["stream"] = np.fromiter((bool(r.stream) for r in rs), dtype=bool, count=n)
+    for name in SMALL:
+        arrays[name] = small_array(np.fromiter((_float(getattr(r, name)) for r in rs), dtype=np.float64, count=n), name)
     return arrays, {name: encode([getattr(r, name) for r in rs]) for name in CODED}
 
 

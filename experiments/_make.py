@@ -137,6 +137,30 @@ experiment(
     "every zone's users (with vLLM the failed stream came through another zone's proxy).",
 )
 
+# A client that retries (chaos/load/retry.py): 3 attempts in all, full-jitter backoff from 0.1 s, on connect errors,
+# 5xx and timeouts; never after the first token (a stream the user saw is not sent again).
+RETRY = {"attempts": 3, "backoff_base_s": 0.1, "backoff_cap_s": 2.0, "retry_on": ["connect", "5xx", "timeout"]}
+
+experiment(
+    "replica-kill-retries", "SIGKILL one Serve replica under steady load, the client retrying",
+    "replica-kill with a client that retries (load.retry: 3 attempts, full-jitter backoff from 0.1 s, on connect "
+    "errors, 5xx and timeouts, never after the first token). Every attempt is recorded with its logical request; "
+    "summary.json's retries (per population) says how many logical requests failed (what users saw), the attempts "
+    "per logical request and the amplification: attempts sent per logical request asked for, overall and per bin "
+    "around the kill, its peak bounded.",
+    "replica", [action("kill-one-replica-in-zone-a", "kill_replica", zone="zone-a")],
+    {"max_failed_requests": 15, "max_time_to_steady_state_s": 30,
+     "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
+     "min_capacity_ratio": 0.6, "max_amplification": 1.5},
+    "The bounds of replica-kill, with the failed requests counted in attempts (each is a request the service "
+    "failed): its 5 logical requests, each sent up to 3 times, make 15. A stream cut mid-way by the kill is not "
+    "retried (its first token was shown), so retries change only what failed before the first token. Amplification "
+    "at most 1.5 at the kill's peak (chaos.bounds' default): in a bin of the steady state's window (5 s, 40 requests "
+    "at 8 req/s) the few requests failing at the kill cannot add half as many attempts again unless the retries "
+    "themselves fail, which is what the bound is there to catch.",
+    load={**LOAD, "retry": RETRY},
+)
+
 # Chat users (chaos/load/sessions.py): six turns a session, 1 s of think time, each turn carrying the conversation
 # so far; eight groups of sessions, each group sharing a 128-token system prompt. At 8 req/s sessions start at
 # 8 / 6 per second. The first turn fits max_model_len 512 however the tokenizer counts (2 tokens a word before

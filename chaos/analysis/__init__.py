@@ -12,6 +12,8 @@ fault's ``inject_start`` mark. Warm-up requests are left out everywhere.
 - :mod:`chaos.analysis.cold_cache`: the replacement replica's cold prefix cache;
 - :mod:`chaos.analysis.new_version`: an upgrade complete once the new version serves (from the responses);
 - :mod:`chaos.analysis.slow_replica`: a slow replica's share of the requests and latency against the others';
+- :mod:`chaos.analysis.retries`: a client's retries: attempts grouped into logical requests, what users saw,
+  the amplification per population;
 - :mod:`chaos.analysis.continuity`: a fault's streams token by token (lost, duplicated, corrupted, migrated);
 - :mod:`chaos.analysis.sending`: the load as it was sent, and the client's send lag.
 
@@ -21,6 +23,7 @@ Every name is re-exported here: ``from chaos import analysis; analysis.analyse(.
 from chaos.analysis.cold_cache import NO_PREFIX_SHARING, prefix_sharing_basis, warmup
 from chaos.analysis.continuity import token_continuity
 from chaos.analysis.populations import a_or_an, affected_basis, analyse, analyse_fault, recovery
+from chaos.analysis.retries import logical_requests
 from chaos.analysis.sending import arrivals, send_lag_ms
 from chaos.analysis.slow_replica import straggler
 from chaos.analysis.who_served import locality
@@ -31,5 +34,6 @@ from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 __all__ = ["FORMAT_VERSION", "INSUFFICIENT", "NO_PREFIX_SHARING", "NS", "POPULATIONS", "SLO", "Definitions", "Fault",
            "SteadyState", "a_or_an", "affected_basis", "analyse", "analyse_fault", "arrivals", "faults_from_marks",
-           "judge_windows", "latency", "locality", "percentile", "prefix_sharing_basis", "recovery", "request_end_ns",
-           "run_end_ns", "send_lag_ms", "straggler", "token_continuity", "warmup", "window_requests", "window_state"]
+           "judge_windows", "latency", "locality", "logical_requests", "percentile", "prefix_sharing_basis", "recovery",
+           "request_end_ns", "run_end_ns", "send_lag_ms", "straggler", "token_continuity", "warmup", "window_requests",
+           "window_state"]

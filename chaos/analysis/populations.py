@@ -83,6 +83,8 @@ Service-wide figures of a fault
 - ``resolution_s``: the median gap between consecutive planned sends in the window. No
   figure can be finer than that.
 
+A client's retries (each population's ``retries``: logical requests and the amplification):
+:mod:`chaos.analysis.retries`.
 Who served (``locality``, ``warmup``; a straggler's ``straggler``), token continuity (``continuity``) and the
 load as sent (``arrivals``): :mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`,
 :mod:`chaos.analysis.slow_replica`, :mod:`chaos.analysis.continuity`, :mod:`chaos.analysis.sending`.
@@ -98,7 +100,7 @@ from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.continuity import token_continuity
 from chaos.analysis.sending import arrivals
-from chaos.analysis import new_version, slow_replica
+from chaos.analysis import new_version, retries as retries_mod, slow_replica
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
                                     faults_from_marks, run_end_ns, window_states)
@@ -334,6 +336,7 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
     end_ns = run_end_ns(run, every)
     measure_start = int(measured.sent_ns[0]) if len(measured) else end_ns
     results = []
+    logical = retries_mod.logical_requests(every) if retries_mod.policy_of(run.header) else None
     for i, f in enumerate(faults):
         nxt = faults[i + 1] if i + 1 < len(faults) else None
         window_end = nxt.inject_ns if nxt else end_ns
@@ -345,6 +348,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         # who served: outside the client's zone and region; the replacement's cold prefix cache
         fault["locality"] = locality(fault, measured, window_end, measure_start)
         fault["warmup"] = warmup(fault, every, measured, window_end, measure_start, steady)
+        # a client's retries: logical requests and the amplification, per population (chaos.analysis.retries)
+        retries_mod.fault_retries(fault, logical, every, window_end, measure_start, steady)
         in_flight, rows = fault_rows(measured, f.inject_ns, window_end, fault["window_cut_by"])
         # token by token: what its streams lost, repeated, reordered or corrupted, and their migrations
         fault["continuity"] = token_continuity(fault, measured, np.concatenate((in_flight, rows)),

@@ -1,5 +1,5 @@
-"""What a client-side exception of a request means: its failure class (:mod:`chaos.records`) and a short
-detail, the same for every load loop (the harness, its workers)."""
+"""What a failed answer or a client-side exception of a request means: its failure class (:mod:`chaos.records`)
+and a short detail, the same for every load loop (the harness, its workers)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import httpx
 
 from chaos import records as rec
+from chaos.load.retry import retry_after_s
 from chaos.load.sse import MalformedStream
 
 
@@ -29,3 +30,10 @@ def classify_exception(exc: BaseException, got_first_token: bool) -> tuple[str, 
     if isinstance(exc, MalformedStream):
         return rec.MALFORMED, detail
     return rec.OTHER, detail
+
+
+def http_failure(r: rec.RequestRecord, status: int, text: str, headers: httpx.Headers, now_s: float) -> None:
+    """An HTTP error answer: its class and detail on the record, and the wait its ``Retry-After`` asked for."""
+    r.failure = rec.HTTP_5XX if status >= 500 else rec.HTTP_4XX
+    r.detail = f"HTTP {status}: {text[:160]}"
+    r.retry_after_s = retry_after_s(headers.get("retry-after"), now_s)

@@ -13,6 +13,8 @@
 - HTTP goes through :class:`~chaos.load._transport.LeanTransport`, an httpx transport over asyncio
   protocols and httptools (the same httpx client API and exceptions, a fraction of the CPU
   per streamed chunk); uvloop runs the loop when installed.
+- Each attempt's answer (a stream, or one JSON completion) is read into its record by
+  :mod:`chaos.load.answers`; a client that retries sends a failed request again (:mod:`chaos.load.retry`).
 - Each finished request becomes one :class:`~chaos.records.RequestRecord`, published on
   :class:`~chaos.records.Events` (the NDJSON writer, the Prometheus exporter and the progress
   line subscribe there).
@@ -33,9 +35,9 @@ from chaos import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.stats import percentile
-from chaos.load import continuity, integrity, served as served_mod, sessions as sessions_mod
+from chaos.load import answers, continuity, sessions as sessions_mod
 from chaos.load.failures import classify_exception
-from chaos.load.sse import DONE, SSEParser, cached_tokens
+from chaos.load.retry import CANCELLED, Retrying
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
 
 
@@ -77,7 +79,7 @@ class LoadRun:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started_ns: int | None = None
         self.t0: float | None = None  # monotonic at start
-        self.counts = {"sent": 0, "ok": 0, "failed": 0, "clipped": 0}
+        self.counts = {"sent": 0, "ok": 0, "failed": 0, "clipped": 0, **({"retries": 0} if shape.retry else {})}
         self.worker, self._share, self._start_at = worker, share, start_at
         self._clock_ns = clock_ns
         self.error: BaseException | None = None
@@ -85,6 +87,8 @@ class LoadRun:
         self._lengths = sessions_mod.Lengths()  # the server's token counts seen (load.sessions)
         self._session_ids = 0  # requests sent by sessions (their ids)
         self._lean: LeanTransport | None = None  # the run's transport, when it can open connections ahead
+        # the client's retries (load.retry, chaos.load.retry): None sends every request once
+        self._retrying = Retrying(shape.retry, shape.seed) if shape.retry is not None else None
         self.goldens: dict[str, str] = {}  # golden answers by continuity.golden_key (vLLM corruption; none: unmeasured)
 
     # ---------------------------------------------------------------- public
@@ -232,8 +236,23 @@ class LoadRun:
     async def _one(self, client: httpx.AsyncClient, req: PlannedRequest, planned_ns: int | None,
                    send_at: float | None = None, timer: PreciseTimer | None = None,
                    reply: list[str] | None = None) -> rec.RequestRecord | None:
-        """Send one request and record it (returned; None when stopped before its instant); the text
-        answered is appended to ``reply`` when one is given (a session's turn)."""
+        """Send one logical request (its attempts recorded, again to the same target as load.retry says) and return
+        its last attempt (None: stopped before its instant); ``reply`` gets the text answered (a session's turn)."""
+        r, wait = await self._attempt(client, req, planned_ns, send_at, timer, reply, 1 if self._retrying else None)
+        while r is not None and wait is not None:
+            planned = self._clock_ns() + int(wait * 1e9)
+            await asyncio.sleep(wait)
+            if reply is not None:
+                reply.clear()  # the answer is the last attempt's
+            self.counts["retries"] += 1
+            r, wait = await self._attempt(client, req, planned, None, None, reply, r.attempt + 1, round(wait, 6))
+        return r
+
+    async def _attempt(self, client: httpx.AsyncClient, req: PlannedRequest, planned_ns: int | None,
+                       send_at: float | None, timer: PreciseTimer | None, reply: list[str] | None,
+                       attempt: int | None, backoff_s: float | None = None) -> tuple[Any, float | None]:
+        """Send one attempt and record it: (its record, None when stopped before its instant; the wait before the
+        next attempt, None when it is its logical request's last)."""
         s = self.shape
         path, body = request_body(s, req)
         url = req.target.url.rstrip("/") + path
@@ -248,7 +267,7 @@ class LoadRun:
                 self._lean.prepare(url, s.connect_timeout_s)
             await timer.sleep_until(send_at)
             if self._stop.is_set():
-                return  # stopped before its instant: never sent, not recorded
+                return None, None  # stopped before its instant: never sent, not recorded
         sent_mono = time.monotonic()
         sent_ns = self._clock_ns()
         offset = sent_mono - self.t0
@@ -258,23 +277,26 @@ class LoadRun:
             sent_ns=sent_ns, sent_offset_s=round(offset, 6), max_tokens=req.max_tokens,
             prompt_chars=len(req.prompt), stream=s.stream, worker=self.worker, prompt_len=req.prompt_len,
             clipped=req.clipped, region=req.target.region, session=req.session, turn=req.turn,
-            prefix_group=req.prefix_group,
+            prefix_group=req.prefix_group, attempt=attempt, backoff_s=backoff_s,
         )
+        if attempt == 1:
+            self._retrying.started(sent_mono)
         self.counts["sent"] += 1
         if req.clipped:
             self.counts["clipped"] += 1
         token_times: list[float] = []
         try:
-            async with asyncio.timeout(s.timeout_s):
+            async with asyncio.timeout(s.retry.attempt_timeout_s(s.timeout_s) if s.retry else s.timeout_s):
                 if isinstance(request, BaseException):
                     raise request
                 if s.stream:
-                    await self._stream(client, request, body, r, token_times, sent_mono, reply)
+                    await answers.read_stream(client, request, body, r, token_times, self._engines_seen,
+                                              self._clock_ns, self.goldens, reply)
                 else:
-                    await self._unary(client, request, body, r, reply)
+                    await answers.read_unary(client, request, body, r, self._engines_seen, self._clock_ns, reply)
         except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - every failure is recorded
             if isinstance(e, asyncio.CancelledError):
-                r.failure, r.detail = rec.DEADLINE, "cancelled at the end of the run (drain expired)"
+                r.failure, r.detail = rec.DEADLINE, CANCELLED
             elif r.failure is None:
                 r.failure, r.detail = classify_exception(e, bool(token_times))
             r.ok = False
@@ -290,88 +312,9 @@ class LoadRun:
         if r.ok and r.output_tokens is None:
             r.output_tokens = len(token_times)
         self.counts["ok" if r.ok else "failed"] += 1
+        wait = self._retrying.after(r, time.monotonic(), self._stop.is_set()) if self._retrying else None
         self.events.emit(self.events.request_done, r)
-        return r
-
-    @staticmethod
-    def _http_failure(r: rec.RequestRecord, status: int, text: str) -> None:
-        r.failure = rec.HTTP_5XX if status >= 500 else rec.HTTP_4XX
-        r.detail = f"HTTP {status}: {text[:160]}"
-
-    async def _stream(self, client, request: httpx.Request, body, r: rec.RequestRecord, token_times: list[float],
-                      sent_mono, reply: list[str] | None = None) -> None:
-        resp = await client.send(request, stream=True)  # what client.stream() does, the request built before
-        check, done = None, False
-        try:
-            r.status = resp.status_code
-            served_mod.read(r, resp.headers, self._engines_seen)
-            if resp.status_code >= 400:
-                text = (await resp.aread()).decode(errors="replace")
-                self._http_failure(r, resp.status_code, text)
-                return
-            parser = SSEParser()
-            check = integrity.StreamCheck(body)
-            done = False
-            async for chunk in resp.aiter_bytes():
-                for data in parser.feed(chunk):
-                    if data == DONE:
-                        done = True
-                        continue
-                    c = check.parse(data)
-                    if c.has_token:
-                        token_times.append(time.monotonic())
-                        if reply is not None:
-                            reply.append(c.text)
-                    if c.completion_tokens is not None:
-                        r.output_tokens = c.completion_tokens
-                        r.prompt_tokens = c.prompt_tokens
-                        r.cached_tokens = c.cached_tokens
-            if not done:
-                r.failure = rec.STREAM_BROKEN if token_times else rec.CONNECTION_CLOSED
-                r.detail = "stream ended without [DONE]"
-                return
-            if not token_times and not r.output_tokens:
-                r.failure, r.detail = rec.MALFORMED, "stream finished without any output"
-                return
-            wrong = check.verdict(r.output_tokens)
-            if wrong:
-                r.failure, r.detail = wrong
-                return
-            r.ok = True
-        finally:
-            continuity.fill(r, check, token_times, done, self.goldens.get(continuity.golden_key(body)))
-            await resp.aclose()
-
-    async def _unary(self, client, request: httpx.Request, body, r: rec.RequestRecord,
-                     reply: list[str] | None = None) -> None:
-        resp = await client.send(request)
-        r.status = resp.status_code
-        served_mod.read(r, resp.headers, self._engines_seen)
-        if resp.status_code >= 400:
-            self._http_failure(r, resp.status_code, resp.text)
-            return
-        try:
-            obj = resp.json()
-            choices = obj["choices"]
-            assert isinstance(choices, list) and choices
-        except (ValueError, KeyError, TypeError, AssertionError):
-            r.failure, r.detail = rec.MALFORMED, f"not an OpenAI completion: {resp.text[:120]!r}"
-            return
-        usage = obj.get("usage") or {}
-        r.output_tokens = usage.get("completion_tokens")
-        r.prompt_tokens = usage.get("prompt_tokens")
-        r.cached_tokens = cached_tokens(usage)
-        first = choices[0] if isinstance(choices[0], dict) else {}
-        text = first.get("text") if "text" in first else (first.get("message") or {}).get("content")
-        if reply is not None:
-            reply.append(text if isinstance(text, str) else "")
-        r.ttft_s = None  # not observable without streaming
-        if obj.get("system_fingerprint") == integrity.stream_tokens.FINGERPRINT:
-            wrong = integrity.deterministic(text if isinstance(text, str) else "", body, r.output_tokens)
-            if wrong:
-                r.failure, r.detail = wrong
-                return
-        r.ok = True
+        return r, wait
 
     # ---------------------------------------------------------------- sessions (load.sessions)
     def _conversation(self, i: int) -> sessions_mod.Conversation:

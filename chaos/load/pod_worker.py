@@ -140,7 +140,7 @@ def serve(spec_dir: Path, control: Path, index: int, out: TextIO, clock_ns: Call
         time.sleep(0.05)
     error = None
     try:
-        run.join(timeout=run.shape.timeout_s + 60)
+        run.join(timeout=max(run.shape.timeout_s, run.shape.drain_bound_s()) + 60)  # retries: every attempt
     except BaseException as e:  # noqa: BLE001 - reported to the rig in the done line
         error = f"{type(e).__name__}: {e}"[:300]
     lines.write({"kind": DONE, "worker": w, "footer": footer, "counts": dict(run.counts), "cpu_s": _cpu_s() - cpu0,

@@ -98,7 +98,7 @@ def serve(conn: Connection) -> int:
             break
     error = None
     try:
-        run.join(timeout=shape.timeout_s + 60)
+        run.join(timeout=max(shape.timeout_s, shape.drain_bound_s()) + 60)  # retries: every attempt
     except BaseException as e:  # noqa: BLE001 - reported to the rig
         error = f"{type(e).__name__}: {e}"[:300]
     cpu = _cpu_s() - cpu0

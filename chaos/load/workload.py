@@ -13,6 +13,7 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 from chaos.errors import UsageError
+from chaos.load.retry import RetryPolicy
 from chaos.load.sessions import SessionSpec
 
 WORDS = (
@@ -59,6 +60,7 @@ class LoadShape:
     # file's sustained_rps, set when the run opens (chaos.run.open_run)
     utilization: float | None = None
     capacity: str | None = None  # the capacity file (availproof capacity), relative to the experiment file
+    retry: RetryPolicy | None = None  # the client's retry policy (chaos.load.retry); None: every request sent once
 
     def __post_init__(self):
         self.prompt_words = tuple(self.prompt_words)
@@ -99,6 +101,13 @@ class LoadShape:
                 self.sessions.check_fits(self.prompt_words[1], self.max_tokens[1], self.max_model_len, self.template_tokens)
             except UsageError as e:
                 problems.append(str(e))
+        if isinstance(self.retry, dict):
+            try:
+                self.retry = RetryPolicy.from_dict(self.retry)
+            except (UsageError, TypeError) as e:
+                problems.append(str(e))
+        if isinstance(self.retry, RetryPolicy) and not problems:
+            problems += [f"retry: {p}" for p in self.retry.problems(self.timeout_s)]
         if problems:
             raise UsageError("load: " + "; ".join(problems))
 
@@ -114,8 +123,11 @@ class LoadShape:
             raise UsageError(f"load: {e}") from None
 
     def drain_bound_s(self) -> float:
-        """How long requests in flight are waited for once sending stops: ``drain_s``, else one timeout and a second."""
-        return self.drain_s if self.drain_s is not None else self.timeout_s + 1.0
+        """How long requests in flight are waited for once sending stops: ``drain_s``, else one timeout and a second
+        (with a retry policy: every attempt of a logical request to its deadline, and the waits between them)."""
+        if self.drain_s is not None:
+            return self.drain_s
+        return (self.retry.worst_case_s(self.timeout_s) if self.retry else self.timeout_s) + 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -15,11 +15,13 @@ from tests.unit.test_report import NS, STEADY, _page, _planes, _planes_table, _w
 
 SCHEMA = json.loads((Path(schemas.__file__).parent / "summary.schema.json").read_text())
 DEFS = SCHEMA["$defs"]
-PLANES = {"affected": DEFS["affected"], "service": DEFS["population"],
+PLANES = {"affected": DEFS["affected"], "service": DEFS["population"], "retries": DEFS["retries"],
           **{p: DEFS["fault"]["properties"][p] for p in ("failed", "control_plane", "capacity", "continuity")}}
 
 
 def _fragments(fig):
+    if fig.plane == figures.RETRIES:  # an object inside each population
+        return [DEFS["retries"]["properties"][fig.name]]
     if fig.plane == figures.POPULATION:
         return [DEFS["population"]["properties"][fig.name], DEFS["affected"]["properties"][fig.name]]
     if fig.plane == "locality":
@@ -40,7 +42,8 @@ def test_every_number_of_a_plane_in_the_summary_schema_is_in_the_catalogue():
         for name, prop in obj["properties"].items():
             types = prop.get("type")
             types = types if isinstance(types, list) else [types]
-            if {"number", "integer", "boolean"} & set(types) and figures.get(f"{plane}.{name}") is None:
+            key = f"service.retries.{name}" if plane == "retries" else f"{plane}.{name}"
+            if {"number", "integer", "boolean"} & set(types) and figures.get(key) is None:
                 missing.append(f"{plane}.{name}")
     assert not missing, f"add these to chaos/figures.py: {missing}"
 

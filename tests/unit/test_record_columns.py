@@ -56,8 +56,9 @@ def same(path):
         assert getattr(cols, name) == getattr(lines, name), name
     assert list(cols.requests) == lines.requests and len(cols.requests) == len(lines.requests)
     want, got = rc.from_records(lines.requests), cols.columns
-    for name in (*rc.NUMBERS, *rc.FLOATS, "ok", "measure", "stream", "first_token"):
+    for name in (*rc.NUMBERS, *rc.FLOATS, "ok", "measure", "stream", "first_token", *rc.SMALL):
         assert np.array_equal(getattr(got, name), getattr(want, name), equal_nan=True), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name
     for name in rc.CODED:
         assert [getattr(got, name).value(i) for i in range(len(got))] == \
                [getattr(want, name).value(i) for i in range(len(want))], name

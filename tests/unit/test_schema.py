@@ -439,6 +439,11 @@ KINDS = {
     "load.template_tokens": "integer", "load.clip": "enum", "load.trace": "string|null", "load.trace_speed": "number",
     "load.trace_end": "enum", "load.trace_block_tokens": "integer", "load.workers": "integer",
     "load.utilization": "number|null", "load.capacity": "string|null",
+    **{f"load.retry.{k}": kind for k, kind in (
+        ("attempts", "integer"), ("per_attempt_timeout_s", "number|null"), ("backoff_base_s", "number"),
+        ("backoff_cap_s", "number"), ("jitter", "enum"), ("retry_on", "list"), ("after_first_token", "boolean"),
+        ("honour_retry_after", "boolean"), ("retry_after_cap_s", "number"), ("budget.ratio", "number"),
+        ("budget.window_s", "number"), ("budget.min_retries", "integer"))},
     **{f"load.{n}.{k}": kind for n in ("prompt_len", "output_len") for k, kind in (
         ("dist", "enum"), ("value", "integer"), ("min", "integer"), ("max", "integer"), ("mean", "number"),
         ("std", "number"), ("path", "string"), ("field", "string"))},
@@ -454,7 +459,7 @@ KINDS = {
                                           "min_capacity_ratio")},
     **{f"bounds.{b}": "integer" for b in ("max_failed_requests", "max_failed_mid_stream",
                                            "max_failed_unaffected_zones", "max_relapses")},
-    "bounds.max_failed_ratio": "number", "bounds.must_recover": "boolean",
+    "bounds.max_failed_ratio": "number", "bounds.must_recover": "boolean", "bounds.max_amplification": "number",
 }
 KINDS.update({f"llm.{k}": v for k, v in KINDS.items()
               if k.split(".")[0] in ("load", "steady_state", "slo", "bounds") or k in ("recovery_window_s", "recovery_settle_s", "bounds_source")})
