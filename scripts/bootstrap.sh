@@ -63,7 +63,9 @@ pipi() {
     log "pip install $* failed"; exit 2
   fi
 }
-pipi -r requirements/lock.txt
+# --no-compile: pip would byte-compile all ~30k modules of the lock (torch, vLLM, Ray...) one by one; Python compiles
+# (and caches) each module the first time it is imported instead, and most are never imported here
+pipi --no-compile -r requirements/lock.txt
 pipi -e .
 "$VENV/bin/python" -c 'import ray, vllm, chaoslib, httpx, chaos' \
   || { log "the environment does not import: see the pip output above"; exit 2; }

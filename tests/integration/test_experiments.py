@@ -333,16 +333,32 @@ def cold_and_warm_firsts(requests, inject_ns: int, replacement: str) -> tuple[di
     return cold, warm
 
 
-def test_replica_kill_under_chat_sessions_measures_the_replacements_cold_cache(shared_cluster, test_root):
-    """replica-kill-warm-cache: chat sessions whose groups share a system prompt, one replica killed.
-    The replacement starts with an empty (simulated) prefix cache: its first requests find fewer
-    cached tokens than the warm replicas', and `warmup` finds when it is warm (README: Warm-up)."""
+def test_replica_kill_under_chat_sessions_with_retries_measures_the_replacements_cold_cache(shared_cluster, test_root):
+    """replica-kill-warm-cache with the client retry policy of replica-kill-retries (one run for both: CI time):
+    chat sessions whose groups share a system prompt, one replica killed. The replacement starts with an empty
+    (simulated) prefix cache: its first requests find fewer cached tokens than the warm replicas', and `warmup`
+    finds when it is warm (README: Warm-up). The sessions keep their shape with retries on; every attempt is its
+    own record, grouped into logical requests: the summary's `retries` per population (amplification >= 1, what a
+    user saw failed at most what the attempts saw) and the bound on the peak amplification judged (met or not,
+    never null)."""
     name = "replica-kill-warm-cache"
+    doc = json.loads((EXPERIMENTS / f"{name}.json").read_text())
+    policy = json.loads((EXPERIMENTS / "replica-kill-retries.json").read_text())["extensions"][0]["load"]["retry"]
+    ext = doc["extensions"][0]
+    ext["load"] = {**ext["load"], "retry": policy}
+    ext["bounds"] = {**ext["bounds"], "max_amplification": 1.5}
+    path = test_root / f"{name}-retries.json"
+    path.write_text(json.dumps(doc))
     out = test_root / "runs" / name
-    verdict, result = runner.run_experiment(EXPERIMENTS / f"{name}.json", out, app="stream",
-                                            cluster_dir=shared_cluster.cluster_dir)
+    verdict, result = runner.run_experiment(path, out, app="stream", cluster_dir=shared_cluster.cluster_dir)
     check_result(verdict, result, out, "replica")
     assert_the_replacement_started_cold(result, out, must_warm=True)
+    f = result["summary"]["faults"][0]
+    rt = f["service"]["retries"]
+    assert rt is not None and rt["logical_requests"] > 100 and rt["amplification"] >= 1.0, rt
+    assert rt["attempts"] >= rt["logical_requests"] and rt["logical_failed"] <= f["service"]["failed_total"], rt
+    (amp,) = [r for r in result["summary"]["bounds"]["results"] if r["bound"] == "max_amplification"]
+    assert amp["status"] in (bounds.MET, bounds.VIOLATED), amp
     assert_healthy_after(shared_cluster.cluster_dir)
 
 
