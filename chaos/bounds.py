@@ -21,6 +21,10 @@ Every result has ``met``: ``true``, ``false``, or ``null`` with a ``status`` and
 A figure never reached (no first success, no steady state within the run) violates its
 ``max_time_*`` bound.
 
+``max_orphan_s`` reads the fault's ``orphans`` (:mod:`chaos.orphan_watch`): not applicable where the fault
+killed or replaced no replica, or its replica had no engine; unmeasurable where the engines could not be
+looked at; violated when an engine was left at the bound (never freed) or went later than it.
+
 ``max_cross_region_share`` (for users pinned to a region) reads the fault's ``locality``: the larger
 of the shares of requests served outside the client's region during the fault and after it.
 """
@@ -65,6 +69,8 @@ def _not_applicable(fig: figures.Figure, f: dict, p: dict) -> str | None:
         # of an unaffected zone exists to bound; zonal-lb and direct clients keep their zones
         return ("the client sends through one front door for every zone: its requests belong to no zone, "
                 "so there are no unaffected zones' users to bound (zonal-lb or direct keep the zones)")
+    if fig is figures.ORPHANS_FREED and (f.get("orphans") or {}).get("status") in (None, *figures.ORPHANS_NOT_APPLICABLE):
+        return (f.get("unmeasurable") or {}).get(fig.key()) or "no orphan check for this fault"
     return None
 
 
