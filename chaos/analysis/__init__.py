@@ -20,7 +20,7 @@ Every name is re-exported here: ``from chaos import analysis; analysis.analyse(.
 
 from chaos.analysis.cold_cache import NO_PREFIX_SHARING, prefix_sharing_basis, warmup
 from chaos.analysis.continuity import token_continuity
-from chaos.analysis.orphans import orphans
+from chaos.analysis.orphans import orphans_of
 from chaos.analysis.populations import a_or_an, affected_basis, analyse, analyse_fault, recovery
 from chaos.analysis.sending import arrivals, send_lag_ms
 from chaos.analysis.slow_replica import straggler
@@ -32,5 +32,5 @@ from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 __all__ = ["FORMAT_VERSION", "INSUFFICIENT", "NO_PREFIX_SHARING", "NS", "POPULATIONS", "SLO", "Definitions", "Fault",
            "SteadyState", "_end_ns", "_window_state", "a_or_an", "affected_basis", "analyse", "analyse_fault",
-           "arrivals", "faults_from_marks", "judge_windows", "latency", "locality", "orphans", "percentile",
+           "arrivals", "faults_from_marks", "judge_windows", "latency", "locality", "orphans_of", "percentile",
            "prefix_sharing_basis", "recovery", "run_end_ns", "send_lag_ms", "straggler", "token_continuity", "warmup"]

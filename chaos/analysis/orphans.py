@@ -17,7 +17,7 @@ from chaos import figures, scopes
 KEY = figures.ORPHANS_FREED.key()
 
 
-def orphans(scope: str, detail: dict[str, Any], unmeasurable: dict[str, str]) -> dict[str, Any] | None:
+def orphans_of(scope: str, detail: dict[str, Any], unmeasurable: dict[str, str]) -> dict[str, Any] | None:
     """The fault's ``orphans`` plane (None for a scope without the check), its null's reason into ``unmeasurable``."""
     if not scopes.get(scope).orphan_check:
         unmeasurable[KEY] = (f"{'an' if scope[:1] in 'aeiou' else 'a'} {scope} fault kills or replaces no replica "

@@ -13,8 +13,9 @@ LEFT = "left"  # a line of left_script's output: "left PID STATE RSS_KB" ("-" fo
 
 
 def children_script(pid: int) -> str:
-    """The replica's engine children's pids on one line (empty: none); exits 0 either way."""
-    return f": availproof-orphans engines; echo $(pgrep -P {int(pid)} -f {ENGINE})"
+    """The replica's engine children's pids on one line (empty: none); exits 0 either way. ``[E]ngineCore`` keeps
+    the pattern from matching the shell running it."""
+    return f": availproof-orphans engines; echo $(pgrep -P {int(pid)} -f '[{ENGINE[0]}]{ENGINE[1:]}')"
 
 
 def left_script(pids: list[int]) -> str:
