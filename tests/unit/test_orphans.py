@@ -252,3 +252,26 @@ def test_the_kuberay_look_counts_a_pod_gone_as_every_process_gone():
     assert kube_orphans.Orphans.processes_left(Pods([]), "pod-a", [1, 2]) == {}
     with pytest.raises(kube_exec.ExecError):  # the pod there: a look that failed, not a process gone
         kube_orphans.Orphans.processes_left(Pods(["pod-a"]), "pod-a", [1, 2])
+
+
+def test_a_replica_kill_on_the_fake_kuberay_leaves_its_engine_until_it_goes_then_its_pod_takes_all():
+    """Through the fake kubelet (tests/unit/kube_fake.py), whose killed replica's engine child is not reaped: the
+    engine found before the kill, followed by exec, left; once it ends, freed; a pod deleted counts as gone."""
+    from chaos.scopes.replica import kill_replica
+    from tests.unit.test_kuberay_backend import cluster, replica
+
+    s, b, _ = cluster()
+    clock = Clock()
+    marker = faults.Marker()
+    f = kill_replica(b, marker, replica=replica())
+    marker.started[f["fault_id"]] = 0.0
+    watch = ow.OrphanWatch(b, marker, poll_s=0.5, clock=clock)
+    _run_for(watch, clock, 2.0)
+    followed = watch.followed[f["fault_id"]]
+    assert followed.replica_gone_s == 0.0 and followed.rss_mb == {57: 2.0}  # the engine alive, 2048 kB resident
+    s.kubelet._end(s.pods["wa-1"], 57, "SIGKILL")  # the orphan ends 2 s after its replica
+    [o] = watch.conclude(30.0, sleep=clock.sleep)
+    assert o["status"] == ow.FREED and o["seconds_until_freed"] == 2.0 and o["engines"] == [57]
+    assert b.processes_left("wa-1", [41, 57]) == {}
+    s.pods.pop("wa-1")  # the pod gone: every process of it gone, not a failed look
+    assert b.processes_left("wa-1", [57]) == {}
