@@ -27,6 +27,10 @@ asked for, in a bin from the injection to recovery. It is ``not_applicable`` in 
 policy (nothing was retried: nothing to bound), and :func:`with_defaults` states it at
 :data:`DEFAULT_MAX_AMPLIFICATION` for an experiment with a policy whose bounds do not name it.
 
+``max_orphan_s`` reads the fault's ``orphans`` (:mod:`chaos.orphan_watch`): not applicable where the fault
+killed or replaced no replica, or its replica had no engine; unmeasurable where the engines could not be
+looked at; violated when an engine was left at the bound (never freed) or went later than it.
+
 ``max_cross_region_share`` (for users pinned to a region) reads the fault's ``locality``: the larger
 of the shares of requests served outside the client's region during the fault and after it.
 """
@@ -85,6 +89,8 @@ def _not_applicable(fig: figures.Figure, f: dict, p: dict) -> str | None:
         # of an unaffected zone exists to bound; zonal-lb and direct clients keep their zones
         return ("the client sends through one front door for every zone: its requests belong to no zone, "
                 "so there are no unaffected zones' users to bound (zonal-lb or direct keep the zones)")
+    if fig is figures.ORPHANS_FREED and (f.get("orphans") or {}).get("status") in (None, *figures.ORPHANS_NOT_APPLICABLE):
+        return (f.get("unmeasurable") or {}).get(fig.key()) or "no orphan check for this fault"
     return None
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import bounds, schemas, secret_env
+from chaos import bounds, orphan_watch, schemas, scopes, secret_env
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError, read_input
 from chaos.load.workload import LoadShape
@@ -176,7 +176,7 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         recovery_settle_s=float(ext.get("recovery_settle_s", 10.0)),
         steady_state=SteadyState(**ext.get("steady_state", {})),
         slo=SLO(**ext.get("slo", {})),
-        bounds=bounds_spec,
+        bounds=default_bounds(ext["scope"], bounds_spec),
         bounds_source=" ".join(x for x in (ext.get("bounds_source", ""), added) if x),
         allow_hosts=tuple(ext.get("allow_hosts", ())),
         max_wall_s=float(ext.get("max_wall_s", 900.0)),
@@ -189,6 +189,16 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         population=ext.get("population", "affected"),
         sample_period_s=float(ext.get("sample_period_s", 0.5)),
     )
+
+
+def default_bounds(scope: str, stated: dict[str, Any]) -> dict[str, Any]:
+    """The experiment's bounds, with the ones the rig applies by default to its scope: ``max_orphan_s``
+    (:data:`chaos.orphan_watch.DEFAULT_BOUND_S`) where the scope's fault kills or replaces a replica or its engine
+    (:attr:`chaos.scopes.Scope.orphan_check`), unless stated."""
+    out = dict(stated)
+    if scopes.get(scope).orphan_check:
+        out.setdefault("max_orphan_s", orphan_watch.DEFAULT_BOUND_S)
+    return out
 
 
 def _prefix() -> str:

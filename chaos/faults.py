@@ -101,6 +101,12 @@ class Marker:
         self.healed.add(fault["fault_id"])
         self.mark(rec.HEAL_END, fault["fault_id"], fault["scope"], fault["target"], fault["zones"], detail_of(fault))
 
+    def looked_after(self, fault: dict, detail: dict) -> rec.FaultMark:
+        """What a look after the fault learnt (:mod:`chaos.orphan_watch`), on the timeline: merged into the
+        fault's detail when the records are read back (and into the fault dict here)."""
+        fault.update(detail)
+        return self.mark(rec.LOOKED_AFTER, fault["fault_id"], fault["scope"], fault["target"], fault["zones"], detail)
+
 
 class _EffectBounds(Mapping[str, float]):
     """Each registered scope's bound on its effect's proof (:attr:`chaos.scopes.Scope.effect_bound_s`,

@@ -4,8 +4,9 @@ A figure is a number (or a yes/no) in one *plane* of a fault in ``summary.json``
 populations of requests (``affected`` and ``service``, :data:`POPULATION` here: one entry serves
 both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` and ``locality``, a
 slow replica's ``straggler`` (``engine-slow``), the streams' token ``continuity`` (the service's; the affected
-population's under ``continuity.affected`` where it differs), and a client's ``retries`` (:data:`RETRIES`: an
-object in each population, ``load.retry``).
+population's under ``continuity.affected`` where it differs), a client's ``retries`` (:data:`RETRIES`: an
+object in each population, ``load.retry``), and the ``orphans`` a killed or replaced replica's engines would be
+(:mod:`chaos.orphan_watch`).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
 ``service.time_to_steady_state_s``, ``service.retries.peak_amplification``), the key of its reason in the
 fault's ``unmeasurable`` map.
@@ -38,9 +39,11 @@ SAMPLED_PLANES = ("control_plane", "capacity")  # from the sampler's samples (ch
 
 @dataclass(frozen=True)
 class Figure:
-    plane: str  # POPULATION, RETRIES, "failed", "control_plane", "capacity", "locality", "straggler", "continuity"
+    plane: str  # POPULATION, RETRIES, "failed", "control_plane", "capacity", "locality", "straggler", "continuity",
+    # "orphans"
     name: str  # the key inside its plane
-    unit: str  # "s" (from the fault's injection), "requests", "ratio", "count", "samples", "replicas", "nodes", "bool"
+    unit: str  # "s" (from the fault's injection), "requests", "ratio", "count", "samples", "replicas", "nodes", "bool",
+    # "MB"
     label: str  # its row in the report
     derived_by: str  # the function that computes it (dotted name)
     schema: dict[str, Any]  # its value's JSON Schema fragment in summary.schema.json
@@ -89,6 +92,11 @@ def _cross_region_share(f: dict, p: dict) -> Any:
     phases = [(f.get("locality") or {}).get(k) or {} for k in ("during", "after")]
     shares = [ph.get("cross_region_share") for ph in phases if ph.get("cross_region_share") is not None]
     return max(shares) if shares else None
+
+
+def _orphans_freed(f: dict, p: dict) -> Any:
+    """Seconds from the replica's end to its last engine's (``orphans``); None when not measured or never freed."""
+    return (f.get("orphans") or {}).get("seconds_until_freed")
 
 
 NUMBER = {"type": ["number", "null"]}
@@ -266,6 +274,16 @@ CONTINUITY = tuple(_(Figure("continuity", name, unit, label, CT_FN, schema)) for
     ("refused", "requests", "streams refused migration", CT_COUNT),
     ("migration_gap_p50_ms", "ms", "migration gap p50 ms", NUMBER),
     ("migration_gap_p99_ms", "ms", "migration gap p99 ms", NUMBER)))
+# ---------------------------------------------------------------- orphaned engines (chaos.orphan_watch)
+OR_FN = "chaos.orphan_watch.outcome"
+ORPHANS_NOT_APPLICABLE = ("not_replaced", "no_engines")  # its statuses on which max_orphan_s does not apply
+ORPHANS_FREED = _(Figure("orphans", "seconds_until_freed", "s", "engines gone s after their replica", OR_FN, _s(
+    "from the first look that found the killed or replaced replica's process gone to the first that found its last "
+    "engine gone (0: gone before it); null: not measured (see unmeasurable) or an engine left at the bound"),
+    column="orphans freed s", row=True, bound="max_orphan_s", comparison="<=", read=_orphans_freed))
+ORPHANS_RSS = _(Figure("orphans", "rss_mb_left", "MB", "resident MB of the engines left", OR_FN, {
+    "type": ["number", "null"], "minimum": 0}, row=True))
+ORPHANS_REPLICA = _(Figure("orphans", "replica_gone_s", "s", "replica's process gone s", OR_FN, NUMBER, row=True))
 del _
 
 # every plane back: the instant the recovery window may settle at (chaos.settle) and an event's span (chaos.claim)

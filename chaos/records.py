@@ -58,6 +58,10 @@ FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTT
 # Fault mark events and scopes.
 INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"
 MARK_EVENTS = (INJECT_START, INJECT_END, HEAL_START, HEAL_END)
+# a look at what a fault left behind, after its injection (its detail only: chaos.orphan_watch's orphan check);
+# not one of a fault's four marks, but read back with them
+LOOKED_AFTER = "looked_after"
+READ_MARK_EVENTS = MARK_EVENTS + (LOOKED_AFTER,)
 
 
 def __getattr__(name: str) -> Any:
@@ -142,7 +146,7 @@ class RequestRecord:
 class FaultMark:
     """One fault event on the run's timeline."""
 
-    event: str  # inject_start | inject_end | heal_start | heal_end
+    event: str  # inject_start | inject_end | heal_start | heal_end | looked_after
     fault_id: str  # ties the four events of one fault together
     scope: str  # a registered scope's name (chaos/scopes/): replica, engine, node, zone, ...
     target: str  # what was hit (node name, zone, replica id, ...)
@@ -380,7 +384,7 @@ class LineReader:
             cls, fields, types, into = ((FaultMark, _MARK_FIELDS, _MARK_TYPES, self.marks) if kind == "mark"
                                         else (Sample, _SAMPLE_FIELDS, _SAMPLE_TYPES, self.samples))
             r = _build(cls, obj, fields, types)
-            if r is None or (kind == "mark" and r.event not in MARK_EVENTS):
+            if r is None or (kind == "mark" and r.event not in READ_MARK_EVENTS):
                 self.torn += 1
             else:
                 into.append(r)

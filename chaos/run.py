@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from chaos import analysis, bounds, environment, faults, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
-from chaos import baseline_gate as gate, plan, utilization
+from chaos import baseline_gate as gate, orphan_watch, plan, utilization
 from chaos import verdict as verdict_mod
 from chaos.backends import base
 from chaos.client_security import client_ca, client_headers, client_transport
@@ -46,7 +46,7 @@ from chaos.stop_conditions import Guard, StopConditions
 __all__ = ["Run", "Stopped", "log", "write_json", "default_out_dir", "Guard", "StopConditions",
            "client_ca", "client_headers", "client_transport", "Options",
            "open_run", "load_targets", "definitions", "start_load", "new_load", "keep_load_for_recovery", "wait",
-           "stop_load", "finish", "log_figures", "close", "heal_injected", "heal_quietly", "conclude", "end",
+           "stop_load", "finish", "look_for_orphans", "log_figures", "close", "heal_injected", "heal_quietly", "conclude", "end",
            "failed", "attempt"]
 
 
@@ -125,6 +125,8 @@ def start_load(run: Run) -> None:
     shape.model = run.options.model or shape.model
     run.sampler = Sampler(run.backend.observe, run.events, period_s=s.sample_period_s)
     run.sampler.start()
+    run.orphans = orphan_watch.OrphanWatch(run.backend, run.marker)  # follows the engines of replicas killed
+    run.orphans.start()
     header = summary_mod.header_block(run.experiment_title, s.scope, definitions(s), s.bounds, s.bounds_source,
                                       run.app)
     if run.rate_from is not None:
@@ -249,6 +251,7 @@ def finish(run: Run) -> dict[str, Any]:
     the stop conditions no longer interrupt anything."""
     run.begin_finishing()
     stop_load(run)
+    look_for_orphans(run)
     run.writer.close()
     if run.load is not None and run.settings.load.workers > 1:
         rec.order_by_send_time(run.records_path)  # the workers' lines came as they finished: now in send order
@@ -275,6 +278,21 @@ def finish(run: Run) -> dict[str, Any]:
     write_json(run.out_dir / "summary.json", summary)
     log_figures(summary, results, run.stop_reason)
     return summary
+
+
+def look_for_orphans(run: Run) -> None:
+    """The orphan check's end (:meth:`chaos.orphan_watch.OrphanWatch.conclude`), before the records close: each
+    followed fault's ``orphans`` on its timeline, waiting at most the bound (``max_orphan_s``, else 30 s) for an
+    engine of a replica gone just before. A failure is said, not raised: the figure is then unmeasurable."""
+    if run.orphans is None:
+        return
+    bound = run.settings.bounds.get("max_orphan_s", orphan_watch.DEFAULT_BOUND_S)
+    try:
+        for o in run.orphans.conclude(float(bound)):
+            if o["status"] != orphan_watch.FREED:
+                log(f"orphan check: {o['status']}: {o['why']}")
+    except Exception as e:  # noqa: BLE001 - the summary is still owed
+        log(f"orphan check failed ({type(e).__name__}: {e}): its figures are unmeasurable")
 
 
 def _quietly(read: Callable[[], Any]) -> Any:
@@ -324,6 +342,8 @@ def close(run: Run) -> None:
     try:
         if run.sampler is not None:
             run.sampler.stop()
+        if run.orphans is not None:
+            run.orphans.stop()
         run.writer.close()
         if run.exporter is not None:
             run.exporter.close()

@@ -22,6 +22,7 @@ from chaos.backends.base import Backend
 from chaos.faults import Marker
 from chaos.load.harness import LoadRun
 from chaos.options import Options
+from chaos.orphan_watch import OrphanWatch
 from chaos.sampler import Sampler
 
 
@@ -47,6 +48,7 @@ class Run:
     marker: Marker
     load: LoadRun | None = None
     sampler: Sampler | None = None
+    orphans: OrphanWatch | None = None  # the orphan check's watch (chaos.orphan_watch), from the load's start
     summary: dict[str, Any] | None = None
     bound_results: list[dict[str, Any]] | None = None
     started_mono: float = field(default_factory=time.monotonic)

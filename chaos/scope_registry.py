@@ -57,6 +57,9 @@ class Scope:
     # kube_access.Access, or a function of kube_access.Asked (the backend's partition method, ...) giving one
     kube_access: tuple | Callable[[Any], tuple] = ()
     straggler: bool = False  # leaves what it hits serving, slowly: its share and latencies analysed (slow_replica)
+    # kills a replica or its engine, or leaves it for a detector to replace: the replica's engine processes are
+    # followed until gone, their bound max_orphan_s applied by default (chaos.orphan_watch, chaos.analysis.orphans)
+    orphan_check: bool = False
     # the soak (chaos.soak.schedule): the arguments of its actions its time to heal is read from (the max of
     # them, each defaulting as its fault function's signature does; () or one null: no heal of its own, held
     # for its recovery window), and its class in the soak's table of what cannot hold at once (None: only

@@ -245,7 +245,10 @@ class EngineProcess:
 
     @property
     def error(self) -> str | None:
-        """What the engine reported before it ended (through the pipe), or None."""
+        """What the engine reported before it ended (through the pipe; or its exit status, when the pipe's reader has
+        not read the report yet), or None."""
+        if self.steps.error is None and self.proc.poll() == engine_faults.ERROR_EXIT:
+            return engine_faults.MESSAGE
         return self.steps.error
 
     @property

@@ -15,6 +15,7 @@ fault's ``inject_start`` mark. Warm-up requests are left out everywhere.
 - :mod:`chaos.analysis.retries`: a client's retries: attempts grouped into logical requests, what users saw,
   the amplification per population;
 - :mod:`chaos.analysis.continuity`: a fault's streams token by token (lost, duplicated, corrupted, migrated);
+- :mod:`chaos.analysis.orphans`: the engines of the replica a fault killed or replaced, gone and when;
 - :mod:`chaos.analysis.sending`: the load as it was sent, and the client's send lag.
 
 Every name is re-exported here: ``from chaos import analysis; analysis.analyse(...)``.
@@ -22,6 +23,7 @@ Every name is re-exported here: ``from chaos import analysis; analysis.analyse(.
 
 from chaos.analysis.cold_cache import NO_PREFIX_SHARING, prefix_sharing_basis, warmup
 from chaos.analysis.continuity import token_continuity
+from chaos.analysis.orphans import orphans_of
 from chaos.analysis.populations import a_or_an, affected_basis, analyse, analyse_fault, recovery
 from chaos.analysis.retries import logical_requests
 from chaos.analysis.sending import arrivals, send_lag_ms
@@ -34,6 +36,6 @@ from chaos.stats import percentile  # the rig's one convention: nearest rank
 
 __all__ = ["FORMAT_VERSION", "INSUFFICIENT", "NO_PREFIX_SHARING", "NS", "POPULATIONS", "SLO", "Definitions", "Fault",
            "SteadyState", "a_or_an", "affected_basis", "analyse", "analyse_fault", "arrivals", "faults_from_marks",
-           "judge_windows", "latency", "locality", "logical_requests", "percentile", "prefix_sharing_basis", "recovery",
-           "request_end_ns", "run_end_ns", "send_lag_ms", "straggler", "token_continuity", "warmup", "window_requests",
-           "window_state"]
+           "judge_windows", "latency", "locality", "logical_requests", "orphans_of", "percentile", "prefix_sharing_basis",
+           "recovery", "request_end_ns", "run_end_ns", "send_lag_ms", "straggler", "token_continuity", "warmup",
+           "window_requests", "window_state"]

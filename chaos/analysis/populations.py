@@ -99,6 +99,7 @@ import numpy as np
 from chaos import planes, records as rec, request_columns as rc, scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.continuity import token_continuity
+from chaos.analysis.orphans import orphans_of
 from chaos.analysis.sending import arrivals
 from chaos.analysis import new_version, retries as retries_mod, slow_replica
 from chaos.analysis.who_served import locality
@@ -354,6 +355,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         # token by token: what its streams lost, repeated, reordered or corrupted, and their migrations
         fault["continuity"] = token_continuity(fault, measured, np.concatenate((in_flight, rows)),
                                                recorded="continuity" in run.header)
+        # the engines of the replica it killed or replaced: gone, and when (chaos.orphan_watch)
+        fault["orphans"] = orphans_of(f.scope, f.detail, fault["unmeasurable"])
         if slow_replica.applies(f.scope):  # a replica slowed down: its share and latency against the others'
             fault["straggler"] = slow_replica.straggler(fault, measured.records(rows), window_end)
         results.append(fault)

@@ -74,7 +74,7 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
     rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
-    return rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f) + straggler_rows(f)
+    return rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f) + straggler_rows(f) + orphan_rows(f)
 
 
 def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
@@ -88,6 +88,22 @@ def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
     for fig in F.of("straggler"):
         v = st.get(fig.name)
         rows.append(["straggler", fig.label, fmt(v) if v is not None else (_plane_note(f, fig.key()) or "n/a")])
+    return rows
+
+
+def orphan_rows(f: dict[str, Any]) -> list[list[str]]:
+    """The engines of the replica the fault killed or replaced (:mod:`chaos.orphan_watch`): for the faults followed,
+    their pids and those left, then one row per figure of the catalogue's ``orphans`` plane."""
+    o = f.get("orphans")
+    if not isinstance(o, dict):
+        return []
+    left = o.get("left")
+    rows = [["orphans", "engines (pids) / left at the bound",
+             f"{o.get('engines')} / {left if left is not None else 'n/a'} ({o.get('status')})"]]
+    for fig in F.of("orphans"):
+        v = o.get(fig.name)
+        rows.append(["orphans", fig.label, fmt(v) if v is not None else (o.get("why") or _plane_note(f, fig.key())
+                                                                         or "n/a")])
     return rows
 
 

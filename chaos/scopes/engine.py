@@ -3,7 +3,7 @@ detect it from health checks. SIGCONT at the heal."""
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos import faults, orphan_watch
 from chaos.backends.kube_access import EXEC, Access
 from chaos.scope_registry import Scope
 
@@ -19,6 +19,7 @@ def hang_engine(backend, marker: faults.Marker, zone: str | None = None, duratio
     with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [], {"node": r.node}) as f:
         f["pids"] = backend.pause_engine(r)
         f["pid"] = r.pid  # the replica's process, which must run on while its engine is stopped (the proof looks)
+        orphan_watch.record_victim(f, r, f["pids"])  # replaced when detected: the stopped engine must go with it
         faults.prove(backend, marker, f)
     if duration_s:
         faults.sleep(max(0.0, duration_s - marker.since_inject(f)))
@@ -30,6 +31,7 @@ def hang_engine(backend, marker: faults.Marker, zone: str | None = None, duratio
 SCOPE = Scope(
     "engine", "engine hang", fault=hang_engine, backend_methods=("pause_engine", "resume_engine"),
     zoned=True, every_target_affected=True,
+    orphan_check=True,  # a stopped engine must go with its replaced replica (chaos.orphan_watch)
     effect_bound_s=10.0,  # a stopped process is in state T at once
     kube_access=EXEC + (Access("patch", "pods", why="the stopped processes recorded on their pod, for recover "
                                                      "(_mark_paused)"),),

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos import faults, orphan_watch
 from chaos.backends.kube_access import EXEC
 from chaos.scope_registry import Scope
 
@@ -18,6 +18,7 @@ def crash_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
         pids = backend.crash_engine(r)  # a crash refused or failed leaves nothing in the records
         f["pid"] = r.pid  # the replica's process, which must outlive its engine (the proof looks)
         f["pids"] = pids
+        orphan_watch.record_victim(f, r, pids)  # the replica replaced must leave no engine behind
         faults.prove(backend, marker, f)
     return f
 
@@ -25,6 +26,7 @@ def crash_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
 SCOPE = Scope(
     "engine-crash", "engine crash", fault=crash_engine, backend_methods=("crash_engine",),
     zoned=True, every_target_affected=True,
+    orphan_check=True,  # the replaced replica leaves no engine behind (chaos.orphan_watch)
     effect_bound_s=10.0,  # a SIGKILLed process is gone at once
     kube_access=EXEC,  # pgrep and kill -9 of the replica's EngineCore children; nothing to heal
     conflict_class="replica-level",  # nothing to heal: Serve replaces it (held for its recovery window)

@@ -6,7 +6,7 @@ lives: it must answer its requests with errors, fail its health check, and Serve
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos import faults, orphan_watch
 from chaos.backends.kube_access import EXEC
 from chaos.scope_registry import Scope
 
@@ -22,6 +22,7 @@ def error_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
                        {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
         pids = fire()  # a signal that failed leaves nothing in the records (stale tombstones removed first)
         f["pid"], f["pids"] = r.pid, pids  # the replica's process must outlive its engine (the proof looks)
+        orphan_watch.record_victim(f, r, pids)  # the replica replaced must leave no engine behind
         faults.prove(backend, marker, f)
     return f
 
@@ -29,6 +30,7 @@ def error_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
 SCOPE = Scope(
     "engine-error", "engine error", fault=error_engine, backend_methods=("error_engine",),
     zoned=True, every_target_affected=True,
+    orphan_check=True,  # the failed engine exits; the replaced replica leaves none (chaos.orphan_watch)
     # the hook fires at the engine's next step, then its error path runs and the process exits
     effect_bound_s=15.0,
     kube_access=EXEC,  # pgrep of the EngineCore children, their signal masks read, kill -USR1; nothing to heal

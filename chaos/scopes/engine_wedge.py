@@ -12,7 +12,7 @@ wedge mark still names the run."""
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos import faults, orphan_watch
 from chaos.backends.kube_access import EXEC
 from chaos.scope_registry import Scope
 
@@ -28,6 +28,7 @@ def wedge_engine(backend, marker: faults.Marker, zone: str | None = None, spin: 
                        {"node": r.node, "pid": r.pid, "deployment": r.deployment, "spin": bool(spin)}) as f:
         pids = fire()  # a signal that failed leaves nothing in the records (stale marks removed first)
         f["pid"], f["pids"] = r.pid, pids
+        orphan_watch.record_victim(f, r, pids)  # a detector's replacement must take the wedged engine with it
         faults.prove(backend, marker, f)
     return f
 
@@ -35,6 +36,7 @@ def wedge_engine(backend, marker: faults.Marker, zone: str | None = None, spin: 
 SCOPE = Scope(
     "engine-wedge", "engine wedge", fault=wedge_engine, backend_methods=("wedge_engine",),  # release_engine: the heal
     zoned=True, every_target_affected=True,
+    orphan_check=True,  # a detector replaces the replica: its wedged engine must go too (chaos.orphan_watch)
     # the hook wedges at the engine's next step: at once under load, at the next request when idle
     effect_bound_s=15.0,
     kube_access=EXEC,  # pgrep, the signal masks, the request written, kill -USR1; the marks read and removed

@@ -3,7 +3,7 @@ crashed: :func:`kill_replica`); Serve replaces it. Serve routes to it from every
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos import faults, orphan_watch
 from chaos.backends.kube_access import DELETE_PODS, EXEC
 from chaos.errors import UsageError
 from chaos.scope_registry import Scope
@@ -25,9 +25,11 @@ def kill_replica(backend, marker: faults.Marker, zone: str | None = None, method
         raise UsageError(f"replica kill method must be one of {', '.join(REPLICA_KILL_METHODS)}, got {method!r}")
     r = replica or backend.pick_replica(zone=zone, deployment=deployment)
     do_kill = backend.replica_killer(r, method)
+    engines, why = orphan_watch.engines_before_kill(backend, r)  # its engines must die with it (the orphan check)
     with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
                        {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}) as f:
         f["pids"] = do_kill()
+        orphan_watch.record_victim(f, r, engines, why)
         faults.prove(backend, marker, f)
     return f
 
@@ -36,6 +38,7 @@ SCOPE = Scope(
     "replica", "replica kill", fault=kill_replica, backend_methods=("replica_killer",),
     action_omits=("replica",),  # a caller's own pick (head_outage_second_fault's, made while the head is up)
     zoned=True, every_target_affected=True,
+    orphan_check=True,  # its engine children must die with it (chaos.orphan_watch)
     effect_bound_s=10.0,  # a SIGKILLed process is gone at once
     kube_access=EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
     conflict_class="replica-level",  # nothing to heal: Serve replaces it (held for its recovery window)

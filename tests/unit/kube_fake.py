@@ -783,6 +783,13 @@ class Kubelet:
                 return "", f"sh: 1: kill: ({pid}) - No such process\n", 1
             live[pid]["state"] = "S"
             return "", "", 0
+        m = re.fullmatch(r": availproof-orphans engines; echo \$\(pgrep -P (\d+) -f '\[E\]ngineCore'\)", script)
+        if m:  # the orphan check's look for a replica's engines before its kill (chaos/backends/kuberay/orphans.py)
+            return " ".join(map(str, self._kids(live, int(m.group(1))))) + "\n", "", 0
+        m = re.match(r": availproof-orphans look; for p in ([\d ]+); do ", script)
+        if m:  # the orphan check's look: those alive, their state and a resident size (an orphan is not reaped here)
+            return "".join(f"left {pid} State: {live[int(pid)]['state']} (x) VmRSS: 2048 kB \n"
+                           for pid in m.group(1).split() if int(pid) in live), "", 0
         m = re.match(r"for p in ([\d ]+); do s=\$\(sed", script)
         if m:
             return "".join(f"{pid} {live[int(pid)]['state'] if int(pid) in live else 'gone'}\n"

@@ -81,8 +81,9 @@ def test_no_failure_at_all_is_undisturbed():
                                               "streams_checked", "streams_checked_corrupted", "streams_migrated",
                                               "tokens_corrupted", "tokens_duplicated", "tokens_lost",
                                               "tokens_out_of_order")]
+    assert um["orphans.seconds_until_freed"].startswith("no orphan check was recorded for this fault")
     assert sorted(um) == sorted(["failed.unaffected_zones", *sampled, *continuity, "service.retries", "affected.retries",
-                                 "locality.cross_zone_share",
+                                 "orphans.seconds_until_freed", "locality.cross_zone_share",
                                  "locality.cross_region_share", "warmup.baseline_p95_ttft_s", "warmup.time_to_warm_s"])
     assert all(um[k] == "the records carry no token continuity (recorded before the harness measured it)"
                for k in continuity)

@@ -227,8 +227,10 @@ def test_replica_kill_methods_and_engine_hang_aim_at_the_replica_pod():
     s, b, stream = cluster()
     kubelet = s.kubelet
     marker = faults.Marker()
-    assert kill_replica(b, marker, replica=replica())["pids"] == ["wa-1/41"]
-    assert stream.calls[0] == ("wa-1", "ray-worker", "kill -9 41")
+    f = kill_replica(b, marker, replica=replica())
+    assert f["pids"] == ["wa-1/41"] and f["victim"] == {"node": "wa-1", "pid": 41, "engines": [57]}
+    assert "pgrep -P 41" in stream.calls[0][2]  # its engines found before the kill (the orphan check)
+    assert stream.calls[1] == ("wa-1", "ray-worker", "kill -9 41")
     assert kubelet.fates["wa-1"] == [("ray::ServeRepli", "SIGKILL")]
     kubelet.actors["SERVE_REPLICA::a#S#r1"] = ("wb-1", 41)
     kill_replica(b, marker, replica=replica(node="wb-1"), method="actor")

@@ -455,7 +455,7 @@ KINDS = {
     "slo.ttft_s": "number|null", "slo.itl_s": "number|null", "slo.e2e_s": "number|null",
     **{f"bounds.{b}": "number" for b in ("max_time_to_first_success_s", "max_time_to_steady_state_s",
                                           "max_control_plane_outage_s", "max_time_to_capacity_restored_s",
-                                          "max_time_to_capacity_lost_s",
+                                          "max_time_to_capacity_lost_s", "max_orphan_s",
                                           "min_capacity_ratio")},
     **{f"bounds.{b}": "integer" for b in ("max_failed_requests", "max_failed_mid_stream",
                                            "max_failed_unaffected_zones", "max_relapses")},

@@ -15,6 +15,7 @@ from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.partition import Partition
 from chaos.backends.kuberay.plan import PlanRows
 from chaos.backends.kuberay.leftovers import Leftovers
+from chaos.backends.kuberay.orphans import Orphans
 from chaos.backends.kuberay.prepare import Preparation
 from chaos.backends.kuberay.proofs import ProofReads
 from chaos.backends.kuberay.reads import Reads
@@ -26,8 +27,8 @@ from chaos.backends.kuberay.zone import ZoneLoss
 from chaos.errors import UsageError, parse_bool
 
 
-class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback,
-                     LoadJob, Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
+class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, ZoneLoss, Autoscaling, Partition, UpgradeDrain,
+                     UpgradeRollback, LoadJob, Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the

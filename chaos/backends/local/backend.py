@@ -219,6 +219,11 @@ class LocalBackend(base.ByScope):
             raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) has no engine child process to {to}")
         return engines
 
+    def processes_left(self, node: str | None, pids: list[int]) -> dict[int, float | None]:
+        """One look (/proc): those of ``pids`` still alive, a zombie counting as gone, each with its resident memory
+        in MB (VmRSS; None: unreadable). ``node`` is not needed here: every node's processes are this host's."""
+        return procs.left([int(p) for p in pids])
+
     def crash_engine(self, r: placement.Replica) -> list[int]:
         """SIGKILL the replica's engine process(es) and nothing else: the replica's own process lives on."""
         return procs.signal_pids(self.engine_pids(r, "crash"), signal.SIGKILL)

@@ -150,3 +150,21 @@ def comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+def resident_mb(pid: int) -> float | None:
+    """The process's resident memory (VmRSS of /proc/PID/status) in MB; None when it is gone or says none (a
+    zombie holds no memory and has no VmRSS line)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def left(pids: list[int]) -> dict[int, float | None]:
+    """Those of ``pids`` still alive (a zombie is gone: it holds no memory), each with its resident memory in MB
+    (:func:`resident_mb`, None when it cannot be read)."""
+    return {p: resident_mb(p) for p in pids if alive(p)}
