@@ -219,16 +219,21 @@ def install_handler(trigger: Trigger | None = None) -> bool:
     return True
 
 
-_BEATS: dict[int, heartbeat.Writer] = {}  # this process's heartbeat (a forked engine makes its own)
+_BEATS: dict[str, heartbeat.Writer] = {}  # this process's heartbeat (a forked engine makes its own)
+
+
+def heartbeat_path(pid: int) -> str:
+    """The step heartbeat of engine process ``pid`` (:mod:`serve_apps.heartbeat`), beside its tombstone."""
+    return heartbeat.path(pid, TOMBSTONE_DIR)
 
 
 def step_heartbeat() -> heartbeat.Writer:
     """This engine process's heartbeat writer (made at its first step)."""
-    pid = os.getpid()
-    if pid not in _BEATS:
+    path = heartbeat_path(os.getpid())
+    if path not in _BEATS:
         _BEATS.clear()
-        _BEATS[pid] = heartbeat.Writer(pid)
-    return _BEATS[pid]
+        _BEATS[path] = heartbeat.Writer(path)
+    return _BEATS[path]
 
 
 def _failing_step(step, trigger: Trigger):

@@ -79,23 +79,23 @@ class Histogram:
         return 2 * EDGES[-1]
 
 
-def path(pid: int) -> str:
-    """The heartbeat file of engine process ``pid``."""
-    return f"{DIR}/availproof-engine-heartbeat-{int(pid)}"
+def path(pid: int, directory: str | None = None) -> str:
+    """The heartbeat file of engine process ``pid`` (in :data:`DIR` unless ``directory``)."""
+    return f"{directory or DIR}/availproof-engine-heartbeat-{int(pid)}"
 
 
 class Writer:
     """The engine's side: :meth:`begin` as a step starts, :meth:`end` as it returns. Never raises (the step
     must run whatever happens to its heartbeat): a file that cannot be made leaves it off."""
 
-    def __init__(self, pid: int | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, file: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.seq = self.count = 0
         self.last = 0.0
         self.hist = Histogram()
         self.map: mmap.mmap | None = None
         try:
-            fd = os.open(path(os.getpid() if pid is None else pid), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(file or path(os.getpid()), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 os.ftruncate(fd, SIZE)
                 self.map = mmap.mmap(fd, SIZE)
@@ -130,14 +130,15 @@ class Writer:
 class Reader:
     """The replica's side: :meth:`read` the heartbeat of engine ``pid`` (None until its file exists)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, file: str | None = None) -> None:
         self.pid = pid
+        self.file = file or path(pid)
         self.map: mmap.mmap | None = None
 
     def read(self) -> Beat | None:
         if self.map is None:
             try:
-                fd = os.open(path(self.pid), os.O_RDONLY)
+                fd = os.open(self.file, os.O_RDONLY)
                 try:
                     if os.fstat(fd).st_size < SIZE:
                         return None

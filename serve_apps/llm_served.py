@@ -46,7 +46,7 @@ import uuid
 from ray.llm._internal.serve.core.ingress.ingress import OpenAiIngress as _OpenAiIngress
 from ray.llm._internal.serve.core.server.llm_server import LLMServer as _LLMServer
 
-from serve_apps import heartbeat, served_by, watchdog, watchdog_v2
+from serve_apps import engine_faults, heartbeat, served_by, watchdog, watchdog_v2
 from serve_apps.served_by import engine_info, prepend_served, set_headers, strip_served
 
 _HOLDER: contextvars.ContextVar[dict | None] = contextvars.ContextVar("availproof_served_by", default=None)
@@ -86,7 +86,7 @@ class LLMServer(_LLMServer):
             pids = heartbeat.engine_children(os.getpid())
             if not pids:
                 return None
-            self._availproof_beat = heartbeat.Reader(pids[0])
+            self._availproof_beat = heartbeat.Reader(pids[0], engine_faults.heartbeat_path(pids[0]))
         return self._availproof_beat.read()
 
     async def canary(self) -> None:
