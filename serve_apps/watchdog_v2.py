@@ -21,6 +21,9 @@ an injectable clock) fails the check on any of:
    ``max_tokens`` 1) in the background (:meth:`WatchdogV2.maybe_canary`); it fails while that request has
    no answer after the *canary threshold*, or once it failed, until a token or a later canary clears it.
 
+Signals 2 and 3 need the engine to be stepping: a step within the last ``max(1 s, k x p99 step time)``
+(:data:`RECENT_S`); while it is not, only signal 1 speaks, so each failure is named by its cause.
+
 **Waiting on the engine**: a request waits on the engine from its admission to its first token and then
 from each pull of its next token to the token; while its consumer (the client, Serve's stream) holds a
 token it does not (a slow reader is not a stuck engine). A request that ended (finished, failed, cancelled
@@ -66,6 +69,7 @@ IDLE_S = 10.0
 PRIOR_S_PER_TOKEN = 0.01
 MIN_SAMPLES = 8
 WINDOW = 512
+RECENT_S = 1.0  # "while the engine steps": a step within max(this, k x p99 step time)
 VERSIONS = (1, 2)
 
 logger = logging.getLogger("ray.serve")
@@ -264,9 +268,10 @@ class WatchdogV2:
                         if beat is not None and beat.busy_since else "")
                 return (f"the engine has not {what} for {now - since:.1f} s with {_n(len(waiting))} waiting on "
                         f"it{busy} (threshold {step_t:.1f} s)")
-            reason = self._admission(now, beat, waiting) or self._stuck_stream(now, beat, waiting)
-            if reason:
-                return reason
+            if now - last_step < max(RECENT_S, self.k * (beat.p99 or 0.0) if beat is not None else 0.0):
+                reason = self._admission(now, beat, waiting) or self._stuck_stream(now, beat, waiting)
+                if reason:
+                    return reason
         return self._canary(now, beat)
 
     def _admission(self, now: float, beat: Beat | None, waiting: list[Flight]) -> str | None:
@@ -330,6 +335,9 @@ class WatchdogV2:
     async def run_canary(self, probe: Callable[[], Awaitable[Any]]) -> None:
         """One canary: ``probe`` (a one-token request to the engine) awaited, its outcome recorded."""
         self.canary_began()
+        await self._answer(probe)
+
+    async def _answer(self, probe: Callable[[], Awaitable[Any]]) -> None:
         try:
             await probe()
         except asyncio.CancelledError:
@@ -345,7 +353,9 @@ class WatchdogV2:
         """Start a canary in the background on the running loop when one is due (:meth:`canary_due`)."""
         if not self.canary_due():
             return False
-        self._canary_task = asyncio.get_running_loop().create_task(self.run_canary(probe))
+        loop = asyncio.get_running_loop()
+        self.canary_began()  # under way from now: the next check does not start another
+        self._canary_task = loop.create_task(self._answer(probe))
         return True
 
 
