@@ -27,7 +27,8 @@ Signals 2 and 3 need the engine to be stepping: a step within the last ``max(1 s
 **Waiting on the engine**: a request waits on the engine from its admission to its first token and then
 from each pull of its next token to the token; while its consumer (the client, Serve's stream) holds a
 token it does not (a slow reader is not a stuck engine). A request that ended (finished, failed, cancelled
-by its client) is gone at once: :meth:`WatchdogV2.watch` ends it in its ``finally``.
+by its client) is gone at once: :meth:`WatchdogV2.watch` ends it in its ``finally``. A request that is
+not streamed (vLLM's non-streamed answer comes out whole at its end) is watched by signal 1 alone.
 
 **Thresholds**, scaled to what the replica observed (``k`` = :data:`K` = 4, each at least ``stall_s``):
 
