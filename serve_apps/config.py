@@ -14,7 +14,9 @@ actually landed is read back after deploy and checked (see ``chaos.deploy``).
 The progress watchdog (``serve_apps.watchdog``, both apps) is off unless ``AppSpec.stall_s`` is set:
 then the engine deployment (``StreamTarget``; vLLM's ``LLMServer``) gets ``user_config: {"stall_s": N}``,
 which its replicas read in ``reconfigure`` (a change reconfigures them in place, no restart). Off, the
-config has no ``user_config`` at all, as before the watchdog existed.
+config has no ``user_config`` at all, as before the watchdog existed. ``AppSpec.watchdog`` 2 selects the
+watchdog v2 (``serve_apps.watchdog_v2``): ``{"stall_s": N, "watchdog": 2}``; absent (None) or 1, v1, and the
+``user_config`` is the same as before v2 existed.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class AppSpec:
     # the progress watchdog (serve_apps/watchdog.py): a replica with requests in flight and no token for
     # stall_s seconds fails its health check; None: off
     stall_s: float | None = None
+    watchdog: int | None = None  # 2: the watchdog v2 (serve_apps/watchdog_v2.py); None or 1: v1
     stream: StreamOptions = field(default_factory=StreamOptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
 
@@ -93,8 +96,10 @@ def _deployment_common(spec: AppSpec) -> dict[str, Any]:
         "graceful_shutdown_timeout_s": spec.graceful_shutdown_timeout_s,
         "graceful_shutdown_wait_loop_s": spec.graceful_shutdown_wait_loop_s,
     }
+    if spec.watchdog not in (None, 1, 2):
+        raise ValueError(f"watchdog must be 1 or 2, got {spec.watchdog!r}")
     if spec.stall_s:
-        common["user_config"] = {"stall_s": spec.stall_s}
+        common["user_config"] = {"stall_s": spec.stall_s, **({"watchdog": 2} if spec.watchdog == 2 else {})}
     return common
 
 

@@ -63,6 +63,11 @@ wedges: its *wedge mark* (:func:`wedge_path`, JSON: the run's id and the wall-cl
 word, and the step stays blocked **as long as that mark exists**: nothing in the engine ends it. The rig
 removes it only at the run's end (and only while it still names the run), or the engine goes with its
 replica when something real (a detector, Serve) replaces it.
+
+**The step's heartbeat** (for the progress watchdog v2, :mod:`serve_apps.watchdog_v2`): the same step
+wrapper marks each step's start and end in the engine's heartbeat file (:mod:`serve_apps.heartbeat`, a
+memory-mapped file per engine pid under ``/tmp``), so a wedged step (it starts, never ends) stops it while a
+chunked prefill (one step per chunk) keeps it beating. A step that raises does not count.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ import os
 import signal
 import threading
 import time
+
+from serve_apps import heartbeat
 
 ENV = "AVAILPROOF_ENGINE_FAULTS"
 MESSAGE = "engine error (injected)"
@@ -212,18 +219,38 @@ def install_handler(trigger: Trigger | None = None) -> bool:
     return True
 
 
+_BEATS: dict[str, heartbeat.Writer] = {}  # this process's heartbeat (a forked engine makes its own)
+
+
+def heartbeat_path(pid: int) -> str:
+    """The step heartbeat of engine process ``pid`` (:mod:`serve_apps.heartbeat`), beside its tombstone."""
+    return heartbeat.path(pid, TOMBSTONE_DIR)
+
+
+def step_heartbeat() -> heartbeat.Writer:
+    """This engine process's heartbeat writer (made at its first step)."""
+    path = heartbeat_path(os.getpid())
+    if path not in _BEATS:
+        _BEATS.clear()
+        _BEATS[path] = heartbeat.Writer(path)
+    return _BEATS[path]
+
+
 def _failing_step(step, trigger: Trigger):
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
+        beat = step_heartbeat()
+        started = beat.begin()
         if trigger.take():
             request = take_request()
-            if request["fault"] == WEDGE:
-                wedge(request)  # returns only once the rig removed the mark (the run's end)
-                return step(self, *args, **kwargs)
-            logger.error("availproof: %s raised in the engine's step (SIGUSR1)", MESSAGE)
-            write_tombstone()
-            raise InjectedEngineError(MESSAGE)
-        return step(self, *args, **kwargs)
+            if request["fault"] != WEDGE:
+                logger.error("availproof: %s raised in the engine's step (SIGUSR1)", MESSAGE)
+                write_tombstone()
+                raise InjectedEngineError(MESSAGE)
+            wedge(request)  # returns only once the rig removed the mark (the run's end)
+        result = step(self, *args, **kwargs)
+        beat.end(started)
+        return result
     setattr(wrapper, _WRAPPED, True)
     return wrapper
 

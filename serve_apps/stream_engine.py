@@ -55,7 +55,7 @@ import threading
 import time
 from typing import AsyncIterator, Callable, Iterable
 
-from serve_apps import engine_faults
+from serve_apps import engine_faults, heartbeat
 
 STEP_S = 0.005  # the child's step: one byte to the pipe
 HUNG_AFTER_S = 1.0
@@ -134,6 +134,7 @@ class Steps:
         self.count = 0
         self.last = clock()  # the last step (or the start)
         self.error: str | None = None  # what the engine reported before it ended
+        self.intervals = heartbeat.Histogram()  # between steps (a read of n steps: n of its mean)
         self.ended: float | None = None
         self._lock = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
@@ -144,8 +145,12 @@ class Steps:
         with self._lock:
             if engine_faults.ERROR_BYTE in chunk:
                 self.error = engine_faults.MESSAGE
-            self.count += chunk.count(STEP_BYTE)
-            self.last = self.clock()
+            n = chunk.count(STEP_BYTE)
+            now = self.clock()
+            if n:
+                self.intervals.add((now - self.last) / n, n)
+            self.count += n
+            self.last = now
         self._wake_all()
 
     def step(self, n: int = 1) -> None:
@@ -166,6 +171,10 @@ class Steps:
                 loop.call_soon_threadsafe(_wake, fut)
             except RuntimeError:  # its loop closed: nobody waits there any more
                 pass
+
+    def beat(self) -> heartbeat.Beat:
+        """The engine's heartbeat as the progress watchdog v2 reads it (:mod:`serve_apps.heartbeat`)."""
+        return heartbeat.Beat(self.count, self.last, None, self.intervals.quantile(0.99))
 
     def state(self) -> str:
         """``ok``, ``hung`` (no step for :data:`HUNG_AFTER_S`), ``errored`` or ``dead`` (for good)."""

@@ -34,7 +34,11 @@ request's previous token:
   ``engine process died``); the health check fails, so Serve replaces the replica.
 
 The progress watchdog (:mod:`serve_apps.watchdog`, off unless the deployment's ``user_config`` sets
-``stall_s``) fails the health check of a replica with requests in flight and no token for ``stall_s``.
+``stall_s``) fails the health check of a replica with requests in flight and no token for ``stall_s``; with
+``"watchdog": 2`` in the ``user_config``, v2 (:mod:`serve_apps.watchdog_v2`) instead: the engine child's
+steps are its heartbeat (:meth:`serve_apps.stream_engine.Steps.beat`), each request is watched from its
+admission (its prompt's words its prompt tokens), and its idle canary is one token of the engine
+(:meth:`StreamTarget.canary`).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from serve_apps import served_by, stream_tokens, watchdog
+from serve_apps import served_by, stream_tokens, watchdog, watchdog_v2
 from serve_apps.prefix_cache import PrefixCache
 from serve_apps.stream_engine import EngineDead, EngineProcess, generate, wait_ready
 
@@ -86,24 +90,35 @@ class StreamTarget:
         self.started = time.time()
         self.watchdog = watchdog.Watchdog()
         self.engine = EngineProcess(faults=True)
+        self.watchdog_v2 = watchdog_v2.WatchdogV2(heartbeat=self.engine.steps.beat)
         if not self.engine.wait_started():  # started: its engine-error hook is in place
             self.engine.close()
             raise RuntimeError(f"engine process {self.engine.pid} did not start")
 
     def reconfigure(self, user_config, rank=None):
-        """Serve's ``user_config``: ``stall_s`` turns the progress watchdog on (:mod:`serve_apps.watchdog`).
-        The ``rank`` parameter makes Serve call this on every replica start and every change of the
-        user_config, also when it is removed (then with None: off), not only when one is set."""
-        self.watchdog.configure(watchdog.stall_s_of(user_config))
+        """Serve's ``user_config``: ``stall_s`` turns the progress watchdog on (:mod:`serve_apps.watchdog`;
+        ``"watchdog": 2``: :mod:`serve_apps.watchdog_v2`; the other one off). The ``rank`` parameter makes
+        Serve call this on every replica start and every change of the user_config, also when it is removed
+        (then with None: off), not only when one is set."""
+        version, stall_s = watchdog_v2.config_of(user_config)
+        self.watchdog.configure(stall_s if version == 1 else None)
+        self.watchdog_v2.configure(stall_s if version == 2 else None)
 
-    def check_health(self):
+    async def check_health(self):
         """Serve's health check: fails once the engine errored or died, as vLLM's (``AsyncLLM.check_health``
         raises only once the engine errored: a hung engine is not noticed), and when the progress watchdog
-        (if on) sees requests in flight and no token for ``stall_s``."""
+        (if on: v1 or v2) says the engine stalled; v2 starts its idle canary from here when one is due."""
         reason = self.engine.reason()
         if reason is not None:
             raise RuntimeError(f"engine process {self.engine.pid}: {reason}")
         self.watchdog.check()
+        self.watchdog_v2.check()
+        self.watchdog_v2.maybe_canary(self.canary)
+
+    async def canary(self) -> None:
+        """The idle canary of the watchdog v2: one token from the engine (its next step), nothing else."""
+        async for _ in generate(self.engine, ["canary"], [0.0]):
+            pass
 
     def __del__(self):
         engine = getattr(self, "engine", None)
@@ -186,7 +201,8 @@ class StreamTarget:
         obj = "chat.completion" if chat else "text_completion"
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         try:
-            with self.watchdog.request():  # a request waiting for a hung engine is work in flight
+            # a request waiting for a hung engine is work in flight
+            with self.watchdog.request(), self.watchdog_v2.request(prompt_tokens):
                 await wait_ready(self.engine)
         except EngineDead as e:
             return _engine_dead(e)
@@ -195,7 +211,7 @@ class StreamTarget:
         prefill = self.prefill_s + (prompt_tokens - cached) * self.uncached_token_s
         if not body.get("stream"):
             try:
-                out = [w async for w in self._tokens(words, prefill)]
+                out = [w async for w in self._tokens(words, prefill, prompt_tokens)]
             except EngineDead as e:
                 return _engine_dead(e)
             text = " ".join(out)
@@ -204,16 +220,17 @@ class StreamTarget:
             return JSONResponse({"id": rid, "object": obj, "created": int(time.time()), "model": self.model,
                                  "system_fingerprint": FINGERPRINT, "choices": [choice], "usage": usage})
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(self._events(rid, chat, words, usage, include_usage, prefill),
+        return StreamingResponse(self._events(rid, chat, words, usage, include_usage, prefill, prompt_tokens),
                                  media_type="text/event-stream")
 
-    def _tokens(self, words: list[str], prefill: float):
+    def _tokens(self, words: list[str], prefill: float, prompt_tokens: int = 1):
         """The request's tokens from the engine (:func:`serve_apps.stream_engine.generate`: one a step at most,
-        none while it does not step), the first after the prefill, each seen by the watchdog."""
+        none while it does not step), the first after the prefill, each seen by the watchdogs."""
         delays = [self._delay(prefill)] + [self._delay(self.token_s) for _ in words[1:]]
-        return self.watchdog.watch(generate(self.engine, words, delays))
+        return self.watchdog.watch(self.watchdog_v2.watch(generate(self.engine, words, delays),
+                                                          prompt_tokens=prompt_tokens))
 
-    async def _events(self, rid, chat, words, usage, include_usage, prefill):
+    async def _events(self, rid, chat, words, usage, include_usage, prefill, prompt_tokens=1):
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(time.time())
 
@@ -224,7 +241,7 @@ class StreamTarget:
 
         i = 0
         try:
-            async with contextlib.aclosing(self._tokens(words, prefill)) as tokens:  # closed with the stream
+            async with contextlib.aclosing(self._tokens(words, prefill, prompt_tokens)) as tokens:  # closed with the stream
                 async for w in tokens:
                     text = w if i == 0 else " " + w
                     finish = "length" if i == len(words) - 1 else None

@@ -27,6 +27,9 @@ first failing check comes within stall_s + one health period of the last token, 
 starts about two periods later (stall_s + up to ~3.3 periods in all). Choose ``stall_s`` above the
 longest gap between tokens a healthy engine can have under load (a long prefill behind a full batch):
 a false detection replaces a working replica.
+
+The watchdog v2 (:mod:`serve_apps.watchdog_v2`, ``{"stall_s": N, "watchdog": 2}``) closes this rule's blind
+spots (a partial hang, a hung replica with no requests, a long prefill); this one is kept to compare.
 """
 
 from __future__ import annotations

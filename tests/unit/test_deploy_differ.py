@@ -50,3 +50,14 @@ def test_turning_the_watchdog_on_deploys_again_on_either_app(app, monkeypatch):
     assert deploy.deployments_differ(_cluster(), watched) is True
     _deployed(monkeypatch, watched)  # and back off
     assert deploy.deployments_differ(_cluster(), serve_config.AppSpec(app=app, llm=spec.llm)) is True
+
+
+@pytest.mark.parametrize("app", ["stream", "llm"])
+def test_switching_the_watchdog_to_v2_deploys_again_on_either_app(app, monkeypatch):
+    spec = serve_config.AppSpec(app=app, http_port=8000, stall_s=5.0)
+    spec.llm.model_path = "/models/tiny"
+    _deployed(monkeypatch, spec)
+    assert deploy.deployments_differ(_cluster(), serve_config.AppSpec(app=app, llm=spec.llm, stall_s=5.0,
+                                                                      watchdog=1)) is False  # 1: v1, the same
+    v2 = serve_config.AppSpec(app=app, llm=spec.llm, stall_s=5.0, watchdog=2)
+    assert deploy.deployments_differ(_cluster(), v2) is True

@@ -65,7 +65,7 @@ def test_a_stopped_engine_streams_nothing_passes_the_health_check_and_resumes(ta
             await asyncio.sleep(0.02)
         hung = time.monotonic()
         for _ in range(5):  # a gray failure: hung, and healthy to Serve
-            target.check_health()
+            await target.check_health()
             health.append(target.engine.state())
             await asyncio.sleep(0.1)
         cont = time.monotonic()
@@ -78,7 +78,7 @@ def test_a_stopped_engine_streams_nothing_passes_the_health_check_and_resumes(ta
     assert [t for t, _ in chunks if hung + 0.1 < t < cont] == []
     got = events([c for _, c in chunks])
     assert got[-1] == "[DONE]" and len(got) == 81 and got[-2]["choices"][0]["finish_reason"] == "length"
-    target.check_health()
+    asyncio.run(target.check_health())
 
 
 def test_with_the_watchdog_a_stopped_engine_fails_the_health_check_while_requests_wait(target):
@@ -90,10 +90,10 @@ def test_with_the_watchdog_a_stopped_engine_fails_the_health_check_while_request
     async def main():
         waiting = [asyncio.create_task(target._answer(request(), chat=False)) for _ in range(2)]
         await asyncio.sleep(0.2)
-        target.check_health()  # in flight, but not for stall_s yet
+        await target.check_health()  # in flight, but not for stall_s yet
         await asyncio.sleep(0.4)
         with pytest.raises(Stalled, match=r"^no token for 0\.\d s with 2 requests in flight \(stall_s 0\.5\)$"):
-            target.check_health()
+            await target.check_health()
         os.kill(pid, signal.SIGCONT)
         answers = await asyncio.wait_for(asyncio.gather(*waiting), 10)
         return answers
@@ -101,7 +101,7 @@ def test_with_the_watchdog_a_stopped_engine_fails_the_health_check_while_request
     answers = asyncio.run(main())
     assert [a.status_code for a in answers] == [200, 200]
     assert json.loads(answers[0].body)["choices"][0]["text"].count(" ") == 7  # all 8 tokens, once it went on
-    target.check_health()  # nothing in flight
+    asyncio.run(target.check_health())  # nothing in flight
     target.reconfigure(None, rank=None)
     assert target.watchdog.stall_s is None
 
@@ -123,7 +123,7 @@ def test_an_errored_engine_fails_requests_with_its_reason_and_the_health_check(t
     assert after.status_code == 500 and json.loads(after.body)["error"]["message"] == "engine error (injected)"
     assert target.engine.state() == "errored"
     with pytest.raises(RuntimeError, match=r"engine error \(injected\)"):
-        target.check_health()
+        asyncio.run(target.check_health())
 
 
 def test_a_dead_engine_fails_requests_and_the_health_check_as_a_crash(target):
@@ -132,7 +132,7 @@ def test_a_dead_engine_fails_requests_and_the_health_check_as_a_crash(target):
     after = asyncio.run(target._answer(request(stream=True), chat=False))
     assert after.status_code == 500 and json.loads(after.body)["error"]["message"] == stream_engine.DIED
     with pytest.raises(RuntimeError, match="engine process died"):
-        target.check_health()
+        asyncio.run(target.check_health())
 
 
 def test_a_non_streamed_answer_waits_for_a_stopped_engine_too(target):

@@ -8,6 +8,7 @@ import pytest
 
 from serve_apps import config
 from serve_apps.watchdog import Stalled, Watchdog, stall_s_of
+from serve_apps.watchdog_v2 import WatchdogV2
 
 
 class Clock:
@@ -219,11 +220,13 @@ def test_both_apps_reconfigure_also_when_the_user_config_is_removed():
 
     reconfigure = StreamTarget.func_or_class.reconfigure
     assert "rank" in inspect.signature(reconfigure).parameters
-    target = SimpleNamespace(watchdog=Watchdog())
+    target = SimpleNamespace(watchdog=Watchdog(), watchdog_v2=WatchdogV2())
     reconfigure(target, {"stall_s": 3}, rank=None)
-    assert target.watchdog.stall_s == 3.0
+    assert target.watchdog.stall_s == 3.0 and target.watchdog_v2.stall_s is None
+    reconfigure(target, {"stall_s": 3, "watchdog": 2}, rank=None)  # v2 instead of v1, in place
+    assert target.watchdog.stall_s is None and target.watchdog_v2.stall_s == 3.0
     reconfigure(target, None, rank=None)
-    assert target.watchdog.stall_s is None
+    assert target.watchdog.stall_s is None and target.watchdog_v2.stall_s is None
 
 
 def test_serves_rank_rule_is_what_the_apps_rely_on():

@@ -18,8 +18,10 @@ from ray.llm._internal.serve.core.server.llm_server import LLMServer as RayLLMSe
 
 from serve_apps import llm_app  # noqa: E402
 from serve_apps.config import AppSpec, LLMOptions, _deployment_common  # noqa: E402
-from serve_apps.llm_served import LLMServer, observe_engine_outputs  # noqa: E402
+from serve_apps.heartbeat import Beat  # noqa: E402
+from serve_apps.llm_served import LLMServer, observe_engine_outputs, prompt_tokens_of  # noqa: E402
 from serve_apps.watchdog import Stalled, Watchdog  # noqa: E402
+from serve_apps.watchdog_v2 import WatchdogV2  # noqa: E402
 
 
 class Clock:
@@ -140,3 +142,77 @@ def test_off_the_watchdog_never_fails_the_health_check():
 
 def test_an_engine_without_the_output_seam_is_watched_by_its_streams_alone():
     assert observe_engine_outputs(SimpleNamespace(), Watchdog()) is False
+
+
+# ---------------------------------------------------------------- the watchdog v2 in the same LLMServer
+
+
+def server_v2(stall_s=10, beat=None):
+    s = server(stall_s)
+    s._availproof_watchdog_v2 = WatchdogV2(clock=s.progress_watchdog.clock, heartbeat=lambda: beat)
+    s.reconfigure({"stall_s": stall_s, "watchdog": 2}, rank=None)
+    return s
+
+
+def test_v2_selected_in_place_turns_v1_off():
+    s = server_v2()
+    assert s.progress_watchdog.stall_s is None and s.progress_watchdog_v2.stall_s == 10.0
+    s.reconfigure({"stall_s": 10}, rank=None)
+    assert s.progress_watchdog.stall_s == 10.0 and s.progress_watchdog_v2.stall_s is None
+
+
+def test_v2_sees_a_stream_stuck_while_the_engine_steps_and_its_prompt_tokens():
+    async def main():
+        beat = Beat(1, 50.0, None, 0.01)
+        s = server_v2(beat=beat)
+        s.engine = FakeEngine()
+        dog = s.progress_watchdog_v2
+        body = ChatCompletionRequest(model="availproof-tiny", stream=True,
+                                     messages=[{"role": "user", "content": "x" * 400}])
+        stream = await s.chat(body, None)
+        await stream.__anext__()  # who served: not a token
+        await stream.__anext__()  # the first token
+        (flight,) = dog._flights.values()
+        assert flight.prompt_tokens == 100 and flight.tokens == 1  # 400 characters / 4
+        pull = asyncio.ensure_future(stream.__anext__())  # the client asks for the next: it never comes
+        await asyncio.sleep(0)
+        dog.clock.t += 10
+        s._availproof_watchdog_v2.heartbeat = lambda: beat._replace(last=dog.clock.t)  # the engine steps
+        with pytest.raises(Stalled, match=r"^stuck stream: 1 stream had no token for 10\.0 s"):
+            await s.check_health()
+        pull.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pull
+        await stream.aclose()  # the client left: nothing in flight, nothing stuck
+        assert dog.in_flight == 0
+        await s.check_health()
+
+    asyncio.run(main())
+
+
+def test_v2_s_canary_is_one_token_straight_to_vllm(monkeypatch):
+    asked = []
+
+    async def generate(prompt, params, request_id):
+        asked.append((prompt, params.max_tokens, request_id))
+        yield object()
+
+    async def main():
+        s = server_v2()
+        s.engine = FakeEngine()
+        s.engine._engine_client.generate = generate
+        s.progress_watchdog_v2.clock.t += 10  # idle since the replica started
+        await s.check_health()  # starts it in the background
+        await asyncio.sleep(0.01)
+        return s.progress_watchdog_v2
+
+    dog = asyncio.run(main())
+    assert dog.canaries == 1 and dog.canary_since is None and dog.canary_failure is None
+    assert [(p, n) for p, n, _ in asked] == [("ok", 1)] and asked[0][2].startswith("availproof-canary-")
+
+
+@pytest.mark.parametrize("request_, tokens", [
+    (SimpleNamespace(messages=[{"content": "a" * 40}, {"content": None}]), 10),
+    (SimpleNamespace(prompt=[1, 2, 3]), 3), (SimpleNamespace(prompt="b" * 20), 5), (None, 1)])
+def test_prompt_tokens_are_counted_or_estimated(request_, tokens):
+    assert prompt_tokens_of(request_) == tokens
