@@ -128,10 +128,11 @@ def make(experiment, action):
     )
 
     experiment(
-        "engine-wedge-watchdog", f"one replica's engine wedged for good, the progress watchdog on (stall_s {STALL_S})",
+        "engine-wedge-watchdog", f"one replica's engine wedged for good, the watchdog's second version on (stall_s {STALL_S})",
         "The wedge of engine-wedge (the engine of one replica in zone-a stuck in its step, its process alive and not "
-        f"stopped, never ended by the rig) with the progress watchdog of serve_apps/watchdog.py on: app.stall_s "
-        f"{STALL_S}, so a replica with requests in flight and no token for {STALL_S} s fails its health check and "
+        f"stopped, never ended by the rig) with the progress watchdog's second version on (app.watchdog 2, app.stall_s "
+        f"{STALL_S}: serve_apps/watchdog_v2.py), so a replica whose engine has not stepped for {STALL_S} s with "
+        "requests waiting fails its health check and "
         "Serve replaces it; the wedged engine goes with its replica. Compare it with engine-wedge (availproof report "
         "--compare): the detector's time to detect, failed requests, time to steady state.",
         "engine-wedge", [action("wedge-engine-in-zone-a", "wedge_engine", zone="zone-a")],
@@ -144,6 +145,8 @@ def make(experiment, action):
         "engine-wedge does. Replaced: capacity restored within 90 s (a replacement starts in ~20 s on this machine "
         "class). Failed requests: those routed to the wedged replica until it is taken out (~12 s x 8 req/s / 3 = "
         "~32): 40. Steady state within 40 s of the wedge: detection and the replacement's first requests. The "
-        "detector is the first watchdog (any token of any request is progress): it cannot see a partial hang.",
-        app={"stall_s": STALL_S},
+        "detector is the watchdog's second version (app.watchdog 2: the engine's step heartbeat, the oldest request "
+        "without a first token, each stream's token age, an idle canary; serve_apps/watchdog_v2.py): the wedge stops "
+        "the heartbeat with requests waiting.",
+        app={"stall_s": STALL_S, "watchdog": 2},
     )
