@@ -89,6 +89,8 @@ ERROR_EXIT = 70  # the stream target's engine child's exit status after an injec
 TOMBSTONE_DIR = "/tmp"  # not $TMPDIR: the rig (or an exec in the pod) must find it without the engine's environment
 _WRAPPED = "__availproof_engine_fault__"
 ERROR, WEDGE = "error", "wedge"  # the faults a signal can arm (the request names one; none: error)
+# the rig's word that a signal it sent is void (the run ended before the engine stepped to take it): nothing fires
+VOID = "void"
 WEDGE_POLL_S = 0.1  # a blocked wedge looks this often whether its mark is still there
 
 logger = logging.getLogger(__name__)
@@ -162,7 +164,8 @@ def wedge_path(pid: int) -> str:
 
 def take_request(pid: int | None = None) -> dict:
     """The request the rig left for this engine process (read, then removed): ``{"fault": ...}``; none, or one
-    that cannot be read, is ``{"fault": "error"}`` (the engine-error of a rig that leaves no request)."""
+    that cannot be read, is ``{"fault": "error"}`` (the engine-error of a rig that leaves no request); ``void``:
+    the run that sent the signal ended before this engine stepped (nothing fires)."""
     path = request_path(os.getpid() if pid is None else pid)
     try:
         with open(path) as f:
@@ -170,7 +173,7 @@ def take_request(pid: int | None = None) -> dict:
         os.unlink(path)
     except (OSError, ValueError):
         return {"fault": ERROR}
-    if not isinstance(request, dict) or request.get("fault") not in (ERROR, WEDGE):
+    if not isinstance(request, dict) or request.get("fault") not in (ERROR, WEDGE, VOID):
         return {"fault": ERROR}
     return request
 
@@ -219,7 +222,9 @@ def install_handler(trigger: Trigger | None = None) -> bool:
     return True
 
 
-_BEATS: dict[str, heartbeat.Writer] = {}  # this process's heartbeat (a forked engine makes its own)
+_BEATS: list[tuple[str, heartbeat.Writer]] = []  # this process's (directory, heartbeat writer); a forked child's own
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_BEATS.clear)
 
 
 def heartbeat_path(pid: int) -> str:
@@ -228,12 +233,11 @@ def heartbeat_path(pid: int) -> str:
 
 
 def step_heartbeat() -> heartbeat.Writer:
-    """This engine process's heartbeat writer (made at its first step)."""
-    path = heartbeat_path(os.getpid())
-    if path not in _BEATS:
-        _BEATS.clear()
-        _BEATS[path] = heartbeat.Writer(path)
-    return _BEATS[path]
+    """This engine process's heartbeat writer, made once (as its busy loop starts, else at its first step); no
+    system call per step."""
+    if not _BEATS or _BEATS[0][0] != TOMBSTONE_DIR:  # made here, or its directory since changed (a test's)
+        _BEATS[:] = [(TOMBSTONE_DIR, heartbeat.Writer(heartbeat_path(os.getpid())))]
+    return _BEATS[0][1]
 
 
 def _failing_step(step, trigger: Trigger):
@@ -243,11 +247,12 @@ def _failing_step(step, trigger: Trigger):
         started = beat.begin()
         if trigger.take():
             request = take_request()
-            if request["fault"] != WEDGE:
+            if request["fault"] == WEDGE:
+                wedge(request)  # returns only once the rig removed the mark (the run's end)
+            elif request["fault"] != VOID:  # void: the run that sent the signal has ended
                 logger.error("availproof: %s raised in the engine's step (SIGUSR1)", MESSAGE)
                 write_tombstone()
                 raise InjectedEngineError(MESSAGE)
-            wedge(request)  # returns only once the rig removed the mark (the run's end)
         result = step(self, *args, **kwargs)
         beat.end(started)
         return result
@@ -260,6 +265,7 @@ def _arming_loop(run_busy_loop, trigger: Trigger):
     def wrapper(self, *args, **kwargs):
         if install_handler(trigger):
             logger.info("availproof: engine fault hook armed by SIGUSR1 in pid %d", os.getpid())
+        step_heartbeat()  # the heartbeat file made before the first step (a reader finds no stale one meanwhile)
         return run_busy_loop(self, *args, **kwargs)
     setattr(wrapper, _WRAPPED, True)
     return wrapper

@@ -95,9 +95,16 @@ class Writer:
         self.hist = Histogram()
         self.map: mmap.mmap | None = None
         try:
-            fd = os.open(file or path(os.getpid()), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            # a new file (a reused pid's old one unlinked, never truncated under a reader's mapping), its blocks
+            # allocated before it is mapped: a write to a page with no block on a full /tmp would be SIGBUS
+            name = file or path(os.getpid())
             try:
-                os.ftruncate(fd, SIZE)
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, SIZE)
                 self.map = mmap.mmap(fd, SIZE)
             finally:
                 os.close(fd)
@@ -134,15 +141,23 @@ class Reader:
         self.pid = pid
         self.file = file or path(pid)
         self.map: mmap.mmap | None = None
+        self.inode: int | None = None
 
     def read(self) -> Beat | None:
-        if self.map is None:
+        """The heartbeat as last written; None while there is none. A file made anew since it was mapped (the
+        engine's own, after a reused pid's stale one) is mapped again."""
+        try:
+            now = os.stat(self.file).st_ino
+        except OSError:
+            return None
+        if self.map is None or now != self.inode:
             try:
                 fd = os.open(self.file, os.O_RDONLY)
                 try:
-                    if os.fstat(fd).st_size < SIZE:
+                    st = os.fstat(fd)
+                    if st.st_size < SIZE:
                         return None
-                    self.map = mmap.mmap(fd, SIZE, prot=mmap.PROT_READ)
+                    self.map, self.inode = mmap.mmap(fd, SIZE, prot=mmap.PROT_READ), st.st_ino
                 finally:
                     os.close(fd)
             except OSError:

@@ -186,6 +186,12 @@ def wedge_request(run_id: str | None, spin: bool = False) -> str:
     return json.dumps({"fault": "wedge", "run": run_id, "spin": bool(spin)}) + "\n"
 
 
+def void_request(run_id: str | None) -> str:
+    """What replaces a request the engine never took at the run's end: the signal already armed the engine, so its
+    next step takes a request; this one makes it do nothing (:data:`serve_apps.engine_faults.VOID`)."""
+    return json.dumps({"fault": "void", "run": run_id}) + "\n"
+
+
 def mark_run(text: str | None) -> str | None:
     """The run a wedge mark (or a request) names; None when there is none or it cannot be read."""
     try:

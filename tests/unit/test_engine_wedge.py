@@ -94,6 +94,26 @@ def test_vllm_s_step_wrapper_wedges_then_steps_and_without_a_request_still_errs(
         Core().step()
 
 
+def test_a_signal_an_idle_engine_never_took_is_made_void_at_the_run_s_end(tmpdir_hook, monkeypatch):
+    """The signal armed an idle engine (it takes the request at its next step) and the run ended first: the rig
+    makes the request void, so the next run's first step neither wedges nor raises an error nobody injected."""
+    class Core:
+        def step(self):
+            return "stepped"
+
+    trigger = app.Trigger()
+    app.install(Core, [], trigger)
+    monkeypatch.setattr(app.os, "getpid", lambda: 57)
+    monkeypatch.setattr(app, "wedge", lambda request, **kw: pytest.fail("wedged after the run's end"))
+    Path(app.request_path(57)).write_text(engine_faults.wedge_request("run-1"))
+    trigger.arm()  # the signal, the engine idle: nothing stepped
+    (outcome,) = engines.release("run-1", [57])
+    assert outcome["released"] is False and outcome["found"] == "no wedge mark"
+    assert engine_faults.mark_run(Path(app.request_path(57)).read_text()) == "run-1"
+    assert Core().step() == "stepped" and not trigger.armed  # taken, void: nothing fired
+    assert not Path(app.request_path(57)).exists()
+
+
 # ---------------------------------------------------------------- the stream target's real engine child
 def _until(cond, timeout=5.0):
     deadline = time.monotonic() + timeout

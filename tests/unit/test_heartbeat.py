@@ -58,7 +58,7 @@ def test_a_heartbeat_that_cannot_be_made_does_not_stop_the_step(tmp_path):
 def test_vllm_s_step_beats_and_a_wedged_step_shows_as_one_under_way(tmp_path, monkeypatch):
     monkeypatch.setattr(engine_faults, "TOMBSTONE_DIR", str(tmp_path))
     monkeypatch.setattr(engine_faults.os, "getpid", lambda: 57)
-    monkeypatch.setattr(engine_faults, "_BEATS", {})
+    monkeypatch.setattr(engine_faults, "_BEATS", [])
 
     class Core:
         def step(self):
@@ -98,3 +98,19 @@ def test_the_replica_finds_its_engine_child_in_proc(tmp_path):
     (tmp_path / "self").mkdir()
     assert heartbeat.engine_children(10, str(tmp_path)) == [11]
     assert heartbeat.engine_children(11, str(tmp_path)) == []
+
+
+def test_a_reused_pid_s_stale_file_is_replaced_not_truncated_and_the_reader_maps_the_new_one(tmp_path):
+    """The engine's file is made anew (a reader that mapped a reused pid's stale one keeps a valid mapping, and
+    then maps the new one), with its blocks allocated (no SIGBUS on a full disk at the first write)."""
+    name = str(tmp_path / "beat")
+    stale = Writer(name)
+    for _ in range(5):
+        stale.end(stale.begin())
+    reader = Reader(57, name)
+    assert reader.read().count == 5
+    fresh = Writer(name)
+    fresh.end(fresh.begin())
+    assert reader.read().count == 1  # the new file, mapped again
+    st = Path(name).stat()
+    assert st.st_blocks * 512 >= st.st_size  # allocated, not sparse

@@ -48,12 +48,14 @@ def parse_states(out: str) -> dict[int, str]:
 
 def release_script(pids: list[int], run_id: str) -> str:
     """Each engine's mark removed only while it names ``run_id`` (a JSON field; the test and the removal in one
-    shell), and a request it never took likewise; ``released PID`` / ``kept PID`` / ``none PID`` per engine."""
+    shell), and a request it never took made void (its next step does nothing); ``released PID`` / ``kept PID`` /
+    ``none PID`` per engine."""
     needle = shlex.quote(f'"run": "{run_id}"')
+    void = engine_faults.void_request(run_id).strip()
     return "; ".join(
         f"if grep -qF {needle} {wedge_path(p)} 2>/dev/null; then rm -f {wedge_path(p)}; echo released {p}; "
         f"elif [ -e {wedge_path(p)} ]; then echo kept {p}; else echo none {p}; fi; "
-        f"grep -qF {needle} {request_path(p)} 2>/dev/null && rm -f {request_path(p)}"
+        f"grep -qF {needle} {request_path(p)} 2>/dev/null && printf %s {shlex.quote(void)} > {request_path(p)}"
         for p in (int(x) for x in pids)) + "; true"
 
 

@@ -72,7 +72,8 @@ def wedge(b, r: placement.Replica, spin: bool = False) -> Callable[[], list[int]
 
 def release(run_id: str | None, pids: list[int]) -> list[dict]:
     """The wedge of each engine in ``pids`` ended where its mark still names ``run_id`` (the mark removed: the
-    step returns), and a request the engine never took removed; what each was
+    step returns), and a request the engine never took made void (the signal armed it: its next step takes the
+    void request and does nothing); what each was
     (:func:`chaos.backends.engine_faults.release_outcome`). Another run's or nobody's mark is left as it is."""
     out = []
     for p in pids:
@@ -80,8 +81,8 @@ def release(run_id: str | None, pids: list[int]) -> list[dict]:
         outcome = engine_faults.release_outcome(p, read(mark), run_id, procs.state(p))
         if outcome["released"]:
             mark.unlink(missing_ok=True)
-        if engine_faults.mark_run(read(request)) == run_id:
-            request.unlink(missing_ok=True)
+        if engine_faults.mark_run(read(request)) == run_id:  # never taken: the signal left the engine armed
+            request.write_text(engine_faults.void_request(run_id))  # its next step takes this and does nothing
         out.append(outcome)
     return out
 
