@@ -125,7 +125,7 @@ def step_runner(run: core.Run, header: dict[str, Any], log: Callable[[str], None
         finally:
             load.stop()
             try:
-                load.join(timeout=shape.timeout_s + 30)
+                load.join(timeout=max(shape.timeout_s, shape.drain_bound_s()) + 30)
             finally:
                 run.events.unsubscribe(run.events.request_done, hook)
         return got

@@ -162,6 +162,11 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         raise UsageError(f"{where}.{e}") from None
     # a bound the experiment implies: a client that retries is held to an amplification (chaos.bounds)
     bounds_spec, added = bounds.with_defaults(dict(ext["bounds"]), load_shape.retry is not None)
+    with_orphans = default_bounds(ext["scope"], bounds_spec)
+    if "max_orphan_s" in with_orphans and "max_orphan_s" not in bounds_spec:  # said, as the amplification's is
+        added = " ".join(x for x in (added, f"max_orphan_s {with_orphans['max_orphan_s']:g} by default: the "
+                                            "fault kills or replaces a replica, whose engines must go "
+                                            "(chaos.orphan_watch).") if x)
     return Settings(
         scope=ext["scope"],
         topology=ext.get("topology", "default"),
@@ -176,7 +181,7 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         recovery_settle_s=float(ext.get("recovery_settle_s", 10.0)),
         steady_state=SteadyState(**ext.get("steady_state", {})),
         slo=SLO(**ext.get("slo", {})),
-        bounds=default_bounds(ext["scope"], bounds_spec),
+        bounds=with_orphans,
         bounds_source=" ".join(x for x in (ext.get("bounds_source", ""), added) if x),
         allow_hosts=tuple(ext.get("allow_hosts", ())),
         max_wall_s=float(ext.get("max_wall_s", 900.0)),

@@ -94,6 +94,7 @@ class OrphanWatch(threading.Thread):
         self.followed: dict[str, Followed] = {}
         self.skipped: dict[str, str] = {}  # fault id -> why it is not followed (no engines known)
         self._stop_evt = threading.Event()
+        self._lock = threading.Lock()  # one look at a time: the thread's ticks and the run end's own looks
         self.concluded = False
 
     def run(self) -> None:
@@ -147,13 +148,14 @@ class OrphanWatch(threading.Thread):
                 f.replica_gone_s = t
 
     def tick(self) -> None:
-        try:
-            self.adopt()
-        except Exception:  # noqa: BLE001 - the fault dicts change under it: taken again at the next tick
-            return
-        for f in list(self.followed.values()):
-            if f.replica_gone_s is None or any(p not in f.gone_s for p in f.engines):
-                self.look(f)
+        with self._lock:
+            try:
+                self.adopt()
+            except Exception:  # noqa: BLE001 - the fault dicts change under it: taken again at the next tick
+                return
+            for f in list(self.followed.values()):
+                if f.replica_gone_s is None or any(p not in f.gone_s for p in f.engines):
+                    self.look(f)
 
     def conclude(self, bound_s: float = DEFAULT_BOUND_S, sleep: Callable[[float], None] = time.sleep) -> list[dict]:
         """At the run's end: the watch stopped, one more look, then looks on while an engine of a replica gone less
@@ -166,17 +168,19 @@ class OrphanWatch(threading.Thread):
         self.tick()
         deadline = self.clock() + bound_s
         while self.clock() < deadline:
-            waiting = [f for f in self.followed.values() if f.waiting(self.clock() - f.t0, bound_s)]
+            waiting = [f for f in list(self.followed.values()) if f.waiting(self.clock() - f.t0, bound_s)]
             if not waiting:
                 break
             sleep(min(self.poll_s, max(0.0, deadline - self.clock())))
-            for f in waiting:
-                self.look(f)
-        for f in self.followed.values():  # the look that says "left": taken once the bound has passed
-            if f.replica_gone_s is not None and any(p not in f.gone_s for p in f.engines):
-                self.look(f)
+            with self._lock:
+                for f in waiting:
+                    self.look(f)
+        with self._lock:
+            for f in list(self.followed.values()):  # the look that says "left": taken once the bound has passed
+                if f.replica_gone_s is not None and any(p not in f.gone_s for p in f.engines):
+                    self.look(f)
         out = []
-        for f in self.followed.values():
+        for f in list(self.followed.values()):
             out.append(self._put(f.fault, outcome(f, bound_s, self.poll_s)))
         for fid, why in self.skipped.items():
             fault = self.marker.attempted[fid]

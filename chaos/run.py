@@ -241,7 +241,8 @@ def stop_load(run: Run) -> None:
     """Stop sending; give requests in flight their time to finish; then stop sampling."""
     if run.load is not None:
         run.load.stop()
-        run.load.join(timeout=run.settings.load.timeout_s + 30)
+        # every attempt of a request in flight (a retry policy: its retries and their waits), and a margin
+        run.load.join(timeout=max(run.settings.load.timeout_s, run.settings.load.drain_bound_s()) + 30)
     if run.sampler is not None:
         run.sampler.stop()
 

@@ -113,8 +113,9 @@ class LLMServer(_LLMServer):
     async def check_health(self) -> None:
         await super().check_health()  # raises once the engine errored (EngineDeadError)
         self.progress_watchdog.check()  # v1: requests in flight and no token came for stall_s
-        self.progress_watchdog_v2.check()  # v2: its four signals
+        # v2: a canary due starts first (a later one clears a failed one), then its four signals
         self.progress_watchdog_v2.maybe_canary(self.canary)
+        self.progress_watchdog_v2.check()
 
     async def chat(self, request, raw_request_info=None):
         return self._watched(prepend_served(self._served(), await super().chat(request, raw_request_info)),

@@ -112,8 +112,8 @@ class StreamTarget:
         if reason is not None:
             raise RuntimeError(f"engine process {self.engine.pid}: {reason}")
         self.watchdog.check()
+        self.watchdog_v2.maybe_canary(self.canary)  # a canary due starts first: a later one clears a failed one
         self.watchdog_v2.check()
-        self.watchdog_v2.maybe_canary(self.canary)
 
     async def canary(self) -> None:
         """The idle canary of the watchdog v2: one token from the engine (its next step), nothing else."""

@@ -153,6 +153,7 @@ class WatchdogV2:
         self.last_traffic = now  # a request beginning or ending, a token, a canary answered
         self.canary_since: float | None = None  # a canary under way since
         self.canary_failure: str | None = None
+        self.canary_unavailable: str | None = None  # the probe itself failed (not the engine): why
         self.canaries = 0
         self._canary_task: asyncio.Task | None = None
 
@@ -344,7 +345,11 @@ class WatchdogV2:
         except asyncio.CancelledError:
             self.canary_since = None
             raise
-        except Exception as e:  # noqa: BLE001 - any failure of the engine's answer is the finding
+        except (AttributeError, TypeError, ImportError) as e:  # the probe itself broken (the rig's, an API that
+            self.canary_since, self.last_traffic = None, self.clock()  # moved): no finding about the engine
+            self.canary_unavailable = f"{type(e).__name__}: {e}"[:200]
+            logger.warning("progress watchdog v2: the idle canary is unavailable (%s)", self.canary_unavailable)
+        except Exception as e:  # noqa: BLE001 - any other failure of the engine's answer is the finding
             self.canary_failed(e)
             logger.warning("progress watchdog v2: %s", self.canary_failure)
         else:

@@ -100,11 +100,17 @@ def _prompt_sizes(cols: rc.RequestColumns, group: np.ndarray, first: np.ndarray,
     counted[group[told]] = cols.prompt_tokens[told]
     if count and not np.isnan(counted).any():
         return counted, "prompt_tokens"
-    return np.nan_to_num(cols.prompt_chars[first].astype(np.float64), nan=0.0), "prompt_chars"
+    chars = cols.prompt_chars[first].astype(np.float64)
+    if count and np.isnan(chars).any():  # a size not recorded is not 0: no prompt figure (null)
+        return chars, "none: a request's prompt size is not recorded"
+    return chars, "prompt_chars"
 
 
 def _ratio(num: float, den: float) -> float | None:
-    return round(num / den, 4) if den else None
+    """num / den rounded; None when den is 0 or either is not known (NaN)."""
+    if not den or num != num or den != den:
+        return None
+    return round(num / den, 4)
 
 
 def population_retries(lg: Logical, cols: rc.RequestColumns, mine: np.ndarray, t0: int, window_end_ns: int,

@@ -242,6 +242,8 @@ class LoadRun:
         while r is not None and wait is not None:
             planned = self._clock_ns() + int(wait * 1e9)
             await asyncio.sleep(wait)
+            if self._stop.is_set():  # the run stopped during the wait: no attempt is sent after its stop
+                break
             if reply is not None:
                 reply.clear()  # the answer is the last attempt's
             self.counts["retries"] += 1

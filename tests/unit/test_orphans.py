@@ -1,6 +1,7 @@
 """The orphan check (chaos.orphan_watch, issue 44): the engines of a replica a fault killed or replaced followed until
 gone, the fault's ``orphans`` in the summary, and its bound ``max_orphan_s``."""
 
+import json
 import os
 import signal
 import subprocess
@@ -8,6 +9,7 @@ import sys
 import time
 
 import pytest
+from pathlib import Path
 
 from chaos import bounds, experiment as exp_mod, faults, figures, orphan_watch as ow, records as rec
 import chaos.analysis.orphans as analysis_orphans
@@ -158,6 +160,14 @@ def test_the_bound_is_applied_by_default_to_the_scopes_that_kill_or_replace_a_re
     assert bounds.BOUNDS["max_orphan_s"] is figures.ORPHANS_FREED
 
 
+def test_the_default_orphan_bound_is_said_in_the_bounds_source():
+    doc = json.loads((Path(__file__).resolve().parents[2] / "experiments" / "replica-kill.json").read_text())
+    settings = exp_mod.settings(doc)
+    assert settings.bounds["max_orphan_s"] == 30.0
+    assert settings.bounds_source.endswith("max_orphan_s 30 by default: the fault kills or replaces a replica, "
+                                           "whose engines must go (chaos.orphan_watch).")
+
+
 def test_the_watch_thread_stops_by_itself():
     clock = Clock()
     _, _, watch = _watched(Lingering(clock, replica_gone=None, engine_gone=None), clock)
@@ -236,20 +246,26 @@ def test_the_kuberay_scripts_through_a_real_shell():
             p.wait()
 
 
-def test_the_kuberay_look_counts_a_pod_gone_as_every_process_gone():
+def test_the_kuberay_look_counts_a_pod_gone_as_every_process_gone(monkeypatch):
     from chaos.backends import kube_exec
 
     class Pods:
         def __init__(self, pods):
             self.pods = pods
 
-        def exec(self, pod, script):
+        exec_core = None
+        cores = []
+
+        def exec(self, pod, script, core=None):
+            self.cores.append(core)
             raise kube_exec.ExecError(f"pods {pod} not found")
 
         def _pods(self):
             return [{"metadata": {"name": n}} for n in self.pods]
 
+    monkeypatch.setattr(kube_exec, "own_core", lambda core: ("own", core))
     assert kube_orphans.Orphans.processes_left(Pods([]), "pod-a", [1, 2]) == {}
+    assert Pods.cores == [("own", None)]  # the watch's thread execs over an ApiClient of its own
     with pytest.raises(kube_exec.ExecError):  # the pod there: a look that failed, not a process gone
         kube_orphans.Orphans.processes_left(Pods(["pod-a"]), "pod-a", [1, 2])
 

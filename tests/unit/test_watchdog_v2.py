@@ -188,6 +188,38 @@ def test_a_failed_canary_fires_until_the_engine_answers(clock):
     assert dog.stalled() is None
 
 
+def test_a_failed_canary_is_cleared_by_a_later_one_while_idle_and_a_broken_probe_is_no_finding(clock):
+    """Idle after a failed canary: the next canary (due idle_s later, started before the check) clears it when the
+    engine answers; a probe that breaks on the rig's side (AttributeError) says nothing about the engine."""
+    dog, engine = dog_and_engine(clock)
+    answers = []
+
+    async def broken():
+        raise RuntimeError("engine dead")
+
+    async def fine():
+        answers.append(1)
+
+    async def rig_bug():
+        raise AttributeError("'AsyncLLM' object has no attribute '_engine_client'")
+
+    async def main():
+        clock.t += 10
+        dog.maybe_canary(broken)
+        await asyncio.sleep(0.01)
+        assert dog.stalled() == "idle canary failed: RuntimeError: engine dead"
+        clock.t += 10  # idle on: the next canary is due, and answers
+        assert dog.maybe_canary(fine) is True
+        await asyncio.sleep(0.01)
+        assert answers == [1] and dog.stalled() is None
+        clock.t += 10
+        dog.maybe_canary(rig_bug)
+        await asyncio.sleep(0.01)
+        assert dog.stalled() is None and dog.canary_unavailable.startswith("AttributeError")
+
+    asyncio.run(main())
+
+
 def test_without_a_heartbeat_a_token_of_any_request_stands_in_for_a_step(clock):
     dog = WatchdogV2(5.0, clock)
     h = dog.begin(streamed=False)

@@ -60,7 +60,9 @@ class Orphans:
         if not pids:
             return {}
         try:
-            return parse_left(self.exec(str(node), left_script(pids)))
+            # from the watch's thread, beside the run's own execs: over an ApiClient of its own (stream() patches
+            # the one it is given: chaos.backends.kube_exec)
+            return parse_left(self.exec(str(node), left_script(pids), core=kube_exec.own_core(self.exec_core)))
         except kube_exec.ExecError:
             if any(name_of(p) == node for p in self._pods()):
                 raise
