@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from chaos import cli, experiment, faults, faults_accelerator, plan, provision, records as rec, scopes
-from chaos.backends import base, kube_access, kube_marks as km, kuberay as kb
+from chaos.backends import base, kuberay as kb
+from chaos.backends.kuberay.kube import access as kube_access, marks as km
 from chaos.backends.kuberay import accelerators as acc
 from chaos.errors import ClusterError, SetupError, UsageError
 from tests.unit.fake_dashboard import install as fake_dashboard

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from chaos import faults
-from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km, partition as kp
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
 from chaos.scopes.engine import hang_engine

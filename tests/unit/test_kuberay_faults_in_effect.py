@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from chaos import analysis, faults, verdict
-from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, partition as kp
 from chaos.errors import ClusterError, UsageError
 from chaos.scopes.engine_crash import crash_engine
 from chaos.scopes.head import kill_head

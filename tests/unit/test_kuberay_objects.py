@@ -7,7 +7,8 @@ ConfigMaps, a cluster upgrade's record; and the RayService as the upgrade's patc
 import pytest
 
 from chaos import faults, manifests
-from chaos.backends import kube_load as kl, kube_partition as kp, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import load as kl, partition as kp
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.test_kuberay_backend import cluster
 from tests.unit.test_kuberay_leftovers import crash_mid_zone_loss_and_partition, fresh

@@ -15,7 +15,8 @@ import pytest
 
 from chaos import (cli, faults, faults_accelerator, plan, provision, ray_actor, records as rec,
                    scopes as scope_registry)
-from chaos.backends import kube_access, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import LocalCluster

@@ -15,7 +15,7 @@ delete all daemon pods on node"). The rig does the same with the GPU operator's 
 group's, ``nvidia.com/gpu.present`` select far more than the plugin), when the plugin pod's nodeSelector names it
 and no other pod on the node selects on it, set to :data:`PAUSED`; the label's value and the plugin are recorded
 on the node in the same patch
-(:data:`~chaos.backends.kube_marks.ACCELERATOR_MARK`, with the run id and a deadline) for the heal and ``recover``.
+(:data:`~chaos.backends.kuberay.kube.marks.ACCELERATOR_MARK`, with the run id and a deadline) for the heal and ``recover``.
 The rig never deletes the plugin's pod itself (its DaemonSet's controller does, and re-creating it is what the
 label prevents), so it needs no access to kube-system or gpu-operator. Patching the node's ``status.allocatable``
 is no way to do it: the kubelet owns the node's status and writes it again at its next update. A plugin whose pod
@@ -57,7 +57,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from chaos.backends import kube_marks as km
+from chaos.backends.kuberay.kube import marks as km
 from chaos.backends.kuberay.common import ZONE_LABEL, api_message, check, labels_of, limit, name_of, node_of
 from chaos.errors import ClusterError, UsageError
 from chaos.faults_accelerator import outage_refusal
@@ -279,7 +279,7 @@ class Accelerators:
     def _record_hold(self, fault: dict, c: dict) -> None:
         """A look at the hold written into the fault's effect (a copy: the inject end mark keeps the proof of its
         instant); the first look that saw the pause gone makes it ``verified: false`` with ``lost_until_s`` (as a
-        zone loss's watch: :meth:`chaos.backends.kube_zone.ZoneWatch.record`), and stays."""
+        zone loss's watch: :meth:`chaos.backends.kuberay.kube.zone.ZoneWatch.record`), and stays."""
         started = self._paused_at().get(fault["target"])
         c = dict(c, t_s=round(time.monotonic() - started, 3) if started is not None else None)
         effect = copy.deepcopy(fault.get("effect")) if isinstance(fault.get("effect"), dict) else {

@@ -1,10 +1,10 @@
 """Whether a lost zone could come back by itself: Ray's in-tree autoscaling, Karpenter, a
-cluster-autoscaler (:mod:`chaos.backends.kube_autoscale`); a zone loss on an autoscaled cluster is refused."""
+cluster-autoscaler (:mod:`chaos.backends.kuberay.kube.autoscale`); a zone loss on an autoscaled cluster is refused."""
 
 from __future__ import annotations
 
-from chaos.backends import kube_autoscale as ka
-from chaos.backends import kube_zone as kz
+from chaos.backends.kuberay.kube import autoscale as ka
+from chaos.backends.kuberay.kube import zone as kz
 from chaos.backends.kuberay.common import (KARPENTER_LABELS, UNSET_MAX_REPLICAS, ZONE_LABEL, is_not_found, labels_of,
                                            name_of)
 from chaos.errors import SetupError
@@ -38,7 +38,7 @@ class Autoscaling:
         """What may add nodes or Ray pods in ``zones`` (all when None) by itself, each sign in a few words:
         Ray's in-tree autoscaling on this RayCluster or its RayService's ``rayClusterConfig``
         (:func:`autoscaling_signs`), nodes of those zones made by Karpenter (:data:`KARPENTER_LABELS`), and
-        (:mod:`chaos.backends.kube_autoscale`) a cluster-autoscaler's status ConfigMap in any namespace, a
+        (:mod:`chaos.backends.kuberay.kube.autoscale`) a cluster-autoscaler's status ConfigMap in any namespace, a
         cluster-autoscaler's pod in any namespace, a Karpenter NodePool that admits one of the zones (with no
         node there yet too). A read refused or failed is a sign too ("unknown": an autoscaler there would
         not be seen). Read-only: one list of configmaps (by name), of pods and of NodePools, cluster-wide.
@@ -64,7 +64,7 @@ class Autoscaling:
         return signs + self._node_autoscaler_signs(zones)
 
     def _node_autoscaler_signs(self, zones: list[str] | None) -> list[str]:
-        """The cluster-wide reads of :mod:`chaos.backends.kube_autoscale`; each refused or failed one: unknown."""
+        """The cluster-wide reads of :mod:`chaos.backends.kuberay.kube.autoscale`; each refused or failed one: unknown."""
         signs: list[str] = []
         try:
             cms = self.core.list_config_map_for_all_namespaces(field_selector=f"metadata.name={ka.STATUS_NAME}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import secrets
 
-from chaos.backends import kube_exec, kube_load as kl, kube_partition as kp
-from chaos.backends import kube_zone as kz
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, load as kl, partition as kp
+from chaos.backends.kuberay.kube import zone as kz
 from chaos.backends.kuberay.accelerators import Accelerators
 from chaos.backends.kuberay.autoscaling import Autoscaling
 from chaos.backends.kuberay.common import GCS_EXIT_WINDOW_S, ZONE_WATCH_POLL_S
@@ -34,12 +34,12 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
     nodes of the domain it is told to break that this RayCluster's pods could run on (cordon, annotated
     with ``run_id`` so the heal uncordons only this run's). ``max_pods`` is the experiment's
     blast-radius limit in pods, ``max_nodes`` (default ``max_pods``) in nodes a zone or region loss
-    may cordon; ``partition_method`` one of :data:`chaos.backends.kube_partition.METHODS`
+    may cordon; ``partition_method`` one of :data:`chaos.backends.kuberay.kube.partition.METHODS`
     (``node-filter`` by default). Processes inside pods are signalled through the exec API with
     their exit status checked (``stream_fn`` is the ``kubernetes.stream.stream`` seam), over an
     ApiClient of exec's own (``exec_core``). ``run_id`` (settable; default a random token made here)
     marks everything this backend creates or cordons. ``load`` (``kubernetes.load``,
-    :class:`chaos.backends.kube_load.LoadJobSettings`): with ``in_cluster`` the run's load workers are pods
+    :class:`chaos.backends.kuberay.kube.load.LoadJobSettings`): with ``in_cluster`` the run's load workers are pods
     of a Job of this backend's (:meth:`load_pool`), and no fault may reach a node that hosts one
     (:meth:`refuse_reaching_load`).
     """

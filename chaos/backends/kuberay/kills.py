@@ -8,7 +8,7 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_exec
+from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, is_not_found, labels_of, limit,
                                            name_of, node_of, node_regions, node_zones, pod_ready, restarts, select)
 from chaos.errors import ClusterError, UsageError
@@ -48,7 +48,7 @@ class Kills:
     def _crash(self, pods: list[dict], what: str, script: str = CRASH_SCRIPT) -> None:
         """SIGKILL every process of each pod's main container from inside it (``script``, exit status
         checked: :data:`CRASH_OK`), all the pods at once (one exec each, in parallel); raise
-        :class:`~chaos.backends.kube_exec.ExecError` naming every pod whose kill failed, after trying
+        :class:`~chaos.backends.kuberay.kube.pod_exec.ExecError` naming every pod whose kill failed, after trying
         them all. What each pod was (uid, container restarts) and the crash exec's exit status (the evidence
         of the crash: 137, the exec'd shell killed with its container; 0, sent) are kept for :meth:`effect_checks`."""
         for p in pods:

@@ -1,9 +1,9 @@
-"""The load workers as pods of a Job (:mod:`chaos.backends.kube_load`, :mod:`chaos.backends.kube_load_pool`):
+"""The load workers as pods of a Job (:mod:`chaos.backends.kuberay.kube.load`, :mod:`chaos.backends.kuberay.kube.load_pool`):
 admission's dry run of the Job, and the refusal of a fault whose scope reaches a node hosting one."""
 
 from __future__ import annotations
 
-from chaos.backends import kube_load as kl
+from chaos.backends.kuberay.kube import load as kl
 from chaos.backends.kuberay.common import api_message, name_of, node_of, node_zones
 from chaos.errors import SetupError, UsageError
 
@@ -34,7 +34,7 @@ class LoadJob:
 
     def refuse_reaching_load(self, what: str, nodes=(), zones=(), nodes_read: list[dict] | None = None) -> None:
         """The blast-radius check for the load: refuse (one line) a fault whose scope reaches a node hosting
-        a load worker pod of the rig (:mod:`chaos.backends.kube_load`), that is one of ``nodes`` or in one of
+        a load worker pod of the rig (:mod:`chaos.backends.kuberay.kube.load`), that is one of ``nodes`` or in one of
         ``zones`` (a zone or region loss, a zone's partition), whichever run's pod it is: the load that
         measures a fault must stay outside its reach."""
         load = [p for p in self.load_pods() if node_of(p)]
@@ -50,10 +50,10 @@ class LoadJob:
                              f"kubernetes.load.node_selector)")
 
     def load_pool(self, shape, events, **kw):
-        """The run's load workers as pods of a Job (:class:`chaos.backends.kube_load_pool.JobPool`), or None
+        """The run's load workers as pods of a Job (:class:`chaos.backends.kuberay.kube.load_pool.JobPool`), or None
         when ``kubernetes.load.in_cluster`` is off (the workers are then processes of the rig)."""
         if self.load_job is None:
             return None
-        from chaos.backends.kube_load_pool import JobPool
+        from chaos.backends.kuberay.kube.load_pool import JobPool
 
         return JobPool(self, self.load_job, shape, events, **kw)

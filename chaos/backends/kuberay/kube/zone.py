@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from chaos.backends.kube_labels import ZONE_LABEL
+from chaos.backends.kuberay.kube.labels import ZONE_LABEL
 
 ZONE_LOSS_LABEL = "availproof.io/zone-loss-node"  # "true" on a node a zone loss may cordon though no template admits it
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # PreferNoSchedule only scores
