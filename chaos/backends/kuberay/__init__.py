@@ -62,7 +62,6 @@ paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss), :mo
 scope each, joined per scope in :mod:`.scopes`), :mod:`.backend` (the class).
 """
 
-import time  # noqa: F401 - the tests' clock seam (kb.time.sleep, kb.time.monotonic)
 
 from chaos.backends.kuberay.common import (  # noqa: F401 - the names other code imports from here
     ZONE_LABEL, REGION_LABEL, CORDON_MARK, ZONE_LOSS_LABEL, ZONE_WATCH_POLL_S, CRASH_SCRIPT, CRASH_OK,

@@ -6,6 +6,7 @@ import secrets
 
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, load as kl, partition as kp
 from chaos.backends.kuberay.kube import zone as kz
+from chaos.backends.kuberay.kube.client import Clock, KubeClient, kube_attribute
 from chaos.backends.kuberay.accelerators import Accelerators
 from chaos.backends.kuberay.autoscaling import Autoscaling
 from chaos.backends.kuberay.common import GCS_EXIT_WINDOW_S, ZONE_WATCH_POLL_S
@@ -37,7 +38,8 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
     may cordon; ``partition_method`` one of :data:`chaos.backends.kuberay.kube.partition.METHODS`
     (``node-filter`` by default). Processes inside pods are signalled through the exec API with
     their exit status checked (``stream_fn`` is the ``kubernetes.stream.stream`` seam), over an
-    ApiClient of exec's own (``exec_core``). ``run_id`` (settable; default a random token made here)
+    ApiClient of exec's own (``exec_core``); all of them, and the ``clock`` its waits read and sleep on, in one
+    :class:`~chaos.backends.kuberay.kube.client.KubeClient` (``kube``). ``run_id`` (settable; default a random token made here)
     marks everything this backend creates or cordons. ``load`` (``kubernetes.load``,
     :class:`chaos.backends.kuberay.kube.load.LoadJobSettings`): with ``in_cluster`` the run's load workers are pods
     of a Job of this backend's (:meth:`load_pool`), and no fault may reach a node that hosts one
@@ -49,6 +51,10 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
     # rig's (the serve Service is the client's), no cluster without GCS fault tolerance (the manifests
     # always set it), no load to the head
     capabilities: frozenset[str] = frozenset()
+    # the API clients, as the parts read them: the backend's kube client's (settable, as the tests do)
+    core, net, custom = kube_attribute("core"), kube_attribute("net"), kube_attribute("custom")
+    exec_core, authz, batch = kube_attribute("exec_core"), kube_attribute("authz"), kube_attribute("batch")
+    stream_fn = kube_attribute("stream_fn")
 
     def __init__(self, namespace: str, context: str, cluster: str, max_pods: int = 3, serve_url: str | None = None,
                  dashboard_url: str | None = None, partition_method: str = kp.DEFAULT_METHOD,
@@ -56,7 +62,8 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
                  max_nodes: int | None = None, exec_core=None, run_id: str | None = None,
                  helper_deadline_s: float = kp.DEFAULT_DEADLINE_S, gcs_exit_window_s: float = GCS_EXIT_WINDOW_S,
                  authz=None, allow_autoscaled_zone_loss: bool = False, batch=None,
-                 load: kl.LoadJobSettings | None = None, zone_watch_poll_s: float = ZONE_WATCH_POLL_S):
+                 load: kl.LoadJobSettings | None = None, zone_watch_poll_s: float = ZONE_WATCH_POLL_S,
+                 clock: Clock | None = None):
         if not namespace or not context:
             raise UsageError("the Kubernetes backend needs an explicit namespace and kube context")
         if partition_method not in kp.METHODS:
@@ -75,21 +82,19 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
             custom = custom or client.CustomObjectsApi(api)
             if exec_core is None:  # exec's own ApiClient: stream() patches the one it is given (kube_exec)
                 exec_core = client.CoreV1Api(config.new_client_from_config(context=context))
-        self.core, self.net, self.custom = core, networking, custom
         if authz is None:  # SelfSubjectAccessReviews over the reads' own ApiClient
             from kubernetes import client
 
             authz = client.AuthorizationV1Api(core.api_client)
-        self.authz = authz
         if batch is None:  # the load workers' Job, over the reads' ApiClient
             from kubernetes import client
 
             batch = client.BatchV1Api(core.api_client)
-        self.batch = batch
+        # every call to the cluster, and every look at the clock and sleep, goes through this one object
+        self.kube = KubeClient(core, networking, custom, exec_core if exec_core is not None else kube_exec.own_core(core),
+                               authz, batch, stream_fn, clock)
         self.load_job = load if load is not None and load.in_cluster else None  # the load workers as a Job: kube_load
         self.allow_autoscaled_zone_loss = parse_bool(allow_autoscaled_zone_loss, "allow_autoscaled_zone_loss")
-        self.exec_core = exec_core if exec_core is not None else kube_exec.own_core(core)
-        self.stream_fn = stream_fn
         self.max_nodes = max_pods if max_nodes is None else max_nodes
         self.run_id = run_id or secrets.token_hex(4)
         self.helper_deadline_s, self.gcs_exit_window_s = helper_deadline_s, gcs_exit_window_s

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import time
 
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km, partition as kp
 from chaos.backends.kuberay.common import api_message, is_not_found, labels_of, limit, name_of, node_of, pod_ips
@@ -67,7 +66,7 @@ class Partition:
         the NetworkPolicy), so that the fault's inject mark, taken just before it, is the cut's instant and
         the time to impact counts from it. It returns ``{"cut_at_ns", "armed_s"}``. A set-up or a cut that
         fails removes what it made (helpers, labels, the probe) and raises."""
-        t0 = time.monotonic()
+        t0 = self.kube.monotonic()
         pods = self._cut_pods(zone)
         ips = pod_ips(pods)
         if len(ips) != len(pods):
@@ -86,7 +85,7 @@ class Partition:
             with contextlib.suppress(Exception):  # the cause is raised
                 self._close_probe(zone)
             raise
-        armed_s = round(time.monotonic() - t0, 3)
+        armed_s = round(self.kube.monotonic() - t0, 3)
 
         def cut() -> dict:
             try:
@@ -106,7 +105,7 @@ class Partition:
                 with contextlib.suppress(Exception):
                     self._close_probe(zone)
                 raise
-            self.cuts[zone]["cut_at_ns"] = time.time_ns()
+            self.cuts[zone]["cut_at_ns"] = self.kube.wall_ns()
             return {"cut_at_ns": self.cuts[zone]["cut_at_ns"], "armed_s": armed_s}
 
         return cut

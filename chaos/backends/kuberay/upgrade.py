@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 
 from chaos.backends.kuberay.kube import marks as km
 from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S, RAYSERVICE,
@@ -211,7 +210,7 @@ class UpgradeDrain:
                        "off (the operator's ENABLE_ZERO_DOWNTIME=false, or NewClusterWithIncrementalUpgrade "
                        "without its feature gate), so it would never apply it")
                 break
-            time.sleep(KUBERAY_POLL_S)
+            self.kube.sleep(KUBERAY_POLL_S)
         else:
             why = (f"KubeRay did not reconcile the change within {KUBERAY_ANSWER_S:.0f} s (observedGeneration "
                    f"{status.get('observedGeneration')} < {generation}): is the operator running? (its Events on "

@@ -4,7 +4,6 @@ the crash of the zones' Ray pods, the watch that proves the loss until its heal,
 
 from __future__ import annotations
 
-import time
 
 from chaos.backends.kuberay.kube import marks as km, zone as kz
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, check, labels_of, limit, name_of,
@@ -24,7 +23,7 @@ class ZoneLoss:
         they stay out until :meth:`restore_zones`. From then on a :class:`~chaos.backends.kuberay.kube.zone.ZoneWatch`
         looks every ``zone_watch_poll_s`` for a Ray pod of the cluster Ready in the zones (the proof that the
         loss holds until the heal: :meth:`effect_checks`, :meth:`effect_held`, :meth:`restore_zones`)."""
-        started, started_ns = time.monotonic(), time.time_ns()
+        started, started_ns = self.kube.monotonic(), self.kube.wall_ns()
         what = f"loss of {', '.join(zones)}"
         key = tuple(sorted(zones))
         nodes, pods, cordon, theirs = self._zone_loss_reach(zones, what)
@@ -41,7 +40,8 @@ class ZoneLoss:
             old.stop(final_look=False)
         self.zone_watches[key] = kz.ZoneWatch(list(key), self.cluster, lambda: self._ready_in_lost_zones(key),
                                               self.zone_watch_poll_s, started, started_ns,
-                                              max_life_s=self.helper_deadline_s).start()
+                                              max_life_s=self.helper_deadline_s, monotonic=self.kube.monotonic,
+                                              wall_ns=self.kube.wall_ns).start()
         return killed
 
     def _ready_in_lost_zones(self, key: tuple[str, ...]) -> list[dict]:
