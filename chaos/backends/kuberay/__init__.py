@@ -53,11 +53,13 @@ The load workers can run in the cluster, as pods of a Job off the Ray cluster's 
 whose scope reaches a node hosting one is refused before anything is done
 (:meth:`KubeRayBackend.refuse_reaching_load`).
 
-Rooms: :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
+Its Kubernetes pieces: :mod:`.kube` (the kube client with its clock, :mod:`.kube.client`; access, exec,
+marks, partition, zone, load Job). Parts it holds (composed): :mod:`.load` (``backend.load``) and
+:mod:`.autoscaling` (``backend.autoscalers``). Rooms it is still made of (mixed in): :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
 :mod:`.kills` (exec, crashes), :mod:`.engines` (an engine hung,
 crashed, made to fail, throttled), :mod:`.accelerators` (a GPU node's accelerator lost: its device plugin
-paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss), :mod:`.autoscaling`,
-:mod:`.partition`, :mod:`.upgrade` (upgrades and drains), :mod:`.load` (the load Job's guard),
+paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss),
+:mod:`.partition`, :mod:`.upgrade` (upgrades and drains),
 :mod:`.prepare` (preparation, leftovers, heals), :mod:`.plan` and :mod:`.proofs` (one function per
 scope each, joined per scope in :mod:`.scopes`), :mod:`.backend` (the class).
 """

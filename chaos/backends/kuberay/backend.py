@@ -1,4 +1,5 @@
-"""The KubeRay backend's class: its settings and state; its methods live in the rooms it is made of."""
+"""The KubeRay backend's class: its settings and state, the parts it holds (its methods delegating to them in one
+line each) and the rooms it is still made of."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import secrets
 
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, load as kl, partition as kp
 from chaos.backends.kuberay.kube import zone as kz
-from chaos.backends.kuberay.kube.client import Clock, KubeClient, kube_attribute
+from chaos.backends.kuberay.kube.client import Clock, KubeClient, kube_attribute, part_attribute
 from chaos.backends.kuberay.accelerators import Accelerators
 from chaos.backends.kuberay.autoscaling import Autoscaling
 from chaos.backends.kuberay.common import GCS_EXIT_WINDOW_S, ZONE_WATCH_POLL_S
@@ -27,8 +28,7 @@ from chaos.backends.kuberay.zone import ZoneLoss
 from chaos.errors import UsageError, parse_bool
 
 
-class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Partition, UpgradeDrain, UpgradeRollback,
-                     LoadJob, Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
+class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Partition, UpgradeDrain, UpgradeRollback, Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the
@@ -55,6 +55,8 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
     core, net, custom = kube_attribute("core"), kube_attribute("net"), kube_attribute("custom")
     exec_core, authz, batch = kube_attribute("exec_core"), kube_attribute("authz"), kube_attribute("batch")
     stream_fn = kube_attribute("stream_fn")
+    # the parts' settings and state, as the rest reads them (settable)
+    load_job, load_avoid_zones = part_attribute("load", "settings"), part_attribute("load", "avoid_zones")
 
     def __init__(self, namespace: str, context: str, cluster: str, max_pods: int = 3, serve_url: str | None = None,
                  dashboard_url: str | None = None, partition_method: str = kp.DEFAULT_METHOD,
@@ -93,14 +95,18 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
         # every call to the cluster, and every look at the clock and sleep, goes through this one object
         self.kube = KubeClient(core, networking, custom, exec_core if exec_core is not None else kube_exec.own_core(core),
                                authz, batch, stream_fn, clock)
-        self.load_job = load if load is not None and load.in_cluster else None  # the load workers as a Job: kube_load
+        # the parts it holds: the load workers' Job (kube.load) and the autoscalers a zone loss looks for
+        self.load = LoadJob(self.kube, namespace, lambda: self.cluster, load if load is not None and load.in_cluster else None,
+                            run_id=lambda: self.run_id, pods=lambda **kw: self._pods(**kw), nodes=lambda: self._nodes())
+        self.autoscalers = Autoscaling(self.kube, lambda: self.cluster, raycluster=lambda: self._raycluster(),
+                                       service=lambda: self.service, rayservice=lambda: self._get_rayservice(),
+                                       nodes=lambda: self._nodes(), allowed=lambda: self.allow_autoscaled_zone_loss)
         self.allow_autoscaled_zone_loss = parse_bool(allow_autoscaled_zone_loss, "allow_autoscaled_zone_loss")
         self.max_nodes = max_pods if max_nodes is None else max_nodes
         self.run_id = run_id or secrets.token_hex(4)
         self.helper_deadline_s, self.gcs_exit_window_s = helper_deadline_s, gcs_exit_window_s
         self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
         self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-slow)
-        self.load_avoid_zones: list[str] = []  # the zones the run's faults hit: no load pod there (prepare)
         self.head_before_redis_kill: tuple[str, int, str | None] | None = None  # (pod name, restarts, uid)
         self.redis_killed_at: float | None = None  # monotonic instant of the last Redis kill
         self.drained: set[str] = set()  # worker pods evicted by drain_node, gone (or going) at their deadline
@@ -118,3 +124,28 @@ class KubeRayBackend(Reads, Kills, Engines, Wedges, ZoneLoss, Autoscaling, Parti
         # tests only: False leaves the cordon of the zone's spare nodes out (only those hosting the pods, or
         # labelled, are cordoned: the loss as it was before, which KubeRay's replacements undid on a spare node)
         self.cordon_spare_nodes = True
+
+    # the parts' methods, as the backend's
+    def preflight_load(self) -> dict:
+        return self.load.preflight()
+
+    def load_pods(self) -> list[dict]:
+        return self.load.pods()
+
+    def refuse_reaching_load(self, what: str, nodes=(), zones=(), nodes_read: list[dict] | None = None) -> None:
+        self.load.refuse_reaching(what, nodes=nodes, zones=zones, nodes_read=nodes_read)
+
+    def load_pool(self, shape, events, **kw):
+        """The run's load workers as pods of a Job (:class:`chaos.backends.kuberay.kube.load_pool.JobPool`), or None
+        when ``kubernetes.load.in_cluster`` is off (the workers are then processes of the rig)."""
+        if self.load_job is None:
+            return None
+        from chaos.backends.kuberay.kube.load_pool import JobPool
+
+        return JobPool(self, self.load_job, shape, events, **kw)
+
+    def autoscaling(self, zones: list[str] | None = None) -> list[str]:
+        return self.autoscalers.signs(zones)
+
+    def refuse_autoscaled_zone_loss(self, zones: list[str] | None = None) -> None:
+        self.autoscalers.refuse_zone_loss(zones)

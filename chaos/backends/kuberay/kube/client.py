@@ -55,3 +55,9 @@ def kube_attribute(name: str) -> property:
     """An attribute of a holder's ``kube`` (:class:`KubeClient`), read and set through the holder."""
     return property(lambda self: getattr(self.kube, name), lambda self, value: setattr(self.kube, name, value),
                     doc=f"``kube.{name}``")
+
+
+def part_attribute(part: str, name: str) -> property:
+    """An attribute of one of a holder's parts (``holder.<part>.<name>``), read and set through the holder."""
+    return property(lambda self: getattr(getattr(self, part), name),
+                    lambda self, value: setattr(getattr(self, part), name, value), doc=f"``{part}.{name}``")
