@@ -2,7 +2,7 @@
 observer that fails is kept from the run.
 
 The producers emit through it: the load harness and its worker pools (:mod:`chaos.load`; the in-cluster
-pool, :mod:`chaos.backends.kube_load_pool`) the run header, every finished request and the footer; the
+pool, :mod:`chaos.backends.kuberay.kube.load_pool`) the run header, every finished request and the footer; the
 control-plane sampler (:mod:`chaos.sampler`) each sample; the fault marker (:mod:`chaos.faults`) each mark.
 The observers subscribe to it: the NDJSON writer (:class:`chaos.records.RecordWriter`), the Prometheus
 exporter (:mod:`chaos.metrics`), the stop conditions (:mod:`chaos.stop_conditions`), a capacity step's

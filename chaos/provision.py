@@ -87,7 +87,7 @@ def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], No
     """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
     backend = kuberay_backend(kube_settings(options.kubernetes, settings.kubernetes))
     if backend.load_job is not None:  # the load workers as a Job: what its pods cannot do, refused first
-        from chaos.backends import kube_load
+        from chaos.backends.kuberay.kube import load as kube_load
         from chaos.frontdoor import FrontSettings
 
         token_env = settings.auth_token_env or FrontSettings.from_dict(settings.front_door).token_env
@@ -252,7 +252,7 @@ def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:
 
 def kuberay_backend(k: dict):
     """A KubeRay backend for the target ``k`` (see :func:`kube_settings`), its RayCluster resolved."""
-    from chaos.backends import kube_load
+    from chaos.backends.kuberay.kube import load as kube_load
     from chaos.backends.kuberay import KubeRayBackend
     from chaos.backends.kuberay.settings import backend_settings
 

@@ -152,7 +152,7 @@ def new_load(run: Run, shape, header: dict[str, Any]):
     with the run's client settings; ``header``: what the records' run header adds."""
     s = run.settings
     # KubeRay with kubernetes.load.in_cluster: the workers are pods of a Job, off the cluster's Ray nodes
-    # (chaos.backends.kube_load_pool); they send to the serve Service by its in-cluster name
+    # (chaos.backends.kuberay.kube.load_pool); they send to the serve Service by its in-cluster name
     in_cluster = getattr(run.backend, "load_pool", lambda *a, **k: None)(
         shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts, header_extra=header,
         headers=client_headers(s))

@@ -53,7 +53,7 @@ class Scope:
     replaces_every_replica: bool = False  # meant to replace every replica: its completion is measured
     # how long after its injection its effect must be seen on the system (s; chaos.faults.prove)
     effect_bound_s: float = 30.0
-    # what its fault and heal need on KubeRay (chaos.backends.kube_access.needed): a tuple of
+    # what its fault and heal need on KubeRay (chaos.backends.kuberay.kube.access.needed): a tuple of
     # kube_access.Access, or a function of kube_access.Asked (the backend's partition method, ...) giving one
     kube_access: tuple | Callable[[Any], tuple] = ()
     straggler: bool = False  # leaves what it hits serving, slowly: its share and latencies analysed (slow_replica)
@@ -68,7 +68,7 @@ class Scope:
     conflict_class: str | None = None
 
     def accesses(self, asked: Any) -> tuple:
-        """The Kubernetes accesses its fault and heal need, for ``asked`` (:class:`chaos.backends.kube_access.Asked`)."""
+        """The Kubernetes accesses its fault and heal need, for ``asked`` (:class:`chaos.backends.kuberay.kube.access.Asked`)."""
         return tuple(self.kube_access(asked) if callable(self.kube_access) else self.kube_access)
 
     def faults(self) -> tuple[Callable[..., dict], ...]:

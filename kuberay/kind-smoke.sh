@@ -19,7 +19,7 @@ KUBERAY_VERSION=${KUBERAY_VERSION:-1.7.0}
 OUT=${OUT:-runs/kind-smoke}
 CONTEXT="kind-$CLUSTER"
 
-HELPER_IMAGE=$(python3 -c 'from chaos.backends.kube_partition import HELPER_IMAGE; print(HELPER_IMAGE)' 2>/dev/null || true)
+HELPER_IMAGE=$(python3 -c 'from chaos.backends.kuberay.kube.partition import HELPER_IMAGE; print(HELPER_IMAGE)' 2>/dev/null || true)
 
 missing=()
 for tool in docker kind kubectl helm curl; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done

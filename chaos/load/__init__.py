@@ -4,7 +4,7 @@ httpx, every request recorded; :mod:`~chaos.load.sse`: the OpenAI streaming form
 httpx transport (``_transport``) and a sub-millisecond send timer (``_timer``), both private.
 From several workers (:mod:`~chaos.load.pool`: one plan dealt, the lines published): processes of the rig
 (:mod:`~chaos.load.workers`) or pods of a Kubernetes Job (:mod:`~chaos.load.pod_worker`,
-:mod:`chaos.backends.kube_load_pool`), their clocks read against the rig's (:mod:`~chaos.load.clock`).
+:mod:`chaos.backends.kuberay.kube.load_pool`), their clocks read against the rig's (:mod:`~chaos.load.clock`).
 
 The public surface is small: a :class:`LoadShape`, the :class:`Target` list, and a
 :class:`LoadRun` that publishes every finished request on :class:`chaos.records.Events`.

@@ -1,6 +1,6 @@
 """One load worker in a pod of the rig's Kubernetes Job: ``python -m chaos.load.pod_worker``.
 
-The rig (:mod:`chaos.backends.kube_load_pool`) runs the workers of ``load.workers`` as an Indexed Job
+The rig (:mod:`chaos.backends.kuberay.kube.load_pool`) runs the workers of ``load.workers`` as an Indexed Job
 whose pods are kept off the nodes of the Ray cluster under test. It talks to each pod only through
 the Kubernetes API: files it gives the pod, commands it execs in it, and the pod's log.
 
@@ -152,7 +152,7 @@ def serve(spec_dir: Path, control: Path, index: int, out: TextIO, clock_ns: Call
 def main(env: dict | None = None, out: TextIO | None = None, clock_ns: Callable[[], int] = time.time_ns) -> int:
     env = os.environ if env is None else env
     if not env.get(ENV_INDEX, "").isdigit():
-        print(f"{ENV_INDEX} is not set: run by the rig's Kubernetes Job (chaos.backends.kube_load_pool)",
+        print(f"{ENV_INDEX} is not set: run by the rig's Kubernetes Job (chaos.backends.kuberay.kube.load_pool)",
               file=sys.stderr)
         return 2
     control = Path(env.get(ENV_CONTROL_DIR, CONTROL_DIR))

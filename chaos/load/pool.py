@@ -1,5 +1,5 @@
 """What every pool of load workers shares, wherever the workers run (:mod:`chaos.load.workers`: processes
-of the rig; :mod:`chaos.backends.kube_load_pool`: pods of a Kubernetes Job).
+of the rig; :mod:`chaos.backends.kuberay.kube.load_pool`: pods of a Kubernetes Job).
 
 - The plan is drawn **once**, here, from the seed (:func:`chaos.load.workload.plan`) and dealt
   round-robin (:func:`deal`): worker ``w`` gets requests ``w, w + N, w + 2N, ...``; its spec

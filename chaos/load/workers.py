@@ -18,7 +18,7 @@
 What every pool shares (the plan dealt, the lines published, the surface of
 :class:`~chaos.load.harness.LoadRun`: ``start``, ``stop``, ``join``, ``running``, ``counts``,
 ``elapsed_s``, ``progress_line``) is :class:`chaos.load.pool.LoadPool`; on KubeRay the workers can
-run as pods of a Job instead (:mod:`chaos.backends.kube_load_pool`). Every wait is bounded; a
+run as pods of a Job instead (:mod:`chaos.backends.kuberay.kube.load_pool`). Every wait is bounded; a
 worker that outlives the run's bound is killed by its PID (and only it).
 """
 

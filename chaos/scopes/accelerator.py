@@ -12,7 +12,7 @@ also runs other namespaces' GPU pods is refused unless acknowledged. The heal pu
 still reads the rig's pause): the plugin's pod returns, registers again, and the allocatable comes back. No
 accelerator on the local backend: refused there in one line."""
 
-from chaos.backends.kube_access import Access
+from chaos.backends.kuberay.kube.access import Access
 # its fault function stays in chaos/faults_accelerator.py for now (another piece of work is changing that file);
 # it moves here when that work has landed
 from chaos.faults_accelerator import lose_accelerator

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from chaos import faults
-from chaos.backends.kube_access import DRAIN
+from chaos.backends.kuberay.kube.access import DRAIN
 from chaos.placement import PlacementUnknown
 from chaos.scope_registry import Scope
 

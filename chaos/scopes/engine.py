@@ -4,7 +4,7 @@ detect it from health checks. SIGCONT at the heal."""
 from __future__ import annotations
 
 from chaos import faults, orphan_watch
-from chaos.backends.kube_access import EXEC, Access
+from chaos.backends.kuberay.kube.access import EXEC, Access
 from chaos.scope_registry import Scope
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from chaos import faults, orphan_watch
-from chaos.backends.kube_access import EXEC
+from chaos.backends.kuberay.kube.access import EXEC
 from chaos.scope_registry import Scope
 
 

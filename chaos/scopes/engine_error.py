@@ -7,7 +7,7 @@ lives: it must answer its requests with errors, fail its health check, and Serve
 from __future__ import annotations
 
 from chaos import faults, orphan_watch
-from chaos.backends.kube_access import EXEC
+from chaos.backends.kuberay.kube.access import EXEC
 from chaos.scope_registry import Scope
 
 

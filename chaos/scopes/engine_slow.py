@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from chaos import faults
 from chaos.backends import engine_faults
-from chaos.backends.kube_access import EXEC, Access
+from chaos.backends.kuberay.kube.access import EXEC, Access
 from chaos.scope_registry import Scope
 
 

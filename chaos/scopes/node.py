@@ -4,7 +4,7 @@ Its zone's users reach Serve through the node's own proxy."""
 from __future__ import annotations
 
 from chaos import faults
-from chaos.backends.kube_access import DELETE_PODS, EXEC
+from chaos.backends.kuberay.kube.access import DELETE_PODS, EXEC
 from chaos.scope_registry import Scope
 
 

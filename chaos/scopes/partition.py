@@ -4,7 +4,7 @@ down; KubeRay: a node-level packet filter or a NetworkPolicy), healed after its 
 from __future__ import annotations
 
 from chaos import faults
-from chaos.backends.kube_access import partition
+from chaos.backends.kuberay.kube.access import partition
 from chaos.scope_registry import Scope
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chaos import faults
-from chaos.backends.kube_access import zone_loss
+from chaos.backends.kuberay.kube.access import zone_loss
 from chaos.errors import UsageError
 from chaos.scope_registry import Scope
 

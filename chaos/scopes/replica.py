@@ -4,7 +4,7 @@ crashed: :func:`kill_replica`); Serve replaces it. Serve routes to it from every
 from __future__ import annotations
 
 from chaos import faults, orphan_watch
-from chaos.backends.kube_access import DELETE_PODS, EXEC
+from chaos.backends.kuberay.kube.access import DELETE_PODS, EXEC
 from chaos.errors import UsageError
 from chaos.scope_registry import Scope
 

@@ -8,7 +8,7 @@ import time
 import uuid
 
 from chaos import faults
-from chaos.backends.kube_access import UPGRADE
+from chaos.backends.kuberay.kube.access import UPGRADE
 from chaos.errors import UsageError
 from chaos.placement import PlacementUnknown
 from chaos.scope_registry import Scope

@@ -4,7 +4,7 @@ and its Ray pods crashed), brought back at the heal."""
 from __future__ import annotations
 
 from chaos import faults
-from chaos.backends.kube_access import zone_loss
+from chaos.backends.kuberay.kube.access import zone_loss
 from chaos.scope_registry import Scope
 
 

@@ -4,7 +4,7 @@ its Chaos Toolkit action, chaos.ctk.actions.fill_disk, once registered), and its
 the bound on its effect's proof, the Kubernetes accesses its fault and heal would need, what the soak reads."""
 
 from chaos import faults
-from chaos.backends.kube_access import EXEC, Access
+from chaos.backends.kuberay.kube.access import EXEC, Access
 from chaos.scope_registry import Scope
 
 

@@ -927,7 +927,7 @@ class Kubelet:
 
     def _nft(self, pod: dict, script: str) -> tuple[str, str, int]:
         node_name = (pod.get("spec") or {}).get("nodeName")
-        from chaos.backends import kube_partition as kp
+        from chaos.backends.kuberay.kube import partition as kp
 
         if script == kp.REMOVE_SCRIPT:
             self.tables.pop(node_name, None)
@@ -947,7 +947,7 @@ class Kubelet:
         return "", "", 0
 
     def _probe(self, pod: dict, script: str) -> tuple[str, str, int]:
-        """The partition probe's scripts (chaos/backends/kube_partition.py), over :meth:`blocked`."""
+        """The partition probe's scripts (chaos/backends/kuberay/kube/partition.py), over :meth:`blocked`."""
         kind, pid = script.split(";", 1)[0].split()[2:4]
         words = shlex.split(script.split(";", 1)[1]) if kind in ("client", "check") else []
         if kind == "server":

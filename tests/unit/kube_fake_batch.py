@@ -1,5 +1,5 @@
 """The in-memory API server's Jobs, ConfigMaps, garbage collector and the load pods' containers
-(tests/unit/kube_fake.py), for the load workers run as a Kubernetes Job (chaos/backends/kube_load_pool.py).
+(tests/unit/kube_fake.py), for the load workers run as a Kubernetes Job (chaos/backends/kuberay/kube/load_pool.py).
 
 What the tests need, each piece naming the upstream code it models:
 

@@ -9,7 +9,8 @@ import pytest
 from kubernetes import client
 
 from chaos import cli, faults, faults_accelerator, plan, provision, verdict
-from chaos.backends import kube_marks as km, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import marks as km
 from chaos.backends.kuberay import accelerators as acc
 from chaos.faults_accelerator import MAX_OUTAGE_S
 from chaos.errors import UsageError

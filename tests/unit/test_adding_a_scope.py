@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from chaos import experiment, faults, plan, provision, records as rec, scopes
-from chaos.backends import base, kube_access
+from chaos.backends import base
+from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import KubeRayBackend
 from chaos.backends.local.backend import LocalBackend

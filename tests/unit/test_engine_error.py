@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from chaos import faults, plan, provision, records as rec, scopes
-from chaos.backends import base, engine_faults, kube_access
+from chaos.backends import base, engine_faults
+from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import KubeRayBackend, engines as ke
 from chaos.backends.local import procs

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from chaos import faults, plan, records as rec, scopes
-from chaos.backends import base, engine_faults, kube_access, kube_marks as km
+from chaos.backends import base, engine_faults
+from chaos.backends.kuberay.kube import access as kube_access, marks as km
 from chaos.backends.base import Implementation
 from chaos.backends.engine_faults import Throttle
 from chaos.backends.kuberay import KubeRayBackend, engines as ke

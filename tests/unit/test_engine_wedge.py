@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from chaos import faults, scopes
-from chaos.backends import base, engine_faults, kube_access
+from chaos.backends import base, engine_faults
+from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.kuberay import KubeRayBackend, wedge as kw
 from chaos.backends.local import engines, procs
 from chaos.backends.local.backend import LocalBackend

@@ -7,7 +7,9 @@ import time
 import pytest
 
 from chaos import faults
-from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km, partition as kp
+from chaos.backends.kuberay.kube import client as kube_client
 from chaos.errors import ClusterError, UsageError
 from chaos.placement import Replica
 from chaos.scopes.engine import hang_engine
@@ -26,7 +28,7 @@ CLUSTER = "availproof-x7k2p"  # KubeRay v1.7: <RayService name>-<5 random chars>
 
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
-    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kube_client, "DEFAULT_CLOCK", kube_client.Clock(sleep=lambda s: None))  # the backends' waits
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
     # one look at each fault's effect (tests/unit/test_kuberay_faults_in_effect.py tests what it sees)
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(

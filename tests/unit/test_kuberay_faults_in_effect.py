@@ -10,7 +10,9 @@ import threading
 import pytest
 
 from chaos import analysis, faults, verdict
-from chaos.backends import kube_exec, kube_partition as kp, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, partition as kp
+from chaos.backends.kuberay.kube import client as kube_client
 from chaos.errors import ClusterError, UsageError
 from chaos.scopes.engine_crash import crash_engine
 from chaos.scopes.head import kill_head
@@ -31,7 +33,7 @@ VICTIMS = {"ray", "raylet", "gcs_server", "ray::ServeRepli", "ray::ServeContr", 
 
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
-    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kube_client, "DEFAULT_CLOCK", kube_client.Clock(sleep=lambda s: None))  # the backends' waits
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
     # one look at a fault's effect is enough here (what each look sees is tested below)
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(SCOPES, 0.0), raising=False)
@@ -381,8 +383,9 @@ def test_the_partitions_mark_is_the_cut_its_helpers_and_probe_set_up_before_it(m
     s, b, stream = cluster(partition_method=method)
     s.kubelet.cni_cuts_established = True
     clock = [1000.0]
-    monkeypatch.setattr(kb.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(kb.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    monkeypatch.setattr(b.kube, "clock", kube_client.Clock(monotonic=lambda: clock[0],
+                                                         sleep=lambda seconds: clock.__setitem__(0, clock[0] + seconds)))
+    monkeypatch.setattr(faults.time, "monotonic", lambda: clock[0])  # the rig's marks (chaos.faults): its own seam
     s.clock = lambda: clock[0]
     s.pull_s = {kp.HELPER_IMAGE: 30.0}
     applied = []  # (what, instant) of each step of the cut, on the fake clock
@@ -567,7 +570,7 @@ def test_start_redis_polls_for_the_gcs_exit_instead_of_sleeping_blindly(monkeypa
         if len(slept) == 2:  # the GCS exits a little later; the kubelet restarts the head container
             s.pods["head"]["status"]["containerStatuses"][0]["restartCount"] = 1
 
-    monkeypatch.setattr(kb.time, "sleep", sleep)
+    monkeypatch.setattr(b.kube, "clock", kube_client.Clock(sleep=sleep))
     b.kill_redis()
     s.pods["redis-2"] = redis_pod("redis-2")
     assert b.start_redis() is True

@@ -1,5 +1,5 @@
 """Issue 34: leftovers expire. Every change the rig makes on the cluster carries the run id and a deadline
-(chaos/backends/kube_marks.py); a run killed mid zone loss and mid partition (its helper pod dead too, its
+(chaos/backends/kuberay/kube/marks.py); a run killed mid zone loss and mid partition (its helper pod dead too, its
 nft table left on the node), with an engine stopped, is undone by ``recover`` down to the fake cluster as it
 was before the run (every node, label, annotation, policy, table and process state), and a later preparation
 finds nothing. The next preparation itself undoes marks past their deadline and refuses the live ones."""
@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from chaos.backends import kube_marks as km, kube_partition as kp, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import marks as km, partition as kp
 from chaos.errors import SetupError
 from tests.unit.test_kuberay_backend import cluster, replica
 from tests.unit.test_kuberay_preflight import no_waiting  # noqa: F401 - the autouse fixture: no sleeping

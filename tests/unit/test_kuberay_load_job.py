@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chaos import analysis, faults, manifests, provision, records as rec, summary as summary_mod
-from chaos.backends import kube_access, kube_load as kl
+from chaos.backends.kuberay.kube import access as kube_access, load as kl
 from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.load.pool import deal
 from chaos.load.workload import LoadShape, Router, Target, plan
@@ -395,7 +395,7 @@ def test_workers_on_kuberay_without_the_job_stay_processes_of_the_rig():
 def test_an_image_that_cannot_read_the_rigs_load_fails_the_start_naming_why(server, monkeypatch):
     """A pod whose availproof is another version (here: a load field it does not know) says so in its log
     before the start; the rig fails the start with that line, and deletes the Job."""
-    from chaos.backends.kube_load_pool import JobPool
+    from chaos.backends.kuberay.kube.load_pool import JobPool
 
     real = JobPool.worker_shape
     monkeypatch.setattr(JobPool, "worker_shape", lambda self, w: {**real(self, w), "from_the_future": 1})
@@ -411,7 +411,7 @@ def test_the_run_starts_the_job_pool_when_the_load_is_in_the_cluster_and_local_w
     from types import SimpleNamespace
 
     from chaos import experiment, run as run_mod
-    from chaos.backends.kube_load_pool import JobPool
+    from chaos.backends.kuberay.kube.load_pool import JobPool
     from chaos.load.workers import WorkerPool
 
     doc = {"title": "t", "method": [{"type": "action", "name": "x", "provider": {"type": "python", "module": "m",

@@ -7,7 +7,9 @@ ConfigMaps, a cluster upgrade's record; and the RayService as the upgrade's patc
 import pytest
 
 from chaos import faults, manifests
-from chaos.backends import kube_load as kl, kube_partition as kp, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import load as kl, partition as kp
+from chaos.backends.kuberay.kube import client as kube_client
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.test_kuberay_backend import cluster
 from tests.unit.test_kuberay_leftovers import crash_mid_zone_loss_and_partition, fresh
@@ -17,7 +19,7 @@ from tests.unit.test_kuberay_upgrade_drain import rayservice, service
 
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
-    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kube_client, "DEFAULT_CLOCK", kube_client.Clock(sleep=lambda s: None))  # the backends' waits
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
     fake_dashboard(monkeypatch)  # the GCS answers
 

@@ -15,10 +15,12 @@ import pytest
 
 from chaos import (cli, faults, faults_accelerator, plan, provision, ray_actor, records as rec,
                    scopes as scope_registry)
-from chaos.backends import kube_access, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import LocalCluster
+from chaos.backends.kuberay.kube import client as kube_client
 from chaos.commands.common import kube_flags
 from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.experiment import load
@@ -48,7 +50,7 @@ SCOPES = scope_registry.names()  # every registered scope: a new one without its
 
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
-    monkeypatch.setattr(kb.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kube_client, "DEFAULT_CLOCK", kube_client.Clock(sleep=lambda s: None))  # the backends' waits
     monkeypatch.setattr(faults.time, "sleep", lambda s: None)
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", dict.fromkeys(SCOPES, 0.0), raising=False)
     fake_dashboard(monkeypatch)  # the GCS answers

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from chaos import analysis, faults, placement, records as rec
-from chaos.backends import kube_marks as km, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import marks as km
 from chaos.errors import ClusterError, SetupError, UsageError
 from chaos.scopes.drain import drain_node
 from chaos.scopes.upgrade import upgrade_app

@@ -31,11 +31,12 @@ def test_the_dead_names_are_gone():
 
 def test_the_zone_label_is_spelled_once_and_imported():
     """``topology.kubernetes.io/zone`` was written in four modules (issue 43): one spelling, in kube_labels."""
-    from chaos.backends import kube_autoscale, kube_labels, kube_load, kube_zone
+    from chaos.backends.kuberay.kube import (autoscale as kube_autoscale, labels as kube_labels, load as kube_load,
+                                             zone as kube_zone)
     from chaos.backends.kuberay import common
 
     spelled = [str(p.relative_to(CHAOS)) for p in CHAOS.rglob("*.py")
                if re.search(r"^\s*[A-Z_]+\s*=\s*[\"']topology\.kubernetes\.io/", p.read_text(), re.MULTILINE)]
-    assert spelled == ["backends/kube_labels.py"], spelled
+    assert spelled == ["backends/kuberay/kube/labels.py"], spelled
     assert all(m.ZONE_LABEL is kube_labels.ZONE_LABEL for m in (kube_autoscale, kube_load, kube_zone, common))
     assert kuberay.ZONE_LABEL == "topology.kubernetes.io/zone" and kuberay.REGION_LABEL == kube_labels.REGION_LABEL

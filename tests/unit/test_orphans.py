@@ -247,7 +247,7 @@ def test_the_kuberay_scripts_through_a_real_shell():
 
 
 def test_the_kuberay_look_counts_a_pod_gone_as_every_process_gone(monkeypatch):
-    from chaos.backends import kube_exec
+    from chaos.backends.kuberay.kube import pod_exec as kube_exec
 
     class Pods:
         def __init__(self, pods):

@@ -67,7 +67,7 @@ def test_enums_match_the_code():
         assert tuple(EXT["properties"]["population"]["enum"]) == bounds.POPULATIONS
     assert set(EXT["properties"]["llm"]["properties"]) == {"load", "steady_state", "slo", "bounds", "recovery_window_s",
                                                            "recovery_settle_s", "bounds_source"}
-    from chaos.backends import kube_partition
+    from chaos.backends.kuberay.kube import partition as kube_partition
 
     assert tuple(EXT["properties"]["kubernetes"]["properties"]["partition_method"]["enum"]) == kube_partition.METHODS
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import provision
-from chaos.backends import kube_load as kl, kuberay as kb
+from chaos.backends import kuberay as kb
+from chaos.backends.kuberay.kube import load as kl
 from chaos.errors import UsageError, parse_bool
 from chaos.options import Options
 

@@ -29,13 +29,13 @@ replace. What the kubelet's SIGTERM reaches afterwards is only what is left of t
 Zone and region loss (KubeRay v1.7): a drain skips pods with emptyDir volumes, and every Ray
 pod has one (``/dev/shm``); so every node of the domain that one of this RayCluster's pod templates
 admits (where KubeRay's replacements could be scheduled), hosts its pods, or is labelled
-``availproof.io/zone-loss-node=true`` is cordoned (:mod:`chaos.backends.kube_zone`), annotated with the
+``availproof.io/zone-loss-node=true`` is cordoned (:mod:`chaos.backends.kuberay.kube.zone`), annotated with the
 run id (so the heal uncordons only its own), counted against ``max_nodes`` (default: ``max_pods``), and
 its Ray pods crashed and force-deleted. KubeRay recreates them once they are gone, but their
 groups are pinned to the zone, so they stay Pending on the cordoned nodes until the heal; a watch
 proves it from the injection to the heal (a Ray pod Ready in the zone meanwhile: not in effect).
-Node autoscalers that would bring the zone back: :mod:`chaos.backends.kube_autoscale`.
-Partitions: :mod:`chaos.backends.kube_partition`. Commands in pods: :mod:`chaos.backends.kube_exec`.
+Node autoscalers that would bring the zone back: :mod:`chaos.backends.kuberay.kube.autoscale`.
+Partitions: :mod:`chaos.backends.kuberay.kube.partition`. Commands in pods: :mod:`chaos.backends.kuberay.kube.pod_exec`.
 Leftovers of a run that crashed (helper pods, NetworkPolicies, labelled pods, cordoned nodes)
 are found by label and annotation: :meth:`KubeRayBackend.leftovers`, :meth:`KubeRayBackend.remove_leftovers`.
 
@@ -43,26 +43,27 @@ Upgrades and drains (the disruptions users cause themselves): see :meth:`KubeRay
 :meth:`KubeRayBackend.drain_node` and kuberay/README.md.
 
 Before any fault (:meth:`KubeRayBackend.prepare`): a SelfSubjectAccessReview for every verb the faults
-and their heals call (:mod:`chaos.backends.kube_access`), the leftovers check, the refusal of a zone or
+and their heals call (:mod:`chaos.backends.kuberay.kube.access`), the leftovers check, the refusal of a zone or
 region loss on an autoscaled cluster unless acknowledged, of a ``cluster`` upgrade KubeRay would not roll
 out, and admission's dry run for a partition (and for the load workers' Job). :meth:`KubeRayBackend.plan`
 says, reading only, what a fault would touch (``availproof run --plan``).
 
 The load workers can run in the cluster, as pods of a Job off the Ray cluster's nodes
-(``kubernetes.load.in_cluster``: :mod:`chaos.backends.kube_load`, :meth:`KubeRayBackend.load_pool`); a fault
+(``kubernetes.load.in_cluster``: :mod:`chaos.backends.kuberay.kube.load`, :meth:`KubeRayBackend.load_pool`); a fault
 whose scope reaches a node hosting one is refused before anything is done
 (:meth:`KubeRayBackend.refuse_reaching_load`).
 
-Rooms: :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
+Its Kubernetes pieces: :mod:`.kube` (the kube client with its clock, :mod:`.kube.client`; access, exec,
+marks, partition, zone, load Job). Parts it holds (composed): :mod:`.load` (``backend.load``) and
+:mod:`.autoscaling` (``backend.autoscalers``). Rooms it is still made of (mixed in): :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
 :mod:`.kills` (exec, crashes), :mod:`.engines` (an engine hung,
 crashed, made to fail, throttled), :mod:`.accelerators` (a GPU node's accelerator lost: its device plugin
-paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss), :mod:`.autoscaling`,
-:mod:`.partition`, :mod:`.upgrade` (upgrades and drains), :mod:`.load` (the load Job's guard),
+paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss),
+:mod:`.partition`, :mod:`.upgrade` (upgrades and drains),
 :mod:`.prepare` (preparation, leftovers, heals), :mod:`.plan` and :mod:`.proofs` (one function per
 scope each, joined per scope in :mod:`.scopes`), :mod:`.backend` (the class).
 """
 
-import time  # noqa: F401 - the tests' clock seam (kb.time.sleep, kb.time.monotonic)
 
 from chaos.backends.kuberay.common import (  # noqa: F401 - the names other code imports from here
     ZONE_LABEL, REGION_LABEL, CORDON_MARK, ZONE_LOSS_LABEL, ZONE_WATCH_POLL_S, CRASH_SCRIPT, CRASH_OK,

@@ -15,7 +15,7 @@ delete all daemon pods on node"). The rig does the same with the GPU operator's 
 group's, ``nvidia.com/gpu.present`` select far more than the plugin), when the plugin pod's nodeSelector names it
 and no other pod on the node selects on it, set to :data:`PAUSED`; the label's value and the plugin are recorded
 on the node in the same patch
-(:data:`~chaos.backends.kube_marks.ACCELERATOR_MARK`, with the run id and a deadline) for the heal and ``recover``.
+(:data:`~chaos.backends.kuberay.kube.marks.ACCELERATOR_MARK`, with the run id and a deadline) for the heal and ``recover``.
 The rig never deletes the plugin's pod itself (its DaemonSet's controller does, and re-creating it is what the
 label prevents), so it needs no access to kube-system or gpu-operator. Patching the node's ``status.allocatable``
 is no way to do it: the kubelet owns the node's status and writes it again at its next update. A plugin whose pod
@@ -53,11 +53,10 @@ devices healthy), and the allocatable is back with the next status update.
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from chaos.backends import kube_marks as km
+from chaos.backends.kuberay.kube import marks as km
 from chaos.backends.kuberay.common import ZONE_LABEL, api_message, check, labels_of, limit, name_of, node_of
 from chaos.errors import ClusterError, UsageError
 from chaos.faults_accelerator import outage_refusal
@@ -241,7 +240,7 @@ class Accelerators:
                              gpus=t["gpus"])
             self._patch_node(n, {"metadata": {"labels": {t["label"]: PAUSED},
                                               "annotations": {km.ACCELERATOR_MARK: mark}}})
-            self._paused_at()[t["node"]] = time.monotonic()  # the hold's instants count from here
+            self._paused_at()[t["node"]] = self.kube.monotonic()  # the hold's instants count from here
             out = {"plugin_pod": t["plugin"], "label": t["label"], "was": t["was"], "set": PAUSED,
                    "allocatable_before": t["gpus"], "gpu_pods": t["gpu_pods"]}
             return {**out, "other_gpu_pods": t["other_gpu_pods"]} if "other_gpu_pods" in t else out
@@ -279,9 +278,9 @@ class Accelerators:
     def _record_hold(self, fault: dict, c: dict) -> None:
         """A look at the hold written into the fault's effect (a copy: the inject end mark keeps the proof of its
         instant); the first look that saw the pause gone makes it ``verified: false`` with ``lost_until_s`` (as a
-        zone loss's watch: :meth:`chaos.backends.kube_zone.ZoneWatch.record`), and stays."""
+        zone loss's watch: :meth:`chaos.backends.kuberay.kube.zone.ZoneWatch.record`), and stays."""
         started = self._paused_at().get(fault["target"])
-        c = dict(c, t_s=round(time.monotonic() - started, 3) if started is not None else None)
+        c = dict(c, t_s=round(self.kube.monotonic() - started, 3) if started is not None else None)
         effect = copy.deepcopy(fault.get("effect")) if isinstance(fault.get("effect"), dict) else {
             "verified": None, "time_to_effect_s": None, "bound_s": None, "checks": []}
         if effect.get("came_back"):
@@ -373,7 +372,7 @@ class Accelerators:
                            f"each of {CONFLICT_TRIES} tries (HTTP 409); run `availproof recover --backend kuberay`")
 
     def _await_accelerator(self, node: str, gpus: int, wait_s: float) -> dict:
-        t0 = time.monotonic()
+        t0 = self.kube.monotonic()
         have, plugins, error = None, [], ""
         while True:
             try:  # a look that fails is no answer: looked at again until the wait is over
@@ -383,14 +382,14 @@ class Accelerators:
                 error = ""
             except Exception as e:  # noqa: BLE001
                 error = f"; the last look failed: {_failed(e)}"
-            waited = round(time.monotonic() - t0, 3)
+            waited = round(self.kube.monotonic() - t0, 3)
             if plugins and (have or 0) >= gpus:
                 return {"allocatable_after": have, "plugin_pod_after": where(plugins[0]), "back_after_s": waited}
             if waited >= wait_s:
                 raise ClusterError(f"node {node}: the device plugin's label is back, but not the accelerator within "
                                    f"{wait_s:g} s (allocatable {RESOURCE} {have}, was {gpus}; device plugin pod "
                                    f"{'Running' if plugins else 'not Running'} there{error})")
-            time.sleep(self.accelerator_poll_s)
+            self.kube.sleep(self.accelerator_poll_s)
 
     def _accelerator_leftovers(self, nodes: list[dict]) -> list[dict]:
         """The nodes whose device plugin a run paused (the mark), whatever run: leftover rows."""

@@ -1,10 +1,13 @@
 """Whether a lost zone could come back by itself: Ray's in-tree autoscaling, Karpenter, a
-cluster-autoscaler (:mod:`chaos.backends.kube_autoscale`); a zone loss on an autoscaled cluster is refused."""
+cluster-autoscaler (:mod:`chaos.backends.kuberay.kube.autoscale`); a zone loss on an autoscaled cluster is refused."""
 
 from __future__ import annotations
 
-from chaos.backends import kube_autoscale as ka
-from chaos.backends import kube_zone as kz
+from typing import Callable
+
+from chaos.backends.kuberay.kube import autoscale as ka
+from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.kube import zone as kz
 from chaos.backends.kuberay.common import (KARPENTER_LABELS, UNSET_MAX_REPLICAS, ZONE_LABEL, is_not_found, labels_of,
                                            name_of)
 from chaos.errors import SetupError
@@ -32,22 +35,30 @@ def autoscaling_signs(cluster_spec: dict | None) -> list[str]:
 
 
 class Autoscaling:
-    """The autoscalers that would end a zone loss early, looked for before it."""
+    """The autoscalers that would end a zone loss early, looked for before it: a part the backend holds
+    (``backend.autoscalers``). ``cluster`` (its name), ``raycluster``, ``rayservice`` (its name, or None: ``service``) and ``nodes`` read
+    the backend's cluster when called; ``allowed``: whether the backend acknowledges an autoscaled zone loss."""
 
-    def autoscaling(self, zones: list[str] | None = None) -> list[str]:
+    def __init__(self, kube: KubeClient, cluster: Callable[[], str], raycluster: Callable[[], dict | None],
+                 service: Callable[[], str | None], rayservice: Callable[[], dict | None],
+                 nodes: Callable[[], list[dict]], allowed: Callable[[], bool]):
+        self.kube, self.cluster, self.raycluster, self.service = kube, cluster, raycluster, service
+        self.rayservice, self.nodes, self.allowed = rayservice, nodes, allowed
+
+    def signs(self, zones: list[str] | None = None) -> list[str]:
         """What may add nodes or Ray pods in ``zones`` (all when None) by itself, each sign in a few words:
         Ray's in-tree autoscaling on this RayCluster or its RayService's ``rayClusterConfig``
         (:func:`autoscaling_signs`), nodes of those zones made by Karpenter (:data:`KARPENTER_LABELS`), and
-        (:mod:`chaos.backends.kube_autoscale`) a cluster-autoscaler's status ConfigMap in any namespace, a
+        (:mod:`chaos.backends.kuberay.kube.autoscale`) a cluster-autoscaler's status ConfigMap in any namespace, a
         cluster-autoscaler's pod in any namespace, a Karpenter NodePool that admits one of the zones (with no
         node there yet too). A read refused or failed is a sign too ("unknown": an autoscaler there would
         not be seen). Read-only: one list of configmaps (by name), of pods and of NodePools, cluster-wide.
         A node autoscaler running off the cluster that writes no status ConfigMap is not visible through the
         Kubernetes API: none found is not proof that none runs."""
         signs: list[str] = []
-        specs = [(f"RayCluster {self.cluster}", (self._raycluster() or {}).get("spec"))]
-        if self.service:
-            specs.append((f"RayService {self.service}", ((self._get_rayservice() or {}).get("spec") or {})
+        specs = [(f"RayCluster {self.cluster()}", (self.raycluster() or {}).get("spec"))]
+        if self.service():
+            specs.append((f"RayService {self.service()}", ((self.rayservice() or {}).get("spec") or {})
                           .get("rayClusterConfig")))
         seen = set()  # the RayService's rayClusterConfig usually says what its RayCluster says: once
         for where, spec in specs:
@@ -56,25 +67,25 @@ class Autoscaling:
                     seen.add(sign)
                     signs.append(f"{where}: {sign}")
         wanted = set(zones) if zones else None
-        karpenter = sorted(name_of(n) for n in self._nodes()
+        karpenter = sorted(name_of(n) for n in self.nodes()
                            if (wanted is None or labels_of(n).get(ZONE_LABEL) in wanted)
                            and any(k in labels_of(n) for k in KARPENTER_LABELS))
         if karpenter:
             signs.append(f"Karpenter nodes in the zone(s): {', '.join(karpenter[:3])}{' ...' if len(karpenter) > 3 else ''}")
-        return signs + self._node_autoscaler_signs(zones)
+        return signs + self.node_autoscaler_signs(zones)
 
-    def _node_autoscaler_signs(self, zones: list[str] | None) -> list[str]:
-        """The cluster-wide reads of :mod:`chaos.backends.kube_autoscale`; each refused or failed one: unknown."""
+    def node_autoscaler_signs(self, zones: list[str] | None) -> list[str]:
+        """The cluster-wide reads of :mod:`chaos.backends.kuberay.kube.autoscale`; each refused or failed one: unknown."""
         signs: list[str] = []
         try:
-            cms = self.core.list_config_map_for_all_namespaces(field_selector=f"metadata.name={ka.STATUS_NAME}")
+            cms = self.kube.core.list_config_map_for_all_namespaces(field_selector=f"metadata.name={ka.STATUS_NAME}")
             signs += ka.status_configmap_signs([c.to_dict() for c in cms.items])
         except Exception as e:  # noqa: BLE001 - ApiException: refused or failed, the answer is unknown
             if getattr(e, "status", None) is None:
                 raise
             signs.append(ka.unknown(f"ConfigMaps named {ka.STATUS_NAME} (list configmaps, all namespaces)", e))
         try:
-            signs += ka.autoscaler_pod_signs([p.to_dict() for p in self.core.list_pod_for_all_namespaces().items])
+            signs += ka.autoscaler_pod_signs([p.to_dict() for p in self.kube.core.list_pod_for_all_namespaces().items])
         except Exception as e:  # noqa: BLE001
             if getattr(e, "status", None) is None:
                 raise
@@ -82,7 +93,7 @@ class Autoscaling:
         group, versions, plural = ka.KARPENTER
         for version in versions:
             try:
-                pools = self.custom.list_cluster_custom_object(group, version, plural)
+                pools = self.kube.custom.list_cluster_custom_object(group, version, plural)
             except Exception as e:  # noqa: BLE001
                 if is_not_found(e):
                     continue  # no such resource (this version of the CRD, or no Karpenter)
@@ -91,11 +102,11 @@ class Autoscaling:
                 signs.append(ka.unknown(f"Karpenter NodePools (list {plural}.{group}/{version})", e))
                 break
             signs += ka.nodepool_signs((pools or {}).get("items") or [], zones,
-                                       kz.cluster_templates(self._raycluster()))
+                                       kz.cluster_templates(self.raycluster()))
             break
         return signs
 
-    def refuse_autoscaled_zone_loss(self, zones: list[str] | None = None) -> None:
+    def refuse_zone_loss(self, zones: list[str] | None = None) -> None:
         """A zone or region loss on an autoscaled cluster is refused (one line), unless acknowledged
         (``allow_autoscaled_zone_loss``: ``--allow-autoscaled-zone-loss``). The loss cordons the zone's nodes
         and crashes its Ray pods; KubeRay's replacements are pinned to the zone (their group's
@@ -103,9 +114,9 @@ class Autoscaling:
         the replicas it cannot place, and a node autoscaler (cluster-autoscaler, Karpenter, GKE's) adds a
         node in that zone for Pending pods pinned to it: a new node is not cordoned, so the zone comes back
         before the heal and the loss is not what the run says it measured."""
-        if self.allow_autoscaled_zone_loss:
+        if self.allowed():
             return
-        signs = self.autoscaling(zones)
+        signs = self.signs(zones)
         if signs:
             raise SetupError(f"zone or region loss on an autoscaled cluster ({'; '.join(signs)}): KubeRay's "
                              f"replacement pods stay Pending in the lost zone and an autoscaler adds nodes there "

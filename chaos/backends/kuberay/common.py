@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-from chaos.backends import kube_autoscale as ka, kube_marks as km
-from chaos.backends import kube_zone as kz
-from chaos.backends.kube_labels import REGION_LABEL, ZONE_LABEL
+from chaos.backends.kuberay.kube import autoscale as ka, marks as km
+from chaos.backends.kuberay.kube import zone as kz
+from chaos.backends.kuberay.kube.labels import REGION_LABEL, ZONE_LABEL
 from chaos.errors import UsageError
 
 
@@ -54,7 +54,7 @@ KUBERAY_POLL_S = 1.0
 UNSET_MAX_REPLICAS = 2147483647
 KARPENTER_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")  # on the nodes Karpenter made
 # cluster-autoscaler's status ConfigMap (its --status-config-map-name default; looked for in every namespace)
-# and Karpenter's NodePools: chaos.backends.kube_autoscale
+# and Karpenter's NodePools: chaos.backends.kuberay.kube.autoscale
 AUTOSCALER_STATUS = ka.STATUS_NAME
 
 
@@ -122,7 +122,7 @@ def limit(selected: list[dict], max_pods: int, what: str) -> list[dict]:
     return selected
 
 
-zone_loss_nodes = kz.zone_loss_nodes  # which nodes a zone loss takes out: chaos.backends.kube_zone
+zone_loss_nodes = kz.zone_loss_nodes  # which nodes a zone loss takes out: chaos.backends.kuberay.kube.zone
 
 
 def check(what: str, ok: bool, seen: str) -> dict:

@@ -8,7 +8,7 @@ The straggler's duty cycle is a shell loop started in the background by one exec
 covers the fault's duration and a margin, with a trap that continues the engine whenever the loop ends; its
 command line carries its id (``availproof-throttle-<id>``) so the heal finds it (:func:`unthrottle_script`:
 the loop killed, then the engine continued) and so does ``recover`` after a crashed run: the engine's pids
-and the loop's id are recorded on the pod (:data:`kube_marks.PAUSED_MARK <chaos.backends.kube_marks.PAUSED_MARK>`).
+and the loop's id are recorded on the pod (:data:`kube_marks.PAUSED_MARK <chaos.backends.kuberay.kube.marks.PAUSED_MARK>`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import re
 import secrets
 import shlex
 
-from chaos.backends import engine_faults, kube_exec, kube_marks as km
+from chaos.backends import engine_faults
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km
 from chaos.backends.engine_faults import ENGINE, Throttle
 from chaos.backends.kuberay.common import is_not_found, name_of, proc_states_script
 from chaos.errors import ClusterError
@@ -134,7 +135,7 @@ class Engines:
 
     def _mark_paused(self, pod: str) -> None:
         """Record on ``pod`` the processes this run stopped there and its duty cycles' ids
-        (:data:`kube_marks.PAUSED_MARK <chaos.backends.kube_marks.PAUSED_MARK>`), so that a crashed run's
+        (:data:`kube_marks.PAUSED_MARK <chaos.backends.kuberay.kube.marks.PAUSED_MARK>`), so that a crashed run's
         ``recover`` can end the cycles and SIGCONT the processes; none left: the mark dropped."""
         pids = sorted(int(x.rsplit("/", 1)[1]) for x in self.paused if x.rsplit("/", 1)[0] == pod)
         cycles = list(self.throttles.get(pod) or [])

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import math
 import secrets
-import time
 from concurrent.futures import ThreadPoolExecutor
 
-from chaos.backends import kube_exec
+from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, is_not_found, labels_of, limit,
                                            name_of, node_of, node_regions, node_zones, pod_ready, restarts, select)
 from chaos.errors import ClusterError, UsageError
@@ -48,7 +47,7 @@ class Kills:
     def _crash(self, pods: list[dict], what: str, script: str = CRASH_SCRIPT) -> None:
         """SIGKILL every process of each pod's main container from inside it (``script``, exit status
         checked: :data:`CRASH_OK`), all the pods at once (one exec each, in parallel); raise
-        :class:`~chaos.backends.kube_exec.ExecError` naming every pod whose kill failed, after trying
+        :class:`~chaos.backends.kuberay.kube.pod_exec.ExecError` naming every pod whose kill failed, after trying
         them all. What each pod was (uid, container restarts) and the crash exec's exit status (the evidence
         of the crash: 137, the exec'd shell killed with its container; 0, sent) are kept for :meth:`effect_checks`."""
         for p in pods:
@@ -130,7 +129,7 @@ class Kills:
         head = self._head()
         self.head_before_redis_kill = (name_of(head), restarts(head), (head.get("metadata") or {}).get("uid"))
         pods = limit(self._redis_pods(), 1, "redis pod")
-        self.redis_killed_at = time.monotonic()
+        self.redis_killed_at = self.kube.monotonic()
         return self._kill_pods(pods, "kill of Redis", REDIS_CRASH_SCRIPT)
 
     def _head_restarted(self) -> bool:
@@ -151,11 +150,11 @@ class Kills:
         then wait for the head to be ready. True when the GCS exited (the head container restarted, or
         the head pod was replaced)."""
         self._wait(lambda: any(pod_ready(p) for p in self._redis_pods()), 300, "the Redis pod to be ready")
-        since = self.redis_killed_at if self.redis_killed_at is not None else time.monotonic()
+        since = self.redis_killed_at if self.redis_killed_at is not None else self.kube.monotonic()
         exited = self._head_restarted()
         polls = max(1, math.ceil(self.gcs_exit_window_s / poll_s))
-        while not exited and polls > 0 and time.monotonic() - since < self.gcs_exit_window_s:
-            time.sleep(poll_s)
+        while not exited and polls > 0 and self.kube.monotonic() - since < self.gcs_exit_window_s:
+            self.kube.sleep(poll_s)
             polls -= 1
             exited = self._head_restarted()
         self.restart_head()

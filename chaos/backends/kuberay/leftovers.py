@@ -1,12 +1,12 @@
 """Leftovers of a run that crashed, whatever run left them: found by label and annotation (each with its run
-id and its deadline: :mod:`chaos.backends.kube_marks`) and undone, by ``availproof recover`` (every one) and
+id and its deadline: :mod:`chaos.backends.kuberay.kube.marks`) and undone, by ``availproof recover`` (every one) and
 by the next preparation (those past their deadline)."""
 
 from __future__ import annotations
 
 import json
 
-from chaos.backends import kube_load as kl, kube_marks as km, kube_partition as kp
+from chaos.backends.kuberay.kube import load as kl, marks as km, partition as kp
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, is_not_found, labels_of, name_of,
                                            node_of)
 from chaos.errors import ClusterError

@@ -5,7 +5,7 @@ pod; a pod gone takes its processes with it (all gone)."""
 
 from __future__ import annotations
 
-from chaos.backends import kube_exec
+from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.engine_faults import ENGINE
 from chaos.backends.kuberay.common import name_of
 
@@ -61,7 +61,7 @@ class Orphans:
             return {}
         try:
             # from the watch's thread, beside the run's own execs: over an ApiClient of its own (stream() patches
-            # the one it is given: chaos.backends.kube_exec)
+            # the one it is given: chaos.backends.kuberay.kube.pod_exec)
             return parse_left(self.exec(str(node), left_script(pids), core=kube_exec.own_core(self.exec_core)))
         except kube_exec.ExecError:
             if any(name_of(p) == node for p in self._pods()):

@@ -1,13 +1,12 @@
 """Partitions: the set-up before the mark (the probe, the helpers or the labels), the cut, the heal
-(the methods and the probe: :mod:`chaos.backends.kube_partition`)."""
+(the methods and the probe: :mod:`chaos.backends.kuberay.kube.partition`)."""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
-import time
 
-from chaos.backends import kube_exec, kube_marks as km, kube_partition as kp
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km, partition as kp
 from chaos.backends.kuberay.common import api_message, is_not_found, labels_of, limit, name_of, node_of, pod_ips
 from chaos.errors import ClusterError
 
@@ -53,7 +52,7 @@ class Partition:
                 "pods": [name_of(p) for p in pods]}
 
     def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
-        """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kube_partition`): the set-up
+        """Cut ``zone``'s Ray worker pods off the rest (:mod:`chaos.backends.kuberay.kube.partition`): the set-up
         (:meth:`partition_armer`), then the cut itself. ``deadline_s``: how long the helper pods and the
         probe live at most (default ``helper_deadline_s``)."""
         self.partition_armer(zone, deadline_s)()
@@ -67,7 +66,7 @@ class Partition:
         the NetworkPolicy), so that the fault's inject mark, taken just before it, is the cut's instant and
         the time to impact counts from it. It returns ``{"cut_at_ns", "armed_s"}``. A set-up or a cut that
         fails removes what it made (helpers, labels, the probe) and raises."""
-        t0 = time.monotonic()
+        t0 = self.kube.monotonic()
         pods = self._cut_pods(zone)
         ips = pod_ips(pods)
         if len(ips) != len(pods):
@@ -86,7 +85,7 @@ class Partition:
             with contextlib.suppress(Exception):  # the cause is raised
                 self._close_probe(zone)
             raise
-        armed_s = round(time.monotonic() - t0, 3)
+        armed_s = round(self.kube.monotonic() - t0, 3)
 
         def cut() -> dict:
             try:
@@ -106,14 +105,14 @@ class Partition:
                 with contextlib.suppress(Exception):
                     self._close_probe(zone)
                 raise
-            self.cuts[zone]["cut_at_ns"] = time.time_ns()
+            self.cuts[zone]["cut_at_ns"] = self.kube.wall_ns()
             return {"cut_at_ns": self.cuts[zone]["cut_at_ns"], "armed_s": armed_s}
 
         return cut
 
     def _open_probe(self, zone: str, pods: list[dict], life: float) -> dict:
         """A TCP connection from a Ray pod inside the zone to one outside (the head unless it is in the
-        cut), both ends pod IPs, opened and echoing before the cut (:mod:`chaos.backends.kube_partition`)."""
+        cut), both ends pod IPs, opened and echoing before the cut (:mod:`chaos.backends.kuberay.kube.partition`)."""
         inside = pods[0]
         cut = set(pod_ips(pods))
         others = sorted((p for p in self._ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
@@ -239,7 +238,7 @@ class Partition:
 
     def _mark_table(self, node: str | None, zone: str, life: float) -> None:
         """Record on ``node`` that a partition's nft table is (about to be) loaded there (:data:`kube_marks.NFT_MARK
-        <chaos.backends.kube_marks.NFT_MARK>`): found by ``recover`` and the next preparation even when its helper
+        <chaos.backends.kuberay.kube.marks.NFT_MARK>`): found by ``recover`` and the next preparation even when its helper
         pod died without its TERM trap."""
         if node:
             self.core.patch_node(node, {"metadata": {"annotations": {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from chaos.backends import kube_marks as km, kube_partition as kp
+from chaos.backends.kuberay.kube import marks as km, partition as kp
 from chaos.backends.engine_faults import Throttle
 from chaos.backends.kuberay.common import (CORDON_MARK, CRASH_SCRIPT, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
                                            labels_of, limit, name_of, node_of, node_zones, pod_ips)

@@ -3,7 +3,7 @@ dry runs), the leftovers of any run found by label and annotation and removed, t
 
 from __future__ import annotations
 
-from chaos.backends import kube_access, kube_marks as km
+from chaos.backends.kuberay.kube import access as kube_access, marks as km
 from chaos.backends.kuberay.common import api_message
 from chaos.backends.kuberay.scopes import Reach, Restore
 from chaos.errors import SetupError
@@ -55,7 +55,7 @@ class Preparation:
 
     def preflight_access(self, scopes) -> list[str]:
         """One SelfSubjectAccessReview per verb and resource the faults of ``scopes`` and their heals call
-        (:func:`chaos.backends.kube_access.needed`, with this backend's partition method); any denial
+        (:func:`chaos.backends.kuberay.kube.access.needed`, with this backend's partition method); any denial
         raises one line naming each missing access. Returns what was reviewed (as ``kubectl auth can-i``
         words it)."""
         wanted = kube_access.needed(scopes, self.partition_method, load_in_cluster=self.load_job is not None,
@@ -105,7 +105,7 @@ class Preparation:
         return done
 
     def recover_access(self) -> list[str]:
-        """``recover``'s permissions (:data:`chaos.backends.kube_access.RECOVER`), one SelfSubjectAccessReview
+        """``recover``'s permissions (:data:`chaos.backends.kuberay.kube.access.RECOVER`), one SelfSubjectAccessReview
         each: one line per verb it may not do (what then stays undone); [] when it may do them all. Not a refusal:
         recover does what it may, and reports every removal that failed."""
         try:

@@ -3,7 +3,6 @@ the sampler's look at the control plane. Nothing here writes to the cluster."""
 
 from __future__ import annotations
 
-import time
 
 from chaos.backends.kuberay.common import (RAYSERVICE, ZONE_LABEL, cluster_name, expected_pods, is_not_found, labels_of,
                                            limit, name_of, node_of, node_regions, node_zones, pod_ready, ray_pods,
@@ -165,11 +164,11 @@ class Reads:
                 and all(pod_ready(p) for p in pods) and (not redis or any(pod_ready(p) for p in redis)))
 
     def _wait(self, ok, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = self.kube.monotonic() + timeout
         while not ok():
-            if time.monotonic() > deadline:
+            if self.kube.monotonic() > deadline:
                 raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}")
-            time.sleep(2)
+            self.kube.sleep(2)
 
     def wait_healthy(self, timeout: float = 300.0) -> None:
         self._wait(self.healthy, timeout, f"every Ray pod of {self.cluster} to be ready")

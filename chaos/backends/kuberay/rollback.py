@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 
-from chaos.backends import kube_marks as km, kube_partition as kp
+from chaos.backends.kuberay.kube import marks as km, partition as kp
 from chaos.backends.kuberay.common import api_message, is_not_found, name_of
 from chaos.errors import ClusterError, SetupError
 

@@ -6,7 +6,7 @@ their own registry only). Each checked in one line. ``chaos.provision.kuberay_ba
 
 from __future__ import annotations
 
-from chaos.backends import kube_partition as kp
+from chaos.backends.kuberay.kube import partition as kp
 from chaos.errors import UsageError
 
 

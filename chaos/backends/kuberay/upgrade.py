@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 
-from chaos.backends import kube_marks as km
+from chaos.backends.kuberay.kube import marks as km
 from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S, RAYSERVICE,
                                            SERVE_SHUTDOWN_DEFAULTS, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
                                            api_message, limit, name_of, node_of)
@@ -56,7 +55,7 @@ def cluster_config_patch(ray_cluster_config: dict, version: str, run_id: str | N
                          deadline_s: float | None = None) -> dict:
     """The merge patch of ``spec.rayClusterConfig`` that annotates the head's and every worker
     group's pod template with the version (and, given ``run_id``, the run id and its deadline: the pending
-    RayCluster KubeRay makes of it carries them, :mod:`chaos.backends.kube_marks`). A JSON merge patch
+    RayCluster KubeRay makes of it carries them, :mod:`chaos.backends.kuberay.kube.marks`). A JSON merge patch
     replaces lists whole, so ``workerGroupSpecs`` is the list as read with only the annotations added."""
     marks = {VERSION_ANNOTATION: str(version)}
     if run_id:
@@ -211,7 +210,7 @@ class UpgradeDrain:
                        "off (the operator's ENABLE_ZERO_DOWNTIME=false, or NewClusterWithIncrementalUpgrade "
                        "without its feature gate), so it would never apply it")
                 break
-            time.sleep(KUBERAY_POLL_S)
+            self.kube.sleep(KUBERAY_POLL_S)
         else:
             why = (f"KubeRay did not reconcile the change within {KUBERAY_ANSWER_S:.0f} s (observedGeneration "
                    f"{status.get('observedGeneration')} < {generation}): is the operator running? (its Events on "

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import shlex
 
-from chaos.backends import engine_faults, kube_exec
+from chaos.backends import engine_faults
+from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.kuberay.common import name_of, proc_states_script
 from chaos.backends.kuberay.engines import masks_script, parse_masks
 from chaos.errors import ClusterError

@@ -1,12 +1,11 @@
 """Zone and region loss: the cordon of every node the loss takes out (annotated with the run id),
 the crash of the zones' Ray pods, the watch that proves the loss until its heal, the uncordon
-(which nodes: :mod:`chaos.backends.kube_zone`)."""
+(which nodes: :mod:`chaos.backends.kuberay.kube.zone`)."""
 
 from __future__ import annotations
 
-import time
 
-from chaos.backends import kube_marks as km, kube_zone as kz
+from chaos.backends.kuberay.kube import marks as km, zone as kz
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, check, labels_of, limit, name_of,
                                            node_of, pod_ready, select, zone_loss_nodes)
 from chaos.errors import ClusterError, UsageError
@@ -19,12 +18,12 @@ class ZoneLoss:
         """Zone (or region) loss: one blast-radius check for every Ray pod of ``zones`` (``max_pods``) and
         for every node it would cordon (``max_nodes``: every node of the zones one of the cluster's pod
         templates admits, that hosts its pods, or that carries :data:`ZONE_LOSS_LABEL`:
-        :func:`chaos.backends.kube_zone.zone_loss_nodes`), then cordon those nodes (annotated with the run
+        :func:`chaos.backends.kuberay.kube.zone.zone_loss_nodes`), then cordon those nodes (annotated with the run
         id; one someone else cordoned is left alone), SIGKILL the pods' processes and force-delete the pods;
-        they stay out until :meth:`restore_zones`. From then on a :class:`~chaos.backends.kube_zone.ZoneWatch`
+        they stay out until :meth:`restore_zones`. From then on a :class:`~chaos.backends.kuberay.kube.zone.ZoneWatch`
         looks every ``zone_watch_poll_s`` for a Ray pod of the cluster Ready in the zones (the proof that the
         loss holds until the heal: :meth:`effect_checks`, :meth:`effect_held`, :meth:`restore_zones`)."""
-        started, started_ns = time.monotonic(), time.time_ns()
+        started, started_ns = self.kube.monotonic(), self.kube.wall_ns()
         what = f"loss of {', '.join(zones)}"
         key = tuple(sorted(zones))
         nodes, pods, cordon, theirs = self._zone_loss_reach(zones, what)
@@ -41,7 +40,8 @@ class ZoneLoss:
             old.stop(final_look=False)
         self.zone_watches[key] = kz.ZoneWatch(list(key), self.cluster, lambda: self._ready_in_lost_zones(key),
                                               self.zone_watch_poll_s, started, started_ns,
-                                              max_life_s=self.helper_deadline_s).start()
+                                              max_life_s=self.helper_deadline_s, monotonic=self.kube.monotonic,
+                                              wall_ns=self.kube.wall_ns).start()
         return killed
 
     def _ready_in_lost_zones(self, key: tuple[str, ...]) -> list[dict]:
@@ -133,7 +133,7 @@ class ZoneLoss:
         KubeRay's Pending pods then schedule. Another run's cordon, or a node cordoned by someone
         else (no annotation of ours), is left alone. First the watch of each loss healed here stops,
         after one last look: what it found goes into the fault it proves (:meth:`ZoneWatch.record
-        <chaos.backends.kube_zone.ZoneWatch.record>`; a zone that came back makes it not in effect)."""
+        <chaos.backends.kuberay.kube.zone.ZoneWatch.record>`; a zone that came back makes it not in effect)."""
         self._stop_watches(zones)
         done = []
         for n in self._nodes():

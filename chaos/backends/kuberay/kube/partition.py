@@ -41,7 +41,7 @@ import re
 import shlex
 from typing import Any
 
-from chaos.backends import kube_marks as km
+from chaos.backends.kuberay.kube import marks as km
 
 METHODS = ("networkpolicy", "node-filter")  # the order of the experiment schema's enum
 DEFAULT_METHOD = "node-filter"
@@ -63,7 +63,7 @@ def policy_name(zone: str) -> str:
 
 def partition_policy(zone: str, cluster: str, run_id: str, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
     """A NetworkPolicy isolating exactly the zone's Ray worker pods of ``cluster`` (those labelled
-    ``MEMBER_LABEL=zone``; no ingress, no egress), annotated with its deadline (:mod:`chaos.backends.kube_marks`)."""
+    ``MEMBER_LABEL=zone``; no ingress, no egress), annotated with its deadline (:mod:`chaos.backends.kuberay.kube.marks`)."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

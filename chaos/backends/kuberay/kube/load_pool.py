@@ -5,7 +5,7 @@
 run's ``records.ndjson`` and ``availproof analyse`` do not care where the workers ran.
 
 1. The plan is drawn once, here, and dealt: worker ``W`` gets ``plan[W::N]``, written into the ConfigMap
-   of its own that its pod mounts (:mod:`chaos.backends.kube_load`: the Indexed Job, its pods off every
+   of its own that its pod mounts (:mod:`chaos.backends.kuberay.kube.load`: the Indexed Job, its pods off every
    node running a Ray pod of the cluster under test). The pods' program: :mod:`chaos.load.pod_worker`.
 2. Once every pod is Running and has said it is ready (its log, followed through ``pods/log``), each
    pod's wall clock is read through exec (:data:`~chaos.load.pod_worker.CLOCK_SCRIPT`), NTP's way
@@ -33,7 +33,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from chaos import records as rec
-from chaos.backends import kube_exec, kube_load as kl
+from chaos.backends.kuberay.kube import pod_exec as kube_exec, load as kl
 from chaos.errors import ClusterError
 from chaos.load import pod_worker as pw
 from chaos.load.clock import best_offset

@@ -20,12 +20,12 @@ making it), not what might be convenient; each scope's module (:mod:`chaos.scope
 - pod deletes (grace 0) after each crash, and for a drain's deadline;
 - node patches: the cordon of a zone or region loss and its uncordon at the heal;
 - before a zone or region loss, unless it is acknowledged (``allow_autoscaled_zone_loss``), the node
-  autoscalers it looks for, cluster-wide (:mod:`chaos.backends.kube_autoscale`): ConfigMaps listed by name
+  autoscalers it looks for, cluster-wide (:mod:`chaos.backends.kuberay.kube.autoscale`): ConfigMaps listed by name
   (cluster-autoscaler's status), pods listed (cluster-autoscaler's), Karpenter's NodePools listed;
 - the partition: helper pods created and deleted (``node-filter``), or the zone's pods labelled and a
   NetworkPolicy created and deleted (``networkpolicy``), the policy read at every heal;
 - ``pods/eviction`` create for a drain; a RayService patch for an upgrade;
-- with the load workers in the cluster (``kubernetes.load.in_cluster``, :mod:`chaos.backends.kube_load_pool`):
+- with the load workers in the cluster (``kubernetes.load.in_cluster``, :mod:`chaos.backends.kuberay.kube.load_pool`):
   the Job created (and dry-run at the set-up), read and deleted, one ConfigMap per worker created and
   deleted, the pods' logs followed (``pods/log``), exec into them for their clocks and signals.
 
@@ -139,7 +139,7 @@ RECOVER = READS + EXEC + (
 @dataclass(frozen=True)
 class Asked:
     """What a scope's accesses depend on besides the scope: the backend's partition method
-    (:data:`chaos.backends.kube_partition.METHODS`), and whether a zone or region loss looks for node
+    (:data:`chaos.backends.kuberay.kube.partition.METHODS`), and whether a zone or region loss looks for node
     autoscalers first (not when acknowledged as autoscaled)."""
 
     partition_method: str = "node-filter"

@@ -26,7 +26,7 @@ found. 404 means the resource does not exist (no ConfigMap, no Karpenter CRD): n
 
 from __future__ import annotations
 
-from chaos.backends.kube_labels import ZONE_LABEL
+from chaos.backends.kuberay.kube.labels import ZONE_LABEL
 
 STATUS_NAME = "cluster-autoscaler-status"  # cluster-autoscaler's --status-config-map-name default
 KARPENTER = ("karpenter.sh", ("v1", "v1beta1"), "nodepools")
@@ -76,8 +76,8 @@ def zone_admitted(requirements: list[dict], labels: dict, zone: str) -> bool:
 
 def nodepool_signs(nodepools: list[dict], zones: list[str] | None, templates: list[tuple[str, dict]]) -> list[str]:
     """Karpenter NodePools that admit one of ``zones`` (any zone when None) and whose taints one of the
-    cluster's pod ``templates`` tolerates (:func:`chaos.backends.kube_zone.tolerates`)."""
-    from chaos.backends.kube_zone import BLOCKING_EFFECTS, tolerates
+    cluster's pod ``templates`` tolerates (:func:`chaos.backends.kuberay.kube.zone.tolerates`)."""
+    from chaos.backends.kuberay.kube.zone import BLOCKING_EFFECTS, tolerates
 
     out = []
     for np_ in nodepools:

@@ -34,8 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.backends import kube_marks as km
-from chaos.backends.kube_labels import ZONE_LABEL
+from chaos.backends.kuberay.kube import marks as km
+from chaos.backends.kuberay.kube.labels import ZONE_LABEL
 from chaos.errors import UsageError, parse_bool
 from chaos.load import pod_worker
 

@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from chaos.backends.kube_labels import ZONE_LABEL
+from chaos.backends.kuberay.kube.labels import ZONE_LABEL
 
 ZONE_LOSS_LABEL = "availproof.io/zone-loss-node"  # "true" on a node a zone loss may cordon though no template admits it
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # PreferNoSchedule only scores
@@ -174,7 +174,9 @@ class ZoneWatch:
     by itself after ``max_life_s`` (a run that crashed leaves no thread looking forever)."""
 
     def __init__(self, zones: list[str], cluster: str, look: Callable[[], list[dict]], poll_s: float,
-                 started: float, started_ns: int, max_life_s: float = 3600.0):
+                 started: float, started_ns: int, max_life_s: float = 3600.0,
+                 monotonic: Callable[[], float] = time.monotonic, wall_ns: Callable[[], int] = time.time_ns):
+        self.monotonic, self.wall_ns = monotonic, wall_ns  # the clock ``started`` was read on
         self.zones, self.cluster, self._look, self.poll_s = list(zones), cluster, look, float(poll_s)
         self.started, self.started_ns, self.max_life_s = started, started_ns, float(max_life_s)
         self.breach: dict | None = None
@@ -194,7 +196,7 @@ class ZoneWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            if time.monotonic() - self.started > self.max_life_s:
+            if self.monotonic() - self.started > self.max_life_s:
                 return
             self.look_once()
 
@@ -208,7 +210,7 @@ class ZoneWatch:
                 self.failed += 1
                 self.last_error = f"{type(e).__name__}: {e}"[:200]
                 return self.breach
-        now, now_ns = time.monotonic(), time.time_ns()
+        now, now_ns = self.monotonic(), self.wall_ns()
         with self._lock:
             self.looks += 1
             if ready and self.breach is None:
@@ -226,12 +228,12 @@ class ZoneWatch:
                 self._thread.join(timeout=max(5.0, self.poll_s * 2))
             if final_look:
                 self.look_once()
-            self.stopped_s = round(time.monotonic() - self.started, 3)
+            self.stopped_s = round(self.monotonic() - self.started, 3)
         return self.finding()
 
     def finding(self) -> dict:
         with self._lock:
-            watched = self.stopped_s if self.stopped_s is not None else round(time.monotonic() - self.started, 3)
+            watched = self.stopped_s if self.stopped_s is not None else round(self.monotonic() - self.started, 3)
             return {"zones": self.zones, "held": self.breach is None, "watched_s": watched, "poll_s": self.poll_s,
                     "looks": self.looks, "failed_looks": self.failed, "last_error": self.last_error,
                     "started_at": _iso(self.started_ns), "breach": dict(self.breach) if self.breach else None}
