@@ -155,20 +155,26 @@ class Engines:
         out = self.exec(r.node, f"p=$(pgrep -P {pid} -f EngineCore); [ -z \"$p\" ] || {{ kill -9 $p && echo $p; }}")
         return self._engine_items(r, out, "to crash")
 
-    def error_engine(self, r):
-        """Everything but the signal done: the replica's engine children found in its pod and their signal masks
-        read (one exec): each must take SIGUSR1 (the app's fault hook), else refused, nothing sent. The returned
-        callable sends it (a second exec: ``kill -USR1``)."""
+    def hooked_engines(self, r, what: str, to: str) -> list[int]:
+        """The replica's engine children in its pod, their signal masks read (one exec): each must take SIGUSR1
+        (the app's fault hook), else refused in one line (it would not ``what``), nothing sent; none: refused
+        ("no engine child process to ``to``")."""
         masks = parse_masks(self.exec(r.node, masks_script(int(r.pid))))
         if not masks:
             raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) in pod {r.node}: no engine child process to "
-                               "make fail")
+                               f"{to}")
         for p, status in sorted(masks.items()):
             takes, seen = engine_faults.handles(status)
             if not takes:
-                raise ClusterError(f"replica {r.replica_id}: its engine process {p} in pod {r.node} would not fail "
+                raise ClusterError(f"replica {r.replica_id}: its engine process {p} in pod {r.node} would not {what} "
                                    f"from inside on SIGUSR1 ({seen}): the app's engine-fault hook is off "
                                    "(AVAILPROOF_ENGINE_FAULTS=1 in the engine's environment); nothing sent")
+        return sorted(masks)
+
+    def error_engine(self, r):
+        """Everything but the signal done (:meth:`hooked_engines`). The returned callable sends it (a second exec:
+        ``kill -USR1``)."""
+        masks = self.hooked_engines(r, "fail", "make fail")
 
         def fire() -> list[str]:
             return self._engine_items(r, self.exec(r.node, error_script(sorted(masks))), "took the signal")

@@ -12,7 +12,6 @@ import shlex
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.kuberay.common import name_of, proc_states_script
-from chaos.backends.kuberay.engines import masks_script, parse_masks
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import request_path, wedge_path
 
@@ -60,6 +59,15 @@ def release_script(pids: list[int], run_id: str) -> str:
         for p in (int(x) for x in pids)) + "; true"
 
 
+def by_pod(items) -> dict[str, list[int]]:
+    """``pod/pid`` items grouped: pod -> its pids."""
+    out: dict[str, list[int]] = {}
+    for item in items:
+        pod, _, pid = str(item).rpartition("/")
+        out.setdefault(pod, []).append(int(pid))
+    return out
+
+
 class Wedges:
     """The wedge of a replica's engine, and its release."""
 
@@ -67,19 +75,11 @@ class Wedges:
         """Everything but the signal done: the engine children found in the replica's pod and their signal masks
         read (one exec; each must take SIGUSR1, else refused, nothing sent). The returned callable leaves the
         requests and sends the signal (one exec)."""
-        masks = parse_masks(self.exec(r.node, masks_script(int(r.pid))))
-        if not masks:
-            raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) in pod {r.node}: no engine child process to wedge")
-        for p, status in sorted(masks.items()):
-            takes, seen = engine_faults.handles(status)
-            if not takes:
-                raise ClusterError(f"replica {r.replica_id}: its engine process {p} in pod {r.node} would not wedge "
-                                   f"from inside on SIGUSR1 ({seen}): the app's engine-fault hook is off "
-                                   "(AVAILPROOF_ENGINE_FAULTS=1 in the engine's environment); nothing sent")
+        masks = self.hooked_engines(r, "wedge", "wedge")
         request = engine_faults.wedge_request(self.run_id, spin).strip()
 
         def fire() -> list[str]:
-            out = self.exec(r.node, wedge_script(sorted(masks), request))
+            out = self.exec(r.node, wedge_script(masks, request))
             pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
             if not pids:
                 raise ClusterError(f"replica {r.replica_id} in pod {r.node}: no engine took the signal")
@@ -91,11 +91,7 @@ class Wedges:
         """The wedges of ``pids`` ("pod/pid") still marked with this run released, per pod (one exec); a pod gone
         took its engine with it."""
         out = []
-        by_pod: dict[str, list[int]] = {}
-        for item in pids:
-            pod, _, pid = str(item).rpartition("/")
-            by_pod.setdefault(pod, []).append(int(pid))
-        for pod, ps in by_pod.items():
+        for pod, ps in by_pod(pids).items():
             try:
                 said = self.exec(pod, release_script(ps, self.run_id))
             except kube_exec.ExecError:
@@ -118,11 +114,7 @@ class Wedges:
             return [{"check": "the engine's processes wedged", "ok": False, "seen": "the signal named no process"}]
         replica = int(fault["pid"]) if str(fault.get("pid") or "").isdigit() else None
         out = []
-        by_pod: dict[str, list[int]] = {}
-        for item in items:
-            pod, _, pid = str(item).rpartition("/")
-            by_pod.setdefault(pod, []).append(int(pid))
-        for pod, ps in by_pod.items():
+        for pod, ps in by_pod(items).items():
             try:
                 said = self.exec(pod, marks_script(ps + ([replica] if replica else [])))
             except kube_exec.ExecError:
