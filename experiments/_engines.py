@@ -120,10 +120,12 @@ def make(experiment, action):
         "engine-wedge", [action("wedge-engine-in-zone-a", "wedge_engine", zone="zone-a")],
         {"max_failed_requests": 40, "max_time_to_steady_state_s": 40, "must_recover": True,
          "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 0.6},
-        "The bounds of engine-hang-watchdog, which a detector meets: this run has none, so the wedged replica keeps "
-        "its share of requests for the whole recovery window and they fail at the client's timeout; VIOLATED is the "
-        "expected reading (a PASS here would mean the fault did not hold). The contrast case: what Serve does with a "
-        "wedge when nothing looks at progress (its health check, like vLLM's, asks only whether the engine errored).",
+        "The bounds of engine-hang-watchdog, which a detector meets: this run has none, so nothing takes the wedged "
+        "replica out and the requests routed to it fail at the client's timeout until Serve's router stops picking "
+        "it (64 of 241 on the stream target, 2026-12-06, twice; the service steady again after 24 s with the "
+        "wedged replica still RUNNING, serving nothing); VIOLATED is the expected reading (a PASS here would mean "
+        "the fault did not hold). The contrast case: what Serve does with a wedge when nothing looks at progress "
+        "(its health check, like vLLM's, asks only whether the engine errored).",
         hypothesis_wait_s=5,
     )
 
