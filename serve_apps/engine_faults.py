@@ -137,19 +137,23 @@ def remove_tombstones(pids) -> None:
             pass
 
 
-def write_tombstone(pid: int | None = None) -> bool:
-    """Record (atomically) that this engine process raised the injected error; never raises (the error path
-    must run whatever happens to the record)."""
-    path = tombstone_path(os.getpid() if pid is None else pid)
+def _write_atomically(path: str, text: str) -> bool:
+    """``text`` into ``path`` through a temporary file and a rename; never raises (logged, False)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
-            f.write(f"{time.time():.3f}\n")
+            f.write(text)
         os.replace(tmp, path)
         return True
     except OSError:
-        logger.exception("availproof: the engine error's tombstone %s could not be written", path)
+        logger.exception("availproof: %s could not be written", path)
         return False
+
+
+def write_tombstone(pid: int | None = None) -> bool:
+    """Record (atomically) that this engine process raised the injected error; never raises (the error path
+    must run whatever happens to the record)."""
+    return _write_atomically(tombstone_path(os.getpid() if pid is None else pid), f"{time.time():.3f}\n")
 
 
 def request_path(pid: int) -> str:
@@ -176,18 +180,6 @@ def take_request(pid: int | None = None) -> dict:
     if not isinstance(request, dict) or request.get("fault") not in (ERROR, WEDGE, VOID):
         return {"fault": ERROR}
     return request
-
-
-def _write_atomically(path: str, text: str) -> bool:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        logger.exception("availproof: %s could not be written", path)
-        return False
 
 
 def wedge(request: dict, pid: int | None = None, poll_s: float = WEDGE_POLL_S, exists=os.path.exists,

@@ -7,7 +7,6 @@ state file (the allowlist): a replica PID read from Serve is refused if it is an
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 from typing import Callable
 
 from chaos import placement
