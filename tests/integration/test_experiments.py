@@ -252,8 +252,12 @@ def check_experiment(name: str, verdict: int, result: dict, out: Path):
     assert verdict == EXPECTED[name], (verdict, bounds.describe_failures(result["summary"]["bounds"]["results"]))
 
 
-# replica-kill runs through Chaos Toolkit's own CLI below (once, not twice: CI time)
-SHARED = [name for name in suite.FULL if name not in ("replica-kill", "head-kill-no-ft", "region-loss", "zone-partition")]
+# replica-kill runs through Chaos Toolkit's own CLI below (once, not twice: CI time); engine-hang (SIGSTOP for
+# 20 s, then SIGCONT) is not run here: engine-wedge is the hang as production has it, engine-slow runs the same
+# SIGSTOP/SIGCONT path in its duty cycle, and the unit tests hold the hang's stop and resume (CI time: 56 s)
+NOT_IN_CI = ("engine-hang",)
+SHARED = [name for name in suite.FULL
+          if name not in ("replica-kill", "head-kill-no-ft", "region-loss", "zone-partition") + NOT_IN_CI]
 
 
 def shortened(test_root: Path, name: str) -> Path:
@@ -601,19 +605,19 @@ def test_claim_on_the_runs_of_this_suite(shared_cluster, test_root, tmp_path):
             independent_lost_s(d / "records.ndjson", summary["faults"][0]))
     assert lost, "no single-fault run to claim on"
     rates = tmp_path / "rates.yaml"
-    # the engine hang's stated outage is far longer than the 20 s tested (or it was not run): not covered
+    # the straggler's stated length is far longer than the 20 s tested (or it was not run): not covered
     rates.write_text("period_days: 30\nscopes:\n" + "".join(
-        f"  {s}:\n    events: 2\n    source: guess\n" for s in lost if s != "engine")
-        + "  engine:\n    events: 2\n    duration_s: 1000000\n    source: guess\n")
+        f"  {s}:\n    events: 2\n    source: guess\n" for s in lost if s != "engine-slow")
+        + "  engine-slow:\n    events: 2\n    duration_s: 1000000\n    source: guess\n")
     cli = Path(sys.executable).parent / "availproof"
     proc = subprocess.run([str(cli), "claim", str(runs), "--faults", str(rates), "--format", "all"],
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, proc.stderr[-2000:]  # not supported: the engine hang is not covered
+    assert proc.returncode == 1, proc.stderr[-2000:]  # not supported: the straggler's length is not covered
     claim = json.loads((runs / "claim.json").read_text())
     point = 1 - sum(2 * sum(v) / len(v) for v in lost.values()) / (30 * 86400)
     assert claim["availability"]["point"] == pytest.approx(point, abs=1e-9), (claim["availability"], lost)
     assert claim["verdict"]["word"] == "not_covered", claim["verdict"]
-    assert any(r.startswith("not_covered: engine:") for r in claim["verdict"]["reasons"]), claim["verdict"]
+    assert any(r.startswith("not_covered: engine-slow:") for r in claim["verdict"]["reasons"]), claim["verdict"]
     for scope in ("replica", "node"):
         e = claim["scopes"][scope]
         assert e["trials"] >= 2 and e["expected_lost_s"]["interval90"][1] >= e["expected_lost_s"]["mean"] > 0, e

@@ -69,6 +69,7 @@ def _p99_ms(xs_ns):
     return percentile([abs(x) / 1e6 for x in xs_ns], 0.99)
 
 
+@pytest.mark.timing
 def test_two_workers_gamma_half_merge_from_both_with_the_burstiness_and_analyse_again(tmp_path):
     import json
     import shutil
@@ -164,6 +165,7 @@ def _replay(tmp_path, rows, attempt):
     return rec.read(path)
 
 
+@pytest.mark.timing
 def test_a_trace_replays_with_send_instants_within_1ms_p99_of_the_traces(tmp_path):
     import os
 

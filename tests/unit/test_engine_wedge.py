@@ -173,6 +173,8 @@ def test_a_failed_wedge_is_unproven_not_claimed(monkeypatch, engine):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.5}, raising=False)
     procs.signal_pids([engine.pid], signal.SIGUSR1)  # no request: an engine error, not a wedge
     assert _until(lambda: engine.state() == "errored")
+    # the tombstone is written before the engine exits: its exit (gone or a zombie) is waited for, not raced
+    assert _until(lambda: procs.state(engine.pid) in engine_faults.GONE)
     assert [c["ok"] for c in engines.wedge_checks({"pids": [engine.pid]}, "run-1")] == [False, False]
 
 
