@@ -64,6 +64,12 @@ word, and the step stays blocked **as long as that mark exists**: nothing in the
 removes it only at the run's end (and only while it still names the run), or the engine goes with its
 replica when something real (a detector, Serve) replaces it.
 
+**Garbage and stall** (``engine-garbage``, ``engine-stall``): a request naming ``garbage`` or ``stall`` makes the
+engine *hold* the fault while it steps on (:func:`hold`, :mod:`serve_apps.held_faults`): its mark
+(:func:`mark_path`) written as it begins, looked at from the step at most every 0.1 s and rewritten in place with
+the steps since; garbage shifts the token ids of every step's outputs, a stall makes the scheduler's KV-cache
+manager refuse every request not yet started. Both end when the rig removes the mark (:func:`let_go`).
+
 **The step's heartbeat** (for the progress watchdog v2, :mod:`serve_apps.watchdog_v2`): the same step
 wrapper marks each step's start and end in the engine's heartbeat file (:mod:`serve_apps.heartbeat`, a
 memory-mapped file per engine pid under ``/tmp``), so a wedged step (it starts, never ends) stops it while a

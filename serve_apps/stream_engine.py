@@ -28,6 +28,11 @@ both apps:
     ``engine error (injected)``. Without the variable SIGUSR1 keeps its default meaning (the child
     terminates: ``dead``);
   - ``dead`` (for good): end of file without that report (the child died: a crash).
+  - and, with the hook on, a fault it *holds* while it steps on (``engine-garbage``, ``engine-stall``:
+    :mod:`serve_apps.held_faults`, the same request and marks as vLLM's hook): it says so through the pipe
+    (:data:`HELD_ON`, :data:`HELD_OFF` when the rig removed the mark); from then on its steps' tokens are
+    :data:`GARBAGE_WORD` (:func:`generate`), or its steps admit nothing new (:func:`wait_ready` waits, the
+    running requests' tokens go on).
 
 - every token of every request goes through :func:`generate`, which lets a token out once its pacing
   delay has elapsed *and* the engine has stepped since that request's previous token (its first: since
