@@ -1,5 +1,6 @@
 """The engine faults' experiments (engine-hang, engine-crash, engine-hang-watchdog, engine-error, engine-slow,
-engine-wedge, engine-wedge-watchdog), written by ``experiments/_make.py`` from its template (:func:`make`)."""
+engine-wedge, engine-wedge-watchdog, engine-garbage, engine-stall), written by ``experiments/_make.py`` from its
+template (:func:`make`)."""
 
 # Serve takes a replica out after 3 failed health checks in a row (Ray 2.60 REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD)
 SERVE_HEALTH_FAILURES = 3
@@ -151,4 +152,51 @@ def make(experiment, action):
         "without a first token, each stream's token age, an idle canary; serve_apps/watchdog_v2.py): the wedge stops "
         "the heartbeat with requests waiting.",
         app={"stall_s": STALL_S, "watchdog": 2},
+    )
+
+    experiment(
+        "engine-garbage", "one replica's engine produces wrong tokens at full speed for good, no detector",
+        "Makes the engine of one replica in zone-a produce garbage the way a corrupted device or kernel does "
+        "(vllm-project/vllm #35718: garbled text after serving for some time; #14126: every answer '!!!!', the argmax "
+        "of NaN logits; the class of silent data corruption on a faulty GPU): the rig leaves the engine a request "
+        "naming garbage and the run and sends SIGUSR1 to its fault hook (serve_apps/engine_faults.py, "
+        "serve_apps/held_faults.py); from its next step on its tokens are wrong (vLLM: the step's output token ids "
+        "shifted by one; the stream target: its engine child says its steps are corrupted and every token they let "
+        "out is '!'), at full speed, its health check passing. The rig never ends it during the run; its end "
+        "releases it. The stream target's exact check (chaos/load/integrity.py, chaos/load/continuity.py) counts "
+        "the wrong answers, failure class corrupted; on vLLM only a golden answer could tell, and none is recorded "
+        "yet: its corrupted count is null with the reason.",
+        "engine-garbage", [action("garble-engine-in-zone-a", "garble_engine", zone="zone-a")],
+        {"max_failed_requests": 0, "max_time_to_steady_state_s": 40, "must_recover": True,
+         "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 0.6},
+        "Unmeasured yet. Expected VIOLATED by design (no detector exists for wrong content: Serve's health check, "
+        "like vLLM's, asks only whether the engine errored, and the watchdogs look only at progress): nothing takes "
+        "the replica out, its latency is normal so Serve's router keeps sending it about its third of the 8 req/s, "
+        "and every answer it gives from the fault to the run's end is corrupted (failure class corrupted), so "
+        "failed requests far above 0 and no steady state (success ratio about 2/3 against 0.99). A PASS here would "
+        "mean the fault did not hold, or the check missed it: the positive control of stream integrity (issue 44). "
+        "Capacity is never lost (restored trivially) and the control plane is untouched (5 s allows a slow health "
+        "answer).",
+        hypothesis_wait_s=5,
+    )
+
+    experiment(
+        "engine-stall", "one replica's engine admits no new request for good, no detector",
+        "Stalls the engine of one replica in zone-a the way operators report schedulers that stop taking requests "
+        "in while the engine reports healthy (vllm-project/vllm #53130: the scheduler permanently stops admitting, "
+        "only a restart recovers; #45414: Running 0, Waiting 5-6 for 9+ minutes, probes at 200): the rig leaves the "
+        "engine a request naming stall and the run and sends SIGUSR1 to its fault hook (serve_apps/engine_faults.py, "
+        "serve_apps/held_faults.py); from its next step on it admits nothing new (vLLM: its KV-cache manager refuses "
+        "the blocks of every request not yet started, vLLM's own 'no room' path; the stream target: its engine "
+        "child's steps admit nothing) while the requests it runs step on and finish. The rig never ends it during "
+        "the run; its end releases it.",
+        "engine-stall", [action("stall-engine-in-zone-a", "stall_engine", zone="zone-a")],
+        {"max_failed_requests": 40, "max_time_to_steady_state_s": 40, "must_recover": True,
+         "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 0.6},
+        "Unmeasured yet; the bounds of engine-wedge, which a detector would meet. Expected VIOLATED by design (no "
+        "detector): the requests running at the fault finish, and every request routed to the stalled replica after "
+        "it waits for its first token until the client's 10 s timeout, until Serve's router (power of two choices "
+        "on ongoing requests) stops picking it as its queue grows, as with the wedge (64 of 241 failed there, "
+        "2026-12-06). Capacity is never lost (the replica stays RUNNING) and the control plane is untouched.",
+        hypothesis_wait_s=5,
     )

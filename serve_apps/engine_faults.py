@@ -64,6 +64,12 @@ word, and the step stays blocked **as long as that mark exists**: nothing in the
 removes it only at the run's end (and only while it still names the run), or the engine goes with its
 replica when something real (a detector, Serve) replaces it.
 
+**Garbage and stall** (``engine-garbage``, ``engine-stall``): a request naming ``garbage`` or ``stall`` makes the
+engine *hold* the fault while it steps on (:func:`hold`, :mod:`serve_apps.held_faults`): its mark
+(:func:`mark_path`) written as it begins, looked at from the step at most every 0.1 s and rewritten in place with
+the steps since; garbage shifts the token ids of every step's outputs, a stall makes the scheduler's KV-cache
+manager refuse every request not yet started. Both end when the rig removes the mark (:func:`let_go`).
+
 **The step's heartbeat** (for the progress watchdog v2, :mod:`serve_apps.watchdog_v2`): the same step
 wrapper marks each step's start and end in the engine's heartbeat file (:mod:`serve_apps.heartbeat`, a
 memory-mapped file per engine pid under ``/tmp``), so a wedged step (it starts, never ends) stops it while a
@@ -80,7 +86,8 @@ import signal
 import threading
 import time
 
-from serve_apps import heartbeat
+from serve_apps import heartbeat, held_faults
+from serve_apps.held_faults import GARBAGE, STALL, write_atomically
 
 ENV = "AVAILPROOF_ENGINE_FAULTS"
 MESSAGE = "engine error (injected)"
@@ -89,6 +96,7 @@ ERROR_EXIT = 70  # the stream target's engine child's exit status after an injec
 TOMBSTONE_DIR = "/tmp"  # not $TMPDIR: the rig (or an exec in the pod) must find it without the engine's environment
 _WRAPPED = "__availproof_engine_fault__"
 ERROR, WEDGE = "error", "wedge"  # the faults a signal can arm (the request names one; none: error)
+FAULTS = (ERROR, WEDGE, GARBAGE, STALL)  # garbage and stall: held while the engine steps (serve_apps.held_faults)
 # the rig's word that a signal it sent is void (the run ended before the engine stepped to take it): nothing fires
 VOID = "void"
 WEDGE_POLL_S = 0.1  # a blocked wedge looks this often whether its mark is still there
@@ -137,23 +145,10 @@ def remove_tombstones(pids) -> None:
             pass
 
 
-def _write_atomically(path: str, text: str) -> bool:
-    """``text`` into ``path`` through a temporary file and a rename; never raises (logged, False)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        logger.exception("availproof: %s could not be written", path)
-        return False
-
-
 def write_tombstone(pid: int | None = None) -> bool:
     """Record (atomically) that this engine process raised the injected error; never raises (the error path
     must run whatever happens to the record)."""
-    return _write_atomically(tombstone_path(os.getpid() if pid is None else pid), f"{time.time():.3f}\n")
+    return write_atomically(tombstone_path(os.getpid() if pid is None else pid), f"{time.time():.3f}\n")
 
 
 def request_path(pid: int) -> str:
@@ -161,9 +156,15 @@ def request_path(pid: int) -> str:
     return f"{TOMBSTONE_DIR}/availproof-engine-fault-{int(pid)}.request"
 
 
+def mark_path(fault: str, pid: int) -> str:
+    """The engine process ``pid``'s mark of ``fault`` (wedge, garbage, stall): written as the fault begins; the
+    fault holds while it exists."""
+    return f"{TOMBSTONE_DIR}/availproof-engine-{fault}-{int(pid)}"
+
+
 def wedge_path(pid: int) -> str:
     """The engine process ``pid``'s wedge mark: written as it wedges; its step stays blocked while it exists."""
-    return f"{TOMBSTONE_DIR}/availproof-engine-wedge-{int(pid)}"
+    return mark_path(WEDGE, pid)
 
 
 def take_request(pid: int | None = None) -> dict:
@@ -177,7 +178,7 @@ def take_request(pid: int | None = None) -> dict:
         os.unlink(path)
     except (OSError, ValueError):
         return {"fault": ERROR}
-    if not isinstance(request, dict) or request.get("fault") not in (ERROR, WEDGE, VOID):
+    if not isinstance(request, dict) or request.get("fault") not in FAULTS + (VOID,):
         return {"fault": ERROR}
     return request
 
@@ -190,7 +191,7 @@ def wedge(request: dict, pid: int | None = None, poll_s: float = WEDGE_POLL_S, e
     A mark that cannot be written does not wedge (the fault's proof then fails: nothing is claimed)."""
     path = wedge_path(os.getpid() if pid is None else pid)
     began = time.time()
-    if not _write_atomically(path, json.dumps({"run": request.get("run"), "t": round(began, 3)}) + "\n"):
+    if not write_atomically(path, json.dumps({"run": request.get("run"), "t": round(began, 3)}) + "\n"):
         return 0.0
     logger.error("availproof: the engine's step wedged (SIGUSR1 %s), for as long as %s exists",
                  "spinning" if request.get("spin") else "blocked", path)
@@ -215,8 +216,10 @@ def install_handler(trigger: Trigger | None = None) -> bool:
 
 
 _BEATS: list[tuple[str, heartbeat.Writer]] = []  # this process's (directory, heartbeat writer); a forked child's own
+HOLDING: dict[str, held_faults.Held] = {}  # the faults this engine process holds while it steps (garbage, stall)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_BEATS.clear)
+    os.register_at_fork(after_in_child=HOLDING.clear)
 
 
 def heartbeat_path(pid: int) -> str:
@@ -232,6 +235,48 @@ def step_heartbeat() -> heartbeat.Writer:
     return _BEATS[0][1]
 
 
+def hold(core, request: dict, pid: int | None = None) -> bool:
+    """Begin holding the fault ``request`` names (garbage or stall) in the engine ``core`` (vLLM's EngineCore): its
+    mark written (:func:`mark_path`, the request's run), then, for a stall, the scheduler's admission closed
+    (:func:`serve_apps.held_faults.close_admission`). A mark that cannot be written, or a stall whose scheduler
+    cannot be gated (its mark removed), holds nothing: the fault's proof then fails, nothing is claimed."""
+    fault = request["fault"]
+    held = held_faults.Held(fault, request.get("run"), mark_path(fault, os.getpid() if pid is None else pid))
+    if not held.start():
+        return False
+    if fault == STALL:
+        try:
+            held_faults.close_admission(core.scheduler.kv_cache_manager)
+        except Exception:  # noqa: BLE001 - not a scheduler this hook knows: no stall, and no mark claiming one
+            logger.exception("availproof: the scheduler's admission could not be closed")
+            os.unlink(held.path)
+            return False
+    HOLDING[fault] = held
+    logger.error("availproof: the engine holds %s (SIGUSR1) for as long as %s exists", fault, held.path)
+    return True
+
+
+def let_go(core) -> None:
+    """End each held fault whose mark the rig removed (a stall: admission open again)."""
+    for fault, held in list(HOLDING.items()):
+        if not held.holding():
+            del HOLDING[fault]
+            if fault == STALL:
+                held_faults.open_admission(core.scheduler.kv_cache_manager)
+            logger.error("availproof: the engine no longer holds %s (its mark removed)", fault)
+
+
+def held_step(result) -> None:
+    """After a step that held faults: its outputs corrupted under garbage, the step counted (one that ran the
+    model: vLLM's step returns ``(outputs, model_executed)``)."""
+    outputs, executed = result if isinstance(result, tuple) and len(result) == 2 else (None, False)
+    if GARBAGE in HOLDING:
+        held_faults.corrupt_outputs(outputs)
+    if executed:
+        for held in HOLDING.values():
+            held.step()
+
+
 def _failing_step(step, trigger: Trigger):
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
@@ -241,11 +286,17 @@ def _failing_step(step, trigger: Trigger):
             request = take_request()
             if request["fault"] == WEDGE:
                 wedge(request)  # returns only once the rig removed the mark (the run's end)
+            elif request["fault"] in (GARBAGE, STALL):
+                hold(self, request)  # held while its mark exists, the engine stepping on
             elif request["fault"] != VOID:  # void: the run that sent the signal has ended
                 logger.error("availproof: %s raised in the engine's step (SIGUSR1)", MESSAGE)
                 write_tombstone()
                 raise InjectedEngineError(MESSAGE)
+        if HOLDING:
+            let_go(self)
         result = step(self, *args, **kwargs)
+        if HOLDING:
+            held_step(result)
         beat.end(started)
         return result
     setattr(wrapper, _WRAPPED, True)

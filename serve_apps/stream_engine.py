@@ -28,6 +28,11 @@ both apps:
     ``engine error (injected)``. Without the variable SIGUSR1 keeps its default meaning (the child
     terminates: ``dead``);
   - ``dead`` (for good): end of file without that report (the child died: a crash).
+  - and, with the hook on, a fault it *holds* while it steps on (``engine-garbage``, ``engine-stall``:
+    :mod:`serve_apps.held_faults`, the same request and marks as vLLM's hook): it says so through the pipe
+    (:data:`HELD_ON`, :data:`HELD_OFF` when the rig removed the mark); from then on its steps' tokens are
+    :data:`GARBAGE_WORD` (:func:`generate`), or its steps admit nothing new (:func:`wait_ready` waits, the
+    running requests' tokens go on).
 
 - every token of every request goes through :func:`generate`, which lets a token out once its pacing
   delay has elapsed *and* the engine has stepped since that request's previous token (its first: since
@@ -55,7 +60,7 @@ import threading
 import time
 from typing import AsyncIterator, Callable, Iterable
 
-from serve_apps import engine_faults, heartbeat
+from serve_apps import engine_faults, heartbeat, held_faults
 
 STEP_S = 0.005  # the child's step: one byte to the pipe
 HUNG_AFTER_S = 1.0
@@ -66,6 +71,12 @@ STEP_BYTE = b"."
 TOMBSTONE = engine_faults.tombstone_path(0).removesuffix("0")  # + the child's pid: the same file as vLLM's hook
 REQUEST = engine_faults.request_path(0).removesuffix("0.request")  # + pid + ".request": the rig's request
 WEDGE = engine_faults.wedge_path(0).removesuffix("0")  # + the child's pid: its wedge mark, as vLLM's hook writes it
+# the faults the child holds while it steps (serve_apps.held_faults): their marks (+ pid), and what it tells its replica
+HELD_MARKS = {f: engine_faults.mark_path(f, 0).removesuffix("0") for f in held_faults.HELD}
+HELD_ON = {held_faults.GARBAGE: b"G", held_faults.STALL: b"S"}  # from the next step on: tokens wrong / nothing admitted
+HELD_OFF = {held_faults.GARBAGE: b"g", held_faults.STALL: b"s"}  # the mark removed: that fault ended
+GARBAGE_WORD = "!"  # a token of a corrupted step (NaN logits' argmax is token 0, "!" in many vocabularies)
+HELD_LOOK_STEPS = 20  # the child looks at (and rewrites) its held marks every this many steps (~0.1 s)
 _CHILD = ("import json, os, signal, sys, time\n"
           "fd = int(sys.argv[1])\n"
           "def atomically(path, text):\n"
@@ -96,6 +107,29 @@ _CHILD = ("import json, os, signal, sys, time\n"
           "            continue\n"
           "        if not os.path.exists(path):\n"
           "            return\n"
+          "held = {}  # fault -> [mark path, run, began, steps since]\n"
+          "def mark(h):  # as serve_apps.held_faults.mark_text\n"
+          "    text = json.dumps({'run': h[1], 't': round(h[2], 3), 'steps': h[3]})\n"
+          f"    return text.ljust({held_faults.MARK_WIDTH}) + '\\n'\n"
+          "def rewrite(h):  # in place, never recreated: False once the rig removed it\n"
+          "    try:\n"
+          "        fd_mark = os.open(h[0], os.O_WRONLY)\n"
+          "    except FileNotFoundError:\n"
+          "        return False\n"
+          "    except BaseException:\n"
+          "        return True\n"
+          "    try:\n"
+          "        os.pwrite(fd_mark, mark(h).encode(), 0)\n"
+          "    except BaseException:\n"
+          "        pass\n"
+          "    os.close(fd_mark)\n"
+          "    return True\n"
+          "def hold(request):  # garbage or stall: held while its mark exists, the child stepping on\n"
+          "    fault = request['fault']\n"
+          f"    h = [{HELD_MARKS!r}[fault] + str(os.getpid()), request.get('run'), time.time(), 0]\n"
+          "    if atomically(h[0], mark(h)):\n"
+          "        held[fault] = h\n"
+          f"        os.write(fd, {HELD_ON!r}[fault])\n"
           f"if os.environ.get({engine_faults.ENV!r}) == '1':\n"
           "    def fault(signum, frame):\n"
           "        request = {'fault': 'error'}\n"
@@ -110,12 +144,24 @@ _CHILD = ("import json, os, signal, sys, time\n"
           "            return wedge(request)\n"
           f"        if isinstance(request, dict) and request.get('fault') == {engine_faults.VOID!r}:\n"
           "            return\n"
+          f"        if isinstance(request, dict) and request.get('fault') in {held_faults.HELD!r}:\n"
+          "            return hold(request)\n"
           f"        atomically({TOMBSTONE!r} + str(os.getpid()), f'{{time.time():.3f}}\\n')\n"
           f"        os.write(fd, {engine_faults.ERROR_BYTE!r})\n"
           f"        os._exit({engine_faults.ERROR_EXIT})\n"
           "    signal.signal(signal.SIGUSR1, fault)\n"
+          "n = 0\n"
           "while True:\n"
           f"    os.write(fd, {STEP_BYTE!r})\n"
+          "    if held:\n"
+          "        n += 1\n"
+          "        for h in list(held.values()):\n"
+          "            h[3] += 1\n"
+          f"        if n % {HELD_LOOK_STEPS} == 0:\n"
+          "            for f, h in list(held.items()):\n"
+          "                if not rewrite(h):\n"
+          "                    del held[f]\n"
+          f"                    os.write(fd, {HELD_OFF!r}[f])\n"
           f"    time.sleep({STEP_S})\n")
 
 logger = logging.getLogger("ray.serve")
@@ -134,6 +180,9 @@ class Steps:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.count = 0
+        self.admissions = 0  # the steps that could take a new request in (all but a stalled engine's)
+        self.garbage = False  # the engine said its steps' tokens are wrong (engine-garbage), until it says otherwise
+        self.stalled = False  # the engine said it admits no new request (engine-stall), until it says otherwise
         self.last = clock()  # the last step (or the start)
         self.error: str | None = None  # what the engine reported before it ended
         self.intervals = heartbeat.Histogram()  # between steps (a read of n steps: n of its mean)
@@ -143,7 +192,8 @@ class Steps:
 
     def record(self, chunk: bytes) -> None:
         """What the engine wrote: a step per :data:`STEP_BYTE`, an error report by
-        :data:`~serve_apps.engine_faults.ERROR_BYTE`."""
+        :data:`~serve_apps.engine_faults.ERROR_BYTE`, a held fault's start and end (:data:`HELD_ON`,
+        :data:`HELD_OFF`: from the next step on), in the order written."""
         with self._lock:
             if engine_faults.ERROR_BYTE in chunk:
                 self.error = engine_faults.MESSAGE
@@ -151,9 +201,24 @@ class Steps:
             now = self.clock()
             if n:
                 self.intervals.add((now - self.last) / n, n)
-            self.count += n
+            if n == len(chunk):  # steps only (nearly always)
+                self.count += n
+                self.admissions += 0 if self.stalled else n
+            else:
+                self._states(chunk)
             self.last = now
         self._wake_all()
+
+    def _states(self, chunk: bytes) -> None:
+        for c in chunk:
+            byte = bytes((c,))
+            if byte == STEP_BYTE:
+                self.count += 1
+                self.admissions += 0 if self.stalled else 1
+            elif byte in (HELD_ON[held_faults.GARBAGE], HELD_OFF[held_faults.GARBAGE]):
+                self.garbage = byte == HELD_ON[held_faults.GARBAGE]
+            elif byte in (HELD_ON[held_faults.STALL], HELD_OFF[held_faults.STALL]):
+                self.stalled = byte == HELD_ON[held_faults.STALL]
 
     def step(self, n: int = 1) -> None:
         """``n`` steps (a simulated engine)."""
@@ -313,19 +378,30 @@ async def step_after(engine, seen: int, poll_s: float = POLL_S) -> int:
 
 
 async def wait_ready(engine, poll_s: float = POLL_S) -> None:
-    """Return at the engine's next step (as a real engine takes a request in at a step): wait while it
-    does not step (as a request to a stuck vLLM engine waits); raise :class:`EngineDead` once it errored
-    or died."""
-    await step_after(engine, engine.steps.count, poll_s)
+    """Return at the engine's next step that admits (as a real engine takes a request in at a step): wait while
+    it does not step (as a request to a stuck vLLM engine waits) or steps without admitting (a stalled engine,
+    engine-stall: its running requests go on, a new one waits for good); raise :class:`EngineDead` once it
+    errored or died."""
+    steps = engine.steps
+    seen = steps.admissions
+    while True:
+        reason = engine.reason()
+        if reason is not None:
+            raise EngineDead(reason)
+        if steps.admissions > seen:
+            return
+        await steps.wait(steps.count, poll_s)
 
 
 async def generate(engine, words: Iterable[str], delays: Iterable[float],
                    poll_s: float = POLL_S) -> AsyncIterator[str]:
-    """The engine's tokens: each word once its delay elapsed (the first's is the prefill) and the engine
-    stepped since the previous one (the first: since the call), :func:`step_after`; nothing comes out
-    while it does not step; :class:`EngineDead` once it errored or died."""
+    """The engine's tokens of a request it took in (:func:`wait_ready`): each word once its delay elapsed (the
+    first's is the prefill) and the engine stepped since the previous one (the first: since the call),
+    :func:`step_after`; nothing comes out while it does not step; :class:`EngineDead` once it errored or died.
+    A token let out by a step of an engine that said its tokens are wrong (engine-garbage) is
+    :data:`GARBAGE_WORD`, not the word: the engine's corruption, which the client's exact check catches."""
     seen = engine.steps.count
     for word, delay in zip(words, delays):
         await asyncio.sleep(delay)
         seen = await step_after(engine, seen, poll_s)
-        yield word
+        yield GARBAGE_WORD if engine.steps.garbage else word

@@ -116,7 +116,9 @@ class StreamTarget:
         self.watchdog_v2.check()
 
     async def canary(self) -> None:
-        """The idle canary of the watchdog v2: one token from the engine (its next step), nothing else."""
+        """The idle canary of the watchdog v2: taken in by the engine (a stalled one never does), then one token
+        from it (its next step), nothing else."""
+        await wait_ready(self.engine)
         async for _ in generate(self.engine, ["canary"], [0.0]):
             pass
 

@@ -21,6 +21,12 @@
   as long as its wedge mark (:func:`serve_apps.engine_faults.wedge_path`) exists. Its proof: each engine's mark
   naming this run, and each engine alive and *not stopped* (a wedge is not a SIGSTOP), the replica alive; the
   rig removes the mark at the run's end only while it still names the run.
+- ``engine-garbage`` and ``engine-stall`` (:func:`held_request`, :func:`held_checks`): the same signal with a request
+  naming ``garbage`` or ``stall``; the engine *holds* the fault while it steps on, for as long as its mark
+  (:func:`serve_apps.engine_faults.mark_path`, :mod:`serve_apps.held_faults`) exists, which it rewrites with its
+  steps since. Their proof: each engine's mark naming this run, each engine alive and not stopped, and for a stall
+  the engine stepping on (its mark counts steps since the stall began: running requests went on). Released as the
+  wedge is.
 """
 
 from __future__ import annotations
@@ -192,6 +198,59 @@ def void_request(run_id: str | None) -> str:
     return json.dumps({"fault": "void", "run": run_id}) + "\n"
 
 
+HELD = ("garbage", "stall")  # the faults an engine holds while it steps (serve_apps.held_faults.HELD)
+HELD_WORDS = {"wedge": "wedged", "garbage": "producing garbage", "stall": "admitting nothing new"}
+
+
+def marked_fault(scope: str | None) -> str:
+    """The fault whose mark a scope's engines carry: ``engine-wedge`` wedge, ``engine-garbage`` garbage,
+    ``engine-stall`` stall."""
+    fault = str(scope or "").removeprefix("engine-")
+    return fault if fault in HELD else "wedge"
+
+
+def held_request(fault: str, run_id: str | None) -> str:
+    """What the rig leaves an engine before the signal so that the signal makes it hold ``fault`` (garbage or
+    stall) for this run (one line of JSON, read by :func:`serve_apps.engine_faults.take_request`)."""
+    if fault not in HELD:
+        raise UsageError(f"an engine holds one of {', '.join(HELD)}, not {fault!r}")
+    return json.dumps({"fault": fault, "run": run_id}) + "\n"
+
+
+def mark_steps(text: str | None) -> int | None:
+    """The steps a held fault's mark counts since the fault began; None when there are none or it cannot be read."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    steps = value.get("steps") if isinstance(value, dict) else None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+
+
+def held_checks(fault: str, pids: Sequence, marks: Mapping[Any, str | None], states: Mapping[Any, str | None],
+                run_id: str | None) -> list[dict[str, Any]]:
+    """The proof of a held fault (garbage, stall): each engine in ``pids`` wrote its mark naming ``run_id``
+    (``marks``: pid -> the mark's text or None) and is alive and not stopped (``states``); a stall also: each
+    engine stepped since it began (its mark's steps at least 1: its running requests went on)."""
+    names = ", ".join(map(str, pids)) or "none"
+    word = HELD_WORDS[fault]
+    runs = {p: mark_run(marks.get(p)) for p in pids}
+    seen_marks = ", ".join(f"{p} {word if runs[p] == run_id else 'no mark' if marks.get(p) is None else 'another run'}"
+                           for p in pids) or "no engine was named"
+    seen_states = ", ".join(f"{p} {states.get(p) or 'gone'}" for p in pids) or "no engine was named"
+    out = [_check(f"engine process(es) {names} {word} (their {fault} mark, this run's)",
+                  bool(pids) and run_id is not None and all(runs[p] == run_id for p in pids), seen_marks),
+           _check(f"engine process(es) {names} alive and not stopped", bool(pids)
+                  and all(states.get(p) not in STOPPED + GONE for p in pids), seen_states)]
+    if fault == "stall":
+        steps = {p: mark_steps(marks.get(p)) for p in pids}
+        out.append(_check(f"engine process(es) {names} stepping on (running requests go on)",
+                          bool(pids) and all((steps[p] or 0) >= 1 for p in pids),
+                          ", ".join(f"{p} {'no count' if steps[p] is None else f'{steps[p]} steps'} since the stall"
+                                    for p in pids) or "no engine was named"))
+    return out
+
+
 def mark_run(text: str | None) -> str | None:
     """The run a wedge mark (or a request) names; None when there is none or it cannot be read."""
     try:
@@ -217,11 +276,13 @@ def wedge_checks(pids: Sequence, marks: Mapping[Any, str | None], states: Mappin
                    bool(pids) and all(states.get(p) not in STOPPED + GONE for p in pids), seen_states)]
 
 
-def release_outcome(pid: Any, mark: str | None, run_id: str | None, state: str | None) -> dict[str, Any]:
-    """What the end of a wedge finds of engine ``pid``: ``released`` (its mark names this run: the rig removes it),
-    or why not: the engine gone (something real ended it: its replica was replaced), no mark (it never wedged),
-    or another run's mark (left alone)."""
+def release_outcome(pid: Any, mark: str | None, run_id: str | None, state: str | None,
+                    fault: str = "wedge") -> dict[str, Any]:
+    """What the end of a wedge (or of a held ``fault``) finds of engine ``pid``: ``released`` (its mark names this
+    run: the rig removes it), or why not: the engine gone (something real ended it: its replica was replaced), no
+    mark (it never took the fault), or another run's mark (left alone)."""
     ours = run_id is not None and mark_run(mark) == run_id
     alive = state not in GONE
-    found = ("wedged (this run's mark)" if ours else "no wedge mark" if mark is None else "another run's mark")
+    found = (f"{HELD_WORDS[fault]} (this run's mark)" if ours else f"no {fault} mark" if mark is None
+             else "another run's mark")
     return {"pid": pid, "released": ours, "engine": "alive" if alive else "gone", "found": found}

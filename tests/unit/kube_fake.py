@@ -873,32 +873,44 @@ class Kubelet:
             return "".join(out), "", 0
         return None
 
+    @staticmethod
+    def _mark_key(name: str, pid: int, fault: str) -> tuple:
+        """Where :attr:`wedges` keeps a mark: a wedge's by (pod, pid) as before, a held fault's with its name."""
+        return (name, pid) if fault == "wedge" else (name, pid, fault)
+
     def _wedge_command(self, name: str, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
         """engine-wedge's commands (chaos/backends/kuberay/wedge.py): the request written and ``kill -USR1`` (a
         hooked engine writes its wedge mark naming the request's run and stays in state S: :attr:`wedges`), the
         proof's look at the marks and states, and the release (a mark removed only while it names the run)."""
         self.wedges = getattr(self, "wedges", {})
-        m = re.match(r": availproof-engine-wedge; rm -f [^;]+; (.*); kill -USR1 ([\d ]+) && echo \2$", script)
+        # engine-garbage and engine-stall the same, their marks kept apart (the key's fault), a held one counting steps
+        m = re.match(r": availproof-engine-(wedge|garbage|stall); rm -f [^;]+; (.*); kill -USR1 ([\d ]+) && echo \3$",
+                     script)
         if m:
-            pids = [int(x) for x in m.group(2).split()]
+            fault, pids = m.group(1), [int(x) for x in m.group(3).split()]
             if any(p not in live for p in pids):
                 return "", "sh: 1: kill: No such process\n", 1
-            run = re.search(r'"run": "([^"]+)"', m.group(1)).group(1)
+            run = re.search(r'"run": "([^"]+)"', m.group(2)).group(1)
             for pid in pids:
                 if live[pid].get("hook", True):
-                    self.wedges[(name, pid)] = json.dumps({"run": run, "t": 1780000000.0})
-            return m.group(2) + "\n", "", 0
-        m = re.match(r": availproof-engine-wedge proof; for p in ([\d ]+); do.*for p in ([\d ]+); do", script)
+                    self.wedges[self._mark_key(name, pid, fault)] = json.dumps(
+                        {"run": run, "t": 1780000000.0, **({} if fault == "wedge" else {"steps": 5})})
+            return m.group(3) + "\n", "", 0
+        m = re.match(r": availproof-engine-(wedge|garbage|stall) proof; for p in ([\d ]+); do.*for p in ([\d ]+); do",
+                     script)
         if m:
-            marks = "".join(f"mark {p} {self.wedges.get((name, int(p)), '')}\n" for p in m.group(1).split())
-            states = "".join(f"{p} {live[int(p)]['state'] if int(p) in live else 'gone'}\n" for p in m.group(2).split())
+            fault, engines_of, states_of = m.group(1), m.group(2), m.group(3)
+            marks = "".join(f"mark {p} {self.wedges.get(self._mark_key(name, int(p), fault), '')}\n"
+                            for p in engines_of.split())
+            states = "".join(f"{p} {live[int(p)]['state'] if int(p) in live else 'gone'}\n" for p in states_of.split())
             return marks + states, "", 0
         if script.startswith("if grep -qF '\"run\": "):
             out = []
-            for run, pid in re.findall(r'if grep -qF \'"run": "([^"]+)"\' /tmp/availproof-engine-wedge-(\d+)', script):
-                mark = self.wedges.get((name, int(pid)))
+            for run, fault, pid in re.findall(
+                    r'if grep -qF \'"run": "([^"]+)"\' /tmp/availproof-engine-(wedge|garbage|stall)-(\d+)', script):
+                mark = self.wedges.get(self._mark_key(name, int(pid), fault))
                 if mark and json.loads(mark)["run"] == run:
-                    del self.wedges[(name, int(pid))]
+                    del self.wedges[self._mark_key(name, int(pid), fault)]
                     out.append(f"released {pid}")
                 else:
                     out.append(f"{'kept' if mark else 'none'} {pid}")

@@ -29,6 +29,8 @@ from chaos.scopes.engine import hang_engine
 from chaos.scopes.engine_crash import crash_engine
 from chaos.scopes.engine_error import error_engine
 from chaos.scopes.engine_slow import slow_engine
+from chaos.scopes.engine_garbage import garble_engine
+from chaos.scopes.engine_stall import stall_engine
 from chaos.scopes.engine_wedge import wedge_engine
 from chaos.scopes.head import kill_head
 from chaos.scopes.node import kill_node
@@ -126,6 +128,10 @@ def inject_and_heal(scope, s, b, monkeypatch):
         slow_engine(b, marker, zone="zone-b", duration_s=0.1)
     elif scope == "engine-wedge":
         wedge_engine(b, marker, zone="zone-b")
+    elif scope == "engine-garbage":
+        garble_engine(b, marker, zone="zone-b")
+    elif scope == "engine-stall":
+        stall_engine(b, marker, zone="zone-b")
     elif scope == "node":
         kill_node(b, marker, node="wb-1")
     elif scope == "head":

@@ -20,6 +20,8 @@ ALLOWED = {
     ("chaos/suite.py", "engine-error"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-slow"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-wedge"): "an experiment's name, the suite's --full list",
+    ("chaos/suite.py", "engine-garbage"): "an experiment's name, the suite's --full list",
+    ("chaos/suite.py", "engine-stall"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "upgrade"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "drain"): "an experiment's name, the suite's --full list",
     ("chaos/faults_accelerator.py", "accelerator"): "the accelerator's fault function, not yet moved into its "

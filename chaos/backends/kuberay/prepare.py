@@ -3,6 +3,7 @@ dry runs), the leftovers of any run found by label and annotation and removed, t
 
 from __future__ import annotations
 
+from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import access as kube_access, marks as km
 from chaos.backends.kuberay.common import api_message
 from chaos.backends.kuberay.scopes import Reach, Restore
@@ -81,9 +82,10 @@ class Preparation:
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": [], "healed": [], "uncordoned": []}
         done["resumed"] = self.resume_engine(want.resume)
-        for f in want.release:  # what each wedge was at the run's end, into the fault (its summary's detail)
-            f["wedge_at_end"] = self.release_engine(list(f.get("pids") or []))
-            done.setdefault("released", []).extend(f["wedge_at_end"])
+        for f in want.release:  # what each wedge (garbage, stall) was at the run's end, into the fault (its detail)
+            kind = engine_faults.marked_fault(f.get("scope"))
+            f[f"{kind}_at_end"] = self.release_engine(list(f.get("pids") or []), kind)
+            done.setdefault("released", []).extend(f[f"{kind}_at_end"])
         for zone in sorted(want.cuts):
             self.heal_zone(zone)
             done["healed"].append(zone)

@@ -19,7 +19,7 @@ class Restore(base.Joinable):
     the other faults deleted are KubeRay's (or the kubelet's) to bring back."""
 
     resume: list = field(default_factory=list)  # engines this backend stopped ("pod/pid"), resumed
-    release: list = field(default_factory=list)  # wedge faults: their engines released where still this run's
+    release: list = field(default_factory=list)  # wedge, garbage, stall: their engines released where this run's
     cuts: set[str] = field(default_factory=set)  # zones whose partition is healed
     lost: set[str] = field(default_factory=set)  # zones whose nodes the loss cordoned, uncordoned
     watched: list[dict] = field(default_factory=list)  # zone and region losses: their watch's finding written in
@@ -98,6 +98,9 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-slow", plan.engine_slow, proofs.engine_slow, heal_engine),  # the loop killed, SIGCONT
     # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
     Implementation("engine-wedge", wedge.plan_rows, wedge.proof, heal_engine_wedge),
+    # their mark (this run's), the engine alive (a stall: stepping on); released at the run's end as a wedge is
+    Implementation("engine-garbage", wedge.plan_rows, wedge.proof, heal_engine_wedge),
+    Implementation("engine-stall", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
     Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss, reach_zone_loss),
@@ -144,6 +147,8 @@ class ByScope(base.ByScope):
         - engine-error: each engine's tombstone (its hook raised the error), the replica's process alive;
         - engine-wedge: each engine's wedge mark (this run's), each engine alive and not stopped, the replica's
           process alive (one exec per pod);
+        - engine-garbage, engine-stall: the same with their own mark; a stall's also counts steps since it began
+          (at least one: the engine steps on);
         - engine-slow: the engine processes sampled over two cycles (one exec), each seen stopped (T) in one
           sample and running in another, the replica's process alive and not stopped;
         - partition: the connection opened across the cut before it carries no more bytes and a new

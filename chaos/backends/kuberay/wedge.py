@@ -3,7 +3,11 @@ SIGUSR1 (the app's fault hook, as for ``engine-error``), given the request to we
 engine_faults.wedge_request`, written into the pod's /tmp by the same exec that signals them), then SIGUSR1; the
 proof reads each engine's wedge mark and state in its pod (one exec); the run's end removes a mark only while it
 still names this run (one exec per pod, the test and the removal in the same shell). A pod gone took its wedged
-engine with it: nothing is left to release."""
+engine with it: nothing is left to release.
+
+``engine-garbage`` and ``engine-stall`` (:mod:`chaos.scopes.engine_garbage`, :mod:`chaos.scopes.engine_stall`) go
+the same way with a request naming the fault (:func:`chaos.backends.engine_faults.held_request`) and their own mark
+(``/tmp/availproof-engine-<fault>-<pid>``): the same scripts, the fault named."""
 
 from __future__ import annotations
 
@@ -13,23 +17,24 @@ from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.kuberay.common import name_of, proc_states_script
 from chaos.errors import ClusterError
-from serve_apps.engine_faults import request_path, wedge_path
+from serve_apps.engine_faults import WEDGE, mark_path, request_path
 
-MARK = wedge_path(0).removesuffix("0")  # + pid
+MARK = mark_path(WEDGE, 0).removesuffix("0")  # + pid
 
 
-def wedge_script(pids: list[int], request: str) -> str:
-    """Stale wedge marks removed, each engine's request written, then SIGUSR1 to them, their pids printed."""
+def wedge_script(pids: list[int], request: str, fault: str = WEDGE) -> str:
+    """Stale marks of ``fault`` removed, each engine's request written, then SIGUSR1 to them, their pids printed."""
     ps = [int(p) for p in pids]
     writes = "; ".join(f"printf %s {shlex.quote(request)} > {request_path(p)}" for p in ps)
-    return (f": availproof-engine-wedge; rm -f {' '.join(wedge_path(p) for p in ps)}; {writes}; "
+    return (f": availproof-engine-{fault}; rm -f {' '.join(mark_path(fault, p) for p in ps)}; {writes}; "
             f"kill -USR1 {' '.join(map(str, ps))} && echo {' '.join(map(str, ps))}")
 
 
-def marks_script(pids: list[int]) -> str:
-    """``mark PID TEXT`` per engine (its wedge mark, empty when none), then the processes' states."""
+def marks_script(pids: list[int], fault: str = WEDGE) -> str:
+    """``mark PID TEXT`` per engine (its mark of ``fault``, empty when none), then the processes' states."""
     ps = " ".join(str(int(p)) for p in pids)
-    return (f": availproof-engine-wedge proof; for p in {ps}; do echo \"mark $p $(head -c 200 {MARK}$p 2>/dev/null "
+    mark = mark_path(fault, 0).removesuffix("0")
+    return (f": availproof-engine-{fault} proof; for p in {ps}; do echo \"mark $p $(head -c 200 {mark}$p 2>/dev/null "
             f"| head -n 1)\"; done; {proc_states_script([int(p) for p in pids])}")
 
 
@@ -46,15 +51,15 @@ def parse_states(out: str) -> dict[int, str]:
     return {int(w[0]): w[1] for w in (line.split() for line in out.splitlines()) if len(w) == 2 and w[0].isdigit()}
 
 
-def release_script(pids: list[int], run_id: str) -> str:
-    """Each engine's mark removed only while it names ``run_id`` (a JSON field; the test and the removal in one
-    shell), and a request it never took made void (its next step does nothing); ``released PID`` / ``kept PID`` /
-    ``none PID`` per engine."""
+def release_script(pids: list[int], run_id: str, fault: str = WEDGE) -> str:
+    """Each engine's mark of ``fault`` removed only while it names ``run_id`` (a JSON field; the test and the
+    removal in one shell), and a request it never took made void (its next step does nothing); ``released PID`` /
+    ``kept PID`` / ``none PID`` per engine."""
     needle = shlex.quote(f'"run": "{run_id}"')
     void = engine_faults.void_request(run_id).strip()
     return "; ".join(
-        f"if grep -qF {needle} {wedge_path(p)} 2>/dev/null; then rm -f {wedge_path(p)}; echo released {p}; "
-        f"elif [ -e {wedge_path(p)} ]; then echo kept {p}; else echo none {p}; fi; "
+        f"if grep -qF {needle} {mark_path(fault, p)} 2>/dev/null; then rm -f {mark_path(fault, p)}; echo released {p}; "
+        f"elif [ -e {mark_path(fault, p)} ]; then echo kept {p}; else echo none {p}; fi; "
         f"grep -qF {needle} {request_path(p)} 2>/dev/null && printf %s {shlex.quote(void)} > {request_path(p)}"
         for p in (int(x) for x in pids)) + "; true"
 
@@ -75,11 +80,23 @@ class Wedges:
         """Everything but the signal done: the engine children found in the replica's pod and their signal masks
         read (one exec; each must take SIGUSR1, else refused, nothing sent). The returned callable leaves the
         requests and sends the signal (one exec)."""
-        masks = self.hooked_engines(r, "wedge", "wedge")
-        request = engine_faults.wedge_request(self.run_id, spin).strip()
+        return self.arm_engine(r, WEDGE, engine_faults.wedge_request(self.run_id, spin), "wedge")
+
+    def garble_engine(self, r):
+        """As :meth:`wedge_engine`, the request to produce garbage for this run."""
+        return self.arm_engine(r, "garbage", engine_faults.held_request("garbage", self.run_id), "hold garbage")
+
+    def stall_engine(self, r):
+        """As :meth:`wedge_engine`, the request to admit nothing new for this run."""
+        return self.arm_engine(r, "stall", engine_faults.held_request("stall", self.run_id), "hold stall")
+
+    def arm_engine(self, r, fault: str, request: str, what: str):
+        """The engines checked (one exec); the returned callable leaves ``request`` and signals (one exec)."""
+        masks = self.hooked_engines(r, what, what)
+        request = request.strip()
 
         def fire() -> list[str]:
-            out = self.exec(r.node, wedge_script(masks, request))
+            out = self.exec(r.node, wedge_script(masks, request, fault))
             pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
             if not pids:
                 raise ClusterError(f"replica {r.replica_id} in pod {r.node}: no engine took the signal")
@@ -87,13 +104,13 @@ class Wedges:
 
         return fire
 
-    def release_engine(self, pids: list[str]) -> list[dict]:
-        """The wedges of ``pids`` ("pod/pid") still marked with this run released, per pod (one exec); a pod gone
-        took its engine with it."""
+    def release_engine(self, pids: list[str], fault: str = WEDGE) -> list[dict]:
+        """The wedges (or held ``fault``) of ``pids`` ("pod/pid") still marked with this run released, per pod (one
+        exec); a pod gone took its engine with it."""
         out = []
         for pod, ps in by_pod(pids).items():
             try:
-                said = self.exec(pod, release_script(ps, self.run_id))
+                said = self.exec(pod, release_script(ps, self.run_id, fault))
             except kube_exec.ExecError:
                 if any(name_of(p) == pod for p in self._pods()):
                     raise
@@ -102,29 +119,33 @@ class Wedges:
                 continue
             words = dict((w[1], w[0]) for w in (line.split() for line in said.splitlines()) if len(w) == 2)
             out += [{"pid": f"{pod}/{p}", "released": words.get(str(p)) == "released", "engine": "in its pod",
-                     "found": {"released": "wedged (this run's mark)", "kept": "another run's mark"}.get(
-                         words.get(str(p)), "no wedge mark")} for p in ps]
+                     "found": {"released": f"{engine_faults.HELD_WORDS[fault]} (this run's mark)",
+                               "kept": "another run's mark"}.get(words.get(str(p)), f"no {fault} mark")} for p in ps]
         return out
 
     def wedge_proof(self, fault: dict) -> list[dict]:
-        """One look at a wedge: each engine's mark (this run's) and its state, and the replica's process alive
-        (one exec per pod)."""
+        """One look at a wedge (or a held fault: garbage, stall): each engine's mark (this run's) and its state, and
+        the replica's process alive (one exec per pod)."""
+        kind = engine_faults.marked_fault(fault.get("scope"))
         items = list(fault.get("pids") or [])
         if not items:
-            return [{"check": "the engine's processes wedged", "ok": False, "seen": "the signal named no process"}]
+            return [{"check": f"the engine's processes hold {kind}", "ok": False,
+                     "seen": "the signal named no process"}]
         replica = int(fault["pid"]) if str(fault.get("pid") or "").isdigit() else None
         out = []
         for pod, ps in by_pod(items).items():
             try:
-                said = self.exec(pod, marks_script(ps + ([replica] if replica else [])))
+                said = self.exec(pod, marks_script(ps + ([replica] if replica else []), kind))
             except kube_exec.ExecError:
                 if any(name_of(p) == pod for p in self._pods()):
                     raise
-                out.append({"check": f"engine process(es) {', '.join(map(str, ps))} in pod {pod} wedged", "ok": False,
+                out.append({"check": f"engine process(es) {', '.join(map(str, ps))} in pod {pod} hold {kind}", "ok": False,
                             "seen": "the pod is gone (a pod loss, not the engine's alone)"})
                 continue
             states = parse_states(said)
-            out += engine_faults.wedge_checks(ps, parse_marks(said), states, self.run_id)
+            marks = parse_marks(said)
+            out += (engine_faults.wedge_checks(ps, marks, states, self.run_id) if kind == WEDGE else
+                    engine_faults.held_checks(kind, ps, marks, states, self.run_id))
             if replica is not None:
                 out.append(engine_faults.replica_runs(replica, states.get(replica, "gone")))
         return out
@@ -136,11 +157,14 @@ def plan_rows(self, scope: str, a: dict) -> list[dict]:
     pods = [p for p in self._ray(terminating=True) if name_of(p) == r.node]
     if not pods:
         raise ClusterError(f"replica {r.replica_id}: its pod {r.node} is not one of this cluster's")
-    how = "spinning at 100 % of a core" if a.get("spin") else "blocked"
+    kind = engine_faults.marked_fault(scope)
+    how = {"garbage": "its tokens wrong from its next step on, at full speed",
+           "stall": "it admits no new request from its next step on, its running ones go on"}.get(
+        kind, f"the engine's step stays {'spinning at 100 % of a core' if a.get('spin') else 'blocked'}")
     return [self._pod_row(pods[0], f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
-                                   "SIGUSR1, else refused), the request to wedge written into /tmp, then `kill -USR1`: "
-                                   f"the engine's step stays {how}, the pod and the replica's process live on",
-                          "nothing but a detector ends it; the run's end removes the wedge mark if still this run's")]
+                                   f"SIGUSR1, else refused), the request ({kind}) written into /tmp, then `kill -USR1`: "
+                                   f"{how}, the pod and the replica's process live on",
+                          f"nothing but a detector ends it; the run's end removes the {kind} mark if still this run's")]
 
 
 def proof(self, fault: dict) -> list[dict]:

@@ -236,8 +236,14 @@ class LocalBackend(base.ByScope):
     def wedge_engine(self, r: placement.Replica, spin: bool = False) -> Callable[[], list[int]]:
         return engines.wedge(self, r, spin)
 
-    def release_engine(self, pids: list[int]) -> list[dict]:
-        return engines.release(self.run_id, pids)
+    def garble_engine(self, r: placement.Replica) -> Callable[[], list[int]]:
+        return engines.hold(self, r, "garbage")
+
+    def stall_engine(self, r: placement.Replica) -> Callable[[], list[int]]:
+        return engines.hold(self, r, "stall")
+
+    def release_engine(self, pids: list[int], fault: str = "wedge") -> list[dict]:
+        return engines.release(self.run_id, pids, fault)
 
     def slow_engine(self, r: placement.Replica, factor: float, period_s: float, duration_s: float) -> list[int]:
         """Throttle the replica's engine process(es) by a duty cycle of SIGSTOP and SIGCONT, a thread of the
@@ -287,9 +293,10 @@ class LocalBackend(base.ByScope):
         self.stop_supervisors()
         want = sum(self.restores(faults), Restore())
         done: dict[str, list] = {"resumed": self.resume_engine(want.resume)}
-        for f in want.release:  # what each wedge was at the run's end, into the fault (its summary's detail)
-            f["wedge_at_end"] = self.release_engine(list(f.get("pids") or []))
-            done.setdefault("released", []).extend(f["wedge_at_end"])
+        for f in want.release:  # what each wedge (garbage, stall) was at the run's end, into the fault (its detail)
+            kind = engine_faults.marked_fault(f.get("scope"))
+            f[f"{kind}_at_end"] = self.release_engine(list(f.get("pids") or []), kind)
+            done.setdefault("released", []).extend(f[f"{kind}_at_end"])
         app_engine_faults.remove_tombstones(want.tombstones)  # an engine-error's record, read by its proof
         return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
                              redis=want.redis, head=want.head, nodes=sorted(want.nodes),

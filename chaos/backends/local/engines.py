@@ -1,5 +1,6 @@
 """The local backend's faults from inside an engine (the app's fault hook, :mod:`serve_apps.engine_faults`):
-``engine-error`` and ``engine-wedge``, both armed by SIGUSR1 to a replica's engine processes, each of which is
+``engine-error``, ``engine-wedge``, ``engine-garbage`` and ``engine-stall``, all armed by SIGUSR1 to a replica's
+engine processes (the last three with a request left first, naming the fault and the run), each of which is
 first checked to take it (without the hook the signal's default action would kill it: a crash, not the fault
 asked for). Each function takes the backend first, as its methods do."""
 
@@ -55,30 +56,45 @@ def error(b, r: placement.Replica) -> Callable[[], list[int]]:
     return fire
 
 
-def wedge(b, r: placement.Replica, spin: bool = False) -> Callable[[], list[int]]:
-    """Everything but the signal done (:func:`hooked`). The returned callable removes any stale wedge mark,
-    leaves each engine the request to wedge for this run (:func:`chaos.backends.engine_faults.wedge_request`)
-    and sends SIGUSR1: the engine's next step blocks (or spins) until :func:`release`."""
-    pids = hooked(b, r, "wedge", "wedge")
-    request = engine_faults.wedge_request(b.run_id, spin)
+MARKED = (app_engine_faults.WEDGE,) + engine_faults.HELD  # the faults an engine holds while its mark exists
+
+
+def arm(b, r: placement.Replica, fault: str, request: str, what: str) -> Callable[[], list[int]]:
+    """Everything but the signal done (:func:`hooked`). The returned callable removes any stale mark of ``fault``,
+    leaves each engine ``request`` and sends SIGUSR1: the engine's next step takes the fault, held until
+    :func:`release`."""
+    pids = hooked(b, r, what, what)
 
     def fire() -> list[int]:
         for p in pids:
-            Path(app_engine_faults.wedge_path(p)).unlink(missing_ok=True)  # a reused pid's proves nothing
+            Path(app_engine_faults.mark_path(fault, p)).unlink(missing_ok=True)  # a reused pid's proves nothing
             Path(app_engine_faults.request_path(p)).write_text(request)
         return procs.signal_pids(pids, engine_faults.ERROR_SIGNAL)
     return fire
 
 
-def release(run_id: str | None, pids: list[int]) -> list[dict]:
-    """The wedge of each engine in ``pids`` ended where its mark still names ``run_id`` (the mark removed: the
-    step returns), and a request the engine never took made void (the signal armed it: its next step takes the
-    void request and does nothing); what each was
+def wedge(b, r: placement.Replica, spin: bool = False) -> Callable[[], list[int]]:
+    """The request to wedge for this run (:func:`chaos.backends.engine_faults.wedge_request`) armed (:func:`arm`):
+    the engine's next step blocks (or spins) until :func:`release`."""
+    return arm(b, r, app_engine_faults.WEDGE, engine_faults.wedge_request(b.run_id, spin), "wedge")
+
+
+def hold(b, r: placement.Replica, fault: str) -> Callable[[], list[int]]:
+    """The request to hold ``fault`` (garbage, stall) for this run (:func:`chaos.backends.engine_faults.held_request`)
+    armed (:func:`arm`): from the engine's next step on its tokens are wrong, or it admits nothing new, until
+    :func:`release`."""
+    return arm(b, r, fault, engine_faults.held_request(fault, b.run_id), f"hold {fault}")
+
+
+def release(run_id: str | None, pids: list[int], fault: str = app_engine_faults.WEDGE) -> list[dict]:
+    """The ``fault`` (wedge, garbage, stall) of each engine in ``pids`` ended where its mark still names ``run_id``
+    (the mark removed: the step returns, or the engine lets the fault go), and a request the engine never took
+    made void (the signal armed it: its next step takes the void request and does nothing); what each was
     (:func:`chaos.backends.engine_faults.release_outcome`). Another run's or nobody's mark is left as it is."""
     out = []
     for p in pids:
-        mark, request = Path(app_engine_faults.wedge_path(p)), Path(app_engine_faults.request_path(p))
-        outcome = engine_faults.release_outcome(p, read(mark), run_id, procs.state(p))
+        mark, request = Path(app_engine_faults.mark_path(fault, p)), Path(app_engine_faults.request_path(p))
+        outcome = engine_faults.release_outcome(p, read(mark), run_id, procs.state(p), fault)
         if outcome["released"]:
             mark.unlink(missing_ok=True)
         if engine_faults.mark_run(read(request)) == run_id:  # never taken: the signal left the engine armed
@@ -88,16 +104,18 @@ def release(run_id: str | None, pids: list[int]) -> list[dict]:
 
 
 def wedged(pids) -> list[int]:
-    """Those of ``pids`` (the cluster's processes) that carry a wedge mark: a wedge some run left in place."""
-    return [p for p in pids if Path(app_engine_faults.wedge_path(p)).exists()]
+    """Those of ``pids`` (the cluster's processes) that carry a mark (a wedge, garbage, a stall): a fault some run
+    left in place."""
+    return [p for p in pids if any(Path(app_engine_faults.mark_path(f, p)).exists() for f in MARKED)]
 
 
 def unwedge(pids) -> list[int]:
-    """``availproof recover``: every wedge mark of ``pids`` removed, whichever run left it (only the rig writes
-    them); the pids released."""
+    """``availproof recover``: every mark (wedge, garbage, stall) of ``pids`` removed, whichever run left it (only
+    the rig writes them); the pids released."""
     out = []
     for p in wedged(pids):
-        Path(app_engine_faults.wedge_path(p)).unlink(missing_ok=True)
+        for f in MARKED:
+            Path(app_engine_faults.mark_path(f, p)).unlink(missing_ok=True)
         out.append(p)
     return out
 
@@ -107,3 +125,11 @@ def wedge_checks(fault: dict, run_id: str | None) -> list[dict]:
     pids = list(fault.get("pids") or [])
     marks = {p: read(Path(app_engine_faults.wedge_path(p))) for p in pids}
     return engine_faults.wedge_checks(pids, marks, {p: procs.state(p) for p in pids}, run_id)
+
+
+def held_checks(fault: dict, kind: str, run_id: str | None) -> list[dict]:
+    """One look at a held fault ``kind`` (:func:`chaos.backends.engine_faults.held_checks`): the engines' marks and
+    states."""
+    pids = list(fault.get("pids") or [])
+    marks = {p: read(Path(app_engine_faults.mark_path(kind, p))) for p in pids}
+    return engine_faults.held_checks(kind, pids, marks, {p: procs.state(p) for p in pids}, run_id)

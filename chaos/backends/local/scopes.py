@@ -72,6 +72,18 @@ def plan_engine_wedge(b, scope: str, a: dict) -> list[dict]:
                          f"{r.pid} too)", "nothing but a detector ends it; the run's end releases it if still wedged")
 
 
+def plan_held(b, scope: str, a: dict) -> list[dict]:
+    """engine-garbage, engine-stall: the engine found and its hook checked, as the fault would (reads /proc only)."""
+    kind = engine_faults.marked_fault(scope)
+    r = b.pick_replica(zone=a.get("zone"))
+    pids = engines.hooked(b, r, f"hold {kind}", f"hold {kind}")
+    does = {"garbage": "its tokens wrong from its next step on, at full speed",
+            "stall": "it admits no new request from its next step on, its running ones go on"}[kind]
+    return _process_rows(pids, _replica_where(r), f"a request to hold {kind}, then SIGUSR1 to the app's engine-fault "
+                         f"hook: {does} (the replica's process {r.pid} lives)",
+                         "nothing but a detector ends it; the run's end releases it if still this run's")
+
+
 def plan_engine_slow(b, scope: str, a: dict) -> list[dict]:
     t = engine_faults.Throttle(**{k: a[k] for k in ("factor", "period_s", "duration_s") if k in a})
     r = b.pick_replica(zone=a.get("zone"))
@@ -151,6 +163,12 @@ def effect_engine_wedge(b, fault: dict) -> list[dict]:
     return engines.wedge_checks(fault, b.run_id) + [effect.replica_runs(fault.get("pid"))]
 
 
+def effect_held(b, fault: dict) -> list[dict]:
+    """engine-garbage, engine-stall: each engine's mark (this run's), alive and not stopped (a stall: stepping on)."""
+    return (engines.held_checks(fault, engine_faults.marked_fault(fault.get("scope")), b.run_id)
+            + [effect.replica_runs(fault.get("pid"))])
+
+
 def effect_engine_slow(b, fault: dict) -> list[dict]:
     return throttle.sample(_pids(fault), fault.get("pid"), engine_faults.Throttle.of(fault))
 
@@ -192,7 +210,7 @@ class Restore(base.Joinable):
     redis: bool = False  # Redis restarted where down
     head: bool = False  # the head restarted where down, and every worker checked after (the control plane went)
     tombstones: list = field(default_factory=list)  # engines whose engine-error tombstone is removed (left in /tmp)
-    release: list = field(default_factory=list)  # wedge faults: their engines released where still this run's
+    release: list = field(default_factory=list)  # wedge, garbage, stall: their engines released where this run's
 
 
 def heal_engine(b, fault: dict) -> Restore:
@@ -237,6 +255,9 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-slow", plan_engine_slow, effect_engine_slow, heal_engine),  # the cycle stopped, SIGCONT
     # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
     Implementation("engine-wedge", plan_engine_wedge, effect_engine_wedge, heal_engine_wedge),
+    # their mark (this run's), the engine alive (a stall: stepping on); released at the run's end as a wedge is
+    Implementation("engine-garbage", plan_held, effect_held, heal_engine_wedge),
+    Implementation("engine-stall", plan_held, effect_held, heal_engine_wedge),
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
     Implementation("zone", plan_zone_loss, effect_zone_loss, heal_zone_loss),
