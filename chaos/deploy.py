@@ -51,7 +51,7 @@ def deployed_app(cluster) -> str | None:
     details = ray_dashboard.serve_details(cluster.state.dashboard_url) or {}
     app = (details.get("applications") or {}).get(serve_config.APP_NAME) or {}
     path = ((app.get("deployed_app_config") or {}).get("import_path")) or ""
-    if "stream_target" in path:
+    if path in (serve_config.STREAM_IMPORT, serve_config.MIGRATING_IMPORT):  # migration's ingress in front or not
         return "stream"
     if "serve.llm" in path:
         return "llm"

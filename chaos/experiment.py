@@ -133,10 +133,16 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     The variables its tokens are read from (``auth_token_env``, ``front_door.token_env``) are
     declared secrets for the rest of the process (:mod:`chaos.secret_env`): no process the rig
     starts for the experiment (a Ray node, Redis, HAProxy) inherits them.
+
+    ``app.migration`` (request migration, issue 47) is refused with ``app="llm"``: only the stream target has a
+    migrating ingress so far.
     """
     ext = _extension(experiment, source)
     _raise_first(ext, source, _prefix())
     s = _settings(ext, source, app)
+    if app == "llm" and s.app.get("migration"):
+        raise UsageError(f"{source}: {_prefix()}.app.migration: the vLLM app has no migrating ingress yet (issue 47): "
+                         "run it with --app stream")
     secret_env.declare(s.auth_token_env, s.front_door.get("token_env"))
     return s
 

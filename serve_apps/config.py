@@ -17,6 +17,13 @@ which its replicas read in ``reconfigure`` (a change reconfigures them in place,
 config has no ``user_config`` at all, as before the watchdog existed. ``AppSpec.watchdog`` 2 selects the
 watchdog v2 (``serve_apps.watchdog_v2``): ``{"stall_s": N, "watchdog": 2}``; absent (None) or 1, v1, and the
 ``user_config`` is the same as before v2 existed.
+
+Request migration (issue 47) is off unless ``AppSpec.migration_limit`` is set (an experiment's ``app.migration:
+{limit: N}``): then the stream target app is ``serve_apps.migrating_ingress:app_builder``, two deployments, the
+``MigratingIngress`` (the route prefix's ingress) in front of the ``StreamTarget`` engine replicas, which keep
+their options (placement, health checks, the watchdog's ``user_config``); the ingress is placed as they are, one
+per zone (an ingress in one zone would be a single point of failure), with half a CPU. Off, the config is the
+same as before migration existed. The vLLM app has no migrating ingress yet: refused.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from typing import Any
 APPS = ("stream", "llm")
 APP_NAME = "llm"  # the Serve application name, whichever backs it
 ROUTE = "/"
+STREAM_IMPORT = "serve_apps.stream_target:app_builder"
+MIGRATING_IMPORT = "serve_apps.migrating_ingress:app_builder"  # the stream target behind a migrating ingress
+INGRESS_DEPLOYMENT = "MigratingIngress"
 
 
 @dataclass
@@ -69,6 +79,8 @@ class AppSpec:
     # stall_s seconds fails its health check; None: off
     stall_s: float | None = None
     watchdog: int | None = None  # 2: the watchdog v2 (serve_apps/watchdog_v2.py); None or 1: v1
+    # request migration (serve_apps/migrating_ingress.py): at most this many per request; None: off
+    migration_limit: int | None = None
     stream: StreamOptions = field(default_factory=StreamOptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
 
@@ -107,18 +119,30 @@ def serve_config(spec: AppSpec) -> dict[str, Any]:
     """The Serve declarative config (``ServeDeploySchema``) for ``spec``."""
     if spec.app not in APPS:
         raise ValueError(f"app must be one of {APPS}, got {spec.app!r}")
+    limit = spec.migration_limit
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"migration limit must be a positive integer, got {limit!r}")
     if spec.app == "stream":
+        common = _deployment_common(spec)
         application = {
             "name": APP_NAME,
             "route_prefix": ROUTE,
-            "import_path": "serve_apps.stream_target:app_builder",
+            "import_path": STREAM_IMPORT,
             "args": {"model": spec.model_id, **asdict(spec.stream)},
             "deployments": [{
                 "name": "StreamTarget",
-                **_deployment_common(spec),
+                **common,
                 "ray_actor_options": {"num_cpus": 1, "label_selector": _zone_selector(spec.zones)},
             }],
         }
+        if limit is not None:
+            application["import_path"] = MIGRATING_IMPORT
+            application["args"]["migration"] = {"limit": limit}
+            ingress = {k: v for k, v in common.items() if k != "user_config"}  # the watchdog is the engines'
+            ingress["ray_actor_options"] = {"num_cpus": 0.5, "label_selector": _zone_selector(spec.zones)}
+            application["deployments"].append({"name": INGRESS_DEPLOYMENT, **ingress})
+    elif limit is not None:
+        raise ValueError("migration: the vLLM app has no migrating ingress yet (issue 47): run it with --app stream")
     else:
         from serve_apps import llm_app
 

@@ -7,6 +7,12 @@ function of the prompt and i alone, :mod:`serve_apps.stream_tokens`, so a client
 model at ``/v1/models``. It is a load target with realistic timing, not a fake vLLM: it
 computes nothing and says so in every response (``system_fingerprint``).
 
+A migrating ingress (:mod:`serve_apps.migrating_ingress`, ``app.migration``) calls :meth:`StreamTarget.answer`
+through a Serve handle instead of HTTP, and sends a broken stream's continuation to another replica: this target
+continues it faithfully, its tokens going on at the original answer's index k (a chat whose last message is the
+assistant's with ``continue_final_message``; a completion with ``continuation_of_prompt_chars``:
+:func:`serve_apps.continuation.target_prompt`).
+
 ``/-/whoami`` tells which replica, process, node and zone answered (for placement checks); every
 answer to a request says which replica, zone, region and app version served it in its headers
 (:mod:`serve_apps.served_by`).
@@ -54,7 +60,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from serve_apps import served_by, stream_tokens, watchdog, watchdog_v2
+from serve_apps import continuation, served_by, stream_tokens, watchdog, watchdog_v2
 from serve_apps.prefix_cache import PrefixCache
 from serve_apps.stream_engine import EngineDead, EngineProcess, generate, wait_ready
 
@@ -81,7 +87,7 @@ class StreamTarget:
         self.max_model_len = max_model_len
         self.uncached_token_s = uncached_token_s
         self.cache = PrefixCache(prefix_cache_blocks, block_tokens)
-        self._served: dict[str, str] | None = None
+        self._served: dict[str, dict] | None = None
         self.prefill_s = prefill_s
         self.token_s = token_s
         self.jitter = jitter
@@ -127,14 +133,32 @@ class StreamTarget:
         if engine is not None:
             engine.close()
 
-    def _served_headers(self) -> dict[str, str]:
-        """Who serves (serve_apps.served_by): this replica, its node's zone and region, the app version,
-        and what its engine resolved (the simulated prefix cache; the deployment's request router)."""
+    def _served_desc(self) -> dict[str, dict]:
+        """Who serves (serve_apps.served_by): this replica, its node's zone and region, the app version
+        (``identity``), and what its engine resolved (``engine``: the simulated prefix cache; the deployment's
+        request router)."""
         if self._served is None:
             engine = {"prefix_caching": self.cache.capacity > 0, "block_size": self.cache.block,
                       "kv_cache_tokens": self.cache.capacity_tokens, "router": served_by.router_name()}
-            self._served = served_by.headers(served_by.identity(), engine)
+            self._served = {"identity": served_by.identity(), "engine": engine}
         return self._served
+
+    def _served_headers(self) -> dict[str, str]:
+        desc = self._served_desc()
+        return served_by.headers(desc["identity"], desc["engine"])
+
+    async def answer(self, body: dict, chat: bool):
+        """The answer to ``body`` for a migrating ingress's handle (``.options(stream=True)``): first this
+        replica's description (``{served_by.MARK: ...}``, :mod:`serve_apps.served_by`), then the SSE chunks of a
+        streamed answer, or one ``{"status": ..., "json": ...}`` for any other (an error, a non-streamed answer)."""
+        yield {served_by.MARK: self._served_desc()}
+        response = await self._respond(body, chat)
+        if isinstance(response, StreamingResponse):
+            async with contextlib.aclosing(response.body_iterator) as chunks:  # closed when the ingress lets go
+                async for chunk in chunks:
+                    yield chunk
+        else:
+            yield {"status": response.status_code, "json": json.loads(response.body)}
 
     def _delay(self, base: float) -> float:
         return max(0.0, base * (1 + self.rng.uniform(-self.jitter, self.jitter)))
@@ -144,6 +168,9 @@ class StreamTarget:
             body = await request.json()
         except ValueError:
             return None, _error(400, "body is not JSON")
+        return self._check(body)
+
+    def _check(self, body):
         if not isinstance(body, dict):
             return None, _error(400, "body must be a JSON object")
         if body.get("model", self.model) != self.model:
@@ -188,18 +215,26 @@ class StreamTarget:
         body, err = await self._parse(request)
         if err:
             return err
+        return await self._respond(body, chat)
+
+    async def _respond(self, body, chat: bool):
+        body, err = self._check(body)
+        if err:
+            return err
         n = min(body.get("max_tokens", 16), self.cap)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16]
-        prompt = body.get("prompt") if not chat else " ".join(
-            str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, dict))
-        tokens = str(prompt or "").split()
+        try:  # a continuation's answer goes on at index `start` of its original prompt's answer
+            prompt, given, start = continuation.target_prompt(body, chat)
+        except continuation.BadContinuation as e:
+            return _error(400, str(e))
+        tokens = given.split()  # every word it was given counts: the answer so far is prompt too, as in vLLM
         prompt_tokens = len(tokens)
         if prompt_tokens + body.get("max_tokens", 16) > self.max_model_len:
             return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, you "
                                f"requested {prompt_tokens + body.get('max_tokens', 16)} tokens ({prompt_tokens} in the "
                                f"messages, {body.get('max_tokens', 16)} in the completion).")
         key = stream_tokens.prompt_key(prompt)  # the answer is a function of the prompt and the index alone
-        words = [stream_tokens.word(key, i) for i in range(n)]
+        words = [stream_tokens.word(key, i) for i in range(start, start + n)]
         obj = "chat.completion" if chat else "text_completion"
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         try:
@@ -216,13 +251,13 @@ class StreamTarget:
                 out = [w async for w in self._tokens(words, prefill, prompt_tokens)]
             except EngineDead as e:
                 return _engine_dead(e)
-            text = " ".join(out)
+            text = "".join(w if start + i == 0 else " " + w for i, w in enumerate(out))
             choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                       if chat else {"index": 0, "text": text, "finish_reason": "length"})
             return JSONResponse({"id": rid, "object": obj, "created": int(time.time()), "model": self.model,
                                  "system_fingerprint": FINGERPRINT, "choices": [choice], "usage": usage})
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(self._events(rid, chat, words, usage, include_usage, prefill, prompt_tokens),
+        return StreamingResponse(self._events(rid, chat, words, usage, include_usage, prefill, prompt_tokens, start),
                                  media_type="text/event-stream")
 
     def _tokens(self, words: list[str], prefill: float, prompt_tokens: int = 1):
@@ -232,7 +267,7 @@ class StreamTarget:
         return self.watchdog.watch(self.watchdog_v2.watch(generate(self.engine, words, delays),
                                                           prompt_tokens=prompt_tokens))
 
-    async def _events(self, rid, chat, words, usage, include_usage, prefill, prompt_tokens=1):
+    async def _events(self, rid, chat, words, usage, include_usage, prefill, prompt_tokens=1, start=0):
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(time.time())
 
@@ -245,7 +280,7 @@ class StreamTarget:
         try:
             async with contextlib.aclosing(self._tokens(words, prefill, prompt_tokens)) as tokens:  # closed with the stream
                 async for w in tokens:
-                    text = w if i == 0 else " " + w
+                    text = w if start + i == 0 else " " + w  # the answer's first token bare, as it began
                     finish = "length" if i == len(words) - 1 else None
                     choice = ({"index": 0, "delta": {"content": text}, "finish_reason": finish} if chat
                               else {"index": 0, "text": text, "finish_reason": finish})
@@ -261,5 +296,6 @@ class StreamTarget:
 
 
 def app_builder(args: dict) -> serve.Application:
-    """Import path for Serve configs: ``serve_apps.stream_target:app_builder``."""
+    """Import path for Serve configs: ``serve_apps.stream_target:app_builder`` (the target its own ingress;
+    with migration, ``serve_apps.migrating_ingress:app_builder`` puts one in front of it)."""
     return StreamTarget.bind(**(args or {}))

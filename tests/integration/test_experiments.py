@@ -383,6 +383,33 @@ def test_replica_kill_under_chat_sessions_with_retries_measures_the_replacements
     assert_healthy_after(shared_cluster.cluster_dir)
 
 
+def test_replica_kill_with_migration_saves_the_killed_replicas_streams(shared_cluster, test_root):
+    """replica-kill-migration (issue 47; DRAFTED, NOT RUN YET: the main session runs it first and states its CI time):
+    the stream target behind the MigratingIngress (app.migration limit 2), one engine replica killed. Every stream
+    the killed replica was serving goes on from another replica: none of them fails (or each failure says why
+    migration was refused), no token lost, duplicated or corrupted, and streams were migrated. The cluster redeploys
+    the app with the ingress for this run and without it for the next (chaos.deploy.deployments_differ)."""
+    name = "replica-kill-migration"
+    out = test_root / "runs" / name
+    verdict, result = runner.run_experiment(shortened(test_root, name), out, app="stream",
+                                            cluster_dir=shared_cluster.cluster_dir)
+    check_result(verdict, result, out, "replica")
+    f = result["summary"]["faults"][0]
+    gone = {x["replica"] for x in f["replacement"]["gone"]}
+    assert len(gone) == 1, f["replacement"]
+    records = [json.loads(line) for line in (out / "records.ndjson").read_text().splitlines() if line.strip()]
+    killed = [r for r in records if r.get("served_replica") in gone]
+    assert killed, "no request was served by the killed replica: nothing was tested"
+    broken = [r for r in killed if r.get("failure") and not r.get("migration_refused")]
+    assert broken == [], broken[:3]
+    c = f["continuity"]
+    assert c["streams_migrated"] >= 1, c
+    assert (c["tokens_lost"], c["tokens_duplicated"], c["tokens_out_of_order"], c["tokens_corrupted"]) == (0, 0, 0, 0), c
+    assert c["migration_gap_p50_ms"] is not None, c
+    assert verdict == runner.PASS, bounds.describe_failures(result["summary"]["bounds"]["results"])
+    assert_healthy_after(shared_cluster.cluster_dir)
+
+
 def node_kill_variant(test_root: Path, name: str, front_door: dict | None = None, bounds: dict | None = None) -> Path:
     """worker-node-kill :func:`shortened`, with a 10 s outage (the shipped one's 20 s: what these variants show does
     not need it; CI time), its front door and bounds updated with ``front_door`` and ``bounds``."""

@@ -415,6 +415,7 @@ KINDS = {
     "app.health_check_timeout_s": "number", "app.max_ongoing_requests": "integer",
     "app.max_replicas_per_node": "integer", "app.graceful_shutdown_timeout_s": "number",
     "app.graceful_shutdown_wait_loop_s": "number", "app.stall_s": "number", "app.watchdog": "integer",
+    "app.migration.limit": "integer",
     "targets": "enum", "routing": "enum", "front": "enum",
     "front_door.check_interval_s": "number", "front_door.fall": "integer", "front_door.rise": "integer",
     "front_door.check_timeout_s": "number", "front_door.passive": "boolean",
