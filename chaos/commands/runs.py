@@ -12,14 +12,16 @@ from chaos.errors import AvailproofError, SetupError
 
 
 def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False,
-             prometheus_url: str | None = None) -> dict:
-    """One experiment run. A set-up error is its result (ERROR, exit 2), so that the runs before it
+             prometheus_url: str | None = None, spec=None) -> dict:
+    """One experiment run (``spec``: the file as the command parsed it, :mod:`chaos.run_spec`; None: parsed by
+    the runner). A set-up error is its result (ERROR, exit 2), so that the runs before it
     keep their JUnit and report; on the ``first`` run of a command nothing is kept yet: it is raised
     (one line, exit 2)."""
     from chaos import runner, verdict
 
     try:
-        code, result = runner.run_experiment(path, out, options=run_options(args, out, front, prometheus_url))
+        code, result = runner.run_experiment(path, out, options=run_options(args, out, front, prometheus_url),
+                                             spec=spec)
     except AvailproofError as e:
         if first:
             raise
@@ -62,9 +64,10 @@ def _prometheus(args, out: Path):
 def cmd_run(args) -> int:
     from chaos import runner, validate, verdict
 
-    # one-line error on a bad file (or capacity file, for load.utilization), before anything starts
-    rate_from = validate.run_inputs(args.experiment, args.app, args.capacity)
-    if args.capacity and rate_from is None:
+    # one-line error on a bad file (or capacity file, for load.utilization), before anything starts: the run's
+    # spec, parsed once (chaos.run_spec); every trial runs it
+    spec = validate.run_spec(args.experiment, run_options(args, None))
+    if args.capacity and spec.rate_from is None:
         say(f"--capacity {args.capacity}: not used, {args.experiment} states no load.utilization "
              "(its rate is load.rate)")
     if getattr(args, "plan", False):
@@ -76,7 +79,7 @@ def cmd_run(args) -> int:
             trial_out = out if args.trials == 1 else out / f"trial-{trial}"
             say(f"{args.experiment}: trial {trial}/{args.trials} -> {trial_out}")
             results.append(_run_one(args.experiment, trial_out, args, first=trial == 1,
-                                    prometheus_url=server and server.url))
+                                    prometheus_url=server and server.url, spec=spec))
     (out / "junit.xml").write_text(runner.junit_xml(results))
     write_report(out)
     worst = max(r["verdict"] for r in results)
