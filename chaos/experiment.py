@@ -136,7 +136,7 @@ def parse(experiment: Any, source: str = "experiment", capacity: str | Path | No
     from chaos import utilization
 
     by_app: dict[str, Settings] = {}
-    for app in ("stream", "llm"):
+    for app in ("stream", "llm") if "llm" in ext else ("stream",):  # no llm block: the llm app's are the same
         try:
             by_app[app] = _settings(ext, source, app)
         except UsageError as e:
@@ -149,7 +149,10 @@ def parse(experiment: Any, source: str = "experiment", capacity: str | Path | No
         except UsageError as e:
             if str(e) not in out:
                 out.append(str(e))
-    return Parsed(out) if out else Parsed(out, by_app, {app: rate_from.get(app) for app in by_app})
+    if out:
+        return Parsed(out)
+    by_app.setdefault("llm", by_app["stream"])
+    return Parsed(out, by_app, {app: rate_from.get(app, rate_from.get("stream")) for app in by_app})
 
 
 def settings(experiment: dict[str, Any], source: str = "experiment", app: str = "stream") -> Settings:

@@ -60,6 +60,7 @@ class RunSpec:
     """One run's experiment as parsed once (module docstring); every field read-only."""
 
     source: str  # what its one-line errors name: the file's name, or the document's title
+    title: str  # the document's title ("" without one)
     experiment: Mapping[str, Any]  # the validated document, read-only (:func:`freeze`)
     app: str  # stream | llm
     settings: exp_mod.Settings  # the run's app's, with what the run derives (rate, front, model)
@@ -67,10 +68,6 @@ class RunSpec:
     rate_from: Mapping[str, Any] | None = None  # the rate as a share of a measured capacity (None: load.rate)
     kubernetes: Mapping[str, Any] | None = None  # the KubeRay target, flags over the file (None: local backend)
     experiment_file: Path | None = None  # the file read (None: a document handed over)
-
-    @property
-    def title(self) -> str:
-        return self.experiment.get("title", "")
 
     def document(self) -> dict[str, Any]:
         """A mutable copy of the document, for whoever needs one of its own (Chaos Toolkit's run)."""
@@ -87,7 +84,8 @@ class RunSpec:
     def with_document(self, **keys: Any) -> RunSpec:
         """A new spec whose document has these top-level ``keys`` replaced (e.g. ``method=[]``); the Settings
         are the extension's, which this does not change."""
-        return dataclasses.replace(self, experiment=freeze({**thaw(self.experiment), **keys}))
+        doc = {**thaw(self.experiment), **keys}
+        return dataclasses.replace(self, experiment=freeze(doc), title=doc.get("title", ""))
 
 
 def build(path: str | Path, options: Options, rates: bool = True) -> RunSpec:
@@ -100,7 +98,7 @@ def build(path: str | Path, options: Options, rates: bool = True) -> RunSpec:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    return of_document(doc, options, source=path.name, experiment_file=path, rates=rates)
+    return of_document(doc, options, source=str(path), experiment_file=path, rates=rates)  # as validate names it
 
 
 def of_document(doc: Any, options: Options, source: str | None = None,
@@ -136,6 +134,6 @@ def of_document(doc: Any, options: Options, source: str | None = None,
         from chaos.provision import kube_settings
 
         kubernetes = freeze(kube_settings(options.kubernetes, s.kubernetes))
-    return RunSpec(source=source, experiment=freeze(doc), app=options.app, settings=s,
+    return RunSpec(source=source, title=doc.get("title", ""), experiment=freeze(doc), app=options.app, settings=s,
                    front=FrontSettings.from_dict(s.front_door), rate_from=freeze(rate_from),
                    kubernetes=kubernetes, experiment_file=experiment_file)
