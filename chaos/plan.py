@@ -88,7 +88,7 @@ def for_experiment(path: str, options, app: str = "stream") -> tuple[str, list[d
     spec = run_spec.build(path, dataclasses.replace(options, app=app))
     provision.check_capabilities(options.backend, spec.settings)  # what the run would refuse first
     if options.backend == "kuberay":
-        backend = provision.kuberay_backend(dict(spec.kubernetes))
+        backend = provision.kuberay_backend(spec.kube_target())
         where = f"KubeRay RayCluster {backend.cluster} in {backend.namespace} (context {backend.context})"
     else:
         backend = provision.attach(options)

@@ -19,16 +19,13 @@ from chaos.backends.local import LocalCluster
 from chaos.backends.local.backend import LocalBackend
 from chaos.errors import SetupError, UsageError, parse_bool
 from chaos.frontdoor import FrontSettings
-from chaos.options import backend_kind
+from chaos.options import KUBE_FLAGS, backend_kind, kube_settings  # noqa: F401 - KUBE_FLAGS: provision's name too
 from serve_apps.config import AppSpec, LLMOptions
 
 if TYPE_CHECKING:
     from chaos.experiment import Settings
     from chaos.run_spec import RunSpec
     from chaos.options import Options
-
-KUBE_FLAGS = {"context": "--kube-context", "namespace": "--kube-namespace", "serve_url": "--serve-url",
-              "dashboard_url": "--dashboard-url"}
 
 
 def _quiet(msg: str) -> None:
@@ -90,7 +87,7 @@ def ensure_kuberay(spec: RunSpec, options: Options, log: Callable[[str], None] =
     """Attach to the KubeRay cluster the spec names (the experiment's ``kubernetes``, the flags over it); the
     RayService deploys the app."""
     settings = spec.settings
-    backend = kuberay_backend(dict(spec.kubernetes or kube_settings(options.kubernetes, settings.kubernetes)))
+    backend = kuberay_backend(spec.kube_target() or kube_settings(options.kubernetes, settings.kubernetes))
     if backend.load_job is not None:  # the load workers as a Job: what its pods cannot do, refused first
         from chaos.backends.kuberay.kube import load as kube_load
 
@@ -242,16 +239,6 @@ def check_capabilities(kind: str | None, settings: Settings) -> None:
     if missing:
         raise UsageError(f"the {cls.name} backend cannot run this experiment: "
                          + "; ".join(base.CAPABILITY_TEXT.get(m, m) for m in missing))
-
-
-def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:
-    """The KubeRay target: the experiment's ``kubernetes`` section, overridden by the CLI's flags (None: not given)."""
-    merged = {**(from_file or {}), **{k: v for k, v in (flags or {}).items() if v is not None}}
-    missing = [k for k in KUBE_FLAGS if not merged.get(k)]
-    if missing:
-        raise UsageError(f"the kuberay backend needs {', '.join(missing)} (experiment extensions.kubernetes or "
-                         f"{' '.join(KUBE_FLAGS[k] for k in missing)})")
-    return merged
 
 
 def kuberay_backend(k: dict):

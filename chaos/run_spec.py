@@ -32,7 +32,7 @@ from typing import Any, Mapping
 from chaos import experiment as exp_mod, secret_env, utilization
 from chaos.errors import UsageError, read_input
 from chaos.frontdoor import FrontSettings
-from chaos.options import Options
+from chaos.options import Options, kube_settings
 
 __all__ = ["RunSpec", "build", "of_document", "freeze", "thaw"]
 
@@ -72,6 +72,10 @@ class RunSpec:
     def document(self) -> dict[str, Any]:
         """A mutable copy of the document, for whoever needs one of its own (Chaos Toolkit's run)."""
         return thaw(self.experiment)
+
+    def kube_target(self) -> dict[str, Any] | None:
+        """A mutable copy of the KubeRay target (None: the local backend)."""
+        return None if self.kubernetes is None else thaw(self.kubernetes)
 
     def with_settings(self, **changes: Any) -> RunSpec:
         """A new spec whose Settings have ``changes`` (e.g. the soak's ``bounds={}``)."""
@@ -131,8 +135,6 @@ def of_document(doc: Any, options: Options, source: str | None = None,
     secret_env.declare(s.auth_token_env, s.front_door.get("token_env"))
     kubernetes = None
     if options.backend == "kuberay":
-        from chaos.provision import kube_settings
-
         kubernetes = freeze(kube_settings(options.kubernetes, s.kubernetes))
     return RunSpec(source=source, title=doc.get("title", ""), experiment=freeze(doc), app=options.app, settings=s,
                    front=FrontSettings.from_dict(s.front_door), rate_from=freeze(rate_from),
