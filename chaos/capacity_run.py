@@ -11,19 +11,17 @@ injected** (the method is not run), and :func:`chaos.capacity.sweep` offers the 
 - ``records.ndjson``: every request of every step, each step after a run header of its own
   (``capacity_step``: its index and rate).
 
-The experiment's own ``load.utilization`` is not used here (the sweep sets the rates).
+The experiment's own ``load.utilization`` is not used here (the sweep sets the rates): the run's spec is
+built without it (:func:`chaos.run_spec.build`, ``rates=False``), and without a method (no fault).
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos import capacity, experiment as exp_mod, records as rec, run as core, summary as summary_mod, utilization
-from chaos.errors import UsageError, read_input
+from chaos import capacity, records as rec, run as core, run_spec, summary as summary_mod, utilization
 from chaos.options import Options
 
 PROGRESS_EVERY_S = 5.0
@@ -35,16 +33,16 @@ def measure(experiment_path: str | Path, options: Options, plan: dict[str, Any] 
     defaults, the warm-up the experiment's); returns the decision and the ``capacity.json`` written.
     Bad input is refused (one line) before anything starts."""
     path = Path(experiment_path)
-    experiment = read_experiment(path)
-    settings = exp_mod.settings(experiment, source=str(path), app=options.app)
-    capacity.check_shape(settings.load)
-    sweep_plan = capacity.SweepPlan(**{"warmup_s": settings.load.warmup_s, **(plan or {})})
     options.experiment_file = path
-    run = core.open_run(without_fault(experiment), options)
+    spec = run_spec.build(path, options, rates=False)  # validated as `run` validates it, no utilization
+    capacity.check_shape(spec.settings.load)
+    sweep_plan = capacity.SweepPlan(**{"warmup_s": spec.settings.load.warmup_s, **(plan or {})})
+    # no method, no rollbacks: the run is opened for the sweep alone, and a backend is asked for no fault's
+    # permissions (chaos.plan.faults_of)
+    run = core.open_run(spec.with_document(method=[], rollbacks=[]), options)
     try:
         s = run.settings
-        shape = s.load
-        shape.model = options.model or shape.model
+        shape = s.load  # the model the load asks for: the spec's
         header = summary_mod.header_block(run.experiment_title, s.scope, core.definitions(s), s.bounds,
                                           s.bounds_source, run.app)
         watch = ReplicaWatch(run.backend)
@@ -67,41 +65,6 @@ def measure(experiment_path: str | Path, options: Options, plan: dict[str, Any] 
            if reps["watchdog_stall_s"] else ""))
     log(f"capacity -> {run.out_dir / 'capacity.json'}; records -> {run.records_path}")
     return decision, doc
-
-
-def read_experiment(path: Path) -> dict[str, Any]:
-    """The experiment file, validated as `run` validates it, its ``load.utilization`` left out (the
-    sweep sets the rates; a capacity file it names may not exist yet)."""
-    text = read_input(path, "experiment")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    doc = without_utilization(doc)
-    found = exp_mod.problems(doc, path.name, experiment_file=path)
-    if found:
-        raise UsageError(found[0])
-    return doc
-
-
-def without_utilization(experiment: Any) -> Any:
-    """A copy of the experiment without ``load.utilization`` and ``load.capacity`` (nor their llm overrides)."""
-    if not isinstance(experiment, dict):
-        return experiment
-    doc = copy.deepcopy(experiment)
-    for ext in doc.get("extensions") or []:
-        if isinstance(ext, dict) and ext.get("name") == exp_mod.EXTENSION:
-            for load in (ext.get("load"), (ext.get("llm") or {}).get("load")):
-                if isinstance(load, dict):
-                    load.pop("utilization", None)
-                    load.pop("capacity", None)
-    return doc
-
-
-def without_fault(experiment: dict[str, Any]) -> dict[str, Any]:
-    """The experiment with no method and no rollbacks: the run is opened for the sweep alone, and a
-    backend is asked for no fault's permissions (:func:`chaos.plan.faults_of`)."""
-    return {**experiment, "method": [], "rollbacks": []}
 
 
 def step_runner(run: core.Run, header: dict[str, Any], log: Callable[[str], None] = core.log) -> capacity.StepRunner:

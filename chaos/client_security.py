@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from chaos import experiment as exp_mod
 from chaos.errors import UsageError
+from chaos.frontdoor import FrontSettings
 from chaos.load._transport import LeanTransport
 from chaos.load.workload import Target
 from chaos.run_state import Run
@@ -34,14 +35,13 @@ def client_ca(run: Run, targets: list[Target]) -> str | None:
     return run.settings.ca_bundle or (run.backend.front_door() or {}).get("ca_bundle")
 
 
-def client_headers(s: exp_mod.Settings) -> dict[str, str]:
+def client_headers(s: exp_mod.Settings, front: FrontSettings | None = None) -> dict[str, str]:
     """``Authorization: Bearer`` from the environment variable the experiment names (``auth_token_env``,
-    else the front door's ``token_env``); the token is never written anywhere."""
+    else the front door's ``token_env``; ``front``: the front door's settings as the run's spec parsed them,
+    None: read from ``s``); the token is never written anywhere."""
     import os
 
-    from chaos.frontdoor import FrontSettings
-
-    name = s.auth_token_env or FrontSettings.from_dict(s.front_door).token_env
+    name = s.auth_token_env or (front or FrontSettings.from_dict(s.front_door)).token_env
     if not name:
         return {}
     token = os.environ.get(name)

@@ -46,8 +46,11 @@ TARGET_SETS = tuple(_PROPS["targets"]["enum"])
 NETWORKS = tuple(_PROPS["network"]["enum"])
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
+    """An experiment's ``availproof`` extension as one app runs it: frozen (a derived value, such as the rate
+    a utilization gives or the ``--front`` flag, is a new Settings: :mod:`chaos.run_spec`)."""
+
     scope: str
     topology: str = "default"
     gcs_fault_tolerance: bool = True
@@ -97,8 +100,28 @@ def problems(experiment: Any, source: str = "experiment", capacity: str | Path |
     schema passes) the load's cross-field rules with and without the ``llm`` overrides, and the
     capacity file a ``load.utilization`` takes its share of (:mod:`chaos.utilization`; ``capacity``
     over ``load.capacity``, which is relative to ``experiment_file``; the app is checked by the run)."""
+    return parse(experiment, source, capacity, experiment_file).problems
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One reading of an experiment document (:func:`parse`): its problems, one line each, and, where it has
+    none, the :class:`Settings` of each app and what each app's rate is derived from (``rate_from``,
+    :func:`chaos.utilization.derive`; None: the load states its rate). Nothing read twice."""
+
+    problems: list[str]
+    settings: dict[str, Settings] = field(default_factory=dict)
+    rate_from: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+
+
+def parse(experiment: Any, source: str = "experiment", capacity: str | Path | None = None,
+          experiment_file: str | Path | None = None, rates: bool = True) -> Parsed:
+    """The experiment document read once (:func:`problems` says what it checks): the extension against its
+    schema once, the Settings of both apps once each, each app's capacity file once (``rates`` False: no
+    ``load.utilization`` is taken a share of, ``availproof capacity``'s case). The Settings of a document with
+    problems are not given."""
     if not isinstance(experiment, dict):
-        return [f"{source}: an experiment is a JSON object"]
+        return Parsed([f"{source}: an experiment is a JSON object"])
     out = [f"{source}: {key}: is required" for key in ("title", "method") if key not in experiment]
     method = experiment.get("method", [{}])
     if not isinstance(method, list) or not method:
@@ -106,19 +129,30 @@ def problems(experiment: Any, source: str = "experiment", capacity: str | Path |
     try:
         ext = _extension(experiment, source)
     except UsageError as e:
-        return out + [str(e)]
+        return Parsed(out + [str(e)])
     found = [f"{source}: {line}" for line in schemas.errors(ext, schemas.EXTENSION, _prefix())]
     if found:
-        return out + found
+        return Parsed(out + found)
     from chaos import utilization
 
-    for app in ("stream", "llm"):
+    by_app: dict[str, Settings] = {}
+    for app in ("stream", "llm") if "llm" in ext else ("stream",):  # no llm block: the llm app's are the same
         try:
-            utilization.derive(_settings(ext, source, app).load, None, capacity, experiment_file, source)
+            by_app[app] = _settings(ext, source, app)
         except UsageError as e:
             if str(e) not in out:
                 out.append(str(e))
-    return out
+    rate_from: dict[str, dict[str, Any] | None] = {}
+    for app, s in by_app.items() if rates else ():
+        try:
+            rate_from[app] = utilization.derive(s.load, None, capacity, experiment_file, source)
+        except UsageError as e:
+            if str(e) not in out:
+                out.append(str(e))
+    if out:
+        return Parsed(out)
+    by_app.setdefault("llm", by_app["stream"])
+    return Parsed(out, by_app, {app: rate_from.get(app, rate_from.get("stream")) for app in by_app})
 
 
 def settings(experiment: dict[str, Any], source: str = "experiment", app: str = "stream") -> Settings:

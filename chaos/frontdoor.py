@@ -69,7 +69,7 @@ TOKEN_VAR = "AVAILPROOF_FRONT_TOKEN"  # the balancer's environment variable hold
 AUTH_CHALLENGE = 'Bearer realm="availproof"'
 
 
-@dataclass
+@dataclass(frozen=True)
 class FrontSettings:
     """How the balancer checks, retries and listens (an experiment's ``front_door`` block)."""
 

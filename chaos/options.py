@@ -13,6 +13,8 @@ from chaos.errors import UsageError, parse_bool
 from chaos.frontdoor import FRONTS
 
 BACKENDS = ("local", "kuberay")
+KUBE_FLAGS = {"context": "--kube-context", "namespace": "--kube-namespace", "serve_url": "--serve-url",
+              "dashboard_url": "--dashboard-url"}
 
 
 def backend_kind(kind: str | None) -> str:
@@ -78,3 +80,13 @@ def _seconds(value: Any, name: str) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise UsageError(f"{name} must be a number of seconds, got {value!r}") from None
+
+
+def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:
+    """The KubeRay target: the experiment's ``kubernetes`` section, overridden by the CLI's flags (None: not given)."""
+    merged = {**(from_file or {}), **{k: v for k, v in (flags or {}).items() if v is not None}}
+    missing = [k for k in KUBE_FLAGS if not merged.get(k)]
+    if missing:
+        raise UsageError(f"the kuberay backend needs {', '.join(missing)} (experiment extensions.kubernetes or "
+                         f"{' '.join(KUBE_FLAGS[k] for k in missing)})")
+    return merged

@@ -81,18 +81,17 @@ def for_experiment(path: str, options, app: str = "stream") -> tuple[str, list[d
     """The plan of the experiment file ``path`` on the backend ``options`` names (its cluster attached,
     read-only: KubeRay's target from the experiment's ``kubernetes`` section and the flags; local: the
     running cluster): a header line and the rows of :func:`objects`."""
-    from chaos import experiment as exp_mod, provision
+    import dataclasses
 
-    experiment = exp_mod.load(path, capacity=options.capacity)
-    settings = exp_mod.settings(experiment, source=str(path), app=app)
-    if options.front:
-        settings.front = options.front
-    provision.check_capabilities(options.backend, settings)  # what the run would refuse first
+    from chaos import provision, run_spec
+
+    spec = run_spec.build(path, dataclasses.replace(options, app=app))
+    provision.check_capabilities(options.backend, spec.settings)  # what the run would refuse first
     if options.backend == "kuberay":
-        backend = provision.kuberay_backend(provision.kube_settings(options.kubernetes, settings.kubernetes))
+        backend = provision.kuberay_backend(spec.kube_target())
         where = f"KubeRay RayCluster {backend.cluster} in {backend.namespace} (context {backend.context})"
     else:
         backend = provision.attach(options)
         where = f"the local cluster {backend.cluster.state.cluster_id}"
     header = f"plan of {path} on {where}: what each fault would touch now; nothing was changed"
-    return header, objects(backend, faults_of(experiment))
+    return header, objects(backend, faults_of(spec.experiment))

@@ -18,15 +18,14 @@ from chaos import deploy
 from chaos.backends.local import LocalCluster
 from chaos.backends.local.backend import LocalBackend
 from chaos.errors import SetupError, UsageError, parse_bool
-from chaos.options import backend_kind
+from chaos.frontdoor import FrontSettings
+from chaos.options import KUBE_FLAGS, backend_kind, kube_settings  # noqa: F401 - KUBE_FLAGS: provision's name too
 from serve_apps.config import AppSpec, LLMOptions
 
 if TYPE_CHECKING:
     from chaos.experiment import Settings
+    from chaos.run_spec import RunSpec
     from chaos.options import Options
-
-KUBE_FLAGS = {"context": "--kube-context", "namespace": "--kube-namespace", "serve_url": "--serve-url",
-              "dashboard_url": "--dashboard-url"}
 
 
 def _quiet(msg: str) -> None:
@@ -73,26 +72,28 @@ def check_llm_fits(topology, llm: LLMOptions) -> None:
                              f"{sizes})")
 
 
-def ensure_system(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = "",
+def ensure_system(spec: RunSpec, options: Options, log: Callable[[str], None] = _quiet, run_id: str = "",
                   faults: list[dict] | None = None):
-    """The backend the experiment runs on, ready: local (cluster up, app deployed) or KubeRay. Before
+    """The backend the experiment runs on (``spec``: the run's, :mod:`chaos.run_spec`), ready: local (cluster up,
+    app deployed) or KubeRay. Before
     anything is changed on a cluster that is already there, the backend is prepared for the run
     (``Backend.prepare``: leftovers of a crashed run refused, the run's id owned; on KubeRay the
     permissions the planned ``faults`` and their heals need, :func:`chaos.plan.faults_of`)."""
     if backend_kind(options.backend) == "kuberay":
-        return ensure_kuberay(settings, options, log, run_id, faults)
-    return ensure_local(settings, options, log, run_id)
+        return ensure_kuberay(spec, options, log, run_id, faults)
+    return ensure_local(spec.settings, options, log, run_id, front=spec.front)
 
 
-def ensure_kuberay(settings: Settings, options: Options, log: Callable[[str], None] = _quiet, run_id: str = "",
+def ensure_kuberay(spec: RunSpec, options: Options, log: Callable[[str], None] = _quiet, run_id: str = "",
                    faults: list[dict] | None = None):
-    """Attach to the KubeRay cluster named in the experiment/CLI; the RayService deploys the app."""
-    backend = kuberay_backend(kube_settings(options.kubernetes, settings.kubernetes))
+    """Attach to the KubeRay cluster the spec names (the experiment's ``kubernetes``, the flags over it); the
+    RayService deploys the app."""
+    settings = spec.settings
+    backend = kuberay_backend(spec.kube_target() or kube_settings(options.kubernetes, settings.kubernetes))
     if backend.load_job is not None:  # the load workers as a Job: what its pods cannot do, refused first
         from chaos.backends.kuberay.kube import load as kube_load
-        from chaos.frontdoor import FrontSettings
 
-        token_env = settings.auth_token_env or FrontSettings.from_dict(settings.front_door).token_env
+        token_env = settings.auth_token_env or spec.front.token_env
         kube_load.check_load(settings.load, sends_token=bool(token_env))
     backend.prepare(run_id, settings.scope, faults)
     log(f"KubeRay: RayCluster {backend.cluster} in {backend.namespace} (context {backend.context}), "
@@ -113,8 +114,9 @@ def wait_app_running(backend, timeout: float) -> None:
 
 
 def ensure_local(settings: Settings, options: Options, log: Callable[[str], None] = _quiet,
-                 run_id: str = "") -> LocalBackend:
-    """Bring the cluster up if needed and deploy the app unless it is already RUNNING."""
+                 run_id: str = "", front: FrontSettings | None = None) -> LocalBackend:
+    """Bring the cluster up if needed and deploy the app unless it is already RUNNING (``front``: the front
+    door's settings as the run's spec parsed them; None: read from ``settings``)."""
     from chaos import topology
 
     cdir = options.cluster_dir
@@ -153,18 +155,16 @@ def ensure_local(settings: Settings, options: Options, log: Callable[[str], None
             log("the deployed app's deployments are not what this experiment asks for: deploying it afresh")
             deploy.undeploy(cluster)
         deploy.deploy(cluster, spec, timeout=options.deploy_timeout_s, log=log)
-    ensure_front(cluster, settings, log)
+    ensure_front(cluster, settings, log, front=front)
     return LocalBackend(cluster, run_id=run_id)  # a cluster brought up here has nothing left of an earlier run
 
 
-def front_token(settings: Settings) -> str | None:
-    """The bearer token the front door requires, from the environment variable the experiment
-    names (a missing one is a usage error, before anything runs)."""
+def front_token(front: FrontSettings) -> str | None:
+    """The bearer token the front door (``front``: its settings) requires, from the environment variable the
+    experiment names (a missing one is a usage error, before anything runs)."""
     import os
 
-    from chaos import frontdoor
-
-    name = frontdoor.FrontSettings.from_dict(settings.front_door).token_env
+    name = front.token_env
     if not name:
         return None
     token = os.environ.get(name)
@@ -173,10 +173,11 @@ def front_token(settings: Settings) -> str | None:
     return token
 
 
-def ensure_front(cluster: LocalCluster, settings: Settings, log: Callable[[str], None] = _quiet) -> None:
+def ensure_front(cluster: LocalCluster, settings: Settings, log: Callable[[str], None] = _quiet,
+                 front: FrontSettings | None = None) -> None:
     """The experiment's front door running (``lb`` / ``zonal-lb``: the rig's HAProxy, started or
-    replaced when its shape or settings differ); none for ``direct``."""
-    from chaos import frontdoor
+    replaced when its shape or settings differ); none for ``direct``. ``front``: its settings as parsed
+    (None: read from ``settings``)."""
     from chaos.backends.local import haproxy
 
     have = cluster.front
@@ -184,8 +185,8 @@ def ensure_front(cluster: LocalCluster, settings: Settings, log: Callable[[str],
         if have is not None:
             cluster.stop_front()
         return
-    want = frontdoor.FrontSettings.from_dict(settings.front_door)
-    token = front_token(settings)
+    want = front or FrontSettings.from_dict(settings.front_door)
+    token = front_token(want)
     if (have is not None and haproxy.alive(have) and have.shape == settings.front
             and have.settings == want.to_dict() and not want.token_env
             and have.cert_valid_for_s() > haproxy.CERT_RENEW_WITHIN_S):  # renewed a day before it expires
@@ -240,16 +241,6 @@ def check_capabilities(kind: str | None, settings: Settings) -> None:
     if missing:
         raise UsageError(f"the {cls.name} backend cannot run this experiment: "
                          + "; ".join(base.CAPABILITY_TEXT.get(m, m) for m in missing))
-
-
-def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:
-    """The KubeRay target: the experiment's ``kubernetes`` section, overridden by the CLI's flags (None: not given)."""
-    merged = {**(from_file or {}), **{k: v for k, v in (flags or {}).items() if v is not None}}
-    missing = [k for k in KUBE_FLAGS if not merged.get(k)]
-    if missing:
-        raise UsageError(f"the kuberay backend needs {', '.join(missing)} (experiment extensions.kubernetes or "
-                         f"{' '.join(KUBE_FLAGS[k] for k in missing)})")
-    return merged
 
 
 def kuberay_backend(k: dict):

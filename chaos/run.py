@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from chaos import analysis, bounds, environment, faults, metrics, provision, records as rec, summary as summary_mod
 from chaos import experiment as exp_mod
-from chaos import baseline_gate as gate, orphan_watch, plan, utilization
+from chaos import baseline_gate as gate, orphan_watch, plan, run_spec, utilization
 from chaos import verdict as verdict_mod
 from chaos.backends import base
 from chaos.client_security import client_ca, client_headers, client_transport
@@ -39,6 +39,7 @@ from chaos.load import served
 from chaos.load.harness import LoadRun
 from chaos.load.workload import Target
 from chaos.options import Options
+from chaos.run_spec import RunSpec
 from chaos.run_state import Run, Stopped, default_out_dir, log, write_json
 from chaos.sampler import Sampler
 from chaos.stop_conditions import Guard, StopConditions
@@ -50,25 +51,21 @@ __all__ = ["Run", "Stopped", "log", "write_json", "default_out_dir", "Guard", "S
            "failed", "attempt"]
 
 
-def open_run(experiment: dict[str, Any], options: Options) -> Run:
+def open_run(spec: RunSpec | dict[str, Any], options: Options) -> Run:
     """Make sure the system is up and the app deployed (idempotent), open the records file and
-    the metrics exporter. The run is the caller's to hand on and to end (:func:`end`, or :func:`close`)."""
-    title = experiment.get("title", "experiment")
-    settings = exp_mod.settings(experiment, source=title, app=options.app)
-    if options.front:
-        settings.front = options.front
-    # load.utilization: the rate as a share of a measured capacity, refused in one line before anything starts
-    rate_from = utilization.derive(settings.load, options.app, options.capacity, options.experiment_file,
-                                   source=str(options.experiment_file or title))
-    if rate_from is not None:
-        utilization.apply(settings.load, rate_from)
+    the metrics exporter. ``spec``: the run's spec (:mod:`chaos.run_spec`), built once before; a document
+    (plain ``chaos run``'s control hands Chaos Toolkit's) is built into one here. The run is the caller's to
+    hand on and to end (:func:`end`, or :func:`close`)."""
+    if not isinstance(spec, RunSpec):
+        spec = run_spec.of_document(spec, options)
+    title, settings, rate_from = spec.title or "experiment", spec.settings, spec.rate_from
     # what the experiment asks of the backend, and the secrets it needs: refused before anything starts
     provision.check_capabilities(options.backend, settings)
-    provision.front_token(settings)
-    client_headers(settings)
+    provision.front_token(spec.front)
+    client_headers(settings, spec.front)
     run_id = uuid.uuid4().hex[:12]
-    backend = provision.ensure_system(settings, options, log=log, run_id=run_id,  # prepared for the run
-                                      faults=plan.faults_of(experiment))
+    backend = provision.ensure_system(spec, options, log=log, run_id=run_id,  # prepared for the run
+                                      faults=plan.faults_of(spec.experiment))
     missing = base.missing_members(backend)
     if missing:
         raise SetupError(f"backend {type(backend).__name__} lacks {', '.join(missing)} of the interface "
@@ -77,8 +74,9 @@ def open_run(experiment: dict[str, Any], options: Options) -> Run:
     out.mkdir(parents=True, exist_ok=True)
     events = rec.Events()
     writer = rec.RecordWriter(out / "records.ndjson").attach(events)
-    run = Run(experiment_title=experiment.get("title", ""), settings=settings, options=options, out_dir=out, run_id=run_id,
-              backend=backend, events=events, writer=writer, marker=Marker(events, log=log), rate_from=rate_from)
+    run = Run(experiment_title=spec.title, settings=settings, options=options, out_dir=out, run_id=run_id,
+              backend=backend, events=events, writer=writer, marker=Marker(events, log=log), spec=spec,
+              rate_from=None if rate_from is None else dict(rate_from))
     log(f"records -> {run.records_path}")
     if rate_from is not None:
         log(f"rate: {utilization.describe(rate_from)}")
@@ -121,8 +119,7 @@ def start_load(run: Run) -> None:
     :class:`Stopped` when a stop condition trips meanwhile, :class:`chaos.baseline_gate.Unsteady` when
     the baseline is out of steady state (nothing may be injected)."""
     s = run.settings
-    shape = s.load
-    shape.model = run.options.model or shape.model
+    shape = s.load  # the model the load asks for: the spec's (chaos.run_spec)
     run.sampler = Sampler(run.backend.observe, run.events, period_s=s.sample_period_s)
     run.sampler.start()
     run.orphans = orphan_watch.OrphanWatch(run.backend, run.marker)  # follows the engines of replicas killed
@@ -155,7 +152,7 @@ def new_load(run: Run, shape, header: dict[str, Any]):
     # (chaos.backends.kuberay.kube.load_pool); they send to the serve Service by its in-cluster name
     in_cluster = getattr(run.backend, "load_pool", lambda *a, **k: None)(
         shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts, header_extra=header,
-        headers=client_headers(s))
+        headers=client_headers(s, run.front))
     if in_cluster is not None:
         return in_cluster
     # Node addresses inside the cluster's own network namespaces are hosts the rig itself created.
@@ -165,10 +162,10 @@ def new_load(run: Run, shape, header: dict[str, Any]):
         from chaos.load.workers import WorkerPool
 
         return WorkerPool(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
-                          header_extra=header, headers=client_headers(s), ca_file=client_ca(run, targets),
+                          header_extra=header, headers=client_headers(s, run.front), ca_file=client_ca(run, targets),
                           records_dir=run.out_dir)
     return LoadRun(targets, shape, run.events, routing=s.routing, allow_hosts=s.allow_hosts + own,
-                   header_extra=header, transport=client_transport(run, targets), headers=client_headers(s))
+                   header_extra=header, transport=client_transport(run, targets), headers=client_headers(s, run.front))
 
 
 

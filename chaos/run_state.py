@@ -20,8 +20,10 @@ from chaos import baseline_gate as gate, records as rec
 from chaos import experiment as exp_mod
 from chaos.backends.base import Backend
 from chaos.faults import Marker
+from chaos.frontdoor import FrontSettings
 from chaos.load.harness import LoadRun
 from chaos.options import Options
+from chaos.run_spec import RunSpec
 from chaos.orphan_watch import OrphanWatch
 from chaos.sampler import Sampler
 
@@ -67,6 +69,7 @@ class Run:
     error: str | None = None  # a step of the lifecycle that failed (start_load, finish: verdict ERROR)
     interrupted: bool = False  # Ctrl-C or SIGTERM (the runner's handler): no recovery window, heal at once
     baseline_gate: dict[str, Any] | None = None  # the baseline's steady state, judged before the method
+    spec: RunSpec | None = None  # what the run runs, parsed once (chaos.run_spec); settings: its Settings
     header_extra: dict[str, Any] | None = None  # what a driver adds to the run header (a soak: its schedule)
     # The driver's way to interrupt its method, called by the Guard's thread with the lock held;
     # True when it did (else the stop stays pending for take_stop()).
@@ -78,6 +81,11 @@ class Run:
     @property
     def app(self) -> str:
         return self.options.app
+
+    @property
+    def front(self) -> FrontSettings:
+        """The front door's settings: the spec's (parsed once), else read from the settings (a Run made without one)."""
+        return self.spec.front if self.spec is not None else FrontSettings.from_dict(self.settings.front_door)
 
     @property
     def records_path(self) -> Path:

@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos import experiment as exp_mod
-from chaos import moments
+from chaos import moments, run_spec
 from chaos import run as core
 from chaos import verdict as verdict_mod
 from chaos.options import Options
+from chaos.run_spec import RunSpec
 
 PASS, VIOLATED, ERROR = (verdict_mod.EXIT[w] for w in (verdict_mod.PASS, verdict_mod.VIOLATED, verdict_mod.ERROR))
 
@@ -43,13 +43,14 @@ def _chaos_logging() -> None:
 
 
 def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster_dir: Path | None = None,
-                   options: Options | None = None) -> tuple[int, dict[str, Any]]:
+                   options: Options | None = None, spec: RunSpec | None = None) -> tuple[int, dict[str, Any]]:
     """Run one experiment file; return (exit code, result) where result holds the summary and the
     verdict (:mod:`chaos.verdict`, decided once by the control after the experiment).
 
     The run is opened here, around the Chaos Toolkit call: a set-up error raises (one line, exit 2)
     before anything is injected, and Chaos Toolkit is never called. The run is handed to the control in
-    Chaos Toolkit's configuration (:class:`chaos.ctk.session.HandOver`), where its actions and probes find it."""
+    Chaos Toolkit's configuration (:class:`chaos.ctk.session.HandOver`), where its actions and probes find it.
+    ``spec``: the file as the command parsed it already (:func:`chaos.validate.run_spec`); None: parsed here, once."""
     from chaoslib.experiment import ensure_experiment_is_valid
     from chaoslib.experiment import run_experiment as ctk_run
 
@@ -59,11 +60,13 @@ def run_experiment(path: str | Path, out_dir: Path, app: str = "stream", cluster
         options = Options(app=app, out_dir=out_dir, **({"cluster_dir": cluster_dir} if cluster_dir else {}))
     options.out_dir = out_dir
     options.experiment_file = Path(path)  # its load.capacity is relative to it (chaos.utilization)
-    experiment = exp_mod.load(path, capacity=options.capacity)
+    if spec is None:
+        spec = run_spec.build(path, options)
+    experiment = spec.document()  # Chaos Toolkit's own copy
     _chaos_logging()
     ensure_experiment_is_valid(experiment)
     t0 = time.monotonic()
-    run = core.open_run(experiment, options)
+    run = core.open_run(spec, options)
     run.driver = "availproof"
     # SIGTERM as Ctrl-C: Chaos Toolkit then marks the run interrupted and plays the rollbacks.
     # SIGINT too, even where the shell started us with it ignored (a background job): Ctrl-C

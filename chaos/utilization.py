@@ -20,6 +20,7 @@ measured_at, the rate) is recorded in the run header and the summary as ``rate_f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -74,19 +75,26 @@ def derive(shape: LoadShape, app: str | None = None, capacity: str | Path | None
     if doc["sustained_rps"] is None:
         raise UsageError(f"{path}: sustained_rps: null, nothing was sustained ({doc['sustained_reason']}); "
                          "no rate to take a share of: measure again or state load.rate")
-    if app is not None and doc["app"] != app:
-        raise UsageError(f"{path}: app: measured for the {doc['app']} app, this run's app is {app}: measure it with "
-                         f"`availproof capacity EXPERIMENT --app {app}` or run with --app {doc['app']}")
-    return {"utilization": shape.utilization, "capacity": str(path), "sustained_rps": doc["sustained_rps"],
-            "measured_at": doc["measured_at"], "rate_rps": shape.utilization * doc["sustained_rps"],
-            "app": doc["app"], "front": doc["front"], "topology": doc["topology"],
-            "capacity_is_lower_bound": bool(doc.get("sustained_is_lower_bound"))}
+    rate_from = {"utilization": shape.utilization, "capacity": str(path), "sustained_rps": doc["sustained_rps"],
+                 "measured_at": doc["measured_at"], "rate_rps": shape.utilization * doc["sustained_rps"],
+                 "app": doc["app"], "front": doc["front"], "topology": doc["topology"],
+                 "capacity_is_lower_bound": bool(doc.get("sustained_is_lower_bound"))}
+    if app is not None:
+        check_app(rate_from, app)
+    return rate_from
 
 
-def apply(shape: LoadShape, rate_from: dict[str, Any]) -> None:
-    """The load shape at the derived rate, naming the capacity file it was derived from."""
-    shape.rate = rate_from["rate_rps"]
-    shape.capacity = rate_from["capacity"]
+def check_app(rate_from: dict[str, Any], app: str) -> None:
+    """A capacity measured for another app than the run's ``app`` is refused (one line)."""
+    if rate_from["app"] != app:
+        raise UsageError(f"{rate_from['capacity']}: app: measured for the {rate_from['app']} app, this run's app is "
+                         f"{app}: measure it with `availproof capacity EXPERIMENT --app {app}` or run with "
+                         f"--app {rate_from['app']}")
+
+
+def applied(shape: LoadShape, rate_from: dict[str, Any]) -> LoadShape:
+    """A new load shape at the derived rate, naming the capacity file it was derived from (``shape`` unchanged)."""
+    return dataclasses.replace(shape, rate=rate_from["rate_rps"], capacity=rate_from["capacity"])
 
 
 def describe(rate_from: dict[str, Any]) -> str:

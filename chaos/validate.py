@@ -8,13 +8,14 @@ utilization import no circle."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
-from chaos import experiment, schemas, timeout_fit, topology, utilization
+from chaos import experiment, run_spec as run_spec_mod, schemas, timeout_fit, topology, utilization
 from chaos.errors import UsageError, read_input, yaml_problem
+from chaos.options import Options
+from chaos.run_spec import RunSpec
 
 
 def check_file(file: str | Path, capacity: str | Path | None = None, warn: list[str] | None = None,
@@ -77,16 +78,20 @@ def experiment_warnings(doc: dict[str, Any], source: str = "experiment", capacit
         return []
     rate_from = utilization.derive(shape, None, capacity, experiment_file, source)  # problems() passed it
     if rate_from is not None:  # the plan at the run's rate: utilization x sustained_rps
-        shape = copy.deepcopy(shape)
-        utilization.apply(shape, rate_from)
+        shape = utilization.applied(shape, rate_from)
     fit = timeout_fit.from_file(shape, "stream")
     return [f"{source}: warning: {fit['why']}"] if fit["fits"] is False else []
 
 
+def run_spec(experiment_path: str | Path, options: Options) -> RunSpec:
+    """What `run` and `suite` check of an experiment file before anything runs, as the run's spec
+    (:mod:`chaos.run_spec`, built once: the runner runs this very object): the file (with the capacity
+    file), then its utilization against the run's app; a problem raises one line."""
+    return run_spec_mod.build(experiment_path, options)
+
+
 def run_inputs(experiment_path: str | Path, app: str, capacity: str | Path | None = None) -> dict[str, Any] | None:
-    """What `run` and `suite` check of an experiment file before anything runs: the file (with the
-    capacity file, :func:`chaos.experiment.load`), then its utilization against the run's app.
-    Returns what the rate would be derived from (None: the experiment states its rate)."""
-    doc = experiment.load(experiment_path, capacity=capacity)
-    settings = experiment.settings(doc, source=str(experiment_path), app=app)
-    return utilization.derive(settings.load, app, capacity, experiment_path, source=str(experiment_path))
+    """:func:`run_spec` with only the app and the capacity file: what the rate would be derived from (None:
+    the experiment states its rate)."""
+    spec = run_spec(experiment_path, Options(app=app, capacity=capacity))
+    return None if spec.rate_from is None else dict(spec.rate_from)

@@ -12,14 +12,16 @@ from chaos.errors import AvailproofError, SetupError
 
 
 def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False,
-             prometheus_url: str | None = None) -> dict:
-    """One experiment run. A set-up error is its result (ERROR, exit 2), so that the runs before it
+             prometheus_url: str | None = None, spec=None, options=None) -> dict:
+    """One experiment run (``spec``: the file as the command parsed it, :mod:`chaos.run_spec`, and ``options``
+    the ones it was parsed with; None: from the flags, parsed by the runner). A set-up error is its result (ERROR, exit 2), so that the runs before it
     keep their JUnit and report; on the ``first`` run of a command nothing is kept yet: it is raised
     (one line, exit 2)."""
     from chaos import runner, verdict
 
     try:
-        code, result = runner.run_experiment(path, out, options=run_options(args, out, front, prometheus_url))
+        code, result = runner.run_experiment(path, out, spec=spec,
+                                             options=options or run_options(args, out, front, prometheus_url))
     except AvailproofError as e:
         if first:
             raise
@@ -62,9 +64,11 @@ def _prometheus(args, out: Path):
 def cmd_run(args) -> int:
     from chaos import runner, validate, verdict
 
-    # one-line error on a bad file (or capacity file, for load.utilization), before anything starts
-    rate_from = validate.run_inputs(args.experiment, args.app, args.capacity)
-    if args.capacity and rate_from is None:
+    # one-line error on a bad file (or capacity file, for load.utilization), before anything starts: the run's
+    # spec, parsed once (chaos.run_spec); every trial runs it
+    options = run_options(args, None)  # the runner sets each trial's out_dir
+    spec = validate.run_spec(args.experiment, options)
+    if args.capacity and spec.rate_from is None:
         say(f"--capacity {args.capacity}: not used, {args.experiment} states no load.utilization "
              "(its rate is load.rate)")
     if getattr(args, "plan", False):
@@ -72,11 +76,12 @@ def cmd_run(args) -> int:
     out = Path(args.out) if args.out else default_out(Path(args.experiment).stem)
     results = []
     with _prometheus(args, out) as server:
+        options.prometheus_url = server and server.url
         for trial in range(1, args.trials + 1):
             trial_out = out if args.trials == 1 else out / f"trial-{trial}"
             say(f"{args.experiment}: trial {trial}/{args.trials} -> {trial_out}")
             results.append(_run_one(args.experiment, trial_out, args, first=trial == 1,
-                                    prometheus_url=server and server.url))
+                                    spec=spec, options=options))
     (out / "junit.xml").write_text(runner.junit_xml(results))
     write_report(out)
     worst = max(r["verdict"] for r in results)

@@ -24,14 +24,17 @@ for one fault, experiments whose loads or topologies differ), then the claim's."
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chaos.claim.rates import DEFAULT_RISK, DEFAULT_TARGET_PCT
+from chaos import run_spec
 from chaos.errors import UsageError
+from chaos.load.workload import LoadShape
+from chaos.options import Options
+from chaos.run_spec import RunSpec
 from chaos.soak import schedule as sch
 
 SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "soak.schema.json"
@@ -57,7 +60,7 @@ class SoakInput:
 class Prepared:
     inp: SoakInput
     schedule: sch.Schedule
-    experiment: dict[str, Any]  # what chaos.run.open_run executes
+    spec: RunSpec  # what chaos.run.open_run executes (soak_spec)
     actions: dict[str, tuple[str, dict[str, Any]]]  # scope -> (chaos.ctk.actions function, its arguments)
     claim_doc: dict[str, Any] | None = None
     header: dict[str, Any] = field(default_factory=dict)  # the run header's "soak" block
@@ -147,7 +150,6 @@ def check_file(path: str | Path) -> list[str] | None:
 
 def prepare(inp: SoakInput) -> Prepared:
     """Every check and the draw, touching no cluster: the soak as it will run, or a one-line UsageError."""
-    from chaos import experiment as exp_mod
     from chaos.claim.rates import load_rates
 
     if not inp.experiments:
@@ -158,7 +160,8 @@ def prepare(inp: SoakInput) -> Prepared:
     rates = load_rates(inp.faults)
     faults = sch.faults_from_experiments(inp.experiments, inp.app)
     schedule = sch.draw(rates, faults, inp.speedup, inp.duration_s, inp.seed)
-    docs = [exp_mod.load(p) for p in inp.experiments]
+    specs = [run_spec.build(p, Options(app=inp.app, front=inp.front)) for p in inp.experiments]  # parsed once each
+    docs = [s.document() for s in specs]  # copies of their own
     actions: dict[str, tuple[str, dict[str, Any]]] = {}
     method = []
     for f, doc in zip(faults, docs):
@@ -166,14 +169,14 @@ def prepare(inp: SoakInput) -> Prepared:
                    and (a.get("provider") or {}).get("func") in sch.heal_args())
         args = {k: v for k, v in (act["provider"].get("arguments") or {}).items() if k != "configuration"}
         actions[f.scope] = (act["provider"]["func"], args)
-        method.append(copy.deepcopy(act))
+        method.append(act)
     claim_doc = compute_claim(inp.claim_from, inp.faults) if inp.claim_from else None
-    experiment = soak_experiment(docs[0], method, schedule, [Path(p).stem for p in inp.experiments])
+    spec = soak_spec(specs[0], method, schedule, [Path(p).stem for p in inp.experiments])
     header = {"schedule": schedule.to_dict(), "experiments": list(inp.experiments), "faults": inp.faults,
               "rates": {"period_days": rates.period_days}, "claim_from": inp.claim_from, "claim": dict(CLAIM_ARGS),
               "app": inp.app, "source": inp.source, "actions": {s: {"func": a, "arguments": args}
                                                                for s, (a, args) in actions.items()}}
-    return Prepared(inp, schedule, experiment, actions, claim_doc, header)
+    return Prepared(inp, schedule, spec, actions, claim_doc, header)
 
 
 def compute_claim(suite_dir: str, rates_path: str, claim_args: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -187,27 +190,18 @@ def compute_claim(suite_dir: str, rates_path: str, claim_args: dict[str, Any] | 
                        claim.risk_value(a["risk"]), a["population"], a["seed"])
 
 
-def soak_experiment(first: dict[str, Any], method: list[dict[str, Any]], schedule: sch.Schedule,
-                    names: list[str]) -> dict[str, Any]:
-    """The experiment the soak runs: the first listed one's load, topology, steady state and SLO (they all agree:
-    :func:`chaos.soak.schedule.check_same_setup`), every listed experiment's fault action as its method (what the
-    cluster is prepared for), no per-fault bounds, a load and a wall-clock limit long enough for the schedule."""
-    from chaos.experiment import EXTENSION
-
-    doc = copy.deepcopy(first)
-    ext = next(e for e in doc["extensions"] if isinstance(e, dict) and e.get("name") == EXTENSION)
-    warm, base = float(ext["load"].get("warmup_s", 0)), float(ext.get("baseline_s", 10.0))
-    ext["load"]["duration_s"] = round(warm + base + schedule.end_s + 600, 3)  # finish() ends it before then
-    ext["load"].pop("max_requests", None)
-    ext["max_wall_s"] = round(warm + base + schedule.end_s + 900, 3)
-    ext["bounds"] = {"must_recover": True}  # the schema wants one; chaos.soak.run.execute states none (SOAK_BOUNDS)
-    ext["bounds_source"] = ("a soak states no per-fault bounds: its observed lost service-seconds are set against "
-                            "the claim's prediction (summary.json's soak)")
-    llm = ext.get("llm")
-    if isinstance(llm, dict):
-        llm.pop("bounds", None)
-        llm.pop("bounds_source", None)
-    doc["title"] = f"soak: {' + '.join(names)} at x{schedule.speedup:g}, seed {schedule.seed}"
-    doc["method"] = method
-    doc["rollbacks"] = []
-    return doc
+def soak_spec(first: RunSpec, method: list[dict[str, Any]], schedule: sch.Schedule, names: list[str]) -> RunSpec:
+    """The spec the soak runs, derived from the first listed experiment's (its load, topology, steady state and
+    SLO: they all agree, :func:`chaos.soak.schedule.check_same_setup`): every listed experiment's fault action as
+    its method (what the cluster is prepared for), no rollbacks, no per-fault bounds (the soak is compared with
+    the claim), a load and a wall-clock limit long enough for the schedule. ``first`` is unchanged."""
+    s = first.settings
+    warm, base = s.load.warmup_s, s.baseline_s
+    return (first
+            .with_load(duration_s=round(warm + base + schedule.end_s + 600, 3),  # finish() ends it before then
+                       max_requests=LoadShape().max_requests)
+            .with_settings(max_wall_s=round(warm + base + schedule.end_s + 900, 3), bounds={},
+                           bounds_source="a soak states no per-fault bounds: its observed lost service-seconds are "
+                                         "set against the claim's prediction (summary.json's soak)")
+            .with_document(title=f"soak: {' + '.join(names)} at x{schedule.speedup:g}, seed {schedule.seed}",
+                           method=method, rollbacks=[]))

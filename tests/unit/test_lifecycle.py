@@ -2,6 +2,7 @@
 measuring run, a set-up that fails injects nothing (under `availproof run` and plain `chaos run`),
 the rollback heals exactly what the run injected, and what no rollback healed the run heals itself."""
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -226,8 +227,7 @@ def test_an_experiment_asking_for_what_the_backend_cannot_do_is_refused_in_one_l
 
 
 def test_a_scope_no_backend_declares_is_refused():
-    s = _settings(front="direct")
-    s.scope = "disk-full"
+    s = dataclasses.replace(_settings(front="direct"), scope="disk-full")  # Settings are frozen: a new one
     assert base.scope_capability("disk-full") in base.required(s)
     with pytest.raises(UsageError, match="scope:disk-full"):
         provision.check_capabilities("local", s)

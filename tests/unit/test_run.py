@@ -4,6 +4,7 @@ backend whose proxies refuse connections, so every request fails)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import time
@@ -183,7 +184,7 @@ def test_the_guard_keeps_watching_when_the_load_is_gone(tmp_path):
     interrupted the method any more."""
     called = []
     run = _run(tmp_path, {}, on_stop=lambda reason: called.append(reason) or True)
-    run.settings.max_wall_s = 0.3
+    run.settings = dataclasses.replace(run.settings, max_wall_s=0.3)  # Settings are frozen: a new one
     run.started_mono = time.monotonic()
     run.load.running = False  # the harness ended
     guard = core.Guard(run, poll_s=0.02)

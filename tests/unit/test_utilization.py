@@ -65,8 +65,8 @@ def test_the_rate_is_the_utilization_of_the_sustained_rate_of_the_capacity_file_
     assert described.startswith("8.4 req/s = 0.7 x 12 req/s sustained (exps/measured/capacity.json")
     s = exp_mod.settings(exp_mod.load(path), source=str(path))
     assert s.load.rate == 8 and s.load.utilization == 0.7  # the file's rate until the run derives its own
-    utilization.apply(s.load, rate_from)
-    assert s.load.rate == pytest.approx(8.4) and s.load.capacity == rate_from["capacity"]
+    shape = utilization.applied(s.load, rate_from)  # a new shape: the file's is unchanged
+    assert shape.rate == pytest.approx(8.4) and shape.capacity == rate_from["capacity"] and s.load.rate == 8
 
 
 def test_the_capacity_option_wins_over_load_capacity(tmp_path):
