@@ -148,21 +148,23 @@ def test_two_workers_gamma_half_merge_from_both_with_the_burstiness_and_analyse_
 
 
 @contextlib.contextmanager
-def _priority(nice: int):
-    """This process (and the server it starts) at ``nice`` when it may raise its priority (root), restored after;
-    elsewhere unchanged. The claim is the harness's own precision on a quiet machine (docs/traffic.md): on a 2-core
-    machine whose other work (a cluster's teardown, another session's tests) held load 4-8, the kernel woke the
-    replay up to 1.3 ms late at p99 whatever the harness did, at nice 0."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
+def _realtime(priority: int = 10):
+    """This thread (and the threads and the server process it starts) in the round-robin real-time class at
+    ``priority`` when it may (root with CAP_SYS_NICE), restored after; elsewhere unchanged. The claim is the
+    harness's own precision (docs/traffic.md): on a 2-core machine that other work held at load 4-8 (a cluster's
+    teardown, another session's tests) the kernel woke the replay up to 1.3-3 ms late at p99 whatever the harness
+    did; nice -10 did not help (the scheduler's autogroups: another session's work is another group), SCHED_RR did
+    (4 busy processes beside it: passed at the first attempt, 2026-12-06)."""
+    before = os.sched_getscheduler(0), os.sched_getparam(0)
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(priority))
     except PermissionError:
-        yield os.getpriority(os.PRIO_PROCESS, 0)
+        yield False
         return
     try:
-        yield nice
+        yield True
     finally:
-        os.setpriority(os.PRIO_PROCESS, 0, before)
+        os.sched_setscheduler(0, before[0], before[1])
 
 
 def _replay(tmp_path, rows, attempt):
@@ -194,17 +196,18 @@ def test_a_trace_replays_with_send_instants_within_1ms_p99_of_the_traces(tmp_pat
     want_ns = [round(row["timestamp"] / 2.0 * 1e6) for row in rows]  # ms, replayed twice as fast
     seen = []
     for attempt in range(3):  # the machine is shared: a replay that other work delayed is tried again (at most 3)
-        with _priority(-10):
+        with _realtime():
             back = _replay(tmp_path, rows, attempt)
         assert back.footer["reason"] == "duration" and len(back.requests) == 300 and all(r.ok for r in back.requests)
         t0 = back.header["started_ns"]
         by_id = sorted(back.requests, key=lambda r: r.id)
         assert [r.planned_ns - t0 for r in by_id] == pytest.approx(want_ns, abs=1000)
         seen.append(_p99_ms([r.sent_ns - (t0 + w) for r, w in zip(by_id, want_ns)]))
+        print(f"trace replay attempt {attempt}: p99 {seen[-1]:.3f} ms, load average {os.getloadavg()[0]:.2f}")
         if seen[-1] < 1.0:
             break
     assert seen[-1] < 1.0, (f"p99 of send instants minus the trace's: {seen} ms; load average {os.getloadavg()}; "
-                            f"nice {os.getpriority(os.PRIO_PROCESS, 0)}")
+                            f"scheduling class {os.sched_getscheduler(0)} (2: SCHED_RR, taken when permitted)")
     assert [(r.prompt_len, r.max_tokens) for r in by_id] == [(row["input_length"], row["output_length"])
                                                              for row in rows]  # none beyond 512 here
     assert back.header["trace"]["requests"] == 300 and back.header["trace"]["speed"] == 2.0
