@@ -4,7 +4,8 @@ stream whose replica breaks goes on from another one.
 With ``app.migration: {limit: N}`` in an experiment (:mod:`serve_apps.config`), the stream target app is two
 deployments: ``MigratingIngress`` (this one: the app's route prefix, the FastAPI app) and ``StreamTarget`` (the
 engine replicas: their zone placement, health checks and watchdog ``user_config`` as without migration), which the
-ingress calls through a ``DeploymentHandle`` (:meth:`serve_apps.stream_target.StreamTarget.answer`). The app's
+ingress calls through a ``DeploymentHandle`` (:meth:`serve_apps.stream_target.StreamReplica.answer`; the
+deployment :data:`serve_apps.stream_target.StreamEngine`, a FastAPI ingress no more: Serve takes one per app). The app's
 name and route stay; the rig lists and picks the engine replicas by their deployment's name
 (:data:`chaos.placement.MODEL_DEPLOYMENTS`), never the ingress's.
 
@@ -36,7 +37,7 @@ from ray import serve
 
 from serve_apps import served_by
 from serve_apps.migration_splice import DONE, Event, Policy, Response, Served, Splice, collect
-from serve_apps.stream_target import StreamTarget
+from serve_apps.stream_target import StreamEngine
 
 api = FastAPI(title="availproof migrating ingress")
 
@@ -60,41 +61,7 @@ def _headers(desc: dict | None) -> dict[str, str]:
     return served_by.headers((desc or {}).get("identity") or {}, (desc or {}).get("engine")) if desc else {}
 
 
-@serve.deployment(name="MigratingIngress")
-@serve.ingress(api)
-class MigratingIngress:
-    def __init__(self, engine, limit: int = 1, default_max_tokens: int | None = 16, retry_deadline_s: float = 10.0):
-        self.engine = engine
-        self.policy = Policy(limit=limit, app="stream", default_max_tokens=default_max_tokens,
-                             retry_deadline_s=retry_deadline_s)
-
-    @api.get("/v1/models")
-    async def models(self):
-        return await self.engine.models.remote()
-
-    @api.get("/-/whoami")
-    async def whoami(self):
-        return await self.engine.whoami.remote()
-
-    @api.post("/v1/completions")
-    async def completions(self, request: Request):
-        return await self._forward(request, chat=False)
-
-    @api.post("/v1/chat/completions")
-    async def chat(self, request: Request):
-        return await self._forward(request, chat=True)
-
-    async def _forward(self, request: Request, chat: bool):
-        try:
-            body = await request.json()
-        except ValueError:
-            return JSONResponse({"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, 400)
-        if not isinstance(body, dict):
-            return JSONResponse({"error": {"message": "body must be a JSON object", "type": "invalid_request_error"}},
-                                400)
-        return await respond(HandleTransport(self.engine), body, chat, self.policy)
-
-
+# defined before the deployment: Serve pickles the class at its decoration, with the globals it names then
 async def respond(transport, body: dict, chat: bool, policy: Policy):
     """The HTTP answer to ``body`` through ``transport``, spliced over migrations: a stream when it asked for one,
     else the collected JSON; an error before the first event as the engine's JSON answer (or the refusal's 500)."""
@@ -135,9 +102,44 @@ async def _stream(first: Event, items):
                 yield _sse(item.data)
 
 
+@serve.deployment(name="MigratingIngress")
+@serve.ingress(api)
+class MigratingIngress:
+    def __init__(self, engine, limit: int = 1, default_max_tokens: int | None = 16, retry_deadline_s: float = 10.0):
+        self.engine = engine
+        self.policy = Policy(limit=limit, app="stream", default_max_tokens=default_max_tokens,
+                             retry_deadline_s=retry_deadline_s)
+
+    @api.get("/v1/models")
+    async def models(self):
+        return await self.engine.models.remote()
+
+    @api.get("/-/whoami")
+    async def whoami(self):
+        return await self.engine.whoami.remote()
+
+    @api.post("/v1/completions")
+    async def completions(self, request: Request):
+        return await self._forward(request, chat=False)
+
+    @api.post("/v1/chat/completions")
+    async def chat(self, request: Request):
+        return await self._forward(request, chat=True)
+
+    async def _forward(self, request: Request, chat: bool):
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, 400)
+        if not isinstance(body, dict):
+            return JSONResponse({"error": {"message": "body must be a JSON object", "type": "invalid_request_error"}},
+                                400)
+        return await respond(HandleTransport(self.engine), body, chat, self.policy)
+
+
 def app_builder(args: dict) -> serve.Application:
     """Import path for Serve configs with migration on: ``serve_apps.migrating_ingress:app_builder``. ``args``: the
     stream target's arguments and ``migration`` (``{"limit": N}``)."""
     args = dict(args or {})
     migration = args.pop("migration", None) or {}
-    return MigratingIngress.bind(StreamTarget.bind(**args), limit=int(migration.get("limit", 1)))
+    return MigratingIngress.bind(StreamEngine.bind(**args), limit=int(migration.get("limit", 1)))

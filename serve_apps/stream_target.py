@@ -77,9 +77,11 @@ def _engine_dead(e: EngineDead) -> JSONResponse:
     return JSONResponse({"error": {"message": str(e), "type": "EngineDeadError"}}, status_code=500)
 
 
-@serve.deployment(name="StreamTarget")
-@serve.ingress(api)
-class StreamTarget:
+class StreamReplica:
+    """The stream target's replica as written: served as its own FastAPI ingress (:data:`StreamTarget`), or behind the
+    migrating ingress as a plain deployment of the same name (:data:`StreamEngine`: Serve takes one FastAPI
+    ingress per app), called through its handle (:meth:`answer`)."""
+
     def __init__(self, model: str = "availproof-tiny", prefill_s: float = 0.05, token_s: float = 0.02,
                  jitter: float = 0.2, max_tokens_cap: int = 512, max_model_len: int = 512,
                  uncached_token_s: float = 0.002, block_tokens: int = 16, prefix_cache_blocks: int = 256):
@@ -293,6 +295,13 @@ class StreamTarget:
         if include_usage:
             yield event([], usage=usage)
         yield "data: [DONE]\n\n"
+
+
+# the app on its own: the replica is the route prefix's FastAPI ingress
+StreamTarget = serve.deployment(name="StreamTarget")(serve.ingress(api)(StreamReplica))
+# behind serve_apps.migrating_ingress: the same replica, the same deployment name (the rig lists and picks the engine
+# replicas by it), no FastAPI ingress of its own
+StreamEngine = serve.deployment(name="StreamTarget")(StreamReplica)
 
 
 def app_builder(args: dict) -> serve.Application:

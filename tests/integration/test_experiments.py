@@ -267,7 +267,20 @@ def check_experiment(name: str, verdict: int, result: dict, out: Path):
     scope = json.loads(suite.experiment_path(name).read_text())["extensions"][0]["scope"]
     check_result(verdict, result, out, scope)
     assert_the_fault_did_what_its_scope_must(name, result["summary"])
+    if name == "engine-garbage":
+        assert_every_garbage_answer_caught(out, result["summary"]["faults"][0])
     assert verdict == EXPECTED[name], (verdict, bounds.describe_failures(result["summary"]["bounds"]["results"]))
+
+
+def assert_every_garbage_answer_caught(out: Path, f: dict) -> None:
+    """engine-garbage's positive control (issue 44): every answer the garbage engine's replica served (its zone's,
+    sent from 1 s after the injection: one sent earlier may have had good tokens first) failed as corrupted, and no
+    other replica's: the exact check caught 100 % of them (2026-12-06: 78 of 78, none of the other 156)."""
+    after = [r for r in rec.read(out / "records.ndjson").requests if r.sent_ns >= f["inject_ns"] + NS]
+    bad = [r for r in after if r.served_zone in f["zones"]]
+    good = [r for r in after if r.served_zone is not None and r.served_zone not in f["zones"]]
+    assert bad and all(r.failure == rec.CORRUPTED for r in bad), [(r.failure, r.detail) for r in bad if r.ok][:3]
+    assert good and not [r for r in good if r.failure == rec.CORRUPTED], "a healthy replica's answer read corrupted"
 
 
 # replica-kill runs through Chaos Toolkit's own CLI below (once, not twice: CI time); engine-hang (SIGSTOP for
