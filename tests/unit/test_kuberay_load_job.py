@@ -420,7 +420,7 @@ def test_the_run_starts_the_job_pool_when_the_load_is_in_the_cluster_and_local_w
                            "bounds": {"must_recover": True}, "load": {"workers": 2}}]}
     settings = experiment.settings(doc)
     s, b, _ = load_cluster(4242)
-    run = SimpleNamespace(settings=settings, backend=b, events=rec.Events(), out_dir=tmp_path)
+    run = SimpleNamespace(settings=settings, backend=b, events=rec.Events(), out_dir=tmp_path, front=None)
     pool = run_mod.new_load(run, settings.load, {"experiment": "t"})
     assert isinstance(pool, JobPool) and [t.url for t in pool.targets] == ["http://127.0.0.1:4242"]
     b.load_job = None

@@ -402,8 +402,9 @@ def test_workers_beyond_one_run_on_kuberay_too():
     pods of a Job (tests/unit/test_kuberay_load_job.py)."""
     from chaos import provision
 
-    s = experiment.settings(_exp({"workers": 2}))
-    s.front = "direct"
+    import dataclasses
+
+    s = dataclasses.replace(experiment.settings(_exp({"workers": 2})), front="direct")  # Settings are frozen
     provision.check_capabilities("kuberay", s)
 
 
