@@ -174,9 +174,7 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     ext = _extension(experiment, source)
     _raise_first(ext, source, _prefix())
     s = _settings(ext, source, app)
-    if app == "llm" and s.app.get("migration"):
-        raise UsageError(f"{source}: {_prefix()}.app.migration: the vLLM app has no migrating ingress yet (issue 47): "
-                         "run it with --app stream")
+    check_app_options(s, app, source)
     secret_env.declare(s.auth_token_env, s.front_door.get("token_env"))
     return s
 
@@ -185,6 +183,14 @@ def load_shape(experiment: dict[str, Any], source: str = "experiment", app: str 
     """The load of an experiment without problems (:func:`problems`) as ``app`` would run it, read without
     declaring its token variables secret (:func:`settings` does): what a check of the file alone needs."""
     return _settings(_extension(experiment, source), source, app).load
+
+
+def check_app_options(s: Settings, app: str, source: str) -> None:
+    """What the chosen app cannot do, refused in one line before anything starts: ``app.migration`` with the vLLM app
+    (only the stream target has a migrating ingress so far, issue 47)."""
+    if app == "llm" and s.app.get("migration"):
+        raise UsageError(f"{source}: {_prefix()}.app.migration: the vLLM app has no migrating ingress yet (issue 47): "
+                         "run it with --app stream")
 
 
 def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:

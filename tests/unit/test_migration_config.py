@@ -49,6 +49,18 @@ def test_migration_with_the_vllm_app_is_refused_in_one_line():
         serve_config.serve_config(serve_config.AppSpec(app="llm", migration_limit=1))
 
 
+def test_migration_with_the_vllm_app_is_refused_by_the_run_s_spec_before_anything_starts():
+    """`availproof run --app llm` builds its spec (chaos.run_spec) from one parse: the refusal is there too, not at
+    the deploy after the cluster came up."""
+    from chaos import run_spec
+    from chaos.options import Options
+
+    doc = with_migration({"limit": 2})
+    assert run_spec.of_document(doc, Options(app="stream")).settings.app == {"migration": {"limit": 2}}
+    with pytest.raises(UsageError, match="app.migration: the vLLM app has no migrating ingress yet"):
+        run_spec.of_document(doc, Options(app="llm"))
+
+
 def test_off_the_config_is_what_it_was():
     cfg = serve_config.serve_config(serve_config.AppSpec())["applications"][0]
     assert cfg["import_path"] == serve_config.STREAM_IMPORT and "migration" not in cfg["args"]
