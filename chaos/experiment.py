@@ -115,11 +115,12 @@ class Parsed:
 
 
 def parse(experiment: Any, source: str = "experiment", capacity: str | Path | None = None,
-          experiment_file: str | Path | None = None, rates: bool = True) -> Parsed:
+          experiment_file: str | Path | None = None, rates: bool = True, apps: tuple[str, ...] | None = None) -> Parsed:
     """The experiment document read once (:func:`problems` says what it checks): the extension against its
-    schema once, the Settings of both apps once each, each app's capacity file once (``rates`` False: no
-    ``load.utilization`` is taken a share of, ``availproof capacity``'s case). The Settings of a document with
-    problems are not given."""
+    schema once, the Settings of both apps once each (``apps``: only those, a run's case: `availproof validate`
+    checks both), each app's capacity file once (``rates`` False: no ``load.utilization`` is taken a share of,
+    ``availproof capacity``'s case). Without an ``llm`` block the llm app's Settings are the stream target's. The
+    Settings of a document with problems are not given."""
     if not isinstance(experiment, dict):
         return Parsed([f"{source}: an experiment is a JSON object"])
     out = [f"{source}: {key}: is required" for key in ("title", "method") if key not in experiment]
@@ -136,7 +137,9 @@ def parse(experiment: Any, source: str = "experiment", capacity: str | Path | No
     from chaos import utilization
 
     by_app: dict[str, Settings] = {}
-    for app in ("stream", "llm") if "llm" in ext else ("stream",):  # no llm block: the llm app's are the same
+    wanted = ("stream", "llm") if apps is None else apps
+    wanted = tuple(dict.fromkeys("stream" if a == "llm" and "llm" not in ext else a for a in wanted))
+    for app in wanted:  # no llm block: the llm app's are the same
         try:
             by_app[app] = _settings(ext, source, app)
         except UsageError as e:
@@ -151,7 +154,8 @@ def parse(experiment: Any, source: str = "experiment", capacity: str | Path | No
                 out.append(str(e))
     if out:
         return Parsed(out)
-    by_app.setdefault("llm", by_app["stream"])
+    if "llm" not in ext:
+        by_app.setdefault("llm", by_app["stream"])
     return Parsed(out, by_app, {app: rate_from.get(app, rate_from.get("stream")) for app in by_app})
 
 

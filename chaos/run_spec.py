@@ -113,7 +113,9 @@ def of_document(doc: Any, options: Options, source: str | None = None,
     if source is None:
         source = doc.get("title", "experiment") if isinstance(doc, dict) else "experiment"
     experiment_file = Path(experiment_file) if experiment_file else options.experiment_file
-    parsed = exp_mod.parse(doc, source, capacity=options.capacity, experiment_file=experiment_file, rates=rates)
+    # the app this run runs, only (`availproof validate` checks both apps' settings)
+    parsed = exp_mod.parse(doc, source, capacity=options.capacity, experiment_file=experiment_file, rates=rates,
+                           apps=(options.app,))
     if parsed.problems:
         raise UsageError(parsed.problems[0])
     s, rate_from = parsed.settings[options.app], parsed.rate_from[options.app]
