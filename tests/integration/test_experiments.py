@@ -306,7 +306,12 @@ def shortened(test_root: Path, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", SHARED)
+def _own_app_options(name: str) -> bool:
+    return bool(json.loads(suite.experiment_path(name).read_text())["extensions"][0].get("app"))
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.app_options) if _own_app_options(n) else n
+                                  for n in SHARED])
 def test_experiment_on_shared_cluster(name, shared_cluster, test_root):
     out = test_root / "runs" / name
     verdict, result = runner.run_experiment(shortened(test_root, name), out, app="stream",
@@ -397,6 +402,7 @@ def test_replica_kill_under_chat_sessions_with_retries_measures_the_replacements
     assert_healthy_after(shared_cluster.cluster_dir)
 
 
+@pytest.mark.app_options
 def test_replica_kill_with_migration_saves_the_killed_replicas_streams(shared_cluster, test_root):
     """replica-kill-migration (issue 47; DRAFTED, NOT RUN YET: the main session runs it first and states its CI time):
     the stream target behind the MigratingIngress (app.migration limit 2), one engine replica killed. Every stream
