@@ -169,7 +169,9 @@ def make(experiment, action):
         "engine-garbage", [action("garble-engine-in-zone-a", "garble_engine", zone="zone-a")],
         {"max_failed_requests": 0, "max_time_to_steady_state_s": 40, "must_recover": True,
          "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 0.6},
-        "Unmeasured yet. Expected VIOLATED by design (no detector exists for wrong content: Serve's health check, "
+        "Measured VIOLATED on the stream target (2026-12-06: 80 of 241 failed, every one corrupted; all 78 answers the "
+        "bad replica gave from 1 s after the fault caught, none of the others'), as expected by design (no detector "
+        "exists for wrong content: Serve's health check, "
         "like vLLM's, asks only whether the engine errored, and the watchdogs look only at progress): nothing takes "
         "the replica out, its latency is normal so Serve's router keeps sending it about its third of the 8 req/s, "
         "and every answer it gives from the fault to the run's end is corrupted (failure class corrupted), so "
@@ -193,10 +195,32 @@ def make(experiment, action):
         "engine-stall", [action("stall-engine-in-zone-a", "stall_engine", zone="zone-a")],
         {"max_failed_requests": 40, "max_time_to_steady_state_s": 40, "must_recover": True,
          "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 0.6},
-        "Unmeasured yet; the bounds of engine-wedge, which a detector would meet. Expected VIOLATED by design (no "
-        "detector): the requests running at the fault finish, and every request routed to the stalled replica after "
+        "The bounds of engine-wedge, which a detector would meet. Measured VIOLATED on the stream target (2026-12-06: "
+        "64 of 241 failed, every one at the client's deadline, steady again 24.5 s after, the replica never taken "
+        "out), as expected by design (no detector): the requests running at the fault finish, and every request routed to the stalled replica after "
         "it waits for its first token until the client's 10 s timeout, until Serve's router (power of two choices "
         "on ongoing requests) stops picking it as its queue grows, as with the wedge (64 of 241 failed there, "
         "2026-12-06). Capacity is never lost (the replica stays RUNNING) and the control plane is untouched.",
         hypothesis_wait_s=5,
+    )
+
+    experiment(
+        "engine-stall-watchdog", f"one replica's engine admits no new request for good, the watchdog's second version "
+        f"on (stall_s {STALL_S})",
+        "The stall of engine-stall (the engine of one replica in zone-a admits nothing new while its running requests "
+        "finish, never ended by the rig) with the progress watchdog's second version on (app.watchdog 2, app.stall_s "
+        f"{STALL_S}: serve_apps/watchdog_v2.py). The first version cannot see a partial hang (any token of any request "
+        "resets its clock, and the running requests still stream); the second watches the age of the oldest request "
+        "without a first token, so the replica fails its health check once a new request waited that long, and Serve "
+        "replaces it.",
+        "engine-stall", [action("stall-engine-in-zone-a", "stall_engine", zone="zone-a")],
+        {"max_failed_requests": 40, "max_time_to_steady_state_s": 40, "must_recover": True,
+         "max_control_plane_outage_s": 5, "max_time_to_capacity_lost_s": WATCHDOG_DETECT_S,
+         "max_time_to_capacity_restored_s": 90, "min_capacity_ratio": 0.6},
+        f"Detected: the replica out of RUNNING (capacity lost) within {WATCHDOG_DETECT_S} s, as engine-wedge-watchdog's "
+        f"bound: a new request waiting {STALL_S} s for its first token, then Serve's {SERVE_HEALTH_FAILURES} failed "
+        "checks at its 2 s period and the 0.5 s sampling. Never detected violates it. Replaced: capacity restored "
+        "within 90 s. Failed requests: those routed to the stalled replica until it is taken out (40, engine-wedge's). "
+        "Unmeasured yet: a run by hand, its figures in docs/findings.md.",
+        hypothesis_wait_s=5, app={"stall_s": STALL_S, "watchdog": 2},
     )
