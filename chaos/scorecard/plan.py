@@ -162,12 +162,14 @@ def cells(spec: Spec) -> list[Cell]:
             for load in spec.loads:
                 for period in spec.periods:
                     reason = None if experiment else f"{fault}: {dim.FAULTS[fault][1]}"
-                    reason = reason or dim.detector_reason(detector, spec.app)
                     if reason is None and load == "long-prefill":
                         reason = dim.long_prefill_reason(spec.app, spec.stall_s)
-                    alias = dim.alias_of(detector, spec.app)
+                    alias = None
+                    if reason is None:
+                        reason = dim.detector_reason(detector, spec.app)
+                        alias = dim.alias_of(detector, spec.app)
                     out.append(Cell(fault, detector, load, period, spec.trials, reason=reason,
-                                    alias=f"{fault}.{alias}.{load}.{period}" if alias and experiment else None,
+                                    alias=f"{fault}.{alias}.{load}.{period}" if alias else None,
                                     horizon_s=dim.detection_horizon_s(period, detector, spec.stall_s),
                                     experiment=experiment))
     if spec.fault_free:
