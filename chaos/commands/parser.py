@@ -8,6 +8,7 @@ from chaos.commands.cluster import (cmd_checkpoint, cmd_cluster_down, cmd_cluste
                                     cmd_recover)
 from chaos.commands.results import cmd_analyse, cmd_claim, cmd_report, cmd_validate
 from chaos.commands.runs import cmd_capacity, cmd_run, cmd_soak, cmd_suite
+from chaos.commands.scorecard import cmd_scorecard
 from chaos.frontdoor import FRONTS
 
 DESCRIPTION = "`availproof`: argument parsing and wiring only; the work is done by the modules it calls."
@@ -142,6 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
     so.add_argument("--plan", action="store_true", help="print the drawn schedule and start nothing")
     so.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
     so.set_defaults(func=cmd_soak)
+    sc = sub.add_parser("scorecard", help="the detector scorecard: each gray fault x detector x load x health-check "
+                                          "period, N trials each; scorecard.json/.md/.svg (docs/scorecard.md)")
+    sc.add_argument("spec", metavar="SPEC", nargs="?", default=None,
+                    help="the scorecard spec, YAML or JSON (experiments/scorecard.yaml; every key defaulted)")
+    sc.add_argument("--out", default=None, help="where each trial's run directory and the tables go "
+                                                "(default: runs/<time>-scorecard); trials already there are kept")
+    sc.add_argument("--dry-run", action="store_true", help="print the cells (run, or why not) and the estimated "
+                                                           "time; run nothing")
+    sc.add_argument("--from", dest="from_dir", default=None, metavar="DIR",
+                    help="derive the tables again from the runs DIR holds (its plan.json), run nothing")
+    sc.add_argument("--model-path", default=None, help="the vLLM app's checkpoint (default: the tiny one)")
+    sc.add_argument("--cluster-dir", default=None, help="state directory (default: $AVAILPROOF_HOME/cluster)")
+    sc.set_defaults(func=cmd_scorecard)
     val = sub.add_parser("validate", help="check experiment and topology files against their schemas "
                                           "(chaos/schemas/): one line per problem, exit 2 if any")
     val.add_argument("files", nargs="+", metavar="FILE")

@@ -1,0 +1,246 @@
+"""The detector scorecard (chaos.scorecard, `availproof scorecard`): figures from synthetic summaries and records
+with known answers, the plan's cells and reasons, the derived RunSpecs, and the command's bad input."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from chaos import analysis, cli, records as rec
+from chaos.scorecard import cells, dimensions as dim, execute, figures, plan, table
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+BAD, GOOD1, GOOD2, NEW = "bad00001", "good0001", "good0002", "new00001"
+
+
+def fault(detected_s=None, others_gone=(), window_s=60.0):
+    gone = ([{"replica": BAD, "gone_s": detected_s}] if detected_s is not None else [])
+    gone += [{"replica": r, "gone_s": 5.0} for r in others_gone]
+    return {"fault_id": "engine-wedge-1", "scope": "engine-wedge", "target": BAD, "inject_ns": T0,
+            "window_s": window_s, "unmeasurable": {},
+            "capacity": {"time_to_lost_s": detected_s, "target_replicas": 3},
+            "replacement": {"replicas_before": 3, "replaced": len(gone), "gone": gone, "new": [],
+                            "time_to_complete_s": None}}
+
+
+def request(i, sent_s, replica, ok=True):
+    return rec.RequestRecord(id=i, target="lb", url="http://x", zone=None, route="/v1/chat/completions",
+                             phase="measure", planned_ns=T0 + int(sent_s * NS), sent_ns=T0 + int(sent_s * NS),
+                             sent_offset_s=sent_s, ok=ok, served_replica=replica)
+
+
+def write_run(d: Path, f: dict | None, requests=(), samples=()):
+    d.mkdir(parents=True)
+    summary = {"format_version": analysis.FORMAT_VERSION, "requests": {"total": len(requests)},
+               "faults": [f] if f else []}
+    (d / "summary.json").write_text(json.dumps(summary))
+    lines = [{"kind": "run", "format_version": 2, "run_id": d.name, "started_ns": T0 - 20 * NS}]
+    lines += [asdict(r) for r in requests] + [asdict(s) for s in samples]
+    lines.append({"kind": "end", "t_ns": T0 + 100 * NS})
+    (d / "records.ndjson").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def sample(t_s, ids):
+    return rec.Sample(t_ns=T0 + int(t_s * NS), took_s=0.01, gcs_ok=True, gcs_latency_s=0.01, controller_ok=True,
+                      app_status="RUNNING", replicas={"StreamTarget": {"zone-a": len(ids)}}, nodes_alive={"zone-a": 1},
+                      replica_ids={"StreamTarget": list(ids)})
+
+
+def cell(**kw):
+    return plan.Cell(**{"fault": "wedge", "detector": "v2", "load": "steady", "period": "default", "trials": 3,
+                        "horizon_s": 95.0, "experiment": "engine-wedge.json", **kw})
+
+
+# -- one trial's figures --------------------------------------------------------------------------------------
+
+def test_detection_is_the_faulted_replica_taken_out():
+    d = figures.detection(fault(detected_s=12.5))
+    assert d["detected"] is True and d["time_to_detect_s"] == 12.5 and d["by"] == "replacement.gone"
+    d = figures.detection(fault())
+    assert d["detected"] is False and d["time_to_detect_s"] is None
+
+
+def test_detection_falls_back_to_capacity_and_is_null_without_either():
+    f = fault(detected_s=9.0)
+    f["replacement"] = {"replicas_before": None, "gone": []}
+    assert figures.detection(f)["by"] == "capacity.time_to_lost_s" and figures.detection(f)["time_to_detect_s"] == 9.0
+    f["unmeasurable"] = {"capacity.time_to_lost_s": "no samples"}
+    d = figures.detection(f)
+    assert d["detected"] is None and "no samples" in d["why"]["detected"]
+
+
+def test_requests_to_the_bad_replica_after_detection():
+    rs = [request(0, 5.0, BAD)]  # before detection: not counted
+    rs += [request(i, 11.0 + i, GOOD1) for i in range(1, 8)]  # 7 to a good replica
+    rs += [request(8, 12.0, BAD), request(9, 13.0, None, ok=False), request(10, 14.0, None, ok=False)]
+    rs += [request(11, 70.0, BAD)]  # after the window: not counted
+    out = figures.after_detection(fault(detected_s=10.0), rs, 10.0)
+    assert out == {"requests": 10, "to_bad": 1, "unnamed": 2, "share": 0.1, "share_upper": 0.3}
+    assert figures.after_detection(fault(), rs, None)["share"] is None
+
+
+def test_false_replacements_are_the_other_replicas_gone():
+    assert figures.false_replacements(fault(detected_s=10.0, others_gone=[GOOD1])) == (1, None)
+    assert figures.false_replacements(fault(detected_s=10.0)) == (0, None)
+
+
+# -- a cell over its trials -----------------------------------------------------------------------------------
+
+def trial(detected_s, sent=20, bad=0, others=0):
+    f = fault(detected_s=detected_s, others_gone=[GOOD2] * others)
+    t = figures.detection(f)
+    t["after_detection"] = {"requests": sent if detected_s else None, "to_bad": bad if detected_s else None,
+                            "unnamed": 0 if detected_s else None}
+    t["false_replacements"] = others
+    return t
+
+
+def test_a_detected_cell_with_p50_and_p99_over_n_trials():
+    row = cells.aggregate(cell(), [trial(10.0, bad=1), trial(20.0), trial(12.0)])
+    assert row["detected"] == 1.0 and row["trials_judged"] == 3
+    assert row["time_to_detect_p50_s"] == 12.0 and row["time_to_detect_p99_s"] == 20.0  # nearest rank of 3
+    assert row["to_bad_share"] == round(1 / 60, 6) and row["false_replacements"] == 0
+
+
+def test_a_never_detected_cell():
+    row = cells.aggregate(cell(detector="none"), [trial(None), trial(None)])
+    assert row["detected"] == 0.0
+    assert row["time_to_detect_p50_s"] is None and "never detected" in row["why"]["time_to_detect_p99_s"]
+    assert row["to_bad_share"] is None and row["why"]["to_bad_share"] == "not detected"
+
+
+def test_a_half_detected_cell_with_a_false_replacement():
+    row = cells.aggregate(cell(), [trial(10.0), trial(None, others=1)])
+    assert row["detected"] == 0.5 and row["false_replacements"] == 1
+    assert row["time_to_detect_p50_s"] == row["time_to_detect_p99_s"] == 10.0
+
+
+# -- end to end: run directories, the fault-free run, the tables ----------------------------------------------
+
+def test_figures_from_run_directories_and_the_tables(tmp_path):
+    spec = plan.parse({"faults": ["wedge"], "detectors": ["none", "v2"], "loads": ["steady"],
+                       "periods": ["default"], "trials": 2, "fault_free": {"duration_s": 600}})
+    plan_cells = plan.cells(spec)
+    assert [c.id for c in plan_cells] == ["wedge.none.steady.default", "wedge.v2.steady.default", "fault-free"]
+    rs = [request(i, 15.0 + i, GOOD1) for i in range(9)] + [request(9, 16.5, BAD)]
+    write_run(tmp_path / "wedge.v2.steady.default" / "trial-1", fault(detected_s=14.0), rs)
+    write_run(tmp_path / "wedge.v2.steady.default" / "trial-2", fault(detected_s=18.0, others_gone=[GOOD2]), rs)
+    write_run(tmp_path / "wedge.none.steady.default" / "trial-1", fault(), rs)
+    samples = [sample(0, [BAD, GOOD1, GOOD2]), sample(30, [BAD, GOOD1, GOOD2]), sample(60, [NEW, GOOD1, GOOD2])]
+    write_run(tmp_path / "fault-free" / "trial-1", None, rs, samples)
+    plan.write(tmp_path, spec, plan_cells)
+    paths = execute.rederive(tmp_path)
+    doc = json.loads(paths["json"].read_text())
+    by = {r["id"]: r for r in doc["cells"]}
+    v2 = by["wedge.v2.steady.default"]
+    assert v2["detected"] == 1.0 and v2["time_to_detect_p50_s"] == 14.0 and v2["time_to_detect_p99_s"] == 18.0
+    assert v2["false_replacements"] == 1 and v2["to_bad_share"] == 1 / 16  # 10 requests after 14 s, 6 after 18 s
+    assert by["wedge.none.steady.default"]["detected"] == 0.0 and by["wedge.none.steady.default"]["trials_found"] == 1
+    ff = by["fault-free"]
+    assert ff["false_replacements"] == 1 and ff["observed_s"] == 60.0
+    met = {t["target"].split(" ")[0]: t["met"] for t in doc["targets"]}
+    assert met == {"every": True, "<=": False, "0": False}
+    md = paths["md"].read_text()
+    assert "| wedge | v2 | steady | default | 2/2 | 100% | 14.0 | 18.0 | 6.25% | 1 |" in md
+    assert "<svg" in paths["svg"].read_text() and "100% · 18 s" in paths["svg"].read_text()
+
+
+# -- the plan -------------------------------------------------------------------------------------------------
+
+def test_the_full_plan_is_the_product_minus_the_cells_that_do_not_apply():
+    spec = plan.parse({})
+    all_cells = plan.cells(spec)
+    product = len(dim.FAULTS) * len(dim.DETECTORS) * len(dim.LOADS) * len(dim.PERIODS)
+    assert len(all_cells) == product + 1  # and the fault-free run
+    skipped = [c for c in all_cells if not c.runs]
+    assert all(c.reason for c in skipped)
+    # stream: rank-hang, long-prefill, serve (same as none) and vllm (no vLLM) are not run
+    runnable = [c for c in all_cells if c.runs and c.fault != plan.FAULT_FREE]
+    assert len(runnable) == 5 * 3 * 3 * 2
+    assert {c.detector for c in runnable} == {"none", "v1", "v2"}
+    serve = next(c for c in skipped if c.id == "wedge.serve.steady.default")
+    assert serve.alias == "wedge.none.steady.default" and "same deployment as none" in serve.reason
+    assert "rank group" in next(c for c in skipped if c.fault == "rank-hang").reason
+    prefill = next(c for c in skipped if c.load == "long-prefill")
+    assert "1.056 s" in prefill.reason and "10 s" in prefill.reason
+
+
+def test_the_vllm_plan_aliases_vllm_to_none_and_has_no_serve_alone():
+    all_cells = plan.cells(plan.parse({"app": "llm", "fault_free": False}))
+    by = {c.id: c for c in all_cells}
+    assert by["wedge.vllm.steady.apps"].alias == "wedge.none.steady.apps"
+    assert by["wedge.serve.steady.apps"].alias is None and "not applicable" in by["wedge.serve.steady.apps"].reason
+
+
+def test_long_prefill_is_unreachable_on_the_stream_target_by_arithmetic():
+    f = dim.long_prefill_figures(5.0)
+    assert f["max_prompt_tokens"] == 503 and f["longest_prefill_s"] == pytest.approx(1.056)
+    assert f["reachable"] is False and f["uncached_token_s_needed"] == pytest.approx(0.0198, abs=1e-4)
+
+
+def test_each_cell_is_a_runspec_derived_from_the_shipped_experiment():
+    c = cell(load="none", horizon_s=dim.detection_horizon_s("default", "v2", 5.0))
+    base = plan.base_spec(c, "stream")
+    d = plan.derive(c, base, 5.0)
+    assert d.settings.app["health_check_period_s"] == 10.0 and d.settings.app["health_check_timeout_s"] == 10.0
+    assert d.settings.app["stall_s"] == 5.0 and d.settings.app["watchdog"] == 2
+    assert d.settings.load.arrival == "constant" and d.settings.load.rate * d.settings.load.duration_s == 0.5
+    assert d.settings.recovery_window_s == 95.0 and d.settings.recovery_settle_s == 0.0
+    assert "stall_s" not in base.settings.app  # the shipped one is unchanged
+    sparse = plan.derive(cell(detector="none", load="sparse", period="apps"), base, 5.0)
+    assert sparse.settings.load.rate == 0.1 and "stall_s" not in sparse.settings.app
+    assert sparse.settings.app["health_check_period_s"] == 2.0
+    ff = next(c for c in plan.cells(plan.parse({"fault_free": {"duration_s": 3600, "speedup": 4}}))
+              if c.fault == plan.FAULT_FREE)
+    dff = plan.derive(ff, base, 5.0)
+    assert tuple(dff.experiment["method"]) == () and dff.settings.recovery_window_s == 900.0
+    assert dff.settings.load.rate == base.settings.load.rate * 4 and dff.settings.bounds == {}
+
+
+# -- the command ----------------------------------------------------------------------------------------------
+
+def test_dry_run_prints_the_cells_and_the_time_and_runs_nothing(tmp_path, capsys):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("faults: [wedge, sigstop]\ndetectors: [none, v2, vllm]\nloads: [steady]\nperiods: [default]\n"
+                    "trials: 1\nfault_free: false\n")
+    assert cli.main(["scorecard", str(spec), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "6 cells, 4 run (4 trials), 2 not run" in text and "estimated time:" in text
+    assert "skip  wedge.vllm.steady.default: not applicable on the stream target" in text
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("faults: [wedge, nope]\n", "faults: 'nope' is not one of"),
+    ("trials: 0\n", "trials must be an integer >= 1"),
+    ("colour: red\n", "unknown key 'colour'"),
+    ("app: tpu\n", "app must be stream or llm"),
+    ("fault_free: {speedup: 0.5}\n", "speedup must be a number >= 1"),
+    ("faults: [wedge\n", "not valid YAML"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, text, says):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    assert cli.main(["scorecard", str(spec), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err
+
+
+def test_bad_command_lines(tmp_path, capsys):
+    assert cli.main(["scorecard"]) == 2
+    assert "give a scorecard SPEC" in capsys.readouterr().err
+    assert cli.main(["scorecard", "--from", str(tmp_path)]) == 2
+    assert "no plan.json" in capsys.readouterr().err
+    assert cli.main(["scorecard", "x.yaml", "--from", str(tmp_path)]) == 2
+    assert "give no SPEC" in capsys.readouterr().err
+    assert cli.main(["scorecard", str(tmp_path / "missing.yaml")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_targets_unmeasured_without_trials():
+    rows = cells.derive(Path("/nonexistent"), plan.cells(plan.parse({"faults": ["wedge"], "trials": 1})))
+    assert [t["met"] for t in table.targets(rows)] == [None, None, None]
