@@ -582,7 +582,7 @@ class Kubelet:
         self.actors: dict[str, tuple[str, int]] = {}  # Ray actor name -> (pod, pid) of its process
         self.armed: dict[str, str] = {}  # an actor kill's id -> the actor its connected driver will kill
         self.actor_kill_log: list[tuple[str, str]] = []  # (arm | fire, id) in the order they ran
-        self.throttled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle started (engine-slow)
+        self.throttled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle started (engine-stutter)
         self.unthrottled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle ended
 
     # -- processes
@@ -851,7 +851,7 @@ class Kubelet:
         m = re.match(r": availproof-engine-error proof; for p in ([\d ]+); do", script)
         if m:
             return "".join(f"tomb {p} {self.tombstones.get((name, int(p)), '')}\n" for p in m.group(1).split()), "", 0
-        m = re.match(r": availproof-engine-slow ([\w-]+); p=\$\(echo \$\(pgrep -P (\d+) -f EngineCore\)\); "
+        m = re.match(r": availproof-engine-stutter ([\w-]+); p=\$\(echo \$\(pgrep -P (\d+) -f EngineCore\)\); "
                      r"\[ -n \"\$p\" \] \|\| exit 0; nohup sh -c '.*' availproof-throttle-\1 \"\$p\" "
                      r"</dev/null >/dev/null 2>&1 & echo \$p$", script, re.S)
         if m:
@@ -860,7 +860,7 @@ class Kubelet:
                 live[pid]["throttle"] = m.group(1)
             self.throttled.append((name, m.group(1)))
             return " ".join(map(str, kids)) + ("\n" if kids else ""), "", 0
-        m = re.match(r": availproof-engine-slow sample; i=0; while \[ \$i -lt (\d+) \]; do echo \"sample \$i\"; "
+        m = re.match(r": availproof-engine-stutter sample; i=0; while \[ \$i -lt (\d+) \]; do echo \"sample \$i\"; "
                      r"for p in ([\d ]+); do", script)
         if m:
             out = []

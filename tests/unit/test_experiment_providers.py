@@ -28,7 +28,7 @@ SIGNATURES = {
     "crash_engine": "(zone=None, configuration=None)",
     "error_engine": "(zone=None, configuration=None)",
     "wedge_engine": "(zone=None, spin=False, configuration=None)",
-    "slow_engine": "(zone=None, factor=4.0, period_s=0.2, duration_s=20.0, configuration=None)",
+    "stutter_engine": "(zone=None, factor=4.0, period_s=0.2, duration_s=20.0, configuration=None)",
     "kill_node": "(node=None, zone=None, outage_s=None, configuration=None)",
     "kill_head": "(outage_s=5.0, method='node', configuration=None)",
     "kill_zone": "(zone, outage_s=None, configuration=None)",
