@@ -1,6 +1,6 @@
 """The engine faults' experiments (engine-hang, engine-crash, engine-hang-watchdog, engine-error, engine-slow,
-engine-stutter, engine-wedge, engine-wedge-watchdog, engine-garbage, engine-stall), written by ``experiments/_make.py`` from its
-template (:func:`make`)."""
+engine-stutter, engine-wedge, engine-wedge-watchdog, engine-garbage, engine-stall), written by
+``experiments/_make.py`` from its template (:func:`make`)."""
 
 # Serve takes a replica out after 3 failed health checks in a row (Ray 2.60 REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD)
 SERVE_HEALTH_FAILURES = 3

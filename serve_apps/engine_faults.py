@@ -99,7 +99,7 @@ ERROR_EXIT = 70  # the stream target's engine child's exit status after an injec
 TOMBSTONE_DIR = "/tmp"  # not $TMPDIR: the rig (or an exec in the pod) must find it without the engine's environment
 _WRAPPED = "__availproof_engine_fault__"
 ERROR, WEDGE = "error", "wedge"  # the faults a signal can arm (the request names one; none: error)
-FAULTS = (ERROR, WEDGE, GARBAGE, STALL, SLOW)  # garbage, stall, slow: held while the engine steps (serve_apps.held_faults)
+FAULTS = (ERROR, WEDGE, GARBAGE, STALL, SLOW)  # the last three held while the engine steps (serve_apps.held_faults)
 # the rig's word that a signal it sent is void (the run ended before the engine stepped to take it): nothing fires
 VOID = "void"
 WEDGE_POLL_S = 0.1  # a blocked wedge looks this often whether its mark is still there

@@ -1,5 +1,6 @@
 """The engine faults an engine *holds* while it goes on stepping: ``garbage`` (its tokens wrong), ``stall`` (it
-admits no new request) and ``slow`` (every step ``factor`` times as long: an even straggler), armed by the signal of :mod:`serve_apps.engine_faults` with a request naming one of them.
+admits no new request) and ``slow`` (every step ``factor`` times as long: an even straggler), armed by the signal
+of :mod:`serve_apps.engine_faults` with a request naming one of them.
 
 Like a wedge, such a fault is held **for as long as its mark exists** (:class:`Held`: a small JSON file beside the
 wedge mark, ``/tmp/availproof-engine-<fault>-<pid>``, written by the engine as the fault begins: the run it belongs

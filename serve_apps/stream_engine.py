@@ -6,11 +6,11 @@ A vLLM replica (Ray Serve LLM) is an actor whose engine runs in a child process
 at most one token), so anything that stops it stops the tokens, and anything that slows it slows them.
 It can stop while the actor lives (a hang: no token comes out, the health check passes, since vLLM's
 raises only once the engine errored), run slowly (``engine-slow``: every step slower, from inside;
-``engine-stutter``: a duty cycle of SIGSTOP and SIGCONT), fail from inside its step (an error: vLLM reports the engine dead, requests in flight get
-an error, the health check fails and Serve replaces the replica), or die (a crash: the same, seen from
-the process's end). The model-free stream target runs such a child for the same purpose, so that
-``engine`` (hang), ``engine-slow``, ``engine-stutter``, ``engine-error`` and ``engine-crash`` hit the same kind of process on
-both apps:
+``engine-stutter``: a duty cycle of SIGSTOP and SIGCONT), fail from inside its step (an error: vLLM reports the
+engine dead, requests in flight get an error, the health check fails and Serve replaces the replica), or die (a
+crash: the same, seen from the process's end). The model-free stream target runs such a child for the same purpose,
+so that ``engine`` (hang), ``engine-slow``, ``engine-stutter``, ``engine-error`` and ``engine-crash`` hit the same
+kind of process on both apps:
 
 - the child *steps*: it writes one byte to a pipe every :data:`STEP_S` (5 ms), and nothing else;
 - the replica reads the pipe in a thread and counts the steps (:class:`Steps`, pure, its clock
@@ -137,7 +137,8 @@ _CHILD = ("import json, os, signal, sys, time\n"
           "    fault = request['fault']\n"
           "    factor = request.get('factor')\n"
           f"    if fault == {held_faults.SLOW!r}:\n"
-          f"        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor <= {held_faults.MAX_FACTOR}:\n"
+          "        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \\\n"
+          f"                or not 1 < factor <= {held_faults.MAX_FACTOR}:\n"
           "            return\n"
           "    else:\n"
           "        factor = None\n"

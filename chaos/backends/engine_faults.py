@@ -70,7 +70,8 @@ class Throttle:
             raise UsageError(f"engine-stutter: period_s must be at least 0.02 s (a signal's timing), "
                              f"got {self.period_s!r}")
         if self.factor * self.period_s > MAX_CYCLE_S:
-            raise UsageError(f"engine-stutter: one cycle (factor x period_s = {self.factor * self.period_s:g} s) must be "
+            raise UsageError(f"engine-stutter: one cycle (factor x period_s = {self.factor * self.period_s:g} s) "
+                             f"must be "
                              f"at most {MAX_CYCLE_S:g} s: a longer stop is a hang, and a look at it samples two cycles")
 
     @property

@@ -95,7 +95,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine", plan.engine, proofs.engine, heal_engine),
     Implementation("engine-crash", plan.engine_crash, proofs.engine_crash),
     Implementation("engine-error", plan.engine_error, proofs.engine_error),  # its tombstone, the replica alive
-    Implementation("engine-stutter", plan.engine_stutter, proofs.engine_stutter, heal_engine),  # the loop killed, SIGCONT
+    # the loop killed, SIGCONT
+    Implementation("engine-stutter", plan.engine_stutter, proofs.engine_stutter, heal_engine),
     # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
     Implementation("engine-wedge", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     # their mark (this run's), the engine alive (a stall: stepping on); released at the run's end as a wedge is

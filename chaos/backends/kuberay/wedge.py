@@ -6,7 +6,8 @@ still names this run (one exec per pod, the test and the removal in the same she
 engine with it: nothing is left to release.
 
 ``engine-garbage``, ``engine-stall`` and ``engine-slow`` (:mod:`chaos.scopes.engine_garbage`,
-:mod:`chaos.scopes.engine_stall`, :mod:`chaos.scopes.engine_slow`; slow's request with its factor) go the same way with a request naming the fault (:func:`chaos.backends.engine_faults.held_request`) and their own mark
+:mod:`chaos.scopes.engine_stall`, :mod:`chaos.scopes.engine_slow`; slow's request with its factor) go the same way
+with a request naming the fault (:func:`chaos.backends.engine_faults.held_request`) and their own mark
 (``/tmp/availproof-engine-<fault>-<pid>``): the same scripts, the fault named."""
 
 from __future__ import annotations

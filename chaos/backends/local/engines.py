@@ -1,6 +1,6 @@
 """The local backend's faults from inside an engine (the app's fault hook, :mod:`serve_apps.engine_faults`):
-``engine-error``, ``engine-wedge``, ``engine-garbage``, ``engine-stall`` and ``engine-slow``, all armed by SIGUSR1 to a replica's
-engine processes (the last three with a request left first, naming the fault and the run), each of which is
+``engine-error``, ``engine-wedge``, ``engine-garbage``, ``engine-stall`` and ``engine-slow``, all armed by SIGUSR1 to
+a replica's engine processes (the last three with a request left first, naming the fault and the run), each of which is
 first checked to take it (without the hook the signal's default action would kill it: a crash, not the fault
 asked for). Each function takes the backend first, as its methods do."""
 

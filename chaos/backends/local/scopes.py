@@ -73,7 +73,8 @@ def plan_engine_wedge(b, scope: str, a: dict) -> list[dict]:
 
 
 def plan_held(b, scope: str, a: dict) -> list[dict]:
-    """engine-garbage, engine-stall, engine-slow: the engine found and its hook checked, as the fault would (reads /proc only)."""
+    """engine-garbage, engine-stall, engine-slow: the engine found and its hook checked, as the fault would (reads
+    /proc only)."""
     kind = engine_faults.marked_fault(scope)
     r = b.pick_replica(zone=a.get("zone"))
     pids = engines.hooked(b, r, f"hold {kind}", f"hold {kind}")
@@ -255,7 +256,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-crash", plan_engine_crash, effect_engine_crash),  # Serve replaces the replica
     # the engine's tombstone, the replica alive; Serve replaces the replica; the heal removes the tombstone
     Implementation("engine-error", plan_engine_error, effect_engine_error, heal_engine_error),
-    Implementation("engine-stutter", plan_engine_stutter, effect_engine_stutter, heal_engine),  # the cycle stopped, SIGCONT
+    # the cycle stopped, SIGCONT
+    Implementation("engine-stutter", plan_engine_stutter, effect_engine_stutter, heal_engine),
     # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
     Implementation("engine-wedge", plan_engine_wedge, effect_engine_wedge, heal_engine_wedge),
     # their mark (this run's), the engine alive (a stall: stepping on); released at the run's end as a wedge is
