@@ -3,8 +3,8 @@
 A figure is a number (or a yes/no) in one *plane* of a fault in ``summary.json``: the two
 populations of requests (``affected`` and ``service``, :data:`POPULATION` here: one entry serves
 both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` and ``locality``, a
-slow replica's ``straggler`` (``engine-slow``), the streams' token ``continuity`` (the service's; the affected
-population's under ``continuity.affected`` where it differs), a client's ``retries`` (:data:`RETRIES`: an
+slow replica's ``straggler`` (``engine-slow``, ``engine-stutter``), the streams' token ``continuity`` (the
+service's; the affected population's under ``continuity.affected`` where it differs), a client's ``retries`` (:data:`RETRIES`: an
 object in each population, ``load.retry``), and the ``orphans`` a killed or replaced replica's engines would be
 (:mod:`chaos.orphan_watch`).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
@@ -216,7 +216,7 @@ CAP_NODES = _(Figure("capacity", "nodes_min_alive", "nodes", "nodes min alive", 
 CROSS_REGION = _(Figure("locality", "cross_region_share", "ratio", "share served outside the client's region",
                         "chaos.analysis.locality", {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                         bound="max_cross_region_share", comparison="<=", read=_cross_region_share))
-# ---------------------------------------------------------------- a straggler (chaos.analysis.slow_replica): engine-slow
+# ---------------------------------------------------------------- a straggler (chaos.analysis.slow_replica): engine-slow, -stutter
 ST_FN, SHARE = "chaos.analysis.straggler", {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 ST_REQUESTS = _(Figure("straggler", "requests", "requests", "requests during the fault that named their replica", ST_FN,
                        {**COUNT, "minimum": 0}, row=True))

@@ -16,8 +16,8 @@ from chaos.errors import UsageError
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 QUICK = ("replica-kill", "engine-hang", "worker-node-kill", "head-kill-gcs-ft", "zone-loss", "redis-loss")
-FULL = QUICK + ("engine-crash", "engine-error", "engine-slow", "engine-wedge", "engine-wedge-watchdog",
-                "engine-garbage", "engine-stall",
+FULL = QUICK + ("engine-crash", "engine-error", "engine-slow", "engine-stutter", "engine-wedge",
+                "engine-wedge-watchdog", "engine-garbage", "engine-stall",
                 "head-outage-second-fault", "upgrade", "drain", "head-kill-no-ft", "region-loss", "zone-partition")
 
 

@@ -1,6 +1,6 @@
 """The engine faults' experiments (engine-hang, engine-crash, engine-hang-watchdog, engine-error, engine-slow,
-engine-wedge, engine-wedge-watchdog, engine-garbage, engine-stall), written by ``experiments/_make.py`` from its
-template (:func:`make`)."""
+engine-stutter, engine-wedge, engine-wedge-watchdog, engine-garbage, engine-stall), written by
+``experiments/_make.py`` from its template (:func:`make`)."""
 
 # Serve takes a replica out after 3 failed health checks in a row (Ray 2.60 REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD)
 SERVE_HEALTH_FAILURES = 3
@@ -93,13 +93,35 @@ def make(experiment, action):
     )
 
     experiment(
-        "engine-slow", "a straggler: one replica's engine throttled to a quarter of its speed for 20 s",
+        "engine-slow", "an even straggler: every step of one replica's engine four times as long for 20 s",
+        "Slows every step of the engine of one replica in zone-a evenly, from inside the engine (the app's fault hook, "
+        "serve_apps/engine_faults.py, armed by SIGUSR1 with a request naming slow, factor 4): vLLM's EngineCore sleeps "
+        "3 times the measured duration of each step after it; the stream target's engine child sleeps 3 of its step "
+        "periods in each step and stretches its tokens' compute delays 4 times. After 20 s the rig removes the slow mark "
+        "and the engine steps at full speed again. The replica stays alive and answering, every token four times "
+        "later: nothing fails its health check. What Serve's router does with it is the finding, reported (summary.json "
+        "straggler): the share of the requests the slow replica got against its fair share, and the p50/p95 TTFT and "
+        "ITL of its requests against the other replicas' in the same interval. engine-stutter is the same slowdown as a "
+        "SIGSTOP/SIGCONT duty cycle (bimodal inter-token latency).",
+        "engine-slow", [action("slow-engine-in-zone-a", "slow_engine", zone="zone-a", factor=4, duration_s=20)],
+        {"max_failed_requests": 0, "max_time_to_steady_state_s": 40, "must_recover": True,
+         "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60, "min_capacity_ratio": 0.6},
+        "The bounds of engine-stutter, carried over: the even slowdown has not been measured yet (no run of it is "
+        "recorded), so none of these figures is a measurement of it. No request should fail: a stream of 16-48 tokens "
+        "four times slower still ends well within the client's 10 s timeout, and nothing is replaced. The straggler's "
+        "figures are reported, not bounded. Steady state within 40 s: its slow requests may hold the service's p95 TTFT "
+        "above the steady-state bound for the 20 s of the fault. Capacity and the control plane are untouched.",
+    )
+
+    experiment(
+        "engine-stutter", "a stuttering straggler: one replica's engine stopped 0.6 s of every 0.8 s for 20 s",
         "Throttles the engine process of one replica in zone-a (vLLM's EngineCore; the stream target's engine child) by "
         "a duty cycle of SIGSTOP and SIGCONT: running 0.2 s of every 0.8 s (factor 4) for 20 s, then continued. The "
         "replica stays alive and answering, slowly: nothing fails its health check. What Serve's router does with it is "
         "the finding, reported (summary.json straggler): the share of the requests the slow replica got against its "
-        "fair share, and the p50/p95 TTFT and ITL of its requests against the other replicas' in the same interval.",
-        "engine-slow", [action("slow-engine-in-zone-a", "slow_engine", zone="zone-a", factor=4, period_s=0.2,
+        "fair share, and the p50/p95 TTFT and ITL of its requests against the other replicas' in the same interval. Its "
+        "inter-token latency is bimodal (a burst of tokens, then 0.6 s of none); engine-slow is the even straggler.",
+        "engine-stutter", [action("stutter-engine-in-zone-a", "stutter_engine", zone="zone-a", factor=4, period_s=0.2,
                                duration_s=20)],
         {"max_failed_requests": 0, "max_time_to_steady_state_s": 40, "must_recover": True,
          "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60, "min_capacity_ratio": 0.6},

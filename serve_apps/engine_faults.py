@@ -68,7 +68,10 @@ replica when something real (a detector, Serve) replaces it.
 engine *hold* the fault while it steps on (:func:`hold`, :mod:`serve_apps.held_faults`): its mark
 (:func:`mark_path`) written as it begins, looked at from the step at most every 0.1 s and rewritten in place with
 the steps since; garbage shifts the token ids of every step's outputs, a stall makes the scheduler's KV-cache
-manager refuse every request not yet started. Both end when the rig removes the mark (:func:`let_go`).
+manager refuse every request not yet started. Both end when the rig removes the mark (:func:`let_go`). A request
+naming ``slow`` and a ``factor`` F (``engine-slow``, an even straggler) makes the step wrapper sleep (F - 1) times
+each step's measured duration after it (:class:`serve_apps.held_faults.Slowdown`); its mark carries the mean step
+duration before (:data:`RECENT`) and since; the rig removes it after the fault's duration.
 
 **The step's heartbeat** (for the progress watchdog v2, :mod:`serve_apps.watchdog_v2`): the same step
 wrapper marks each step's start and end in the engine's heartbeat file (:mod:`serve_apps.heartbeat`, a
@@ -87,7 +90,7 @@ import threading
 import time
 
 from serve_apps import heartbeat, held_faults
-from serve_apps.held_faults import GARBAGE, STALL, write_atomically
+from serve_apps.held_faults import GARBAGE, SLOW, STALL, write_atomically
 
 ENV = "AVAILPROOF_ENGINE_FAULTS"
 MESSAGE = "engine error (injected)"
@@ -96,7 +99,7 @@ ERROR_EXIT = 70  # the stream target's engine child's exit status after an injec
 TOMBSTONE_DIR = "/tmp"  # not $TMPDIR: the rig (or an exec in the pod) must find it without the engine's environment
 _WRAPPED = "__availproof_engine_fault__"
 ERROR, WEDGE = "error", "wedge"  # the faults a signal can arm (the request names one; none: error)
-FAULTS = (ERROR, WEDGE, GARBAGE, STALL)  # garbage and stall: held while the engine steps (serve_apps.held_faults)
+FAULTS = (ERROR, WEDGE, GARBAGE, STALL, SLOW)  # the last three held while the engine steps (serve_apps.held_faults)
 # the rig's word that a signal it sent is void (the run ended before the engine stepped to take it): nothing fires
 VOID = "void"
 WEDGE_POLL_S = 0.1  # a blocked wedge looks this often whether its mark is still there
@@ -216,10 +219,13 @@ def install_handler(trigger: Trigger | None = None) -> bool:
 
 
 _BEATS: list[tuple[str, heartbeat.Writer]] = []  # this process's (directory, heartbeat writer); a forked child's own
-HOLDING: dict[str, held_faults.Held] = {}  # the faults this engine process holds while it steps (garbage, stall)
+HOLDING: dict[str, held_faults.Held] = {}  # the faults this engine process holds while it steps (garbage, stall, slow)
+SLOWING: list[held_faults.Slowdown] = []  # slow's timing while it is held (one at most)
+RECENT = held_faults.Recent()  # this engine's recent step durations (those that ran the model, not slowed)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_BEATS.clear)
     os.register_at_fork(after_in_child=HOLDING.clear)
+    os.register_at_fork(after_in_child=SLOWING.clear)
 
 
 def heartbeat_path(pid: int) -> str:
@@ -236,12 +242,21 @@ def step_heartbeat() -> heartbeat.Writer:
 
 
 def hold(core, request: dict, pid: int | None = None) -> bool:
-    """Begin holding the fault ``request`` names (garbage or stall) in the engine ``core`` (vLLM's EngineCore): its
-    mark written (:func:`mark_path`, the request's run), then, for a stall, the scheduler's admission closed
-    (:func:`serve_apps.held_faults.close_admission`). A mark that cannot be written, or a stall whose scheduler
-    cannot be gated (its mark removed), holds nothing: the fault's proof then fails, nothing is claimed."""
+    """Begin holding the fault ``request`` names (garbage, stall or slow) in the engine ``core`` (vLLM's EngineCore):
+    its mark written (:func:`mark_path`, the request's run), then, for a stall, the scheduler's admission closed
+    (:func:`serve_apps.held_faults.close_admission`); for slow, its steps slowed by the request's factor from now on.
+    A mark that cannot be written, a slow request without a valid factor, or a stall whose scheduler cannot be gated
+    (its mark removed), holds nothing: the fault's proof then fails, nothing is claimed."""
     fault = request["fault"]
-    held = held_faults.Held(fault, request.get("run"), mark_path(fault, os.getpid() if pid is None else pid))
+    slowdown = None
+    if fault == SLOW:
+        factor = held_faults.slow_factor(request)
+        if factor is None:
+            logger.error("availproof: a request to slow without a factor above 1: nothing held (%r)", request)
+            return False
+        slowdown = held_faults.Slowdown(factor, RECENT.mean)
+    held = held_faults.Held(fault, request.get("run"), mark_path(fault, os.getpid() if pid is None else pid),
+                            detail=slowdown.detail if slowdown else None)
     if not held.start():
         return False
     if fault == STALL:
@@ -252,6 +267,8 @@ def hold(core, request: dict, pid: int | None = None) -> bool:
             os.unlink(held.path)
             return False
     HOLDING[fault] = held
+    if slowdown is not None:
+        SLOWING[:] = [slowdown]
     logger.error("availproof: the engine holds %s (SIGUSR1) for as long as %s exists", fault, held.path)
     return True
 
@@ -263,18 +280,40 @@ def let_go(core) -> None:
             del HOLDING[fault]
             if fault == STALL:
                 held_faults.open_admission(core.scheduler.kv_cache_manager)
+            if fault == SLOW:
+                SLOWING.clear()
             logger.error("availproof: the engine no longer holds %s (its mark removed)", fault)
+
+
+def executed(result) -> bool:
+    """Whether a step ran the model (vLLM's step returns ``(outputs, model_executed)``)."""
+    return bool(result[1]) if isinstance(result, tuple) and len(result) == 2 else False
 
 
 def held_step(result) -> None:
     """After a step that held faults: its outputs corrupted under garbage, the step counted (one that ran the
-    model: vLLM's step returns ``(outputs, model_executed)``)."""
-    outputs, executed = result if isinstance(result, tuple) and len(result) == 2 else (None, False)
+    model)."""
+    outputs = result[0] if isinstance(result, tuple) and len(result) == 2 else None
     if GARBAGE in HOLDING:
         held_faults.corrupt_outputs(outputs)
-    if executed:
+    if executed(result):
         for held in HOLDING.values():
             held.step()
+
+
+def paced_step(result, took_s: float, sleep=time.sleep) -> None:
+    """After a step that took ``took_s``: under slow, (factor - 1) times that slept (the step ``factor`` times as
+    long) and, if it ran the model, its whole duration counted; otherwise a step that ran the model feeds
+    :data:`RECENT`."""
+    if not SLOWING:
+        if executed(result):
+            RECENT.add(took_s)
+        return
+    slowdown = SLOWING[0]
+    extra = slowdown.extra(took_s)
+    sleep(extra)
+    if executed(result):
+        slowdown.record(took_s + extra)
 
 
 def _failing_step(step, trigger: Trigger):
@@ -286,7 +325,7 @@ def _failing_step(step, trigger: Trigger):
             request = take_request()
             if request["fault"] == WEDGE:
                 wedge(request)  # returns only once the rig removed the mark (the run's end)
-            elif request["fault"] in (GARBAGE, STALL):
+            elif request["fault"] in held_faults.HELD:
                 hold(self, request)  # held while its mark exists, the engine stepping on
             elif request["fault"] != VOID:  # void: the run that sent the signal has ended
                 logger.error("availproof: %s raised in the engine's step (SIGUSR1)", MESSAGE)
@@ -294,7 +333,9 @@ def _failing_step(step, trigger: Trigger):
                 raise InjectedEngineError(MESSAGE)
         if HOLDING:
             let_go(self)
+        began = time.monotonic()
         result = step(self, *args, **kwargs)
+        paced_step(result, time.monotonic() - began)
         if HOLDING:
             held_step(result)
         beat.end(started)

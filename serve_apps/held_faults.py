@@ -1,5 +1,6 @@
-"""The engine faults an engine *holds* while it goes on stepping: ``garbage`` (its tokens wrong) and ``stall`` (it
-admits no new request), armed by the signal of :mod:`serve_apps.engine_faults` with a request naming one of them.
+"""The engine faults an engine *holds* while it goes on stepping: ``garbage`` (its tokens wrong), ``stall`` (it
+admits no new request) and ``slow`` (every step ``factor`` times as long: an even straggler), armed by the signal
+of :mod:`serve_apps.engine_faults` with a request naming one of them.
 
 Like a wedge, such a fault is held **for as long as its mark exists** (:class:`Held`: a small JSON file beside the
 wedge mark, ``/tmp/availproof-engine-<fault>-<pid>``, written by the engine as the fault begins: the run it belongs
@@ -20,6 +21,12 @@ What each does on **vLLM** (the hook wraps ``EngineCore.step``, :mod:`serve_apps
   for "no room for a new request" (``Scheduler.schedule``: the waiting loop stops there): requests already
   running go on and finish, new ones wait for good, the busy loop keeps stepping (``has_requests`` is true) and
   the engine answers its health check. Reopened (:func:`open_admission`) when the mark is gone.
+- **slow** (:class:`Slowdown`, the request's ``factor`` F > 1): after each step the engine sleeps (F - 1) times that
+  step's measured duration, so every step takes F times as long, evenly (the straggler of power or thermal capping,
+  a degraded link, a noisy neighbour; ``engine-stutter``'s SIGSTOP duty cycle is the bimodal one). Its mark says the
+  factor, ``base_s`` (the mean duration of the engine's steps before, :class:`Recent`) and ``step_s`` (the mean
+  since, the sleep included: the engine's own measure that the fault took effect). Unlike garbage and stall the rig
+  ends it itself after its duration (the mark removed while it names the run).
 
 On the **stream target** its engine child holds the same marks and says so through its pipe
 (:mod:`serve_apps.stream_engine`).
@@ -33,8 +40,9 @@ import os
 import time
 from typing import Any, Callable
 
-GARBAGE, STALL = "garbage", "stall"
-HELD = (GARBAGE, STALL)
+GARBAGE, STALL, SLOW = "garbage", "stall", "slow"
+HELD = (GARBAGE, STALL, SLOW)
+MAX_FACTOR = 100.0  # a slower step is a hang (engine-wedge), not a straggler
 LOOK_S = 0.1  # a held fault looks this often (at most) whether its mark is still there, and rewrites it
 
 logger = logging.getLogger(__name__)
@@ -57,13 +65,15 @@ def write_atomically(path: str, text: str) -> bool:
         return False
 
 
-MARK_WIDTH = 160  # a held fault's mark is this many bytes and a newline, rewritten in place (never recreated)
+MARK_WIDTH = 240  # a held fault's mark is this many bytes and a newline, rewritten in place (never recreated)
 
 
-def mark_text(run: Any, began: float, steps: int) -> str:
-    """A held fault's mark: the run it belongs to, when it began (wall clock) and the engine's steps since, padded
-    to :data:`MARK_WIDTH` (so a rewrite in place leaves no tail of an older one)."""
-    return json.dumps({"run": run, "t": round(began, 3), "steps": int(steps)}).ljust(MARK_WIDTH) + "\n"
+def mark_text(run: Any, began: float, steps: int, detail: dict | None = None) -> str:
+    """A held fault's mark: the run it belongs to, when it began (wall clock), the engine's steps since and the
+    fault's own ``detail`` (slow: its factor and step times), padded to :data:`MARK_WIDTH` (so a rewrite in place
+    leaves no tail of an older one)."""
+    return json.dumps({"run": run, "t": round(began, 3), "steps": int(steps),
+                       **(detail or {})}).ljust(MARK_WIDTH) + "\n"
 
 
 def rewrite(path: str, text: str) -> bool:
@@ -87,12 +97,12 @@ def rewrite(path: str, text: str) -> bool:
 class Held:
     """One fault this engine holds while its mark (``path``) exists. :meth:`start` writes the mark; each step
     calls :meth:`step` (counted) and :meth:`holding`, which looks at the mark at most every ``look_s`` and
-    rewrites it in place with the steps so far (the engine's word that it steps on); a mark that is gone ends
-    the fault. ``clock`` is a seam for tests."""
+    rewrites it in place with the steps so far (the engine's word that it steps on) and ``detail()`` (the fault's
+    own figures, or None); a mark that is gone ends the fault. ``clock`` is a seam for tests."""
 
     def __init__(self, fault: str, run: Any, path: str, look_s: float = LOOK_S,
-                 clock: Callable[[], float] = time.monotonic):
-        self.fault, self.run, self.path = fault, run, path
+                 clock: Callable[[], float] = time.monotonic, detail: Callable[[], dict] | None = None):
+        self.fault, self.run, self.path, self.detail = fault, run, path, detail
         self.look_s, self.clock = look_s, clock
         self.began = time.time()
         self.steps = 0
@@ -100,7 +110,10 @@ class Held:
 
     def start(self) -> bool:
         """Write the mark (False: it could not be: the fault is not held, its proof then fails)."""
-        return write_atomically(self.path, mark_text(self.run, self.began, 0))
+        return write_atomically(self.path, self.text())
+
+    def text(self) -> str:
+        return mark_text(self.run, self.began, self.steps, self.detail() if self.detail else None)
 
     def step(self) -> None:
         self.steps += 1
@@ -111,7 +124,48 @@ class Held:
         if now - self.looked < self.look_s:
             return True
         self.looked = now
-        return rewrite(self.path, mark_text(self.run, self.began, self.steps))
+        return rewrite(self.path, self.text())
+
+
+def slow_factor(request: dict) -> float | None:
+    """The factor a request to hold ``slow`` names: a number above 1 and at most :data:`MAX_FACTOR`, else None."""
+    f = request.get("factor")
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 1.0 < f <= MAX_FACTOR:
+        return None
+    return float(f)
+
+
+class Recent:
+    """The mean duration of an engine's recent steps (an exponential mean, weight ``alpha`` for the newest), None
+    before the first: what ``slow`` compares its steps with."""
+
+    def __init__(self, alpha: float = 0.1):
+        self.alpha, self.mean = alpha, None
+
+    def add(self, seconds: float) -> None:
+        self.mean = seconds if self.mean is None else self.mean + self.alpha * (seconds - self.mean)
+
+
+class Slowdown:
+    """``slow`` held: each step followed by a sleep of (``factor`` - 1) times its measured duration (:meth:`extra`),
+    so it takes ``factor`` times as long; the steps' mean duration before (``base_s``) and since (``step_s``, the
+    sleep included) for the mark (:meth:`detail`)."""
+
+    def __init__(self, factor: float, base_s: float | None):
+        self.factor, self.base_s = factor, base_s
+        self.total_s, self.n = 0.0, 0
+
+    def extra(self, step_s: float) -> float:
+        return max(0.0, (self.factor - 1.0) * step_s)
+
+    def record(self, seconds: float) -> None:
+        """One step that ran the model, ``seconds`` long with its sleep."""
+        self.total_s += seconds
+        self.n += 1
+
+    def detail(self) -> dict:
+        return {"factor": self.factor, "base_s": None if self.base_s is None else round(self.base_s, 6),
+                "step_s": round(self.total_s / self.n, 6) if self.n else None}
 
 
 def corrupt_ids(ids) -> list[int]:

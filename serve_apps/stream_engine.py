@@ -5,12 +5,12 @@ A vLLM replica (Ray Serve LLM) is an actor whose engine runs in a child process
 (``VLLM::EngineCore``). The engine produces tokens in steps (each step lets every running request out
 at most one token), so anything that stops it stops the tokens, and anything that slows it slows them.
 It can stop while the actor lives (a hang: no token comes out, the health check passes, since vLLM's
-raises only once the engine errored), run slowly (``engine-slow``'s duty cycle of SIGSTOP and SIGCONT:
-a straggler), fail from inside its step (an error: vLLM reports the engine dead, requests in flight get
-an error, the health check fails and Serve replaces the replica), or die (a crash: the same, seen from
-the process's end). The model-free stream target runs such a child for the same purpose, so that
-``engine`` (hang), ``engine-slow``, ``engine-error`` and ``engine-crash`` hit the same kind of process on
-both apps:
+raises only once the engine errored), run slowly (``engine-slow``: every step slower, from inside;
+``engine-stutter``: a duty cycle of SIGSTOP and SIGCONT), fail from inside its step (an error: vLLM reports the
+engine dead, requests in flight get an error, the health check fails and Serve replaces the replica), or die (a
+crash: the same, seen from the process's end). The model-free stream target runs such a child for the same purpose,
+so that ``engine`` (hang), ``engine-slow``, ``engine-stutter``, ``engine-error`` and ``engine-crash`` hit the same
+kind of process on both apps:
 
 - the child *steps*: it writes one byte to a pipe every :data:`STEP_S` (5 ms), and nothing else;
 - the replica reads the pipe in a thread and counts the steps (:class:`Steps`, pure, its clock
@@ -28,11 +28,13 @@ both apps:
     ``engine error (injected)``. Without the variable SIGUSR1 keeps its default meaning (the child
     terminates: ``dead``);
   - ``dead`` (for good): end of file without that report (the child died: a crash).
-  - and, with the hook on, a fault it *holds* while it steps on (``engine-garbage``, ``engine-stall``:
-    :mod:`serve_apps.held_faults`, the same request and marks as vLLM's hook): it says so through the pipe
-    (:data:`HELD_ON`, :data:`HELD_OFF` when the rig removed the mark); from then on its steps' tokens are
+  - and, with the hook on, a fault it *holds* while it steps on (``engine-garbage``, ``engine-stall``,
+    ``engine-slow``: :mod:`serve_apps.held_faults`, the same request and marks as vLLM's hook): it says so through
+    the pipe (:data:`HELD_ON`, :data:`HELD_OFF` when the rig removed the mark); from then on its steps' tokens are
     :data:`GARBAGE_WORD` (:func:`generate`), or its steps admit nothing new (:func:`wait_ready` waits, the
-    running requests' tokens go on).
+    running requests' tokens go on), or each of its steps sleeps its factor F times :data:`STEP_S` (F - 1 periods
+    more) and each token's delay is F times as long (:func:`generate`): every token F times later, evenly; its mark
+    says the mean step period before and since (the child's own measure).
 
 - every token of every request goes through :func:`generate`, which lets a token out once its pacing
   delay has elapsed *and* the engine has stepped since that request's previous token (its first: since
@@ -73,8 +75,10 @@ REQUEST = engine_faults.request_path(0).removesuffix("0.request")  # + pid + ".r
 WEDGE = engine_faults.wedge_path(0).removesuffix("0")  # + the child's pid: its wedge mark, as vLLM's hook writes it
 # the faults the child holds while it steps (serve_apps.held_faults): their marks (+ pid), and what it tells its replica
 HELD_MARKS = {f: engine_faults.mark_path(f, 0).removesuffix("0") for f in held_faults.HELD}
-HELD_ON = {held_faults.GARBAGE: b"G", held_faults.STALL: b"S"}  # from the next step on: tokens wrong / nothing admitted
-HELD_OFF = {held_faults.GARBAGE: b"g", held_faults.STALL: b"s"}  # the mark removed: that fault ended
+# from the next step on: tokens wrong / nothing admitted / every step slow (b"L" then the factor in tenths and b";")
+HELD_ON = {held_faults.GARBAGE: b"G", held_faults.STALL: b"S", held_faults.SLOW: b"L"}
+HELD_OFF = {held_faults.GARBAGE: b"g", held_faults.STALL: b"s", held_faults.SLOW: b"l"}  # the mark removed: it ended
+FACTOR_END = b";"  # ends slow's factor (in tenths, ASCII digits) after its HELD_ON byte
 GARBAGE_WORD = "!"  # a token of a corrupted step (NaN logits' argmax is token 0, "!" in many vocabularies)
 HELD_LOOK_STEPS = 20  # the child looks at (and rewrites) its held marks every this many steps (~0.1 s)
 _CHILD = ("import json, os, signal, sys, time\n"
@@ -107,9 +111,13 @@ _CHILD = ("import json, os, signal, sys, time\n"
           "            continue\n"
           "        if not os.path.exists(path):\n"
           "            return\n"
-          "held = {}  # fault -> [mark path, run, began, steps since]\n"
-          "def mark(h):  # as serve_apps.held_faults.mark_text\n"
-          "    text = json.dumps({'run': h[1], 't': round(h[2], 3), 'steps': h[3]})\n"
+          "held = {}  # fault -> [mark path, run, began, steps since, slow's factor or None, period before, s since]\n"
+          "def mark(h):  # as serve_apps.held_faults.mark_text (slow's: its factor and step periods, as Slowdown's)\n"
+          "    m = {'run': h[1], 't': round(h[2], 3), 'steps': h[3]}\n"
+          "    if h[4] is not None:\n"
+          "        m.update(factor=h[4], base_s=None if h[5] is None else round(h[5], 6),\n"
+          "                 step_s=round(h[6] / h[3], 6) if h[3] else None)\n"
+          "    text = json.dumps(m)\n"
           f"    return text.ljust({held_faults.MARK_WIDTH}) + '\\n'\n"
           "def rewrite(h):  # in place, never recreated: False once the rig removed it\n"
           "    try:\n"
@@ -124,12 +132,20 @@ _CHILD = ("import json, os, signal, sys, time\n"
           "        pass\n"
           "    os.close(fd_mark)\n"
           "    return True\n"
-          "def hold(request):  # garbage or stall: held while its mark exists, the child stepping on\n"
+          "period = None  # the mean of the recent steps' periods (as held_faults.Recent), for slow's mark\n"
+          "def hold(request):  # garbage, stall or slow: held while its mark exists, the child stepping on\n"
           "    fault = request['fault']\n"
-          f"    h = [{HELD_MARKS!r}[fault] + str(os.getpid()), request.get('run'), time.time(), 0]\n"
+          "    factor = request.get('factor')\n"
+          f"    if fault == {held_faults.SLOW!r}:\n"
+          "        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \\\n"
+          f"                or not 1 < factor <= {held_faults.MAX_FACTOR}:\n"
+          "            return\n"
+          "    else:\n"
+          "        factor = None\n"
+          f"    h = [{HELD_MARKS!r}[fault] + str(os.getpid()), request.get('run'), time.time(), 0, factor, period, 0.0]\n"
           "    if atomically(h[0], mark(h)):\n"
           "        held[fault] = h\n"
-          f"        os.write(fd, {HELD_ON!r}[fault])\n"
+          f"        os.write(fd, {HELD_ON!r}[fault] + (b'%d;' % round(factor * 10) if factor else b''))\n"
           f"if os.environ.get({engine_faults.ENV!r}) == '1':\n"
           "    def fault(signum, frame):\n"
           "        request = {'fault': 'error'}\n"
@@ -151,18 +167,25 @@ _CHILD = ("import json, os, signal, sys, time\n"
           f"        os._exit({engine_faults.ERROR_EXIT})\n"
           "    signal.signal(signal.SIGUSR1, fault)\n"
           "n = 0\n"
+          "last = time.monotonic()\n"
           "while True:\n"
           f"    os.write(fd, {STEP_BYTE!r})\n"
+          "    now = time.monotonic()\n"
+          "    took, last = now - last, now  # the step before this byte: its sleep and its work\n"
+          f"    slow = held.get({held_faults.SLOW!r})\n"
+          "    if slow is None:\n"
+          "        period = took if period is None else period + 0.1 * (took - period)\n"
           "    if held:\n"
           "        n += 1\n"
           "        for h in list(held.values()):\n"
           "            h[3] += 1\n"
+          "            h[6] += took\n"
           f"        if n % {HELD_LOOK_STEPS} == 0:\n"
           "            for f, h in list(held.items()):\n"
           "                if not rewrite(h):\n"
           "                    del held[f]\n"
           f"                    os.write(fd, {HELD_OFF!r}[f])\n"
-          f"    time.sleep({STEP_S})\n")
+          f"    time.sleep({STEP_S} * (slow[4] if slow else 1))  # slow: (factor - 1) step periods more in the step\n")
 
 logger = logging.getLogger("ray.serve")
 
@@ -183,6 +206,8 @@ class Steps:
         self.admissions = 0  # the steps that could take a new request in (all but a stalled engine's)
         self.garbage = False  # the engine said its steps' tokens are wrong (engine-garbage), until it says otherwise
         self.stalled = False  # the engine said it admits no new request (engine-stall), until it says otherwise
+        self.slow = 1.0  # the factor the engine said its steps are slowed by (engine-slow), until it says otherwise
+        self._factor: bytes | None = None  # slow's factor being read (its digits may come in two reads)
         self.last = clock()  # the last step (or the start)
         self.error: str | None = None  # what the engine reported before it ended
         self.intervals = heartbeat.Histogram()  # between steps (a read of n steps: n of its mean)
@@ -212,7 +237,18 @@ class Steps:
     def _states(self, chunk: bytes) -> None:
         for c in chunk:
             byte = bytes((c,))
-            if byte == STEP_BYTE:
+            if self._factor is not None and byte != STEP_BYTE:  # slow's factor: digits (tenths), then FACTOR_END
+                if byte == FACTOR_END:
+                    self.slow = max(1.0, int(self._factor or b"10") / 10)
+                    self._factor = None
+                elif byte.isdigit():
+                    self._factor += byte
+                continue
+            if byte == HELD_ON[held_faults.SLOW]:
+                self._factor = b""
+            elif byte == HELD_OFF[held_faults.SLOW]:
+                self.slow = 1.0
+            elif byte == STEP_BYTE:
                 self.count += 1
                 self.admissions += 0 if self.stalled else 1
             elif byte in (HELD_ON[held_faults.GARBAGE], HELD_OFF[held_faults.GARBAGE]):
@@ -399,9 +435,11 @@ async def generate(engine, words: Iterable[str], delays: Iterable[float],
     first's is the prefill) and the engine stepped since the previous one (the first: since the call),
     :func:`step_after`; nothing comes out while it does not step; :class:`EngineDead` once it errored or died.
     A token let out by a step of an engine that said its tokens are wrong (engine-garbage) is
-    :data:`GARBAGE_WORD`, not the word: the engine's corruption, which the client's exact check catches."""
+    :data:`GARBAGE_WORD`, not the word: the engine's corruption, which the client's exact check catches. An engine
+    that said its steps are slowed (engine-slow, factor F) takes F times each delay too: the delays stand for the
+    model's compute in the steps, which a straggler does F times slower."""
     seen = engine.steps.count
     for word, delay in zip(words, delays):
-        await asyncio.sleep(delay)
+        await asyncio.sleep(delay * engine.steps.slow)
         seen = await step_after(engine, seen, poll_s)
         yield GARBAGE_WORD if engine.steps.garbage else word

@@ -31,8 +31,9 @@ request's previous token:
 - engine **stopped** (the ``engine`` scope SIGSTOPs the child alone, as it stops vLLM's EngineCore): no
   token comes out for any request from then on; requests in flight and new ones wait, then go on once it
   continues; the health check passes (vLLM's does: a gray failure);
-- engine **slowed** (``engine-slow``: a duty cycle of SIGSTOP and SIGCONT): tokens come out only while it
-  runs, so its streams slow by about the cycle's factor, as vLLM's do;
+- engine **slowed** (``engine-slow``: every step F times as long, from inside, and each token's delay F times: its
+  streams F times slower, evenly; ``engine-stutter``: a duty cycle of SIGSTOP and SIGCONT: tokens come out only
+  while it runs, so its streams slow by about the cycle's factor, in bursts, as vLLM's do);
 - engine **errored** (``engine-error``: SIGUSR1 to the child, which leaves its tombstone,
   :mod:`serve_apps.engine_faults`) or
   **dead** (``engine-crash``: SIGKILL): requests fail, a stream in flight ending with an error event

@@ -2,7 +2,7 @@
 processes of the replica the fault killed or replaced, read from the fault's detail (its ``looked_after`` mark).
 
 ``seconds_until_freed`` is null with its reason (``unmeasurable["orphans.seconds_until_freed"]``, and ``why``) when
-the fault's scope kills or replaces no replica (plane null: engine-slow, a partition, a node or zone loss: not
+the fault's scope kills or replaces no replica (plane null: engine-slow, engine-stutter, a partition, a node or zone loss: not
 followed), when the replica was not replaced in the run or had no engine (status ``not_replaced``,
 ``no_engines``: its bound does not apply), when it could not be looked at (``unmeasurable``: its bound is
 unmeasurable), and null without a reason in ``unmeasurable`` when an engine was left at the bound (``left``: never

@@ -1,6 +1,6 @@
 """What the engine faults with the replica alive share on every backend: pure logic, no process touched.
 
-- ``engine-slow`` (:class:`Throttle`): a straggler, its engine process(es) throttled by a duty cycle of
+- ``engine-stutter`` (:class:`Throttle`): a straggler, its engine process(es) throttled by a duty cycle of
   SIGSTOP and SIGCONT. ``factor`` is the slowdown: the engine runs one ``period_s`` of every ``factor``
   (factor 4: running 1 period, stopped 3, a cycle of 4 x ``period_s``). The cycle goes on until the heal (at
   ``duration_s``) stops it, and ends by itself :data:`SELF_STOP_MARGIN_S` later whatever happens to the
@@ -27,6 +27,11 @@
   steps since. Their proof: each engine's mark naming this run, each engine alive and not stopped, and for a stall
   the engine stepping on (its mark counts steps since the stall began: running requests went on). Released as the
   wedge is.
+- ``engine-slow`` (``held_request("slow", run, factor)``): the same signal, held the same way; from its next step on
+  every step of the engine takes ``factor`` times as long (:mod:`serve_apps.held_faults`). Its proof: the mark naming
+  this run, the engine alive, not stopped and stepping, and its mean step since the fault at least half the factor
+  times its mean step before (both the engine's own measure, in its mark). Unlike the others the rig ends it after
+  its duration (the mark removed while it names the run).
 """
 
 from __future__ import annotations
@@ -60,12 +65,13 @@ class Throttle:
         for name, low in (("factor", 1.0), ("period_s", 0.0), ("duration_s", 0.0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= low:
-                raise UsageError(f"engine-slow: {name} must be a number above {low:g}, got {v!r}")
+                raise UsageError(f"engine-stutter: {name} must be a number above {low:g}, got {v!r}")
         if self.period_s < 0.02:
-            raise UsageError(f"engine-slow: period_s must be at least 0.02 s (a signal's timing), "
+            raise UsageError(f"engine-stutter: period_s must be at least 0.02 s (a signal's timing), "
                              f"got {self.period_s!r}")
         if self.factor * self.period_s > MAX_CYCLE_S:
-            raise UsageError(f"engine-slow: one cycle (factor x period_s = {self.factor * self.period_s:g} s) must be "
+            raise UsageError(f"engine-stutter: one cycle (factor x period_s = {self.factor * self.period_s:g} s) "
+                             f"must be "
                              f"at most {MAX_CYCLE_S:g} s: a longer stop is a hang, and a look at it samples two cycles")
 
     @property
@@ -198,23 +204,54 @@ def void_request(run_id: str | None) -> str:
     return json.dumps({"fault": "void", "run": run_id}) + "\n"
 
 
-HELD = ("garbage", "stall")  # the faults an engine holds while it steps (serve_apps.held_faults.HELD)
-HELD_WORDS = {"wedge": "wedged", "garbage": "producing garbage", "stall": "admitting nothing new"}
+HELD = ("garbage", "stall", "slow")  # the faults an engine holds while it steps (serve_apps.held_faults.HELD)
+HELD_WORDS = {"wedge": "wedged", "garbage": "producing garbage", "stall": "admitting nothing new",
+              "slow": "slowed"}
+MAX_SLOW_FACTOR = 100.0  # serve_apps.held_faults.MAX_FACTOR: a slower step is a hang, not a straggler
 
 
 def marked_fault(scope: str | None) -> str:
     """The fault whose mark a scope's engines carry: ``engine-wedge`` wedge, ``engine-garbage`` garbage,
-    ``engine-stall`` stall."""
+    ``engine-stall`` stall, ``engine-slow`` slow."""
     fault = str(scope or "").removeprefix("engine-")
     return fault if fault in HELD else "wedge"
 
 
-def held_request(fault: str, run_id: str | None) -> str:
-    """What the rig leaves an engine before the signal so that the signal makes it hold ``fault`` (garbage or
-    stall) for this run (one line of JSON, read by :func:`serve_apps.engine_faults.take_request`)."""
+def held_request(fault: str, run_id: str | None, factor: float | None = None) -> str:
+    """What the rig leaves an engine before the signal so that the signal makes it hold ``fault`` (garbage, stall,
+    or slow with its ``factor``) for this run (one line of JSON, read by
+    :func:`serve_apps.engine_faults.take_request`)."""
     if fault not in HELD:
         raise UsageError(f"an engine holds one of {', '.join(HELD)}, not {fault!r}")
+    if fault == "slow":
+        return json.dumps({"fault": fault, "run": run_id, "factor": slow_factor(factor)}) + "\n"
     return json.dumps({"fault": fault, "run": run_id}) + "\n"
+
+
+def slow_factor(factor: Any) -> float:
+    """engine-slow's factor: a number above 1 and at most :data:`MAX_SLOW_FACTOR` (refused otherwise)."""
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) \
+            or not 1.0 < factor <= MAX_SLOW_FACTOR:
+        raise UsageError(f"engine-slow: factor must be a number above 1 and at most {MAX_SLOW_FACTOR:g}, "
+                         f"got {factor!r}")
+    return float(factor)
+
+
+def mark_field(text: str | None, name: str) -> Any:
+    """A field of a held fault's mark (JSON); None when there is none or the mark cannot be read."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    return value.get(name) if isinstance(value, dict) else None
+
+
+def slowed_by(text: str | None) -> tuple[float, float] | None:
+    """What a slow mark measured: (the mean step before, the mean step since) in seconds, or None while either is
+    unmeasured (no step before the fault, or none since)."""
+    base, since = mark_field(text, "base_s"), mark_field(text, "step_s")
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (base, since))
+    return (float(base), float(since)) if ok else None
 
 
 def mark_steps(text: str | None) -> int | None:
@@ -231,7 +268,8 @@ def held_checks(fault: str, pids: Sequence, marks: Mapping[Any, str | None], sta
                 run_id: str | None) -> list[dict[str, Any]]:
     """The proof of a held fault (garbage, stall): each engine in ``pids`` wrote its mark naming ``run_id``
     (``marks``: pid -> the mark's text or None) and is alive and not stopped (``states``); a stall also: each
-    engine stepped since it began (its mark's steps at least 1: its running requests went on)."""
+    engine stepped since it began (its mark's steps at least 1: its running requests went on); slow: stepping on, and
+    each engine's mean step since it began at least half the factor times its mean step before (:func:`_slower`)."""
     names = ", ".join(map(str, pids)) or "none"
     word = HELD_WORDS[fault]
     runs = {p: mark_run(marks.get(p)) for p in pids}
@@ -242,13 +280,33 @@ def held_checks(fault: str, pids: Sequence, marks: Mapping[Any, str | None], sta
                   bool(pids) and run_id is not None and all(runs[p] == run_id for p in pids), seen_marks),
            _check(f"engine process(es) {names} alive and not stopped", bool(pids)
                   and all(states.get(p) not in STOPPED + GONE for p in pids), seen_states)]
-    if fault == "stall":
+    if fault == "slow":
+        out.append(_slower(pids, names, marks))
+    if fault in ("stall", "slow"):
         steps = {p: mark_steps(marks.get(p)) for p in pids}
         out.append(_check(f"engine process(es) {names} stepping on (running requests go on)",
                           bool(pids) and all((steps[p] or 0) >= 1 for p in pids),
                           ", ".join(f"{p} {'no count' if steps[p] is None else f'{steps[p]} steps'} since the stall"
                                     for p in pids) or "no engine was named"))
     return out
+
+
+def _slower(pids: Sequence, names: str, marks: Mapping[Any, str | None]) -> dict[str, Any]:
+    """slow's proof of effect: each engine's mean step since the fault at least half its factor times the mean step
+    before (the engine's own clock, the sleep included; both measured, else not proven)."""
+    seen, ok = [], bool(pids)
+    for p in pids:
+        factor, times = mark_field(marks.get(p), "factor"), slowed_by(marks.get(p))
+        if times is None or not isinstance(factor, (int, float)):
+            seen.append(f"{p} unmeasured (no step timed before the fault, or none since)")
+            ok = False
+            continue
+        ratio = times[1] / times[0]
+        ok = ok and ratio >= factor / 2
+        seen.append(f"{p} step {times[0] * 1000:.2f} ms before, {times[1] * 1000:.2f} ms since: "
+                    f"x{ratio:.2f} (factor {factor:g})")
+    return _check(f"engine process(es) {names} steps at least half their factor slower than before", ok,
+                  ", ".join(seen) or "no engine was named")
 
 
 def mark_run(text: str | None) -> str | None:

@@ -79,7 +79,7 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
 
 def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
     """A slow replica's share and latency against the others' (:func:`chaos.analysis.straggler`): for the
-    faults that made one (engine-slow), one row per figure of the catalogue's ``straggler`` plane."""
+    faults that made one (engine-slow, engine-stutter), one row per figure of the catalogue's ``straggler`` plane."""
     st = f.get("straggler")
     if not isinstance(st, dict):
         return []

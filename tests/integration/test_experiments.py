@@ -172,11 +172,17 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         a = f["affected"]
         assert a["failed_total"] > 0 and not set(a["failed_by_class"]) & {rec.DEADLINE, rec.READ_TIMEOUT}, a
     if f["scope"] == "engine-slow":
-        # a straggler: seen stopped and running in turn, nothing failed, its figures measured; its requests slower
-        assert all(c["ok"] for c in f["effect"]["checks"]) and f["service"]["failed_total"] == 0, f
+        # DRAFT (the even straggler of issue 44, not yet run on a cluster): the engine took the slow fault (its mark,
+        # this run's), alive, not stopped and stepping, its steps at least half the factor slower by its own clock,
+        # the replica alive; nothing failed, its figures measured, its requests' tokens ~4x apart; the fault's own
+        # heal removed the mark at its duration (so the run's end found none)
+        assert d["pids"] and d["pid"] not in d["pids"], d
+        assert [c["ok"] for c in f["effect"]["checks"]] == [True] * 5, f["effect"]
+        assert f["service"]["failed_total"] == 0, f["service"]
+        assert [(e["released"], e["engine"]) for e in d["slow_healed"]] == [(True, "alive")] * len(d["pids"]), d
         st = f["straggler"]
         assert st["slow_requests"] > 0 and st["replicas"] == 3, st
-        assert st["slow_p50_itl_s"] > 2 * st["others_p50_itl_s"], st  # factor 4: its tokens ~4x apart
+        assert st["slow_p50_itl_s"] > 2 * st["others_p50_itl_s"], st  # factor 4: its tokens ~4x apart, evenly
     if f["scope"] == "engine-wedge":
         # the engine wedged in its step (its mark, this run's), alive and not stopped (not a SIGSTOP), its replica
         # alive; the proof held to the run's end: the mark still this run's then (the engine alive: nothing detected
@@ -240,7 +246,8 @@ EXPECTED = {
     "engine-hang": runner.PASS,
     "engine-crash": runner.PASS,
     "engine-error": runner.PASS,
-    "engine-slow": runner.PASS,
+    "engine-slow": runner.PASS,  # DRAFT for the even straggler (issue 44): not yet run
+    "engine-stutter": runner.PASS,  # the duty cycle (engine-slow's 2026-12-05 runs): not in CI, below
     "engine-hang-watchdog": runner.PASS,
     # a wedge that nothing detects outlives the recovery window: VIOLATED by design (the watchdog's run PASSes)
     "engine-wedge": runner.VIOLATED,
@@ -284,9 +291,11 @@ def assert_every_garbage_answer_caught(out: Path, f: dict) -> None:
 
 
 # replica-kill runs through Chaos Toolkit's own CLI below (once, not twice: CI time); engine-hang (SIGSTOP for
-# 20 s, then SIGCONT) is not run here: engine-wedge is the hang as production has it, engine-slow runs the same
-# SIGSTOP/SIGCONT path in its duty cycle, and the unit tests hold the hang's stop and resume (CI time: 56 s)
-NOT_IN_CI = ("engine-hang",)
+# 20 s, then SIGCONT) is not run here: engine-wedge is the hang as production has it, and the unit tests hold the
+# hang's stop and resume (CI time: 56 s); nor engine-stutter (engine-slow's SIGSTOP/SIGCONT duty cycle before issue
+# 44, PASS on 2026-12-05): engine-slow is the straggler as production has it, and the duty cycle keeps its unit tests
+# (tests/unit/test_engine_stutter.py, test_stream_engine_stutter.py) (CI time: ~32 s)
+NOT_IN_CI = ("engine-hang", "engine-stutter")
 SHARED = [name for name in suite.FULL
           if name not in ("replica-kill", "head-kill-no-ft", "region-loss", "zone-partition") + NOT_IN_CI]
 

@@ -582,7 +582,7 @@ class Kubelet:
         self.actors: dict[str, tuple[str, int]] = {}  # Ray actor name -> (pod, pid) of its process
         self.armed: dict[str, str] = {}  # an actor kill's id -> the actor its connected driver will kill
         self.actor_kill_log: list[tuple[str, str]] = []  # (arm | fire, id) in the order they ran
-        self.throttled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle started (engine-slow)
+        self.throttled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle started (engine-stutter)
         self.unthrottled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle ended
 
     # -- processes
@@ -851,7 +851,7 @@ class Kubelet:
         m = re.match(r": availproof-engine-error proof; for p in ([\d ]+); do", script)
         if m:
             return "".join(f"tomb {p} {self.tombstones.get((name, int(p)), '')}\n" for p in m.group(1).split()), "", 0
-        m = re.match(r": availproof-engine-slow ([\w-]+); p=\$\(echo \$\(pgrep -P (\d+) -f EngineCore\)\); "
+        m = re.match(r": availproof-engine-stutter ([\w-]+); p=\$\(echo \$\(pgrep -P (\d+) -f EngineCore\)\); "
                      r"\[ -n \"\$p\" \] \|\| exit 0; nohup sh -c '.*' availproof-throttle-\1 \"\$p\" "
                      r"</dev/null >/dev/null 2>&1 & echo \$p$", script, re.S)
         if m:
@@ -860,7 +860,7 @@ class Kubelet:
                 live[pid]["throttle"] = m.group(1)
             self.throttled.append((name, m.group(1)))
             return " ".join(map(str, kids)) + ("\n" if kids else ""), "", 0
-        m = re.match(r": availproof-engine-slow sample; i=0; while \[ \$i -lt (\d+) \]; do echo \"sample \$i\"; "
+        m = re.match(r": availproof-engine-stutter sample; i=0; while \[ \$i -lt (\d+) \]; do echo \"sample \$i\"; "
                      r"for p in ([\d ]+); do", script)
         if m:
             out = []
@@ -883,20 +883,23 @@ class Kubelet:
         hooked engine writes its wedge mark naming the request's run and stays in state S: :attr:`wedges`), the
         proof's look at the marks and states, and the release (a mark removed only while it names the run)."""
         self.wedges = getattr(self, "wedges", {})
-        # engine-garbage and engine-stall the same, their marks kept apart (the key's fault), a held one counting steps
-        m = re.match(r": availproof-engine-(wedge|garbage|stall); rm -f [^;]+; (.*); kill -USR1 ([\d ]+) && echo \3$",
+        # engine-garbage, engine-stall and engine-slow the same, their marks kept apart (the key's fault), a held one counting steps
+        m = re.match(r": availproof-engine-(wedge|garbage|stall|slow); rm -f [^;]+; (.*); kill -USR1 ([\d ]+) && echo \3$",
                      script)
         if m:
             fault, pids = m.group(1), [int(x) for x in m.group(3).split()]
             if any(p not in live for p in pids):
                 return "", "sh: 1: kill: No such process\n", 1
             run = re.search(r'"run": "([^"]+)"', m.group(2)).group(1)
+            factor = re.search(r'"factor": ([\d.]+)', m.group(2))  # engine-slow: its steps that much longer
+            slowed = {"factor": float(factor.group(1)), "base_s": 0.005,
+                      "step_s": 0.005 * float(factor.group(1))} if fault == "slow" and factor else {}
             for pid in pids:
                 if live[pid].get("hook", True):
                     self.wedges[self._mark_key(name, pid, fault)] = json.dumps(
-                        {"run": run, "t": 1780000000.0, **({} if fault == "wedge" else {"steps": 5})})
+                        {"run": run, "t": 1780000000.0, **({} if fault == "wedge" else {"steps": 5}), **slowed})
             return m.group(3) + "\n", "", 0
-        m = re.match(r": availproof-engine-(wedge|garbage|stall) proof; for p in ([\d ]+); do.*for p in ([\d ]+); do",
+        m = re.match(r": availproof-engine-(wedge|garbage|stall|slow) proof; for p in ([\d ]+); do.*for p in ([\d ]+); do",
                      script)
         if m:
             fault, engines_of, states_of = m.group(1), m.group(2), m.group(3)
@@ -907,7 +910,7 @@ class Kubelet:
         if script.startswith("if grep -qF '\"run\": "):
             out = []
             for run, fault, pid in re.findall(
-                    r'if grep -qF \'"run": "([^"]+)"\' /tmp/availproof-engine-(wedge|garbage|stall)-(\d+)', script):
+                    r'if grep -qF \'"run": "([^"]+)"\' /tmp/availproof-engine-(wedge|garbage|stall|slow)-(\d+)', script):
                 mark = self.wedges.get(self._mark_key(name, int(pid), fault))
                 if mark and json.loads(mark)["run"] == run:
                     del self.wedges[self._mark_key(name, int(pid), fault)]

@@ -1,357 +1,222 @@
-"""engine-slow (issue 35): a straggler, its engine throttled by a SIGSTOP/SIGCONT duty cycle for a stated time.
-The throttle's arithmetic and its proof (pure), the fault through the real Marker and proof (fake backend), the
-local duty cycle over tiny real processes (seen stopped and running; a cycle that never stopped the engine, or a
-hang, unproven; the heal and the cycle's own bound leave the engine running), and the KubeRay commands (the fake
-kubelet, its marks for recover, and the same scripts through a real shell)."""
+"""engine-slow (issue 44): an even straggler, every step of the engine ``factor`` times as long, held through the
+engine-side hook while its mark naming the run exists, ended by the rig after its duration. vLLM's step wrapper
+(a step that sleeps 10 ms takes ~F times that, measured in its mark), the stream target's real engine child (a
+20-token stream's inter-token gaps about F times longer and even, unlike engine-stutter's duty cycle; the heal
+restores the speed; another run's mark is kept), the proof (it fails when the engine does not slow), the scope on
+both backends, and the KubeRay scripts through a real shell."""
 
-import secrets
+import asyncio
+import json
+import statistics
 import subprocess
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from chaos import faults, plan, records as rec, scopes
+from chaos import scopes
 from chaos.backends import base, engine_faults
-from chaos.backends.kuberay.kube import access as kube_access, marks as km
-from chaos.backends.base import Implementation
-from chaos.backends.engine_faults import Throttle
-from chaos.backends.kuberay import KubeRayBackend, engines as ke
-from chaos.backends.local import procs, throttle
+from chaos.backends.kuberay import KubeRayBackend, wedge as kw
+from chaos.backends.kuberay.kube import access as kube_access
+from chaos.backends.local import engines
 from chaos.backends.local.backend import LocalBackend
-from chaos.backends.local.scopes import Restore
-from chaos.errors import ClusterError, UsageError
-from chaos.placement import Replica
+from chaos.backends.local.throttle import DutyCycle
+from chaos.errors import UsageError
 from chaos.scopes.engine_slow import slow_engine
-from tests.unit.fake_backend import FakeBackend, TinyReplica
-from tests.unit.test_kuberay_backend import cluster, replica as kube_replica
+from serve_apps import engine_faults as app, held_faults
+from serve_apps.stream_engine import EngineProcess, generate, wait_ready
 
 NAME = "engine-slow"
-FAST = Throttle(factor=3, period_s=0.1, duration_s=1.0)  # stopped 0.2 s, running 0.1 s
+FACTOR = 4.0
 
 
-# ---------------------------------------------------------------- the scope and the throttle
-def test_the_scope_says_what_it_is_and_the_backends_run_it():
+def test_the_scope_says_what_it_is_and_both_backends_run_it():
     s = scopes.get(NAME)
-    assert (s.fault, s.backend_methods) == (slow_engine, ("slow_engine", "resume_engine")) and s.straggler
-    assert s.zoned and s.every_target_affected and not s.replacing
-    assert ("patch", "pods") in {(a.verb, a.resource) for a in s.accesses(kube_access.Asked())}  # its mark, for recover
+    assert (s.fault, s.backend_methods) == (slow_engine, ("slow_engine", "release_engine"))
+    assert s.zoned and s.every_target_affected and s.straggler and s.heal_args == ("duration_s",)
+    assert set(s.accesses(kube_access.Asked())) == set(kube_access.EXEC)
     for backend in (LocalBackend, KubeRayBackend):
         assert base.scope_capability(NAME) in base.capabilities_of(backend)
+        assert not s.missing_on(backend)
+    assert engine_faults.marked_fault(NAME) == "slow"
+    assert json.loads(engine_faults.held_request("slow", "run-1", 4)) == {"fault": "slow", "run": "run-1", "factor": 4.0}
+    for bad in (1, 0.5, 101, True, "4", float("nan")):
+        with pytest.raises(UsageError):
+            engine_faults.held_request("slow", "run-1", bad)
 
 
-def test_the_throttle_runs_one_period_of_every_factor():
-    t = Throttle(factor=4, period_s=0.2, duration_s=20)
-    assert (t.run_s, t.stop_s, t.cycle_s) == (0.2, 0.6, 0.8)
-    assert t.bound_s == 20 + engine_faults.SELF_STOP_MARGIN_S and t.cycles == 32  # 25 s / 0.8 s, rounded up
-    assert engine_faults.sampling(t) == (17, 0.1)  # two per part of a cycle, over two cycles
-    assert engine_faults.sampling(Throttle(factor=100, period_s=0.1)) == (60, round(20 / 59, 4))  # at most 60
-    assert Throttle.of({"factor": 2, "period_s": 0.5}) == Throttle(2, 0.5, 20.0)
-    assert "stopped 0.6 s, running 0.2 s, every 0.8 s (factor 4) for 20 s" == t.text()
+def _mark(factor=4.0, base_s=0.01, step_s=0.04, steps=10, run="run-1"):
+    return held_faults.mark_text(run, 0.0, steps, {"factor": factor, "base_s": base_s, "step_s": step_s})
 
 
-@pytest.mark.parametrize("kw, why", [({"factor": 1}, "factor must be a number above 1"),
-                                     ({"factor": True}, "factor"), ({"factor": "4"}, "factor"),
-                                     ({"period_s": 0}, "period_s must be"), ({"period_s": 0.01}, "at least 0.02"),
-                                     ({"duration_s": -1}, "duration_s must be"),
-                                     ({"factor": 50, "period_s": 0.5}, "one cycle .* at most 20 s")])
-def test_a_throttle_out_of_range_is_refused_in_one_line(kw, why):
-    with pytest.raises(UsageError, match=why):
-        Throttle(**kw)
+def test_the_proof_fails_when_the_engine_does_not_slow():
+    ok = engine_faults.held_checks("slow", [7], {7: _mark()}, {7: "S"}, "run-1")
+    assert [c["ok"] for c in ok] == [True, True, True, True], ok
+    assert "x4.00 (factor 4)" in ok[2]["seen"]
+    same_speed = engine_faults.held_checks("slow", [7], {7: _mark(step_s=0.011)}, {7: "S"}, "run-1")
+    assert [c["ok"] for c in same_speed] == [True, True, False, True]
+    unmeasured = engine_faults.held_checks("slow", [7], {7: _mark(base_s=None)}, {7: "R"}, "run-1")
+    assert not unmeasured[2]["ok"] and "unmeasured" in unmeasured[2]["seen"]
+    no_steps = engine_faults.held_checks("slow", [7], {7: _mark(steps=0, step_s=None)}, {7: "S"}, "run-1")
+    assert [c["ok"] for c in no_steps] == [True, True, False, False]
+    assert [c["ok"] for c in engine_faults.held_checks("slow", [7], {7: None}, {7: "S"}, "run-1")] == \
+        [False, True, False, False]
+    assert not engine_faults.held_checks("slow", [7], {7: _mark(run="run-0")}, {7: "S"}, "run-1")[0]["ok"]
+    assert not engine_faults.held_checks("slow", [7], {7: _mark()}, {7: "T"}, "run-1")[1]["ok"]  # SIGSTOP: no
 
 
-def test_the_duty_cycle_proof_needs_the_engine_seen_stopped_and_running():
-    ok = engine_faults.duty_cycle_checks([57], [{57: "T"}, {57: "S"}, {57: "R"}])
-    assert [c["ok"] for c in ok] == [True, True] and "57: stopped in 1, running in 2 of 3 samples" in ok[0]["seen"]
-    never_stopped = engine_faults.duty_cycle_checks([57], [{57: "S"}] * 5)
-    assert [c["ok"] for c in never_stopped] == [False, True]
-    hung = engine_faults.duty_cycle_checks([57], [{57: "T"}] * 5)
-    assert [c["ok"] for c in hung] == [True, False] and "not a hang" in hung[1]["check"]
-    gone = engine_faults.duty_cycle_checks([57], [{57: None}, {57: "gone"}])
-    assert [c["ok"] for c in gone] == [False, False] and "gone in 2" in gone[0]["seen"]
-    both = engine_faults.duty_cycle_checks([57, 58], [{57: "T", 58: "S"}, {57: "S", 58: "S"}])
-    assert [c["ok"] for c in both] == [False, True]  # every engine must be seen stopped
-    assert [c["ok"] for c in engine_faults.duty_cycle_checks([], [])] == [False, False]
-    assert engine_faults.replica_runs(41, "S")["ok"] and not engine_faults.replica_runs(41, "T")["ok"]
-    assert not engine_faults.replica_runs(41, None)["ok"] and not engine_faults.replica_runs(41, "Z")["ok"]
+# ---------------------------------------------------------------- vLLM's step wrapper
+@pytest.fixture
+def tmpdir_hook(tmp_path, monkeypatch):
+    monkeypatch.setattr(app, "TOMBSTONE_DIR", str(tmp_path))
+    monkeypatch.setattr(app, "RECENT", held_faults.Recent())
+    app.HOLDING.clear()
+    app.SLOWING.clear()
+    yield tmp_path
+    app.HOLDING.clear()
+    app.SLOWING.clear()
 
 
-# ---------------------------------------------------------------- the fault, through the real marks and proof
-class SlowBackend(FakeBackend):
-    def __init__(self, seen=("T", "S")):
-        self.seen, self.calls = seen, []
+def test_vllm_s_step_wrapper_makes_each_step_factor_times_as_long_until_the_mark_is_gone(tmpdir_hook, monkeypatch):
+    class Core:
+        def step(self):
+            time.sleep(0.01)
+            return {}, True
 
-    def pick_replica(self, zone=None, **kw):
-        return Replica(app="llm", deployment="StreamTarget", replica_id="r1", state="RUNNING", actor_name=None,
-                       actor_id=None, pid=41, node_ip=None, node="w", zone=zone, region=None)
+    def timed(n):
+        t0 = time.monotonic()
+        for _ in range(n):
+            Core().step()
+        return (time.monotonic() - t0) / n
 
-    def slow_engine(self, r, factor, period_s, duration_s):
-        self.calls.append(("slow", r.pid, factor, period_s, duration_s))
-        return [57]
-
-    def resume_engine(self, pids):
-        self.calls.append(("resume", list(pids)))
-        return list(pids)
-
-    def _effect(self, fault):
-        self.calls.append(("look", Throttle.of(fault)))
-        return (engine_faults.duty_cycle_checks(fault["pids"], [{57: s} for s in self.seen])
-                + [engine_faults.replica_runs(fault["pid"], "S")])
-
-    implementations = base.implementations(
-        Implementation(NAME, lambda b, s, a: [], lambda b, f: b._effect(f), lambda b, f: Restore(resume=f["pids"])))
-
-
-def test_the_fault_marks_proves_and_heals_after_its_duration():
-    b, marker = SlowBackend(), faults.Marker()
-    f = slow_engine(b, marker, zone="zone-a", factor=2, period_s=0.02, duration_s=0.2)
-    assert b.calls == [("slow", 41, 2, 0.02, 0.2), ("look", Throttle(2, 0.02, 0.2)), ("resume", [57])]
-    assert [(m.event, m.scope, m.zones) for m in marker.marks] == [(e, NAME, ["zone-a"]) for e in rec.MARK_EVENTS]
-    assert marker.marks[0].detail == {"node": "w", "deployment": "StreamTarget", "factor": 2, "period_s": 0.02,
-                                      "duration_s": 0.2, "run_s": 0.02, "stop_s": 0.02}
-    assert f["effect"]["verified"] and f["pid"] == 41 and f["pids"] == [57] and marker.unhealed() == []
-    assert (marker.marks[2].t_ns - marker.marks[0].t_ns) / 1e9 == pytest.approx(0.2, abs=0.15)  # healed at duration_s
+    trigger = app.Trigger()
+    app.install(Core, [], trigger)
+    monkeypatch.setattr(app.os, "getpid", lambda: 59)
+    before = timed(10)
+    Path(app.request_path(59)).write_text(engine_faults.held_request("slow", "run-1", 3))
+    trigger.arm()
+    app_step = timed(10)
+    app.HOLDING["slow"].look_s = 0.0
+    Core().step()  # the mark rewritten with the steps' times
+    mark = Path(app.mark_path("slow", 59)).read_text()
+    base_s, step_s = engine_faults.slowed_by(mark)
+    print(f"vLLM wrapper: {before * 1000:.1f} ms a step, {app_step * 1000:.1f} ms slowed x3; the mark: "
+          f"{base_s * 1000:.1f} -> {step_s * 1000:.1f} ms")
+    assert 2.4 <= app_step / before <= 3.6
+    assert 2.4 <= step_s / base_s <= 3.6
+    assert all(c["ok"] for c in engine_faults.held_checks("slow", [59], {59: mark}, {59: "S"}, "run-1"))
+    Path(app.mark_path("slow", 59)).unlink()  # the heal
+    Core().step()
+    assert not app.HOLDING and not app.SLOWING
+    assert timed(10) / before < 1.5  # full speed again
 
 
-@pytest.mark.parametrize("seen", [("S", "S", "S"), ("T", "T", "T")])  # a cycle that never stopped it; a hang
-def test_a_duty_cycle_not_seen_is_unproven_and_still_healed(seen, monkeypatch):
-    monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.0}, raising=False)  # bound: 3 cycles (0.12 s)
-    b, marker = SlowBackend(seen=seen), faults.Marker()
-    f = slow_engine(b, marker, factor=2, period_s=0.02, duration_s=0.05)
-    assert f["effect"]["verified"] is False and f["effect"]["bound_s"] == pytest.approx(0.12)
-    assert b.calls[-1] == ("resume", [57]) and [m.event for m in marker.marks][-1] == rec.HEAL_END
+def test_a_slow_request_without_a_valid_factor_holds_nothing(tmpdir_hook, monkeypatch):
+    monkeypatch.setattr(app.os, "getpid", lambda: 60)
+    assert not app.hold(None, {"fault": "slow", "run": "run-1", "factor": 1})
+    assert not app.HOLDING and not Path(app.mark_path("slow", 60)).exists()
 
 
-def test_a_throttle_out_of_range_is_refused_before_anything():
-    b, marker = SlowBackend(), faults.Marker()
-    with pytest.raises(UsageError, match="factor"):
-        slow_engine(b, marker, factor=0.5)
-    assert b.calls == [] and marker.marks == []
-
-
-# ---------------------------------------------------------------- local: the duty cycle over tiny real processes
-def _state_until(pid, want, timeout=3.0):
+# ---------------------------------------------------------------- the stream target's real engine child
+def _until(cond, timeout=5.0):
     deadline = time.monotonic() + timeout
-    while procs.state(pid) not in want and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return procs.state(pid)
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
-def test_local_the_duty_cycle_is_seen_stopped_and_running_and_its_stop_leaves_the_engine_running():
-    with TinyReplica("none") as t:
-        (engine,) = t.backend().engine_children(t.replica())
-        cycle = throttle.DutyCycle([engine], FAST)
-        cycle.start()
-        try:
-            checks = throttle.sample([engine], t.pid, FAST)
-            assert [c["ok"] for c in checks] == [True, True, True], checks
-        finally:
-            assert engine in cycle.stop()
-        assert not cycle.is_alive() and cycle.ended == "stopped" and cycle.cycles >= 1
-        for _ in range(10):  # stays running: nothing stops it again
-            assert procs.state(engine) not in ("T", "t")
-            time.sleep(0.02)
+@pytest.fixture
+def engine():
+    e = EngineProcess(faults=True)
+    assert e.wait_started(10)
+    yield e
+    for f in held_faults.HELD:
+        Path(app.mark_path(f, e.pid)).unlink(missing_ok=True)
+    Path(app.request_path(e.pid)).unlink(missing_ok=True)
+    e.close()
 
 
-def test_local_a_duty_cycle_ends_by_itself_at_its_bound_and_when_its_engine_is_gone(monkeypatch):
-    monkeypatch.setattr(engine_faults, "SELF_STOP_MARGIN_S", 0.1)
-    with TinyReplica("none", engines=2) as t:
-        a, b = t.backend().engine_children(t.replica())
-        cycle = throttle.DutyCycle([a], Throttle(4, 0.05, 0.2))
-        cycle.start()
-        cycle.join(3.0)
-        assert not cycle.is_alive() and cycle.ended == "bound"
-        assert _state_until(a, ("S", "R")) in ("S", "R")  # left continued
-        gone = throttle.DutyCycle([b], Throttle(4, 0.05, 5.0))
-        gone.start()
-        time.sleep(0.1)
-        procs.signal_pids([b], 9)
-        gone.join(3.0)
-        assert not gone.is_alive() and gone.ended == "gone"
+def _local(engine_pid, run_id="run-1"):
+    return SimpleNamespace(run_id=run_id, engine_pids=lambda r, to: [engine_pid])
 
 
-def test_local_a_look_at_an_engine_never_stopped_or_hung_is_unproven():
-    with TinyReplica("none") as t:
-        (engine,) = t.backend().engine_children(t.replica())
-        never = throttle.sample([engine], t.pid, FAST)
-        assert [c["ok"] for c in never] == [False, True, True]
-        procs.signal_pids([engine], 19)  # SIGSTOP: a hang, not a duty cycle
-        try:
-            assert _state_until(engine, ("T",)) == "T"  # a signal is taken when the process next runs
-            hung = throttle.sample([engine], t.pid, FAST)
-        finally:
-            procs.signal_pids([engine], 18)
-        assert [c["ok"] for c in hung] == [True, False, True]
+def gaps(e, n=20, token_s=0.02):
+    """A stream of ``n`` tokens paced as the stream target paces them (its default token_s): the gaps between them."""
+    async def go():
+        await wait_ready(e)
+        stamps = [time.monotonic() async for _ in generate(e, [f"w{i}" for i in range(n)], [0.0] + [token_s] * (n - 1),
+                                                           poll_s=0.02)]
+        return [b - a for a, b in zip(stamps, stamps[1:])]
+    return asyncio.run(asyncio.wait_for(go(), 30))
 
 
-def test_local_the_fault_through_the_backend_proves_heals_and_leaves_the_engine_running():
-    with TinyReplica("none") as t:
-        b, marker = t.backend(), faults.Marker()
-        b.pick_replica = lambda zone=None, **kw: t.replica()
-        (engine,) = b.engine_children(t.replica())
-        f = slow_engine(b, marker, zone="zone-a", factor=4, period_s=0.05, duration_s=0.8)
-        assert f["pids"] == [engine] and f["pid"] == t.pid
-        assert f["effect"]["verified"], f["effect"]
-        assert [m.event for m in marker.marks] == list(rec.MARK_EVENTS)
-        assert b.duty_cycles == [] and _state_until(engine, ("S", "R")) in ("S", "R")
-        time.sleep(0.3)
-        assert procs.state(engine) not in ("T", "t")  # the cycle stopped for good
-        assert b.restores([f]) == [Restore(resume=[engine])]  # what the rollback's heal restores: SIGCONT
+def cv(xs):
+    return statistics.pstdev(xs) / statistics.mean(xs)
 
 
-def test_local_the_rollback_heal_ends_a_cycle_the_fault_did_not():
-    with TinyReplica("none") as t:
-        b = t.backend()
-        pids = b.slow_engine(t.replica(), 4, 0.05, 30)
-        assert len(b.duty_cycles) == 1 and _state_until(pids[0], ("T",)) == "T"
-        assert b.resume_engine(pids) == pids  # what heal() does with Restore(resume=...)
-        assert b.duty_cycles == [] and procs.state(pids[0]) not in ("T", "t")
+def test_the_slowed_stream_engine_s_gaps_are_factor_times_longer_and_even_unlike_the_duty_cycle_s(engine):
+    healthy = gaps(engine)
+    assert engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR)() == [engine.pid]
+    assert _until(lambda: engine.steps.slow == FACTOR)
+    slowed = gaps(engine)
+    ratio = statistics.mean(slowed) / statistics.mean(healthy)
+    cycle = DutyCycle([engine.pid], engine_faults.Throttle(FACTOR, 0.2, 30))  # engine-stutter, for contrast
+    engines.release("run-1", [engine.pid], "slow")
+    assert _until(lambda: engine.steps.slow == 1.0)
+    cycle.start()
+    try:
+        stutter = gaps(engine)
+    finally:
+        cycle.stop()
+    print(f"20 tokens at 20 ms: mean gap {statistics.mean(healthy) * 1000:.1f} ms healthy (cv {cv(healthy):.2f}), "
+          f"{statistics.mean(slowed) * 1000:.1f} ms slowed x{FACTOR:g} (x{ratio:.2f}, cv {cv(slowed):.2f}), "
+          f"{statistics.mean(stutter) * 1000:.1f} ms under the duty cycle (cv {cv(stutter):.2f})")
+    assert 0.7 * FACTOR <= ratio <= 1.4 * FACTOR
+    assert cv(slowed) < 0.3  # even: every gap about the same
+    assert min(slowed) > 0.5 * FACTOR * statistics.mean(healthy)  # no gap at full speed
+    assert cv(stutter) > 2 * cv(slowed)  # the duty cycle's are bimodal
+    assert engine.state() == "ok" and engine.reason() is None  # alive and answering, slowly
 
 
-def test_local_a_replica_without_an_engine_is_refused_and_the_plan_names_the_engine(monkeypatch):
-    with TinyReplica("none", engines=0) as t:
-        with pytest.raises(ClusterError, match="no engine child process to slow down"):
-            t.backend().slow_engine(t.replica(), 4, 0.2, 20)
-    with TinyReplica("none") as t:
-        b = t.backend()
-        monkeypatch.setattr(b, "pick_replica", lambda zone=None, **kw: t.replica())
-        (engine,) = b.engine_children(t.replica())
-        (row,) = b.plan(NAME, {"zone": "zone-a", "factor": 4, "period_s": 0.2, "duration_s": 20})
-        assert (row["kind"], row["name"]) == ("process", str(engine))
-        assert "stopped 0.6 s, running 0.2 s, every 0.8 s (factor 4) for 20 s" in row["does"]
-        assert b.duty_cycles == [] and procs.state(engine) not in ("T", "t")  # a plan changes nothing
-        (refused,) = plan.objects(b, [{"activity": "slow", "scope": NAME, "arguments": {"factor": 1}}])
-        assert refused["kind"] == plan.REFUSED and "factor" in refused["does"]
+def test_the_local_proof_holds_while_slowed_and_the_heal_restores_the_speed_keeping_another_run_s_mark(engine):
+    healthy = statistics.mean(gaps(engine))
+    engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR)()
+    assert _until(lambda: [c["ok"] for c in engines.held_checks({"pids": [engine.pid]}, "slow", "run-1")]
+                  == [True, True, True, True])
+    (kept,) = engines.release("another-run", [engine.pid], "slow")
+    assert (kept["released"], kept["found"]) == (False, "another run's mark")
+    time.sleep(0.5)
+    assert engine.steps.slow == FACTOR and Path(app.mark_path("slow", engine.pid)).exists()
+    assert statistics.mean(gaps(engine, 8)) > 0.6 * FACTOR * healthy  # still slow
+    (done,) = engines.release("run-1", [engine.pid], "slow")
+    assert (done["released"], done["engine"], done["found"]) == (True, "alive", "slowed (this run's mark)")
+    assert _until(lambda: engine.steps.slow == 1.0)
+    assert statistics.mean(gaps(engine)) < 1.5 * healthy  # the heal restored the speed
 
 
-# ---------------------------------------------------------------- KubeRay: the fake kubelet
-def test_kuberay_one_exec_starts_the_loop_recorded_on_the_pod_proven_by_samples_and_ended_at_the_heal():
-    s, b, stream = cluster()
-    pids = b.slow_engine(kube_replica(node="wb-1"), 4, 0.2, 20)
-    assert pids == ["wb-1/57"] and len(stream.calls) == 1
-    script = stream.calls[0][2]
-    tid = script.split(";")[0].split()[-1]
-    assert tid.startswith("run1-") and f"availproof-throttle-{tid}" in script and "pgrep -P 41 -f EngineCore" in script
-    assert "nohup sh -c" in script and ">/dev/null 2>&1 &" in script  # in the background: the exec returns at once
-    assert f"while [ $i -lt {Throttle(4, 0.2, 20).cycles} ]" in script and "sleep 0.600" in script
-    assert 'trap "kill -CONT $p 2>/dev/null" EXIT' in script
-    mark = km.read(s.pods["wb-1"]["metadata"]["annotations"][km.PAUSED_MARK])
-    assert mark["pids"] == [57] and mark["throttles"] == [tid] and mark["run"] == "run1" and mark["expires"]
-    f = {"scope": NAME, "target": "r1", "zones": ["zone-b"], "pid": 41, "pids": pids, "factor": 4, "period_s": 0.2,
-         "duration_s": 20}
-    checks = b.effect_checks(f)
-    assert [c["ok"] for c in checks] == [True, True, True], checks
-    assert stream.calls[-1][2].startswith(ke.SAMPLE) and "while [ $i -lt 17 ]" in stream.calls[-1][2]
-    assert b.resume_engine(pids) == pids
-    heal = stream.calls[-1][2]
-    assert heal.startswith(f"pkill -KILL -f '[a]vailproof-throttle-{tid}'")
-    assert heal.endswith("kill -CONT 57; else echo gone; fi")
-    assert s.kubelet.unthrottled == [("wb-1", tid)] and b.throttles == {} and b.paused == []
-    assert s.pods["wb-1"]["metadata"]["annotations"].get(km.PAUSED_MARK) is None
-    assert [c["ok"] for c in b.effect_checks(f)][:2] == [False, True]  # no cycle any more: never seen stopped
+def test_a_slow_that_never_took_is_unproven(engine):
+    """No signal sent: no mark, the proof fails (nothing is claimed)."""
+    assert [c["ok"] for c in engines.held_checks({"pids": [engine.pid]}, "slow", "run-1")] == [False, True, False,
+                                                                                              False]
 
 
-def test_kuberay_the_fault_and_its_heal_and_a_refusal(monkeypatch):
-    s, b, stream = cluster()
-    monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.0}, raising=False)
-    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
-    b.pick_replica = lambda zone=None, **kw: kube_replica(node="wb-1")
-    marker = faults.Marker()
-    f = slow_engine(b, marker, zone="zone-b", factor=2, period_s=0.02, duration_s=0.05)
-    assert f["effect"]["verified"] and [m.event for m in marker.marks] == list(rec.MARK_EVENTS)
-    assert len(s.kubelet.unthrottled) == 1 and b.paused == []
-    s.kubelet.exec("wb-1", "ray-worker", "kill -9 57")
-    marker = faults.Marker()
-    with pytest.raises(ClusterError, match="no engine child process to slow down"):
-        slow_engine(b, marker, zone="zone-b")
-    assert marker.marks == [] and b.paused == [] and b.throttles == {}
+def test_kuberay_s_scripts_slow_prove_and_release_through_a_shell(engine):
+    request = engine_faults.held_request("slow", "run-9", FACTOR).strip()
+    out = subprocess.run(["sh", "-c", kw.wedge_script([engine.pid], request, "slow")], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == [str(engine.pid)]
+    assert _until(lambda: engine.steps.slow == FACTOR)
 
-
-def test_kuberay_recover_ends_a_crashed_run_s_duty_cycle_then_continues_its_engine():
-    s, b, stream = cluster()
-    b.slow_engine(kube_replica(node="wc-1"), 4, 0.2, 20)  # the run dies here, before any heal
-    tid = b.throttles["wc-1"][0]
-    _, fresh, _ = cluster()
-    fresh.core, fresh.stream_fn, fresh.exec_core = b.core, b.stream_fn, b.exec_core
-    fresh.run_id = "run2"
-    (found,) = [x for x in fresh.leftovers() if x["kind"] == "Paused"]
-    assert (found["name"], found["pids"], found["throttles"], found["run_id"]) == ("wc-1", [57], [tid], "run1")
-    assert f"duty cycle(s) {tid} (engine-slow)" in found["what"]
-    fresh.remove_leftovers([found])
-    assert s.kubelet.unthrottled == [("wc-1", tid)] and fresh.throttles == {}
-    assert s.pods["wc-1"]["metadata"]["annotations"].get(km.PAUSED_MARK) is None
-
-
-def test_kuberay_the_plan_names_the_pod_and_the_cycle_without_exec():
-    s, b, stream = cluster()
-    b.pick_replica = lambda zone=None, **kw: kube_replica(node="wb-1")
-    (row,) = b.plan(NAME, {"zone": "zone-b", "factor": 4, "period_s": 0.2, "duration_s": 20})
-    assert (row["kind"], row["name"]) == ("Pod", "wb-1") and "stopped 0.6 s, running 0.2 s" in row["does"]
-    assert km.PAUSED_MARK in row["does"] and stream.calls == []
-
-
-# ---------------------------------------------------------------- KubeRay: the same scripts through a real shell
-def _sh(script: str) -> str:
-    r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, (script, r.stderr)
-    return r.stdout
-
-
-def _loop_running(tid: str) -> bool:
-    """Whether the loop of ``tid`` (started by this test: the id is its own, random) still runs."""
-    return subprocess.run(["pgrep", "-f", f"[a]vailproof-throttle-{tid}"], capture_output=True).returncode == 0
-
-
-def _wait(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
-
-
-def test_kuberay_scripts_through_a_real_shell_cycle_the_engine_and_the_heal_leaves_it_running():
-    tid = f"test-{secrets.token_hex(4)}"
-    with TinyReplica("none") as t:
-        (engine,) = t.backend().engine_children(t.replica())
-        try:
-            assert _sh(ke.slow_script(t.pid, FAST, tid)).split() == [str(engine)]
-            assert _wait(lambda: _loop_running(tid))
-            n, interval = engine_faults.sampling(FAST)
-            samples = ke.parse_samples(_sh(ke.sample_script([engine, t.pid], n, interval)))
-            assert len(samples) == n
-            checks = engine_faults.duty_cycle_checks([engine], samples)
-            assert [c["ok"] for c in checks] == [True, True], checks
-            assert engine_faults.replica_runs(t.pid, samples[-1][t.pid])["ok"]
-            assert _sh(ke.unthrottle_script(tid) + f"if kill -0 {engine} 2>/dev/null; then kill -CONT {engine}; "
-                                                   "else echo gone; fi") == ""
-            assert not _loop_running(tid)
-            for _ in range(10):  # nothing stops it again
-                assert procs.state(engine) not in ("T", "t")
-                time.sleep(0.03)
-        finally:
-            if _loop_running(tid):
-                _sh(ke.unthrottle_script(tid) + "true")
-
-
-def test_kuberay_the_loop_ends_by_itself_and_its_trap_continues_the_engine(monkeypatch):
-    monkeypatch.setattr(engine_faults, "SELF_STOP_MARGIN_S", 0.1)
-    tid = f"test-{secrets.token_hex(4)}"
-    with TinyReplica("none") as t:
-        (engine,) = t.backend().engine_children(t.replica())
-        t_short = Throttle(4, 0.05, 0.3)  # 0.4 s: 2 cycles of 0.2 s
-        assert t_short.cycles == 2
-        try:
-            _sh(ke.slow_script(t.pid, t_short, tid))
-            assert _wait(lambda: not _loop_running(tid), 5.0)
-            assert procs.state(engine) not in ("T", "t")  # the EXIT trap continued it
-        finally:
-            if _loop_running(tid):
-                _sh(ke.unthrottle_script(tid) + "true")
-        # a TERM ends it too, continued
-        tid2 = f"test-{secrets.token_hex(4)}"
-        _sh(ke.slow_script(t.pid, Throttle(4, 0.05, 30), tid2))
-        assert _wait(lambda: _loop_running(tid2))
-        subprocess.run(["pkill", "-TERM", "-f", f"[a]vailproof-throttle-{tid2}"], check=True)
-        assert _wait(lambda: not _loop_running(tid2), 5.0)
-        assert _state_until(engine, ("S", "R")) in ("S", "R")
-    with TinyReplica("none", engines=0) as t:  # no engine: nothing started, nothing printed
-        assert _sh(ke.slow_script(t.pid, FAST, f"test-{secrets.token_hex(4)}")) == ""
+    def ok():
+        said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid], "slow")], capture_output=True, text=True).stdout
+        checks = engine_faults.held_checks("slow", [engine.pid], kw.parse_marks(said), kw.parse_states(said), "run-9")
+        return all(c["ok"] for c in checks)
+    assert _until(ok)
+    other = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-8", "slow")], capture_output=True, text=True)
+    assert other.stdout.split() == ["kept", str(engine.pid)] and Path(app.mark_path("slow", engine.pid)).exists()
+    ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9", "slow")], capture_output=True, text=True)
+    assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.mark_path("slow", engine.pid)).exists()
+    assert _until(lambda: engine.steps.slow == 1.0)

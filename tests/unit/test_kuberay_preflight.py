@@ -29,6 +29,7 @@ from chaos.scopes.engine import hang_engine
 from chaos.scopes.engine_crash import crash_engine
 from chaos.scopes.engine_error import error_engine
 from chaos.scopes.engine_slow import slow_engine
+from chaos.scopes.engine_stutter import stutter_engine
 from chaos.scopes.engine_garbage import garble_engine
 from chaos.scopes.engine_stall import stall_engine
 from chaos.scopes.engine_wedge import wedge_engine
@@ -124,6 +125,8 @@ def inject_and_heal(scope, s, b, monkeypatch):
         crash_engine(b, marker, zone="zone-b")
     elif scope == "engine-error":
         error_engine(b, marker, zone="zone-b")
+    elif scope == "engine-stutter":
+        stutter_engine(b, marker, zone="zone-b", duration_s=0.1)
     elif scope == "engine-slow":
         slow_engine(b, marker, zone="zone-b", duration_s=0.1)
     elif scope == "engine-wedge":

@@ -19,6 +19,7 @@ ALLOWED = {
     ("chaos/suite.py", "engine-crash"): "experiment names (experiments/engine-crash.json), the suite's --full list",
     ("chaos/suite.py", "engine-error"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-slow"): "an experiment's name, the suite's --full list",
+    ("chaos/suite.py", "engine-stutter"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-wedge"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-garbage"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-stall"): "an experiment's name, the suite's --full list",

@@ -108,7 +108,7 @@ class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, ZoneLoss, Partition
         self.run_id = run_id or secrets.token_hex(4)
         self.helper_deadline_s, self.gcs_exit_window_s = helper_deadline_s, gcs_exit_window_s
         self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
-        self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-slow)
+        self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-stutter)
         self.head_before_redis_kill: tuple[str, int, str | None] | None = None  # (pod name, restarts, uid)
         self.redis_killed_at: float | None = None  # monotonic instant of the last Redis kill
         self.drained: set[str] = set()  # worker pods evicted by drain_node, gone (or going) at their deadline

@@ -25,7 +25,7 @@ from chaos.errors import ClusterError
 from serve_apps.engine_faults import tombstone_path
 
 THROTTLE = "availproof-throttle-"  # in the command line of a duty cycle's loop, before its id
-SAMPLE = ": availproof-engine-slow sample; "  # the look at a duty cycle
+SAMPLE = ": availproof-engine-stutter sample; "  # the look at a duty cycle
 
 
 def engines(pid: int) -> str:
@@ -77,7 +77,7 @@ def loop_script(t: Throttle) -> str:
 def slow_script(pid: int, t: Throttle, tid: str) -> str:
     """One exec: the engine children found (none: nothing printed), the loop started in the background (its
     output away from the exec's streams, so the exec returns at once), the engines' pids printed."""
-    return (f": availproof-engine-slow {tid}; {engines(pid)}; [ -n \"$p\" ] || exit 0; "
+    return (f": availproof-engine-stutter {tid}; {engines(pid)}; [ -n \"$p\" ] || exit 0; "
             f"nohup sh -c {shlex.quote(loop_script(t))} {THROTTLE}{tid} \"$p\" </dev/null >/dev/null 2>&1 & echo $p")
 
 
@@ -181,7 +181,7 @@ class Engines:
 
         return fire
 
-    def slow_engine(self, r, factor: float, period_s: float, duration_s: float) -> list[str]:
+    def stutter_engine(self, r, factor: float, period_s: float, duration_s: float) -> list[str]:
         """A duty cycle of the replica's engine children, a shell loop in its pod started by one exec
         (:func:`slow_script`); recorded on the pod for ``recover``. Refused when the replica has no engine child."""
         t = Throttle(factor, period_s, duration_s)

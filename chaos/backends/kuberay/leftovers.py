@@ -50,7 +50,7 @@ class Leftovers:
                 cycles = list(mark.get("throttles") or [])
                 out.append(_row("Paused", name_of(p), self.namespace, mark.get("run"), None,
                                 f"engine process(es) {', '.join(map(str, mark['pids']))} stopped (SIGSTOP)"
-                                + (f", duty cycle(s) {', '.join(cycles)} (engine-slow)" if cycles else ""),
+                                + (f", duty cycle(s) {', '.join(cycles)} (engine-stutter)" if cycles else ""),
                                 mark.get("expires"), pids=list(mark["pids"]), throttles=cycles))
         jobs: dict[str, list[dict]] = {}
         for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted

@@ -77,7 +77,7 @@ def engine_error(self, scope: str, a: dict) -> list[dict]:
                       where)]
 
 
-def engine_slow(self, scope: str, a: dict) -> list[dict]:
+def engine_stutter(self, scope: str, a: dict) -> list[dict]:
     t = Throttle(**{k: a[k] for k in ("factor", "period_s", "duration_s") if k in a})
     r, pod = _replica_pod(self, a)
     return [self._pod_row(pod, f"exec: a shell loop in the background, SIGSTOP/SIGCONT of the EngineCore children of "

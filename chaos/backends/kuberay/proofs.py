@@ -157,7 +157,7 @@ def engine_crash(self, fault: dict) -> list[dict]:
     return out
 
 
-def engine_slow(self, fault: dict) -> list[dict]:
+def engine_stutter(self, fault: dict) -> list[dict]:
     """Per pod, one exec sampling the engine processes and the replica's over two cycles: each engine seen stopped
     in one sample and running in another, the replica's process alive and not stopped at the last."""
     items = list(fault.get("pids") or [])

@@ -95,12 +95,14 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine", plan.engine, proofs.engine, heal_engine),
     Implementation("engine-crash", plan.engine_crash, proofs.engine_crash),
     Implementation("engine-error", plan.engine_error, proofs.engine_error),  # its tombstone, the replica alive
-    Implementation("engine-slow", plan.engine_slow, proofs.engine_slow, heal_engine),  # the loop killed, SIGCONT
+    # the loop killed, SIGCONT
+    Implementation("engine-stutter", plan.engine_stutter, proofs.engine_stutter, heal_engine),
     # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
     Implementation("engine-wedge", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     # their mark (this run's), the engine alive (a stall: stepping on); released at the run's end as a wedge is
     Implementation("engine-garbage", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     Implementation("engine-stall", wedge.plan_rows, wedge.proof, heal_engine_wedge),
+    Implementation("engine-slow", wedge.plan_rows, wedge.proof, heal_engine_wedge),  # the fault's heal: its duration
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
     Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss, reach_zone_loss),
@@ -148,8 +150,9 @@ class ByScope(base.ByScope):
         - engine-wedge: each engine's wedge mark (this run's), each engine alive and not stopped, the replica's
           process alive (one exec per pod);
         - engine-garbage, engine-stall: the same with their own mark; a stall's also counts steps since it began
-          (at least one: the engine steps on);
-        - engine-slow: the engine processes sampled over two cycles (one exec), each seen stopped (T) in one
+          (at least one: the engine steps on); engine-slow's also its mean step since at least half its factor
+          times the one before (the engine's own measure, in its mark);
+        - engine-stutter: the engine processes sampled over two cycles (one exec), each seen stopped (T) in one
           sample and running in another, the replica's process alive and not stopped;
         - partition: the connection opened across the cut before it carries no more bytes and a new
           one is refused or times out (from the Ray pod inside the zone), and per method the cut in

@@ -5,8 +5,9 @@ proof reads each engine's wedge mark and state in its pod (one exec); the run's 
 still names this run (one exec per pod, the test and the removal in the same shell). A pod gone took its wedged
 engine with it: nothing is left to release.
 
-``engine-garbage`` and ``engine-stall`` (:mod:`chaos.scopes.engine_garbage`, :mod:`chaos.scopes.engine_stall`) go
-the same way with a request naming the fault (:func:`chaos.backends.engine_faults.held_request`) and their own mark
+``engine-garbage``, ``engine-stall`` and ``engine-slow`` (:mod:`chaos.scopes.engine_garbage`,
+:mod:`chaos.scopes.engine_stall`, :mod:`chaos.scopes.engine_slow`; slow's request with its factor) go the same way
+with a request naming the fault (:func:`chaos.backends.engine_faults.held_request`) and their own mark
 (``/tmp/availproof-engine-<fault>-<pid>``): the same scripts, the fault named."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def marks_script(pids: list[int], fault: str = WEDGE) -> str:
     """``mark PID TEXT`` per engine (its mark of ``fault``, empty when none), then the processes' states."""
     ps = " ".join(str(int(p)) for p in pids)
     mark = mark_path(fault, 0).removesuffix("0")
-    return (f": availproof-engine-{fault} proof; for p in {ps}; do echo \"mark $p $(head -c 200 {mark}$p 2>/dev/null "
+    return (f": availproof-engine-{fault} proof; for p in {ps}; do echo \"mark $p $(head -c 300 {mark}$p 2>/dev/null "
             f"| head -n 1)\"; done; {proc_states_script([int(p) for p in pids])}")
 
 
@@ -89,6 +90,10 @@ class Wedges:
     def stall_engine(self, r):
         """As :meth:`wedge_engine`, the request to admit nothing new for this run."""
         return self.arm_engine(r, "stall", engine_faults.held_request("stall", self.run_id), "hold stall")
+
+    def slow_engine(self, r, factor: float):
+        """As :meth:`wedge_engine`, the request to slow every step ``factor`` times for this run."""
+        return self.arm_engine(r, "slow", engine_faults.held_request("slow", self.run_id, factor), "hold slow")
 
     def arm_engine(self, r, fault: str, request: str, what: str):
         """The engines checked (one exec); the returned callable leaves ``request`` and signals (one exec)."""
@@ -159,11 +164,14 @@ def plan_rows(self, scope: str, a: dict) -> list[dict]:
         raise ClusterError(f"replica {r.replica_id}: its pod {r.node} is not one of this cluster's")
     kind = engine_faults.marked_fault(scope)
     how = {"garbage": "its tokens wrong from its next step on, at full speed",
+           "slow": f"every step {a.get('factor', 4.0):g} times as long from its next step on, evenly",
            "stall": "it admits no new request from its next step on, its running ones go on"}.get(
         kind, f"the engine's step stays {'spinning at 100 % of a core' if a.get('spin') else 'blocked'}")
     return [self._pod_row(pods[0], f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
                                    f"SIGUSR1, else refused), the request ({kind}) written into /tmp, then `kill -USR1`: "
                                    f"{how}, the pod and the replica's process live on",
+                          f"the rig removes the slow mark after {a.get('duration_s', 20.0):g} s if still this run's"
+                          if kind == "slow" else
                           f"nothing but a detector ends it; the run's end removes the {kind} mark if still this run's")]
 
 

@@ -32,7 +32,7 @@ class LocalBackend(base.ByScope):
     def __init__(self, cluster: LocalCluster, run_id: str | None = None):
         self.cluster = cluster
         self.cut_probes: dict[str, effect.CutProbe] = {}  # zone -> the connection opened before its cut
-        self.duty_cycles: list[throttle.DutyCycle] = []  # engine-slow's, until the heal stops them
+        self.duty_cycles: list[throttle.DutyCycle] = []  # engine-stutter's, until the heal stops them
         self.supervisors: list[supervisor.NodeSupervisor] = []  # a healed zone's nodes, restarted if they die
         self.run_id = run_id  # what this run's wedges carry (and prepare's)
 
@@ -242,10 +242,13 @@ class LocalBackend(base.ByScope):
     def stall_engine(self, r: placement.Replica) -> Callable[[], list[int]]:
         return engines.hold(self, r, "stall")
 
+    def slow_engine(self, r: placement.Replica, factor: float) -> Callable[[], list[int]]:
+        return engines.hold(self, r, "slow", factor)
+
     def release_engine(self, pids: list[int], fault: str = "wedge") -> list[dict]:
         return engines.release(self.run_id, pids, fault)
 
-    def slow_engine(self, r: placement.Replica, factor: float, period_s: float, duration_s: float) -> list[int]:
+    def stutter_engine(self, r: placement.Replica, factor: float, period_s: float, duration_s: float) -> list[int]:
         """Throttle the replica's engine process(es) by a duty cycle of SIGSTOP and SIGCONT, a thread of the
         rig's (:class:`chaos.backends.local.throttle.DutyCycle`) that :meth:`resume_engine` stops; it ends by
         itself a margin after ``duration_s``."""

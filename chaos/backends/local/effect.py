@@ -11,7 +11,7 @@ observed}``; :func:`chaos.faults.prove` calls it until every check is ok or the 
 - engine-error: each signalled engine's tombstone, written by the app's hook as it raised the error in the
   engine's step (vLLM's engine process outlives its error, so its end proves nothing), and the replica's own
   process still there;
-- engine-slow: the engine processes sampled over two cycles of the duty cycle, each seen stopped in one
+- engine-stutter: the engine processes sampled over two cycles of the duty cycle, each seen stopped in one
   sample and running in another, and the replica's process alive and not stopped
   (:func:`chaos.backends.local.throttle.sample`);
 - node, zone, region, drain (at its deadline): no process left in the node's session, and the GCS

@@ -1,6 +1,6 @@
 """The local backend's faults from inside an engine (the app's fault hook, :mod:`serve_apps.engine_faults`):
-``engine-error``, ``engine-wedge``, ``engine-garbage`` and ``engine-stall``, all armed by SIGUSR1 to a replica's
-engine processes (the last three with a request left first, naming the fault and the run), each of which is
+``engine-error``, ``engine-wedge``, ``engine-garbage``, ``engine-stall`` and ``engine-slow``, all armed by SIGUSR1 to
+a replica's engine processes (the last three with a request left first, naming the fault and the run), each of which is
 first checked to take it (without the hook the signal's default action would kill it: a crash, not the fault
 asked for). Each function takes the backend first, as its methods do."""
 
@@ -79,11 +79,13 @@ def wedge(b, r: placement.Replica, spin: bool = False) -> Callable[[], list[int]
     return arm(b, r, app_engine_faults.WEDGE, engine_faults.wedge_request(b.run_id, spin), "wedge")
 
 
-def hold(b, r: placement.Replica, fault: str) -> Callable[[], list[int]]:
-    """The request to hold ``fault`` (garbage, stall) for this run (:func:`chaos.backends.engine_faults.held_request`)
-    armed (:func:`arm`): from the engine's next step on its tokens are wrong, or it admits nothing new, until
-    :func:`release`."""
-    return arm(b, r, fault, engine_faults.held_request(fault, b.run_id), f"hold {fault}")
+def hold(b, r: placement.Replica, fault: str, factor: float | None = None) -> Callable[[], list[int]]:
+    """The request to hold ``fault`` (garbage, stall, slow with its ``factor``) for this run
+    (:func:`chaos.backends.engine_faults.held_request`) armed (:func:`arm`): from the engine's next step on its tokens
+    are wrong, it admits nothing new, or every step is ``factor`` times as long, until :func:`release`."""
+    request = engine_faults.held_request(fault, b.run_id, factor) if fault == "slow" else \
+        engine_faults.held_request(fault, b.run_id)
+    return arm(b, r, fault, request, f"hold {fault}")
 
 
 def release(run_id: str | None, pids: list[int], fault: str = app_engine_faults.WEDGE) -> list[dict]:

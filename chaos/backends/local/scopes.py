@@ -73,18 +73,21 @@ def plan_engine_wedge(b, scope: str, a: dict) -> list[dict]:
 
 
 def plan_held(b, scope: str, a: dict) -> list[dict]:
-    """engine-garbage, engine-stall: the engine found and its hook checked, as the fault would (reads /proc only)."""
+    """engine-garbage, engine-stall, engine-slow: the engine found and its hook checked, as the fault would (reads
+    /proc only)."""
     kind = engine_faults.marked_fault(scope)
     r = b.pick_replica(zone=a.get("zone"))
     pids = engines.hooked(b, r, f"hold {kind}", f"hold {kind}")
     does = {"garbage": "its tokens wrong from its next step on, at full speed",
-            "stall": "it admits no new request from its next step on, its running ones go on"}[kind]
+            "stall": "it admits no new request from its next step on, its running ones go on",
+            "slow": f"every step {a.get('factor', 4.0):g} times as long from its next step on, evenly"}[kind]
+    heal = (f"the rig removes the slow mark after {a.get('duration_s', 20.0):g} s if still this run's" if kind == "slow"
+            else "nothing but a detector ends it; the run's end releases it if still this run's")
     return _process_rows(pids, _replica_where(r), f"a request to hold {kind}, then SIGUSR1 to the app's engine-fault "
-                         f"hook: {does} (the replica's process {r.pid} lives)",
-                         "nothing but a detector ends it; the run's end releases it if still this run's")
+                         f"hook: {does} (the replica's process {r.pid} lives)", heal)
 
 
-def plan_engine_slow(b, scope: str, a: dict) -> list[dict]:
+def plan_engine_stutter(b, scope: str, a: dict) -> list[dict]:
     t = engine_faults.Throttle(**{k: a[k] for k in ("factor", "period_s", "duration_s") if k in a})
     r = b.pick_replica(zone=a.get("zone"))
     return _process_rows(b.engine_pids(r, "slow down"), _replica_where(r), f"a SIGSTOP/SIGCONT duty cycle, {t.text()} "
@@ -164,12 +167,13 @@ def effect_engine_wedge(b, fault: dict) -> list[dict]:
 
 
 def effect_held(b, fault: dict) -> list[dict]:
-    """engine-garbage, engine-stall: each engine's mark (this run's), alive and not stopped (a stall: stepping on)."""
+    """engine-garbage, engine-stall, engine-slow: each engine's mark (this run's), alive and not stopped (a stall,
+    slow: stepping on; slow: its steps slower by at least half the factor)."""
     return (engines.held_checks(fault, engine_faults.marked_fault(fault.get("scope")), b.run_id)
             + [effect.replica_runs(fault.get("pid"))])
 
 
-def effect_engine_slow(b, fault: dict) -> list[dict]:
+def effect_engine_stutter(b, fault: dict) -> list[dict]:
     return throttle.sample(_pids(fault), fault.get("pid"), engine_faults.Throttle.of(fault))
 
 
@@ -252,12 +256,15 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-crash", plan_engine_crash, effect_engine_crash),  # Serve replaces the replica
     # the engine's tombstone, the replica alive; Serve replaces the replica; the heal removes the tombstone
     Implementation("engine-error", plan_engine_error, effect_engine_error, heal_engine_error),
-    Implementation("engine-slow", plan_engine_slow, effect_engine_slow, heal_engine),  # the cycle stopped, SIGCONT
+    # the cycle stopped, SIGCONT
+    Implementation("engine-stutter", plan_engine_stutter, effect_engine_stutter, heal_engine),
     # its mark (this run's) and the engine alive, not stopped; released at the run's end where still wedged
     Implementation("engine-wedge", plan_engine_wedge, effect_engine_wedge, heal_engine_wedge),
     # their mark (this run's), the engine alive (a stall: stepping on); released at the run's end as a wedge is
     Implementation("engine-garbage", plan_held, effect_held, heal_engine_wedge),
     Implementation("engine-stall", plan_held, effect_held, heal_engine_wedge),
+    # its mark (this run's), stepping slower; the fault's own heal removes the mark at its duration (run's end: too)
+    Implementation("engine-slow", plan_held, effect_held, heal_engine_wedge),
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
     Implementation("zone", plan_zone_loss, effect_zone_loss, heal_zone_loss),

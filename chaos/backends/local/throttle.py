@@ -1,4 +1,4 @@
-"""engine-slow on the local backend: the duty cycle of SIGSTOP and SIGCONT, a thread of the rig's
+"""engine-stutter on the local backend: the duty cycle of SIGSTOP and SIGCONT, a thread of the rig's
 (:class:`DutyCycle`), and the look at it (:func:`sample`).
 
 The thread stops its engine processes for the stopped part of each cycle and continues them for the
@@ -37,7 +37,7 @@ class DutyCycle(threading.Thread):
 
     def __init__(self, pids: list[int], throttle: Throttle,
                  signal_pids: Callable[[list[int], int], list[int]] = procs.signal_pids):
-        super().__init__(name=f"engine-slow-{'-'.join(map(str, pids))}", daemon=True)
+        super().__init__(name=f"engine-stutter-{'-'.join(map(str, pids))}", daemon=True)
         self.pids, self.throttle, self._signal = list(pids), throttle, signal_pids
         self.started_at = {p: start_time(p) for p in self.pids}
         self.deadline = time.monotonic() + throttle.bound_s

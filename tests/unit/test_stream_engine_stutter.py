@@ -1,5 +1,5 @@
 """The stream target's stepping engine driven for real: a stopped engine child lets out no token at once
-(long before it counts as hung), and engine-slow's own duty cycle (chaos/backends/local/throttle.py, the
+(long before it counts as hung), and engine-stutter's own duty cycle (chaos/backends/local/throttle.py, the
 rig's default throttle: factor 4, running 0.2 s of every 0.8 s) slows a stream about 4 times."""
 
 import asyncio
@@ -60,7 +60,7 @@ def test_a_stopped_engine_lets_no_token_out_at_once_not_after_the_hung_delay(eng
     assert [t for t, _ in out if stop + 0.05 < t < cont] == []
 
 
-def test_engine_slows_duty_cycle_slows_a_stream_about_by_its_factor(engine):
+def test_engine_stutters_duty_cycle_slows_a_stream_about_by_its_factor(engine):
     throttle = Throttle()  # the rig's default: factor 4, period_s 0.2
     healthy = stamps_of(engine, 50, 0.02)[-1]
     cycle = DutyCycle([engine.pid], throttle)
@@ -70,7 +70,7 @@ def test_engine_slows_duty_cycle_slows_a_stream_about_by_its_factor(engine):
     finally:
         cycle.stop()
     ratio = slowed / healthy
-    print(f"50 tokens at 20 ms: {healthy:.2f} s running, {slowed:.2f} s under engine-slow's duty cycle "
+    print(f"50 tokens at 20 ms: {healthy:.2f} s running, {slowed:.2f} s under engine-stutter's duty cycle "
           f"({throttle.text()}): x{ratio:.2f}")
     assert 2.8 <= ratio <= 4.8
     assert engine.state() == "ok"  # never hung: stopped 0.6 s at a time
