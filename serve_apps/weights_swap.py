@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 MARK_SUFFIX = ".availproof-restart-fails.json"
+NODE_DEFAULT = "stream-default"  # the path argument naming the stream target's default file on the node
 
 
 def digest(path: str | Path) -> dict | None:
@@ -128,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", default="")
     ap.add_argument("--fault", default="")
     a = ap.parse_args(argv)
+    if a.path == NODE_DEFAULT:  # the stream target's default file, where this runs (the node, the pod)
+        from serve_apps import stream_weights
+
+        a.path = stream_weights.default_path()
     try:
         if a.action == "break":
             out = break_weights(a.path, a.run, a.fault)
@@ -137,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             out = {"state": state(a.path), "mark": read_mark(a.path)}
     except RuntimeError as e:
         out = {"error": str(e)}
+    out["path"] = a.path
     json.dump(out, sys.stdout)
     return 1 if "error" in out else 0
 

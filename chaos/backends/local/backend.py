@@ -11,7 +11,7 @@ from typing import Callable
 
 from chaos import placement
 from chaos.backends import base, engine_faults
-from chaos.backends.local import effect, engines, procs, supervisor, throttle
+from chaos.backends.local import effect, engines, procs, supervisor, throttle, weights
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
@@ -242,6 +242,12 @@ class LocalBackend(base.ByScope):
     def stall_engine(self, r: placement.Replica) -> Callable[[], list[int]]:
         return engines.hold(self, r, "stall")
 
+    def weights_breaker(self, r: placement.Replica) -> Callable[[str], dict]:  # restart-fails (.weights)
+        return weights.breaker(self, r)
+
+    def restore_weights(self, fault: dict) -> dict:
+        return weights.restore(self, fault)
+
     def release_engine(self, pids: list[int], fault: str = "wedge") -> list[dict]:
         return engines.release(self.run_id, pids, fault)
 
@@ -298,6 +304,9 @@ class LocalBackend(base.ByScope):
             f[f"{kind}_at_end"] = self.release_engine(list(f.get("pids") or []), kind)
             done.setdefault("released", []).extend(f[f"{kind}_at_end"])
         app_engine_faults.remove_tombstones(want.tombstones)  # an engine-error's record, read by its proof
+        for f in want.weights:  # restart-fails not restored by its outage: the original back where still the fault's
+            f["weights_restored"] = self.restore_weights(f)
+            done.setdefault("weights", []).append(f["weights_restored"])
         return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
                              redis=want.redis, head=want.head, nodes=sorted(want.nodes),
                              check=None if want.head else set(want.nodes), timeout=timeout)
