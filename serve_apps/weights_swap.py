@@ -101,12 +101,13 @@ def state(path: str, mark: dict | None = None) -> str:
     return "other"
 
 
-def restore(path: str, run_id: str) -> dict:
-    """Put the original back, only where everything still reads as this run's fault left it; what was done."""
+def restore(path: str, run_id: str | None) -> dict:
+    """Put the original back, only where everything still reads as this run's fault left it (``run_id`` None: any
+    run's, for ``availproof recover`` after a killed run); what was done."""
     mark = read_mark(path)
     if mark is None:
         return {"restored": False, "state": state(path, {}), "why": "no restart-fails mark: nothing of this run's"}
-    if mark.get("run_id") != run_id:
+    if run_id is not None and mark.get("run_id") != run_id:
         return {"restored": False, "state": state(path, mark),
                 "why": f"the mark names run {mark.get('run_id')!r}, not this one: left as it is"}
     now = state(path, mark)

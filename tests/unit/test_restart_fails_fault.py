@@ -105,3 +105,11 @@ def test_weights_that_cannot_be_read_before_the_fault_refuse_it(stream_file):
             fail_restart(Backend(), faults.Marker(), zone="zone-a", outage_s=None)
     finally:
         os.chmod(stream_file, 0o644)
+
+
+def test_recover_puts_back_a_killed_runs_weights(stream_file):
+    f = fail_restart(Backend(), faults.Marker(), zone="zone-a", outage_s=None)  # the run killed before its restore
+    assert weights_swap.state(stream_file) == "truncated"
+    out = weights.recover(Backend())
+    assert out["restored"] and stream_weights.load(stream_file) and f["weights"]["run_id"] == "run-1"
+    assert weights.recover(Backend()) is None  # nothing left

@@ -319,6 +319,7 @@ class LocalBackend(base.ByScope):
         self.stop_supervisors()
         done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT),
                                  "released": engines.unwedge(self.cluster_processes())}
+        done["weights"] = [w for w in [weights.recover(self)] if w]  # a restart-fails run killed before its restore
         return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
                              nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)
 

@@ -14,7 +14,7 @@ from typing import Callable
 from chaos import ray_dashboard
 from chaos.backends import weights_source
 from chaos.backends.local import effect
-from chaos.errors import ClusterError
+from chaos.errors import ClusterError, UsageError
 from serve_apps import stream_weights, weights_swap
 
 
@@ -51,6 +51,20 @@ def restore(b, fault: dict) -> dict:
     if not w.get("path"):
         return {"restored": False, "state": None, "why": "the fault recorded no weights file: nothing swapped"}
     return weights_swap.restore(w["path"], b.run_id or "")
+
+
+def recover(b) -> dict | None:
+    """``availproof recover``: the app's weights put back where a restart-fails mark of any run is left next to them
+    and they still read as its truncated copy; None when the app's weights cannot be told (nothing deployed)."""
+    try:
+        from serve_apps.config import APP_NAME
+
+        details = ray_dashboard.serve_details(b.dashboard_url) or {}
+        w = weights_source.of_app((details.get("applications") or {}).get(APP_NAME) or {})
+    except UsageError:
+        w = {"path": weights_source.NODE_DEFAULT}  # nothing deployed: the stream target's default file still
+    path = stream_weights.default_path() if w["path"] == weights_source.NODE_DEFAULT else w["path"]
+    return weights_swap.restore(path, None) if weights_swap.read_mark(path) else None
 
 
 def checks(b, fault: dict) -> list[dict]:
