@@ -132,3 +132,17 @@ def test_the_whole_runs_summary_has_the_restart_entry_and_validates(tmp_path):
              cluster={"backend": "local", "topology": "three-zones", "gcs_fault_tolerance": True, "network": "loopback"},
              environment={"ray": "2.60.0", "availproof": "0.test", "load": {"rate": 30}})
     schema("summary").validate(json.loads(json.dumps(s)))
+
+
+def test_the_report_shows_the_restart_rows():
+    from chaos.reports.plane_rows import restart_rows
+
+    out, why = analyse(timeline({12.0: ((), ("x1",)), 15.0: ((), ()), 41.0: ((), ("x2",)), 44.0: (("x2",), ())}))
+    rows = {r[1]: r[2] for r in restart_rows({"restart": out, "unmeasurable": why})}
+    assert rows["starts failed (seen STARTING, never RUNNING)"] == "1"
+    assert rows["the other replicas kept RUNNING until the restore"] == "yes"
+    assert rows["gaps between starts s"].startswith("29")
+    never, why = analyse([], heal_t=None)
+    rows = {r[1]: r[2] for r in restart_rows({"restart": never, "unmeasurable": why})}
+    assert rows["time to first success after the restore s"].startswith("unmeasurable: no sample before")
+    assert restart_rows({}) == []
