@@ -106,7 +106,8 @@ class RestartWeights:
         r = self.pick_replica(zone=a.get("zone"))
         rows = [{"kind": "file", "name": w["path"], "where": f"pod {p} (zone {r.zone})",
                  "does": "swapped for a truncated copy of itself (the original copied aside, a mark naming the run)",
-                 "after": "the original put back after outage_s (or at the rollback)"} for p in self.nodes_in(zone=r.zone)]
+                 "after": "the original put back after outage_s (or at the rollback)"}
+                for p in self.nodes_in(zone=r.zone)]
         return rows + [{"kind": "process", "name": f"{r.node}/{r.pid}", "where": f"pod {r.node}",
                         "does": f"SIGKILL of replica {r.replica_id}'s worker process",
                         "after": "Serve's replacement fails to start until the weights are back"}]
