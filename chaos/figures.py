@@ -6,7 +6,7 @@ both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` a
 slow replica's ``straggler`` (``engine-slow``, ``engine-stutter``), the streams' token ``continuity`` (the
 service's; the affected population's under ``continuity.affected`` where it differs), a client's ``retries`` (:data:`RETRIES`: an
 object in each population, ``load.retry``), and the ``orphans`` a killed or replaced replica's engines would be
-(:mod:`chaos.orphan_watch`).
+(:mod:`chaos.orphan_watch`), and a ``restart`` that fails (``restart-fails``: :mod:`chaos.analysis.restart`).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
 ``service.time_to_steady_state_s``, ``service.retries.peak_amplification``), the key of its reason in the
 fault's ``unmeasurable`` map.
@@ -284,6 +284,22 @@ ORPHANS_FREED = _(Figure("orphans", "seconds_until_freed", "s", "engines gone s 
 ORPHANS_RSS = _(Figure("orphans", "rss_mb_left", "MB", "resident MB of the engines left", OR_FN, {
     "type": ["number", "null"], "minimum": 0}, row=True))
 ORPHANS_REPLICA = _(Figure("orphans", "replica_gone_s", "s", "replica's process gone s", OR_FN, NUMBER, row=True))
+# ---------------------------------------------------------------- a restart that fails (chaos.analysis.restart)
+RS_FN = "chaos.analysis.restart.restart"
+RS_FAILED = _(Figure("restart", "failed_starts", "count", "starts failed (seen STARTING, never RUNNING)", RS_FN, {
+    **COUNT, "minimum": 0, "description": "replicas of the killed one's deployment seen STARTING and gone without being "
+    "seen RUNNING (a lower bound: a start that failed between two samples is not seen); null with its reason"},
+    column="failed starts", row=True))
+RS_UNHEALTHY = _(Figure("restart", "went_unhealthy", "bool", "application UNHEALTHY or DEPLOY_FAILED", RS_FN, {
+    "type": ["boolean", "null"]}, row=True))
+RS_OTHERS = _(Figure("restart", "others_kept_serving", "bool", "the other replicas kept RUNNING until the restore", RS_FN,
+                     {"type": ["boolean", "null"]}, row=True))
+RS_RESTORED = _(Figure("restart", "weights_restored_s", "s", "weights restored s", RS_FN, NUMBER, row=True))
+RS_FIRST = _(Figure("restart", "first_success_s", "s", "first replacement RUNNING s", RS_FN, NUMBER, row=True))
+RS_TTFS = _(Figure("restart", "time_to_first_success_s", "s", "time to first success after the restore s", RS_FN, _s(
+    "from the weights' restore to the first sample with a new replica RUNNING; null with its reason (never restored, "
+    "never RUNNING after it, or RUNNING before it)"), column="restart first success s", row=True))
+RS_RESOLUTION = _(Figure("restart", "resolution_s", "s", "resolution s (sampling period)", RS_FN, NUMBER))
 del _
 
 # every plane back: the instant the recovery window may settle at (chaos.settle) and an event's span (chaos.claim)

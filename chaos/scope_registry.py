@@ -57,6 +57,8 @@ class Scope:
     # kube_access.Access, or a function of kube_access.Asked (the backend's partition method, ...) giving one
     kube_access: tuple | Callable[[Any], tuple] = ()
     straggler: bool = False  # leaves what it hits serving, slowly: its share and latencies analysed (slow_replica)
+    # leaves its replacement unable to start for a while: its failed starts measured (chaos.analysis.restart)
+    failing_restart: bool = False
     # kills a replica or its engine, or leaves it for a detector to replace: the replica's engine processes are
     # followed until gone, their bound max_orphan_s applied by default (chaos.orphan_watch, chaos.analysis.orphans)
     orphan_check: bool = False

@@ -17,6 +17,7 @@ from chaos.experiment import problems  # noqa: E402
 from chaos.frontdoor import FrontSettings  # noqa: E402
 
 import _engines as engines  # noqa: E402  (the engine faults' experiments)
+import _restarts as restarts  # noqa: E402  (restart-fails)
 
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
@@ -223,6 +224,7 @@ experiment(
 )
 
 engines.make(experiment, action)
+restarts.make(experiment, action)
 
 experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",

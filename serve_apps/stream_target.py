@@ -23,6 +23,10 @@ served from the cache, and the usage reports the cached ones
 (``usage.prompt_tokens_details.cached_tokens``). A prompt whose tokens (words) plus ``max_tokens``
 pass ``max_model_len`` is refused with a 400, as vLLM refuses it.
 
+Each replica reads its weights whole at its start (:mod:`serve_apps.stream_weights`; the deployment's
+``weights_path``, the rig's file by default) and refuses to start (its constructor raises, as vLLM's does on a
+truncated safetensors file) when they cannot be loaded: the ``restart-fails`` scope's hook.
+
 Each replica runs an engine child process (:mod:`serve_apps.stream_engine`) and depends on it as a
 vLLM replica depends on its EngineCore, every token of every request (streamed or not) going through it:
 the engine steps (every 5 ms) and a token goes out once its delay elapsed and the engine stepped since the
@@ -61,7 +65,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from serve_apps import continuation, served_by, stream_tokens, watchdog, watchdog_v2
+from serve_apps import continuation, served_by, stream_tokens, stream_weights, watchdog, watchdog_v2
 from serve_apps.prefix_cache import PrefixCache
 from serve_apps.stream_engine import EngineDead, EngineProcess, generate, wait_ready
 
@@ -85,7 +89,13 @@ class StreamReplica:
 
     def __init__(self, model: str = "availproof-tiny", prefill_s: float = 0.05, token_s: float = 0.02,
                  jitter: float = 0.2, max_tokens_cap: int = 512, max_model_len: int = 512,
-                 uncached_token_s: float = 0.002, block_tokens: int = 16, prefix_cache_blocks: int = 256):
+                 uncached_token_s: float = 0.002, block_tokens: int = 16, prefix_cache_blocks: int = 256,
+                 weights_path: str | None = None):
+        # its weights read whole before anything starts, as vLLM reads its checkpoint: a replica that cannot load
+        # them refuses to start (raises; restart-fails, serve_apps.stream_weights); the rig's file by default
+        self.weights_path = weights_path or stream_weights.default_path()
+        stream_weights.provision(self.weights_path)  # only where absent (a node's first start): the rig's file
+        self.weights_sha256 = stream_weights.load(self.weights_path)
         self.model = model
         self.max_model_len = max_model_len
         self.uncached_token_s = uncached_token_s

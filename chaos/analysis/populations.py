@@ -101,7 +101,7 @@ from chaos.analysis.cold_cache import warmup
 from chaos.analysis.continuity import token_continuity
 from chaos.analysis.orphans import orphans_of
 from chaos.analysis.sending import arrivals
-from chaos.analysis import new_version, retries as retries_mod, slow_replica
+from chaos.analysis import new_version, restart as restart_mod, retries as retries_mod, slow_replica
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
                                     faults_from_marks, run_end_ns, window_states)
@@ -357,6 +357,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
                                                recorded="continuity" in run.header)
         # the engines of the replica it killed or replaced: gone, and when (chaos.orphan_watch)
         fault["orphans"] = orphans_of(f.scope, f.detail, fault["unmeasurable"])
+        if restart_mod.applies(f.scope):  # its replacement could not start for a while: its starts counted
+            fault["restart"] = restart_mod.restart(f, run.samples, window_end, fault["unmeasurable"])
         if slow_replica.applies(f.scope):  # a replica slowed down: its share and latency against the others'
             fault["straggler"] = slow_replica.straggler(fault, measured.records(rows), window_end)
         results.append(fault)

@@ -210,6 +210,10 @@ class Backend(Protocol):
     # release_engine(pids, "slow") after its duration
     def slow_engine(self, r: Any, factor: float) -> Callable[[], list]: ...
     def release_engine(self, pids: list, fault: str = "wedge") -> list: ...
+    # restart-fails: the weights a replacement loads found and read; the callable swaps them for a truncated copy
+    # (for fault id), what it did back (its mark: what the restore needs)
+    def weights_breaker(self, r: Any) -> Callable[[str], dict]: ...
+    def restore_weights(self, fault: dict) -> dict: ...  # the original back, only where still the fault's copy
     # the orphan check (chaos.orphan_watch): the replica's engine processes (pids in its node: its pod on KubeRay),
     # found before a fault kills it; one look at which of ``pids`` in ``node`` still live (a zombie, or a pod gone,
     # is gone), each with its resident memory in MB (None: unreadable)

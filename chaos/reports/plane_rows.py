@@ -74,7 +74,8 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
     rows.append(["capacity", CAPACITY_LABELS["nodes_min_alive_per_zone"],
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
-    return rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f) + straggler_rows(f) + orphan_rows(f)
+    return (rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f) + straggler_rows(f) + orphan_rows(f)
+            + restart_rows(f))
 
 
 def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
@@ -88,6 +89,23 @@ def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
     for fig in F.of("straggler"):
         v = st.get(fig.name)
         rows.append(["straggler", fig.label, fmt(v) if v is not None else (_plane_note(f, fig.key()) or "n/a")])
+    return rows
+
+
+def restart_rows(f: dict[str, Any]) -> list[list[str]]:
+    """A restart that fails (:mod:`chaos.analysis.restart`, restart-fails): one row per figure of the catalogue's
+    ``restart`` plane, then the gaps between the starts."""
+    rs = f.get("restart")
+    if not isinstance(rs, dict):
+        return []
+    rows = []
+    for fig in F.of("restart"):
+        v = rs.get(fig.name)
+        text = ("yes" if v else "no") if isinstance(v, bool) else fmt(v)
+        rows.append(["restart", fig.label, text if v is not None else (_plane_note(f, fig.key()) or "n/a")])
+    gaps = rs.get("backoff_s")
+    rows.append(["restart", "gaps between starts s", ", ".join(fmt(g) for g in gaps) if gaps is not None
+                 else (_plane_note(f, "restart.backoff_s") or "n/a")])
     return rows
 
 

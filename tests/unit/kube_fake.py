@@ -848,6 +848,9 @@ class Kubelet:
         wedge = self._wedge_command(name, live, script)
         if wedge is not None:
             return wedge
+        weights = self._weights_command(name, script)
+        if weights is not None:
+            return weights
         m = re.match(r": availproof-engine-error proof; for p in ([\d ]+); do", script)
         if m:
             return "".join(f"tomb {p} {self.tombstones.get((name, int(p)), '')}\n" for p in m.group(1).split()), "", 0
@@ -877,6 +880,36 @@ class Kubelet:
     def _mark_key(name: str, pid: int, fault: str) -> tuple:
         """Where :attr:`wedges` keeps a mark: a wedge's by (pod, pid) as before, a held fault's with its name."""
         return (name, pid) if fault == "wedge" else (name, pid, fault)
+
+    def _weights_command(self, name: str, script: str) -> tuple[str, str, int] | None:
+        """restart-fails' swap (chaos/backends/kuberay/weights.py): the real serve_apps.weights_swap run on the pod's
+        own weights file (the stream target's, provisioned in a directory of the pod's: :attr:`weights_dir`)."""
+        if not script.startswith(": availproof-restart-fails; python -m serve_apps.weights_swap "):
+            return None
+        import contextlib
+        import io
+        import os
+        import tempfile
+
+        from serve_apps import stream_weights, weights_swap
+
+        if getattr(self, "weights_dir", None) is None:
+            self.weights_dir = tempfile.mkdtemp(prefix="availproof-kube-fake-weights-")
+        args = shlex.split(script.split(";", 1)[1])[3:]
+        home = os.path.join(self.weights_dir, name)
+        out = io.StringIO()
+        old_home = os.environ.get("AVAILPROOF_HOME")
+        os.environ["AVAILPROOF_HOME"] = home  # the pod's own home
+        try:
+            stream_weights.provision(stream_weights.default_path())  # the pod's replicas started: the file there
+            with contextlib.redirect_stdout(out):
+                code = weights_swap.main(args)
+        finally:
+            if old_home is None:
+                os.environ.pop("AVAILPROOF_HOME", None)
+            else:
+                os.environ["AVAILPROOF_HOME"] = old_home
+        return out.getvalue() + "\n", "", code
 
     def _wedge_command(self, name: str, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
         """engine-wedge's commands (chaos/backends/kuberay/wedge.py): the request written and ``kill -USR1`` (a

@@ -32,6 +32,7 @@ from chaos.scopes.engine_slow import slow_engine
 from chaos.scopes.engine_stutter import stutter_engine
 from chaos.scopes.engine_garbage import garble_engine
 from chaos.scopes.engine_stall import stall_engine
+from chaos.scopes.restart_fails import fail_restart
 from chaos.scopes.engine_wedge import wedge_engine
 from chaos.scopes.head import kill_head
 from chaos.scopes.node import kill_node
@@ -135,6 +136,9 @@ def inject_and_heal(scope, s, b, monkeypatch):
         garble_engine(b, marker, zone="zone-b")
     elif scope == "engine-stall":
         stall_engine(b, marker, zone="zone-b")
+    elif scope == "restart-fails":  # the stream target's weights (the fake dashboard's details name no app config)
+        monkeypatch.setattr(b, "_weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
+        fail_restart(b, marker, zone="zone-b", outage_s=None)
     elif scope == "node":
         kill_node(b, marker, node="wb-1")
     elif scope == "head":

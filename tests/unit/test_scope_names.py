@@ -23,6 +23,7 @@ ALLOWED = {
     ("chaos/suite.py", "engine-wedge"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-garbage"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "engine-stall"): "an experiment's name, the suite's --full list",
+    ("chaos/suite.py", "restart-fails"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "upgrade"): "an experiment's name, the suite's --full list",
     ("chaos/suite.py", "drain"): "an experiment's name, the suite's --full list",
     ("chaos/faults_accelerator.py", "accelerator"): "the accelerator's fault function, not yet moved into its "

@@ -25,12 +25,13 @@ from chaos.backends.kuberay.rollback import UpgradeRollback
 from chaos.backends.kuberay.scopes import ByScope
 from chaos.backends.kuberay.upgrade import UpgradeDrain
 from chaos.backends.kuberay.wedge import Wedges
+from chaos.backends.kuberay.weights import RestartWeights
 from chaos.backends.kuberay.zone import ZoneLoss
 from chaos.errors import UsageError, parse_bool
 
 
-class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, ZoneLoss, Partition, UpgradeDrain, UpgradeRollback,
-                     Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
+class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, RestartWeights, ZoneLoss, Partition, UpgradeDrain,
+                     UpgradeRollback, Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the

@@ -86,6 +86,9 @@ class Preparation:
             kind = engine_faults.marked_fault(f.get("scope"))
             f[f"{kind}_at_end"] = self.release_engine(list(f.get("pids") or []), kind)
             done.setdefault("released", []).extend(f[f"{kind}_at_end"])
+        for f in want.weights:  # restart-fails not restored by its outage: put back where still the fault's
+            f["weights_restored"] = self.restore_weights(f)
+            done.setdefault("weights", []).append(f["weights_restored"])
         for zone in sorted(want.cuts):
             self.heal_zone(zone)
             done["healed"].append(zone)

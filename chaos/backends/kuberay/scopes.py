@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base
 from chaos.backends.base import Implementation
-from chaos.backends.kuberay import accelerators, plan, proofs, wedge
+from chaos.backends.kuberay import accelerators, plan, proofs, wedge, weights
 from chaos.errors import UsageError
 from chaos.faults_accelerator import outage_refusal
 
@@ -25,6 +25,7 @@ class Restore(base.Joinable):
     watched: list[dict] = field(default_factory=list)  # zone and region losses: their watch's finding written in
     upgrades: list[dict] = field(default_factory=list)  # upgrades with a record: rolled back unless complete
     accelerators: list[dict] = field(default_factory=list)  # accelerator losses: the device plugin let back
+    weights: list[dict] = field(default_factory=list)  # restart-fails: the weights put back where still the fault's
 
 
 def heal_engine(self, fault: dict) -> Restore:
@@ -45,6 +46,10 @@ def heal_zone_loss(self, fault: dict) -> Restore:
 
 def heal_upgrade(self, fault: dict) -> Restore:
     return Restore(upgrades=[fault] if fault.get("record") else [])
+
+
+def heal_restart_fails(self, fault: dict) -> Restore:
+    return Restore(weights=[fault] if (fault.get("weights") or {}).get("pods") else [])
 
 
 def heal_accelerator(self, fault: dict) -> Restore:
@@ -103,6 +108,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-garbage", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     Implementation("engine-stall", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     Implementation("engine-slow", wedge.plan_rows, wedge.proof, heal_engine_wedge),  # the fault's heal: its duration
+    # the stream target's weights swapped in the zone's pods, the replica killed; put back (outage_s, or the heal)
+    Implementation("restart-fails", weights.plan, weights.effect, heal_restart_fails),
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
     Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss, reach_zone_loss),

@@ -11,7 +11,7 @@ from typing import Callable
 
 from chaos import placement
 from chaos.backends import base, engine_faults
-from chaos.backends.local import effect, engines, procs, supervisor, throttle
+from chaos.backends.local import effect, engines, procs, supervisor, throttle, weights
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.errors import ClusterError, SetupError, UsageError
@@ -245,6 +245,12 @@ class LocalBackend(base.ByScope):
     def slow_engine(self, r: placement.Replica, factor: float) -> Callable[[], list[int]]:
         return engines.hold(self, r, "slow", factor)
 
+    def weights_breaker(self, r: placement.Replica) -> Callable[[str], dict]:  # restart-fails (.weights)
+        return weights.breaker(self, r)
+
+    def restore_weights(self, fault: dict) -> dict:
+        return weights.restore(self, fault)
+
     def release_engine(self, pids: list[int], fault: str = "wedge") -> list[dict]:
         return engines.release(self.run_id, pids, fault)
 
@@ -301,6 +307,9 @@ class LocalBackend(base.ByScope):
             f[f"{kind}_at_end"] = self.release_engine(list(f.get("pids") or []), kind)
             done.setdefault("released", []).extend(f[f"{kind}_at_end"])
         app_engine_faults.remove_tombstones(want.tombstones)  # an engine-error's record, read by its proof
+        for f in want.weights:  # restart-fails not restored by its outage: the original back where still the fault's
+            f["weights_restored"] = self.restore_weights(f)
+            done.setdefault("weights", []).append(f["weights_restored"])
         return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
                              redis=want.redis, head=want.head, nodes=sorted(want.nodes),
                              check=None if want.head else set(want.nodes), timeout=timeout)
@@ -313,6 +322,7 @@ class LocalBackend(base.ByScope):
         self.stop_supervisors()
         done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT),
                                  "released": engines.unwedge(self.cluster_processes())}
+        done["weights"] = [w for w in [weights.recover(self)] if w]  # a restart-fails run killed before its restore
         return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
                              nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base, engine_faults
 from chaos.backends.base import Implementation
-from chaos.backends.local import effect, engines, throttle
+from chaos.backends.local import effect, engines, throttle, weights
 from chaos.backends.local.cluster import HEAD
 from chaos.errors import UsageError
 
@@ -215,6 +215,7 @@ class Restore(base.Joinable):
     head: bool = False  # the head restarted where down, and every worker checked after (the control plane went)
     tombstones: list = field(default_factory=list)  # engines whose engine-error tombstone is removed (left in /tmp)
     release: list = field(default_factory=list)  # wedge, garbage, stall: their engines released where this run's
+    weights: list = field(default_factory=list)  # restart-fails: the weights put back where still the fault's
 
 
 def heal_engine(b, fault: dict) -> Restore:
@@ -227,6 +228,10 @@ def heal_engine_error(b, fault: dict) -> Restore:
 
 def heal_engine_wedge(b, fault: dict) -> Restore:
     return Restore(release=[fault])  # at the run's end only: a detector (or nothing) ended it before
+
+
+def heal_restart_fails(b, fault: dict) -> Restore:
+    return Restore(weights=[fault] if (fault.get("weights") or {}).get("path") else [])
 
 
 def heal_node(b, fault: dict) -> Restore:
@@ -265,6 +270,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-stall", plan_held, effect_held, heal_engine_wedge),
     # its mark (this run's), stepping slower; the fault's own heal removes the mark at its duration (run's end: too)
     Implementation("engine-slow", plan_held, effect_held, heal_engine_wedge),
+    # the weights swapped for a truncated copy, the replica killed; the original put back (outage_s, or the heal)
+    Implementation("restart-fails", weights.plan_rows, weights.checks, heal_restart_fails),
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
     Implementation("zone", plan_zone_loss, effect_zone_loss, heal_zone_loss),

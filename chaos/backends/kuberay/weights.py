@@ -1,0 +1,124 @@
+"""``restart-fails`` on KubeRay (:mod:`chaos.scopes.restart_fails`): the weights file swapped for a truncated copy
+in **the zone's worker pods** (each pod holds its own copy; Serve keeps a replacement in its zone: the replicas'
+``max_replicas_per_node`` leaves room only on the node its predecessor left), through exec of
+``python -m serve_apps.weights_swap`` in each pod's Ray container (one JSON line back; the same code, marks and
+checks as on the local backend), and restored the same way, only where it still reads as this run's fault left it.
+
+What it can do faithfully: the **stream target** (its weights file in the pod, ``$AVAILPROOF_HOME`` or ``~``).
+What it cannot yet: **vLLM** here loads ``/models/model`` from a volume an init container fills and the Ray
+container mounts read-only (:mod:`serve_apps.kuberay`), so no exec in the Ray container can touch it; "the model
+source failing" would take the init container's source (``MODEL_SOURCE``) failing for a replacement *pod*, which a
+replica restart inside a live pod never re-reads. Refused in one line, before any mark (issue 48: left)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from chaos import ray_dashboard
+from chaos.backends import weights_source
+from chaos.errors import ClusterError, UsageError
+
+SWAP = "python -m serve_apps.weights_swap"
+
+
+def swap_script(action: str, path: str, run_id: str, fault_id: str = "") -> str:
+    return (f": availproof-restart-fails; {SWAP} {action} {shlex.quote(path)} --run {shlex.quote(run_id)}"
+            f" --fault {shlex.quote(fault_id)}")
+
+
+def parse(out: str) -> dict:
+    """The swap's one JSON line (the last line that parses)."""
+    for line in reversed(out.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return {"error": f"no answer from {SWAP}: {out.strip()[:200]!r}"}
+
+
+class RestartWeights:
+    """The weights swapped in a zone's pods, and restored."""
+
+    def _weights_of_app(self) -> dict:
+        from serve_apps.config import APP_NAME
+
+        details = ray_dashboard.serve_details(self.dashboard_url) or {}
+        w = weights_source.of_app((details.get("applications") or {}).get(APP_NAME) or {})
+        if w["app"] == "llm":
+            raise UsageError("restart-fails on KubeRay: the vLLM app's checkpoint is a read-only volume filled by an "
+                             "init container (/models); the rig cannot make it unreadable from the Ray container yet. "
+                             "Run it with the stream target (--app stream), or on the local backend")
+        return w
+
+    def weights_breaker(self, r):
+        """Everything but the swap done: the app's weights file named, each pod of the replica's zone found and its
+        file read (one exec each, ``state``); the callable swaps it in each pod (one exec each)."""
+        w = self._weights_of_app()
+        pods = list(self.nodes_in(zone=r.zone)) if r.zone else [r.node]
+        if not pods:
+            raise UsageError(f"restart-fails: no worker pod in zone {r.zone}")
+        for pod in pods:
+            seen = parse(self.exec(pod, swap_script("state", w["path"], self.run_id), ok_codes=(0, 1)))
+            if seen.get("state") in (None, "absent") or seen.get("mark"):
+                raise ClusterError(f"restart-fails: pod {pod}: the weights {seen.get('path') or w['path']} read as "
+                                   f"{seen.get('state')}{' with a mark left' if seen.get('mark') else ''}: refused")
+
+        def swap(fault_id: str) -> dict:
+            marks = {}
+            for pod in pods:
+                out = parse(self.exec(pod, swap_script("break", w["path"], self.run_id, fault_id), ok_codes=(0, 1)))
+                marks[pod] = out
+                if "error" in out:
+                    raise ClusterError(f"restart-fails: pod {pod}: {out['error']} (pods swapped before it: "
+                                       f"{[p for p in marks if p != pod]}; the rollback restores them)")
+            return {"app": w["app"], "path": w["path"], "where": f"zone {r.zone}'s pods", "pods": marks}
+        return swap
+
+    def restore_weights(self, fault: dict) -> dict:
+        """The original put back in each pod the fault swapped, where it still reads as this run's fault left it
+        (one exec each); a pod gone took its copy with it."""
+        w = fault.get("weights") or {}
+        out = {}
+        for pod in (w.get("pods") or {}):
+            try:
+                out[pod] = parse(self.exec(pod, swap_script("restore", w["path"], self.run_id), ok_codes=(0, 1)))
+            except Exception as e:  # noqa: BLE001 - ApiException or ExecError: the pod gone (its copy with it)
+                out[pod] = {"restored": False, "state": None, "why": f"{type(e).__name__}: {e}"[:200]}
+        restored = [p for p, o in out.items() if o.get("restored")]
+        return {"restored": bool(out) and len(restored) == len(out), "pods": out,
+                "unreadable_until_restore": bool(out) and all(o.get("unreadable_until_restore") for o in out.values()),
+                "why": None if out and len(restored) == len(out) else
+                f"restored in {len(restored)} of {len(out)} pod(s)"}
+
+    def weights_checks(self, fault: dict) -> list[dict]:
+        """The proof's weights half: the file in each pod reads as the fault's truncated copy (one exec each)."""
+        w = fault.get("weights") or {}
+        checks = []
+        for pod in (w.get("pods") or {}):
+            seen = parse(self.exec(pod, swap_script("state", w["path"], self.run_id), ok_codes=(0, 1)))
+            checks.append({"check": f"the weights in pod {pod} read as the fault's truncated copy",
+                           "ok": seen.get("state") == "truncated", "seen": str(seen.get("state"))})
+        return checks or [{"check": "the weights swapped", "ok": False, "seen": "no pod recorded"}]
+
+    def weights_plan(self, scope: str, a: dict) -> list[dict]:
+        w = self._weights_of_app()
+        r = self.pick_replica(zone=a.get("zone"))
+        rows = [{"kind": "file", "name": w["path"], "where": f"pod {p} (zone {r.zone})",
+                 "does": "swapped for a truncated copy of itself (the original copied aside, a mark naming the run)",
+                 "after": "the original put back after outage_s (or at the rollback)"}
+                for p in self.nodes_in(zone=r.zone)]
+        return rows + [{"kind": "process", "name": f"{r.node}/{r.pid}", "where": f"pod {r.node}",
+                        "does": f"SIGKILL of replica {r.replica_id}'s worker process",
+                        "after": "Serve's replacement fails to start until the weights are back"}]
+
+
+def plan(self, scope: str, a: dict) -> list[dict]:
+    return self.weights_plan(scope, a)
+
+
+def effect(self, fault: dict) -> list[dict]:
+    from chaos.backends.kuberay import proofs
+
+    return self.weights_checks(fault) + proofs.replica(self, fault)
+
