@@ -119,7 +119,7 @@ def test_validate_cli_accepts_every_shipped_file(capsys):
 
 def test_make_writes_the_shipped_experiments(tmp_path):
     """experiments/_make.py (which validates what it writes) reproduces the committed files."""
-    for name in ("_make.py", "_engines.py"):
+    for name in ("_make.py", "_engines.py", "_restarts.py"):
         shutil.copy(ROOT / "experiments" / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / "_make.py")], check=True, cwd=ROOT, timeout=120)
     written = sorted(tmp_path.glob("*.json"))
