@@ -286,7 +286,7 @@ def held_checks(fault: str, pids: Sequence, marks: Mapping[Any, str | None], sta
         steps = {p: mark_steps(marks.get(p)) for p in pids}
         out.append(_check(f"engine process(es) {names} stepping on (running requests go on)",
                           bool(pids) and all((steps[p] or 0) >= 1 for p in pids),
-                          ", ".join(f"{p} {'no count' if steps[p] is None else f'{steps[p]} steps'} since the stall"
+                          ", ".join(f"{p} {'no count' if steps[p] is None else f'{steps[p]} steps'} since the {fault} began"
                                     for p in pids) or "no engine was named"))
     return out
 
