@@ -187,6 +187,9 @@ class Splice:
                 return
             if a.outcome == "broken" and a.replica is not None:
                 self.failed.add(a.replica)
+            if self.finished:  # it broke after its last token: nothing to continue, nothing to refuse
+                yield Event(DONE)
+                return
             if self.migrations and a.tokens == 0:  # routed back, or failed before its first token: send it again
                 if self.clock() >= deadline:
                     async for item in self._fail("no-replica", a.error or "no other replica answered"):
@@ -202,9 +205,6 @@ class Splice:
             if why is not None:
                 async for item in self._fail(why, a.error):
                     yield item
-                return
-            if self.finished:  # it broke after its last token: nothing to continue
-                yield Event(DONE)
                 return
             if self.tokens == 0:
                 request = self.original

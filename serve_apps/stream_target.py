@@ -241,7 +241,9 @@ class StreamReplica:
         except continuation.BadContinuation as e:
             return _error(400, str(e))
         tokens = given.split()  # every word it was given counts: the answer so far is prompt too, as in vLLM
-        prompt_tokens = len(tokens)
+        # a continuation's prompt: its original's words and the `start` answered (a completion's text follows its
+        # prompt with no space between, so the given words alone would count one fewer)
+        prompt_tokens = len(prompt.split()) + start if start else len(tokens)
         if prompt_tokens + body.get("max_tokens", 16) > self.max_model_len:
             return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, you "
                                f"requested {prompt_tokens + body.get('max_tokens', 16)} tokens ({prompt_tokens} in the "

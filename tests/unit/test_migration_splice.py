@@ -70,8 +70,10 @@ class FakeEngines:
                         {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}) + "\n\n"
                 yield "data: " + json.dumps({"id": rid, "created": 1, "system_fingerprint": stream_tokens.FINGERPRINT,
                                              "choices": [choice]}) + "\n\n"
+            if how == "after-finish":  # the last token given, then the replica gone before its usage and [DONE]
+                raise ReplicaDied(f"replica {replica} died after its last token")
             if (body.get("stream_options") or {}).get("include_usage"):
-                words = len(given.split())
+                words = len(prompt.split()) + start  # as the stream target counts a continuation's prompt
                 yield "data: " + json.dumps({"id": rid, "created": 1, "choices": [], "usage": {
                     "prompt_tokens": words, "completion_tokens": n, "total_tokens": words + n}}) + "\n\n"
             yield "data: [DONE]\n\n"
@@ -252,8 +254,21 @@ def test_a_non_streamed_request_migrates_too(chat):
     got = payload["choices"][0]["message"]["content"] if chat else payload["choices"][0]["text"]
     assert got == stream_tokens.text(prompt_of(body), 12)
     assert payload["usage"]["completion_tokens"] == 12 and payload["migrated"] == 1
+    assert payload["usage"]["prompt_tokens"] == len(prompt_of(body).split())  # the original's, not its continuation's
     assert response.headers[served_by.REPLICA] == "r-b"  # the engine replica that finished it
     assert engines.requests[0]["stream"] is True
+
+
+@pytest.mark.parametrize("extra", [{}, {"n": 2}])
+def test_a_stream_broken_after_its_last_token_is_complete_not_refused(extra):
+    """Its finish_reason came: nothing to continue, and nothing to refuse (a refused request, n > 1 here, or the
+    limit spent, must not turn a whole answer into a failure)."""
+    body = {**COMPLETION, **extra}
+    engines = FakeEngines([("r-a", (None, "after-finish"))])
+    splice, items, _ = run(engines, body, chat=False, limit=0)
+    evs = events(items)
+    assert evs[-1] == DONE and not [e for e in evs if isinstance(e, dict) and "error" in e], evs
+    assert splice.refused is None and splice.migrations == 0 and len(engines.requests) == 1
 
 
 def test_collect_turns_a_refusal_into_a_500():

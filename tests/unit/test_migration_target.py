@@ -65,6 +65,9 @@ def test_a_continuation_goes_on_at_index_k_of_the_original_answer(targets, chat)
     choice = status["json"]["choices"][0]
     assert so_far(original, k) + (choice["message"]["content"] if chat else choice["text"]) == \
         stream_tokens.text(prompt_of(original), 10)
+    # its prompt counts the original's words and the k answered (as vLLM counts prompt + text): the splice takes k
+    # off to report the whole answer's prompt (a completion's text follows its prompt with no space: one fewer word)
+    assert status["json"]["usage"]["prompt_tokens"] == len(prompt_of(original).split()) + k
 
 
 def test_a_continuation_with_add_generation_prompt_is_a_400_as_in_vllm(targets):
