@@ -68,10 +68,12 @@ def aggregate(cell: Cell, trials: list[dict[str, Any]]) -> dict[str, Any]:
     else:
         why["to_bad_share"] = "not detected" if not hits else "no request sent after detection (sparse or no load)"
     counted = [t["false_replacements"] for t in trials if t.get("false_replacements") is not None]
-    if counted:
+    out["false_replacements_trials"] = len(counted)
+    if counted and len(counted) == len(trials):
         out["false_replacements"] = sum(counted)
-    else:
-        why["false_replacements"] = "no trial's samples carried the replicas' ids"
+    else:  # a sum over some of the trials would be shown as the whole cell's: null, said
+        why["false_replacements"] = (f"only {len(counted)} of {len(trials)} trials' samples carried the replicas' ids"
+                                     if counted else "no trial's samples carried the replicas' ids")
     out["trials"] = trials
     if why:
         out["why"] = why
@@ -87,11 +89,13 @@ def fault_free(cell: Cell, trials: list[dict[str, Any]]) -> dict[str, Any]:
     counted = [t["false_replacements"] for t in trials if t.get("false_replacements") is not None]
     out["observed_s"] = sum(t.get("observed_s") or 0 for t in trials) or None
     out["requests"] = sum(t.get("requests") or 0 for t in trials) or None
-    if counted:
+    out["false_replacements_trials"] = len(counted)
+    if counted and len(counted) == len(trials):
         out["false_replacements"] = sum(counted)
     else:
         out["why"] = {"false_replacements": "no trial run yet" if not trials else
-                      "no trial's samples carried the replicas' ids"}
+                      f"only {len(counted)} of {len(trials)} trials' samples carried the replicas' ids" if counted
+                      else "no trial's samples carried the replicas' ids"}
     for k in ("detected", "time_to_detect_p50_s", "time_to_detect_p99_s", "to_bad_share"):
         out.setdefault("why", {})[k] = "not applicable: no fault injected"
     return out

@@ -35,18 +35,28 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = [{"target": name, "met": None, "cells": [r["id"] for r in v2],
                 "why": (f"{len(v2) - len(judged)} of {len(v2)} v2 cells at the default periods without a trial that "
                         "could tell" if v2 else "no v2 cell at the default periods in the plan")}]
-    shares = [r for r in rows if r.get("status") == "run" and r.get("to_bad_share") is not None]
-    if shares:
-        miss = [r["id"] for r in shares if r["to_bad_share"] > TARGET_TO_BAD_SHARE]
-        out.append({"target": f"<= {TARGET_TO_BAD_SHARE:.0%} of requests to the bad replica after detection",
-                    "met": not miss, "cells": [r["id"] for r in shares], "missed_by": miss})
+    # the share on the target's own cells (v2, the default periods) where detected, read on its upper bound (a
+    # failed request that names no replica may have gone to the bad one); unmeasured while any of them cannot tell
+    name = f"<= {TARGET_TO_BAD_SHARE:.0%} of requests to the bad replica after detection"
+    detected = [r for r in v2 if r.get("detected")]
+    told = [r for r in detected if r.get("to_bad_share_upper") is not None]
+    miss = [r["id"] for r in told if r["to_bad_share_upper"] > TARGET_TO_BAD_SHARE]
+    if miss:
+        out.append({"target": name, "met": False, "cells": [r["id"] for r in detected], "missed_by": miss})
+    elif told and len(told) == len(detected):
+        out.append({"target": name, "met": True, "cells": [r["id"] for r in detected], "missed_by": []})
     else:
-        out.append({"target": f"<= {TARGET_TO_BAD_SHARE:.0%} of requests to the bad replica after detection",
-                    "met": None, "why": "no detected cell with requests after its detection"})
+        out.append({"target": name, "met": None, "cells": [r["id"] for r in detected],
+                    "why": (f"{len(detected) - len(told)} of {len(detected)} detected v2 cells at the default periods "
+                            "without requests after their detection" if detected
+                            else "no v2 cell at the default periods detected its fault")})
     ff = next((r for r in rows if r["fault"] == FAULT_FREE), None)
-    if ff is None or ff.get("false_replacements") is None:
-        out.append({"target": "0 false replacements in the fault-free run", "met": None,
-                    "why": "no fault-free run in the plan" if ff is None else "the fault-free run has no trial yet"})
+    if ff is None or ff.get("false_replacements") is None or ff.get("trials_found", 0) < ff.get("trials_planned", 1):
+        why = ("no fault-free run in the plan" if ff is None else
+               "the fault-free run has no trial yet" if not ff.get("trials_found") else
+               (ff.get("why") or {}).get("false_replacements") or
+               f"{ff['trials_found']} of {ff['trials_planned']} planned fault-free trials run")
+        out.append({"target": "0 false replacements in the fault-free run", "met": None, "why": why})
     else:
         out.append({"target": "0 false replacements in the fault-free run",
                     "met": ff["false_replacements"] <= TARGET_FALSE_REPLACEMENTS, "cells": [ff["id"]]})

@@ -244,3 +244,36 @@ def test_bad_command_lines(tmp_path, capsys):
 def test_targets_unmeasured_without_trials():
     rows = cells.derive(Path("/nonexistent"), plan.cells(plan.parse({"faults": ["wedge"], "trials": 1})))
     assert [t["met"] for t in table.targets(rows)] == [None, None, None]
+
+
+def test_a_false_replacement_count_over_some_trials_only_is_null_with_why():
+    """Review (2026-12-06): a sum over the trials that could count was shown as the whole cell's."""
+    t = trial(10.0)
+    t["false_replacements"] = None  # its samples carried no replica ids
+    row = cells.aggregate(cell(), [trial(10.0), t])
+    assert row["false_replacements"] is None and row["false_replacements_trials"] == 1
+    assert "1 of 2" in row["why"]["false_replacements"]
+
+
+def _v2_row(share, upper, detected=1.0, period="default", trials_found=1):
+    return {"id": f"wedge.v2.steady.{period}", "fault": "wedge", "detector": "v2", "load": "steady", "period": period,
+            "status": "run", "detected": detected, "time_to_detect_p99_s": 10.0 if detected else None,
+            "to_bad_share": share, "to_bad_share_upper": upper, "trials_found": trials_found, "trials_planned": 1}
+
+
+def test_the_share_target_reads_the_upper_bound_on_the_targets_own_cells():
+    share = {t["target"][:4]: t["met"] for t in table.targets([_v2_row(0.0, 0.02)])}
+    assert share["<= 1"] is False  # unnamed failures may have gone to the bad replica: the upper bound decides
+    share = {t["target"][:4]: t["met"] for t in table.targets([_v2_row(0.0, 0.0), _v2_row(0.5, 0.5, period="2s")])}
+    assert share["<= 1"] is True  # a cell at other periods is not the target's
+    share = {t["target"][:4]: t["met"] for t in table.targets([_v2_row(0.0, 0.0), _v2_row(None, None, period="default")])}
+    assert share["<= 1"] is None  # a detected target cell that cannot tell leaves it unmeasured
+
+
+def test_the_fault_free_target_needs_every_planned_trial():
+    ff = {"id": "fault-free", "fault": plan.FAULT_FREE, "detector": "v2", "load": "steady", "period": "default",
+          "status": "run", "false_replacements": 0, "trials_found": 1, "trials_planned": 3}
+    (got,) = [t for t in table.targets([ff]) if "fault-free" in t["target"]]
+    assert got["met"] is None and "1 of 3" in got["why"]
+    (got,) = [t for t in table.targets([{**ff, "trials_found": 3}]) if "fault-free" in t["target"]]
+    assert got["met"] is True
