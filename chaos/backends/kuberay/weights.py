@@ -64,15 +64,24 @@ class RestartWeights:
                 raise ClusterError(f"restart-fails: pod {pod}: the weights {seen.get('path') or w['path']} read as "
                                    f"{seen.get('state')}{' with a mark left' if seen.get('mark') else ''}: refused")
 
-        def swap(fault_id: str) -> dict:
-            marks = {}
+        def swap(fault_id: str, fault: dict | None = None) -> dict:
+            """Each pod's swap recorded as it is done, into ``fault["weights"]`` when given (set before the first
+            exec): a swap that fails part way leaves the pods swapped before it in the fault, for the rollback."""
+            done = {"app": w["app"], "path": w["path"], "where": f"zone {r.zone}'s pods", "pods": {}}
+            if fault is not None:
+                fault["weights"] = done
             for pod in pods:
-                out = parse(self.exec(pod, swap_script("break", w["path"], self.run_id, fault_id), ok_codes=(0, 1)))
-                marks[pod] = out
+                try:
+                    out = parse(self.exec(pod, swap_script("break", w["path"], self.run_id, fault_id),
+                                          ok_codes=(0, 1)))
+                except Exception as e:  # noqa: BLE001 - the exec failed: whether the pod was swapped is unknown
+                    out = {"error": f"{type(e).__name__}: {e}"[:200], "unknown": True}
+                done["pods"][pod] = out
                 if "error" in out:
                     raise ClusterError(f"restart-fails: pod {pod}: {out['error']} (pods swapped before it: "
-                                       f"{[p for p in marks if p != pod]}; the rollback restores them)")
-            return {"app": w["app"], "path": w["path"], "where": f"zone {r.zone}'s pods", "pods": marks}
+                                       f"{[p for p in done['pods'] if p != pod]}; recorded in the fault: the "
+                                       "rollback restores them)")
+            return done
         return swap
 
     def restore_weights(self, fault: dict) -> dict:
@@ -80,7 +89,9 @@ class RestartWeights:
         (one exec each); a pod gone took its copy with it."""
         w = fault.get("weights") or {}
         out = {}
-        for pod in (w.get("pods") or {}):
+        for pod, swapped in (w.get("pods") or {}).items():
+            if "error" in swapped and not swapped.get("unknown"):  # its swap refused: nothing of this run's there
+                continue
             try:
                 out[pod] = parse(self.exec(pod, swap_script("restore", w["path"], self.run_id), ok_codes=(0, 1)))
             except Exception as e:  # noqa: BLE001 - ApiException or ExecError: the pod gone (its copy with it)

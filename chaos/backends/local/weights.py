@@ -39,7 +39,7 @@ def breaker(b, r) -> Callable[[str], dict]:
     needs), for fault ``fault_id``."""
     w = weights_file(b)
 
-    def swap(fault_id: str) -> dict:
+    def swap(fault_id: str, fault: dict | None = None) -> dict:  # one file: swapped whole, or not (it cleans itself)
         mark = weights_swap.break_weights(w["path"], b.run_id or "", fault_id)
         return {**mark, "app": w["app"], "where": "this machine (every local node)"}
     return swap
