@@ -1,7 +1,7 @@
 """The ``restart-fails`` fault on one weights file (issue 48): swapped for a truncated copy, and restored exactly.
 
 Used by the local backend in-process and, on KubeRay, in a pod through exec (``python -m serve_apps.weights_swap
-break|restore|state PATH --run RUN [--fault ID]``, one JSON object on stdout), so both read and restore alike.
+break|restore|state PATH --run RUN [--fault ID]`` (``restore PATH --any-run``: any run's mark, for ``availproof recover``), one JSON object on stdout), so both read and restore alike.
 
 - :func:`break_weights`: the original copied aside (``PATH.availproof-aside-<fault>``, its size and sha256 checked
   against the original's), a mark written (``PATH.availproof-restart-fails.json``: the run, the fault, the original's
@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path")
     ap.add_argument("--run", default="")
     ap.add_argument("--fault", default="")
+    ap.add_argument("--any-run", action="store_true", help="restore: any run's mark (availproof recover)")
     a = ap.parse_args(argv)
     if a.path == NODE_DEFAULT:  # the stream target's default file, where this runs (the node, the pod)
         from serve_apps import stream_weights
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.action == "break":
             out = break_weights(a.path, a.run, a.fault)
         elif a.action == "restore":
-            out = restore(a.path, a.run)
+            out = restore(a.path, None if a.any_run else a.run)
         else:
             out = {"state": state(a.path), "mark": read_mark(a.path)}
     except RuntimeError as e:

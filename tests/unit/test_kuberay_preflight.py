@@ -716,3 +716,25 @@ def test_a_swap_failing_in_one_pod_leaves_the_pods_swapped_before_it_in_the_faul
     faults.heal(b, marker, timeout=1.0)
     assert f["weights_restored"]["restored"] and f["weights_restored"]["pods"][broken[0]]["state"] == "original"
     assert pod_state(b, broken[0])["mark"] is None  # no mark left: a later run is not refused
+
+
+def test_recover_puts_back_any_runs_weights_in_the_pods_and_lists_them_as_leftovers_until_then(monkeypatch):
+    s, b, _ = restart_fails_cluster(monkeypatch)
+    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=None)  # the run killed before its restore
+    swapped = sorted(f["weights"]["pods"])
+    assert swapped == ["wa-1", "wa-2"]
+    b.run_id = "run-2"  # a later `availproof recover`
+    left = kb.weights.leftover_pods(b)
+    assert sorted(x["pod"] for x in left) == swapped and {x["run_id"] for x in left} == {"run-1"}
+    assert {x["state"] for x in left} == {"truncated"}
+    done = kb.weights.recover_pods(b)
+    assert sorted(d["pod"] for d in done) == swapped and all(d["restored"] for d in done)
+    assert kb.weights.leftover_pods(b) == [] and kb.weights.recover_pods(b) == []
+
+
+def test_a_restore_at_the_outage_is_not_overwritten_by_the_rollbacks_on_kuberay(monkeypatch):
+    s, b, _ = restart_fails_cluster(monkeypatch)
+    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=0.0)
+    assert f["weights_restored"]["restored"]
+    f["weights_restored"] = b.restore_weights(f)  # the rollback's second call (prepare.heal)
+    assert f["weights_restored"]["restored"]
