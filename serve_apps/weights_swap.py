@@ -1,7 +1,7 @@
 """The ``restart-fails`` fault on one weights file (issue 48): swapped for a truncated copy, and restored exactly.
 
 Used by the local backend in-process and, on KubeRay, in a pod through exec (``python -m serve_apps.weights_swap
-break|restore|state PATH --run RUN [--fault ID]``, one JSON object on stdout), so both read and restore alike.
+break|restore|state PATH --run RUN [--fault ID]`` (``restore PATH --any-run``: any run's mark, for ``availproof recover``), one JSON object on stdout), so both read and restore alike.
 
 - :func:`break_weights`: the original copied aside (``PATH.availproof-aside-<fault>``, its size and sha256 checked
   against the original's), a mark written (``PATH.availproof-restart-fails.json``: the run, the fault, the original's
@@ -10,7 +10,9 @@ break|restore|state PATH --run RUN [--fault ID]``, one JSON object on stdout), s
   already (a fault not restored: its aside would be lost).
 - :func:`restore`: only while the mark names this run, the file at ``PATH`` still reads as the truncated copy the
   fault put there and the aside still hashes to the original: the aside renamed back over ``PATH``, the mark
-  removed. Anything else (someone replaced the file, or the aside changed) is left as it is, with the reason: the
+  removed. Where the file reads as the original and the aside still hashes to it (a crash between the mark and the
+  swap), there is nothing to undo: the mark and the aside removed (``cleared``), so no later run is locked out.
+  Anything else (someone replaced the file, or the aside changed) is left as it is, with the reason: the
   heal never undoes what someone else set.
 - :func:`state`: what ``PATH`` reads as now (``truncated``: the fault's copy; ``original``; ``other``; ``absent``).
 """
@@ -83,8 +85,14 @@ def break_weights(path: str, run_id: str, fault_id: str) -> dict:
     truncated = {"bytes": len(truncated_bytes), "sha256": hashlib.sha256(truncated_bytes).hexdigest()}
     mark = {"run_id": run_id, "fault_id": fault_id, "path": str(p), "aside": str(aside), "original": original,
             "truncated": truncated}
-    _write_atomically(mark_path(p), json.dumps(mark, indent=1).encode())
-    _write_atomically(p, truncated_bytes)
+    try:
+        _write_atomically(mark_path(p), json.dumps(mark, indent=1).encode())
+        _write_atomically(p, truncated_bytes)
+    except BaseException:  # a half-done attempt (the mark, not the swap): cleaned, so no later run is locked out
+        if state(p, mark) == "original":
+            mark_path(p).unlink(missing_ok=True)
+            aside.unlink(missing_ok=True)
+        raise
     return mark
 
 
@@ -111,6 +119,14 @@ def restore(path: str, run_id: str | None) -> dict:
         return {"restored": False, "state": state(path, mark),
                 "why": f"the mark names run {mark.get('run_id')!r}, not this one: left as it is"}
     now = state(path, mark)
+    if now == "original" and digest(mark["aside"]) == mark["original"]:  # never swapped (a crash between the mark
+        # and the swap), or someone put the original back: nothing to undo; the mark and the aside would only lock
+        # out every later run
+        Path(mark["aside"]).unlink(missing_ok=True)
+        mark_path(path).unlink(missing_ok=True)
+        return {"restored": False, "state": now, "cleared": True,
+                "why": "the weights read as the original (never swapped, or put back by someone else): nothing to "
+                       "undo; the mark and the aside removed"}
     if now != "truncated":
         return {"restored": False, "state": now, "why": f"the weights read as {now}, not the fault's truncated copy: "
                 "someone else changed them; left as they are (the aside and the mark too)"}
@@ -129,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path")
     ap.add_argument("--run", default="")
     ap.add_argument("--fault", default="")
+    ap.add_argument("--any-run", action="store_true", help="restore: any run's mark (availproof recover)")
     a = ap.parse_args(argv)
     if a.path == NODE_DEFAULT:  # the stream target's default file, where this runs (the node, the pod)
         from serve_apps import stream_weights
@@ -138,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.action == "break":
             out = break_weights(a.path, a.run, a.fault)
         elif a.action == "restore":
-            out = restore(a.path, a.run)
+            out = restore(a.path, None if a.any_run else a.run)
         else:
             out = {"state": state(a.path), "mark": read_mark(a.path)}
     except RuntimeError as e:

@@ -15,9 +15,11 @@ before the injection, first seen STARTING or RUNNING in the window. Each start e
   when no sample said its status); ``statuses``: every status seen, in order.
 - ``others_kept_serving``: every replica of the deployment running before the injection but the killed one was
   RUNNING in every sample from the injection to the weights' restore (null when no sample knew the ids).
-- ``weights_restored_s``: the restore's instant (the heal's end mark), from the injection; null when not in the window.
+- ``weights_restored_s``: the restore's instant (the heal's end mark), from the injection; null when not in the window,
+  or when the heal did not restore them (the fault's ``weights_restored.restored`` not true: someone else's file
+  left, a pod gone, nothing recorded), with its reason.
 - ``time_to_first_success_s``: from the weights' restore to the first sample with a new replica RUNNING; null with the
-  reason when the weights were never restored in the window, when no new replica ran after it, or when one already ran
+  reason when the weights were never restored in the window (or the heal did not restore them), when no new replica ran after it, or when one already ran
   before it (the fault did not hold the replacement back: its ``first_success_s`` says when, from the injection).
 """
 
@@ -50,6 +52,12 @@ def restart(f: Fault, samples: list[rec.Sample], window_end_ns: int, unmeasurabl
     t0, restored_ns = f.inject_ns, f.heal_end_ns
     if restored_ns is not None and restored_ns >= window_end_ns:
         restored_ns = None
+    outcome = f.detail.get("weights_restored") or {}
+    not_restored = None
+    if restored_ns is not None and outcome.get("restored") is not True:  # the heal ran, the weights did not return
+        not_restored = ("the heal did not restore the weights (" + str(outcome.get("why") or
+                        "the fault recorded no restore outcome") + ")")
+        restored_ns = None
     dep = f.detail.get("deployment")
     known = [s for s in samples if s.controller_ok and s.replica_ids is not None]
     before = [s for s in known if s.t_ns < t0]
@@ -69,7 +77,7 @@ def restart(f: Fault, samples: list[rec.Sample], window_end_ns: int, unmeasurabl
     else:
         why("went_unhealthy", "no sample in the window said the application's status")
     if restored_ns is None:
-        why("weights_restored_s", "the weights were not restored within the fault's window")
+        why("weights_restored_s", not_restored or "the weights were not restored within the fault's window")
     if not before or not window:
         reason = ("no sample before the injection knew the replicas' ids" if not before else
                   "no sample in the window knew the replicas' ids")
@@ -114,7 +122,7 @@ def restart(f: Fault, samples: list[rec.Sample], window_end_ns: int, unmeasurabl
     if first_run is None:
         why("first_success_s", "no new replica RUNNING within the window")
     if restored_ns is None:
-        why("time_to_first_success_s", "the weights were not restored within the fault's window")
+        why("time_to_first_success_s", not_restored or "the weights were not restored within the fault's window")
     elif first_run is not None and first_run < restored_ns:
         why("time_to_first_success_s", f"a replacement was RUNNING {_sec(t0, first_run)} s after the injection, "
             "before the weights were restored: the fault did not hold it back")

@@ -31,7 +31,8 @@ def fail_restart(backend, marker: faults.Marker, zone: str | None = None, outage
     engines, why = orphan_watch.engines_before_kill(backend, r)
     with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
                        {"node": r.node, "pid": r.pid, "deployment": r.deployment, "outage_s": outage_s}) as f:
-        f["weights"] = break_weights(f["fault_id"])  # in the fault first: a kill that fails is still restored
+        # in the fault first (each pod's as it is swapped): a kill, or a later pod's swap, that fails is still restored
+        f["weights"] = break_weights(f["fault_id"], f)
         f["pids"] = do_kill()
         orphan_watch.record_victim(f, r, engines, why)
         faults.prove(backend, marker, f)

@@ -678,3 +678,63 @@ def test_a_zone_losss_replacements_stay_pending_until_the_heal_and_the_check_see
     checks = b2.effect_checks(zone)
     assert [c["ok"] for c in checks] == [False, True, False] and "2 Ready" in checks[0]["seen"]
     assert "a node added after the loss began" in checks[2]["seen"]
+
+
+# ------------------------------------------------------------------ restart-fails' weights in the pods
+def restart_fails_cluster(monkeypatch, fail_break_after=None):
+    """zone-a's two pods (wa-1, wa-2) with the stream target's weights; the break refused in the pods after the
+    first ``fail_break_after`` (as a full disk would)."""
+    s, b, _ = cluster()
+    fake_dashboard(monkeypatch, serve=SERVE)
+    monkeypatch.setattr(b, "_weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
+    real, broken = b.exec, []
+
+    def exec_(pod, script, *a, **k):
+        if "weights_swap break " in script and fail_break_after is not None:
+            if len(broken) >= fail_break_after:
+                return json.dumps({"error": "weights: no space left on device"}) + "\n"
+            broken.append(pod)
+        return real(pod, script, *a, **k)
+    monkeypatch.setattr(b, "exec", exec_)
+    b.run_id = "run-1"
+    return s, b, broken
+
+
+def pod_state(b, pod):
+    return kb.weights.parse(b.exec(pod, kb.weights.swap_script("state", "stream-default", ""), ok_codes=(0, 1)))
+
+
+def test_a_swap_failing_in_one_pod_leaves_the_pods_swapped_before_it_in_the_fault_and_the_rollback_restores_them(
+        monkeypatch):
+    s, b, broken = restart_fails_cluster(monkeypatch, fail_break_after=1)
+    marker = faults.Marker()
+    with pytest.raises(ClusterError, match="the rollback restores them"):
+        fail_restart(b, marker, zone="zone-a", outage_s=None)
+    assert len(broken) == 1 and pod_state(b, broken[0])["state"] == "truncated"
+    f = next(iter(marker.attempted.values()))
+    assert broken[0] in f["weights"]["pods"]
+    faults.heal(b, marker, timeout=1.0)
+    assert f["weights_restored"]["restored"] and f["weights_restored"]["pods"][broken[0]]["state"] == "original"
+    assert pod_state(b, broken[0])["mark"] is None  # no mark left: a later run is not refused
+
+
+def test_recover_puts_back_any_runs_weights_in_the_pods_and_lists_them_as_leftovers_until_then(monkeypatch):
+    s, b, _ = restart_fails_cluster(monkeypatch)
+    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=None)  # the run killed before its restore
+    swapped = sorted(f["weights"]["pods"])
+    assert swapped == ["wa-1", "wa-2"]
+    b.run_id = "run-2"  # a later `availproof recover`
+    left = kb.weights.leftover_pods(b)
+    assert sorted(x["pod"] for x in left) == swapped and {x["run_id"] for x in left} == {"run-1"}
+    assert {x["state"] for x in left} == {"truncated"}
+    done = kb.weights.recover_pods(b)
+    assert sorted(d["pod"] for d in done) == swapped and all(d["restored"] for d in done)
+    assert kb.weights.leftover_pods(b) == [] and kb.weights.recover_pods(b) == []
+
+
+def test_a_restore_at_the_outage_is_not_overwritten_by_the_rollbacks_on_kuberay(monkeypatch):
+    s, b, _ = restart_fails_cluster(monkeypatch)
+    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=0.0)
+    assert f["weights_restored"]["restored"]
+    f["weights_restored"] = b.restore_weights(f)  # the rollback's second call (prepare.heal)
+    assert f["weights_restored"]["restored"]

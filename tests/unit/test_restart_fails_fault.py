@@ -21,6 +21,7 @@ def details(import_path, args):
 
 @pytest.fixture
 def stream_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("AVAILPROOF_HOME", str(tmp_path / "rig-home"))  # the rig's registry of swapped files
     path = str(tmp_path / "weights.bin")
     stream_weights.provision(path)
     monkeypatch.setattr(weights.ray_dashboard, "serve_details",
@@ -91,7 +92,8 @@ def test_without_an_outage_the_rollback_restores_only_what_is_still_the_faults(s
     open(stream_file, "wb").write(stream_weights.content())  # someone else put weights back meanwhile
     out = weights.restore(b, f)
     assert not out["restored"] and out["state"] == "original"  # it reads as the original: nothing undone
-    assert weights_swap.read_mark(stream_file)["run_id"] == "run-1"  # the mark and aside kept, said
+    assert out["cleared"] and weights_swap.read_mark(stream_file) is None  # nothing to undo: the mark and aside gone
+    assert open(stream_file, "rb").read() == stream_weights.content()  # theirs kept
 
 
 def test_weights_that_cannot_be_read_before_the_fault_refuse_it(stream_file):
@@ -114,3 +116,23 @@ def test_recover_puts_back_a_killed_runs_weights(stream_file):
     out = weights.recover(Backend())
     assert out["restored"] and stream_weights.load(stream_file) and f["weights"]["run_id"] == "run-1"
     assert weights.recover(Backend()) is None  # nothing left
+    assert list(weights.registry_dir().iterdir()) == []  # the registry's entry gone with it
+
+
+def test_recover_finds_a_killed_runs_weights_though_another_app_is_deployed_now(stream_file, tmp_path, monkeypatch):
+    fail_restart(Backend(), faults.Marker(), zone="zone-a", outage_s=None)  # the run killed before its restore
+    other = str(tmp_path / "other.bin")
+    stream_weights.provision(other)
+    monkeypatch.setattr(weights.ray_dashboard, "serve_details",  # another app (another weights file) deployed since
+                        lambda url, timeout=5.0: details("serve_apps.stream_target:app_builder", {"weights_path": other}))
+    out = weights.recover(Backend())
+    assert out["restored"] and stream_weights.load(stream_file) and list(out["files"]) == [stream_file]
+    assert list(weights.registry_dir().iterdir()) == []
+
+
+def test_a_restore_at_the_outage_is_not_overwritten_by_the_rollbacks(stream_file):
+    b = Backend()
+    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=0.1)
+    assert f["weights_restored"]["restored"] and list(weights.registry_dir().iterdir()) == []
+    f["weights_restored"] = b.restore_weights(f)  # what the backends' heal does for every restart-fails fault
+    assert f["weights_restored"]["restored"] and f["weights_restored"]["unreadable_until_restore"]

@@ -34,14 +34,30 @@ def timeline(events: dict[float, tuple], end=60.0, period=0.5, status_at=None):
     return out
 
 
-def fault(heal_t=40.0):
+RESTORED = {"restored": True, "state": "original", "why": None, "unreadable_until_restore": True}
+
+
+def fault(heal_t=40.0, restored=RESTORED):
     return Fault("restart-fails-1", "restart-fails", "r1", ["zone-a"], T0 + 10 * NS,
-                 heal_end_ns=None if heal_t is None else T0 + int(heal_t * NS), detail={"deployment": DEP})
+                 heal_end_ns=None if heal_t is None else T0 + int(heal_t * NS),
+                 detail={"deployment": DEP, "weights_restored": restored})
 
 
-def analyse(samples, heal_t=40.0, end=60.0):
+def analyse(samples, heal_t=40.0, end=60.0, restored=RESTORED):
     why: dict[str, str] = {}
-    return restart_mod.restart(fault(heal_t), samples, T0 + int(end * NS), why), why
+    return restart_mod.restart(fault(heal_t, restored), samples, T0 + int(end * NS), why), why
+
+
+def test_a_heal_that_did_not_restore_the_weights_nulls_their_instant_and_the_time_to_success():
+    events = {12.0: ((), ("x1",)), 15.0: ((), ()), 41.0: ((), ("x2",)), 44.0: (("x2",), ())}
+    left = {"restored": False, "state": "other", "why": "the weights read as other, not the fault's truncated copy"}
+    for restored in (left, None):
+        out, why = analyse(timeline(events), restored=restored)
+        assert out["weights_restored_s"] is None and out["time_to_first_success_s"] is None
+        assert out["first_success_s"] == 34.0  # what was seen is still said
+        for name in ("weights_restored_s", "time_to_first_success_s"):
+            assert why[f"restart.{name}"].startswith("the heal did not restore the weights (")
+        assert (restored is None) or "read as other" in why["restart.weights_restored_s"]
 
 
 def test_one_failed_start_then_success_after_the_restore():
@@ -118,7 +134,8 @@ def test_the_whole_runs_summary_has_the_restart_entry_and_validates(tmp_path):
 
     def m(event, t, detail=None):
         return rec.FaultMark(event=event, fault_id="restart-fails-1", scope="restart-fails", target="r1",
-                             t_ns=T0 + int(t * NS), zones=["zone-a"], detail=detail or {"deployment": DEP})
+                             t_ns=T0 + int(t * NS), zones=["zone-a"],
+                             detail=detail or {"deployment": DEP, "weights_restored": RESTORED})
 
     marks = [m(rec.INJECT_START, 10.0), m(rec.INJECT_END, 10.2), m(rec.HEAL_START, 39.9), m(rec.HEAL_END, 40.0)]
     samples = timeline({12.0: ((), ("x1",)), 15.0: ((), ()), 41.0: ((), ("x2",)), 44.0: (("x2",), ())})

@@ -3,6 +3,7 @@
 as the rig's (serve_apps.weights_swap)."""
 
 import json
+import os
 
 import pytest
 
@@ -72,3 +73,35 @@ def test_a_second_break_is_refused_and_the_cli_says_json(weights, capsys):
     assert weights_swap.main(["restore", weights, "--run", "run-1"]) == 0
     assert json.loads(capsys.readouterr().out)["restored"] is True
     assert weights_swap.restore(weights, "run-1")["why"].startswith("no restart-fails mark")
+
+
+def test_a_crash_between_the_mark_and_the_swap_does_not_lock_out_later_runs(weights):
+    """The mark and the aside written, the file never swapped (the run killed there): restore clears them."""
+    mark = weights_swap.break_weights(weights, "run-1", "f1")
+    weights_swap.restore(weights, "run-1")
+    import shutil
+
+    shutil.copy2(weights, mark["aside"])  # the state a crash after the mark, before the swap, leaves
+    open(weights_swap.mark_path(weights), "w").write(json.dumps(mark))
+    assert weights_swap.state(weights) == "original"
+    out = weights_swap.restore(weights, None)
+    assert not out["restored"] and out["cleared"] and out["state"] == "original" and "nothing to undo" in out["why"]
+    assert weights_swap.read_mark(weights) is None and not os.path.exists(mark["aside"])
+    weights_swap.break_weights(weights, "run-2", "f2")  # a later run is not refused
+    assert weights_swap.state(weights) == "truncated"
+
+
+def test_a_break_that_fails_after_its_mark_cleans_its_own_attempt(weights, monkeypatch):
+    real, calls = os.replace, []
+
+    def failing(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:  # the swap's rename, after the mark's
+            raise OSError("disk full")
+        real(src, dst)
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError):
+        weights_swap.break_weights(weights, "run-1", "f1")
+    monkeypatch.setattr(os, "replace", real)
+    assert weights_swap.read_mark(weights) is None
+    assert not os.path.exists(f"{weights}.availproof-aside-f1")

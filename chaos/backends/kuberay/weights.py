@@ -18,6 +18,7 @@ import shlex
 from chaos import ray_dashboard
 from chaos.backends import weights_source
 from chaos.errors import ClusterError, UsageError
+from serve_apps import weights_swap
 
 SWAP = "python -m serve_apps.weights_swap"
 
@@ -25,6 +26,13 @@ SWAP = "python -m serve_apps.weights_swap"
 def swap_script(action: str, path: str, run_id: str, fault_id: str = "") -> str:
     return (f": availproof-restart-fails; {SWAP} {action} {shlex.quote(path)} --run {shlex.quote(run_id)}"
             f" --fault {shlex.quote(fault_id)}")
+
+
+def restore_any_script(path: str = weights_swap.NODE_DEFAULT) -> str:
+    """The exec that puts back any run's swapped weights at ``path`` in a pod (``availproof recover``): only where
+    a restart-fails mark is left and the file still reads as its truncated copy (a mark whose file reads as the
+    original is cleared)."""
+    return f": availproof-restart-fails; {SWAP} restore {shlex.quote(path)} --any-run"
 
 
 def parse(out: str) -> dict:
@@ -64,23 +72,37 @@ class RestartWeights:
                 raise ClusterError(f"restart-fails: pod {pod}: the weights {seen.get('path') or w['path']} read as "
                                    f"{seen.get('state')}{' with a mark left' if seen.get('mark') else ''}: refused")
 
-        def swap(fault_id: str) -> dict:
-            marks = {}
+        def swap(fault_id: str, fault: dict | None = None) -> dict:
+            """Each pod's swap recorded as it is done, into ``fault["weights"]`` when given (set before the first
+            exec): a swap that fails part way leaves the pods swapped before it in the fault, for the rollback."""
+            done = {"app": w["app"], "path": w["path"], "where": f"zone {r.zone}'s pods", "pods": {}}
+            if fault is not None:
+                fault["weights"] = done
             for pod in pods:
-                out = parse(self.exec(pod, swap_script("break", w["path"], self.run_id, fault_id), ok_codes=(0, 1)))
-                marks[pod] = out
+                try:
+                    out = parse(self.exec(pod, swap_script("break", w["path"], self.run_id, fault_id),
+                                          ok_codes=(0, 1)))
+                except Exception as e:  # noqa: BLE001 - the exec failed: whether the pod was swapped is unknown
+                    out = {"error": f"{type(e).__name__}: {e}"[:200], "unknown": True}
+                done["pods"][pod] = out
                 if "error" in out:
                     raise ClusterError(f"restart-fails: pod {pod}: {out['error']} (pods swapped before it: "
-                                       f"{[p for p in marks if p != pod]}; the rollback restores them)")
-            return {"app": w["app"], "path": w["path"], "where": f"zone {r.zone}'s pods", "pods": marks}
+                                       f"{[p for p in done['pods'] if p != pod]}; recorded in the fault: the "
+                                       "rollback restores them)")
+            return done
         return swap
 
     def restore_weights(self, fault: dict) -> dict:
         """The original put back in each pod the fault swapped, where it still reads as this run's fault left it
         (one exec each); a pod gone took its copy with it."""
+        first = fault.get("weights_restored") or {}
+        if first.get("restored") is True:  # restored at the outage: the rollback's second call keeps that outcome
+            return first
         w = fault.get("weights") or {}
         out = {}
-        for pod in (w.get("pods") or {}):
+        for pod, swapped in (w.get("pods") or {}).items():
+            if "error" in swapped and not swapped.get("unknown"):  # its swap refused: nothing of this run's there
+                continue
             try:
                 out[pod] = parse(self.exec(pod, swap_script("restore", w["path"], self.run_id), ok_codes=(0, 1)))
             except Exception as e:  # noqa: BLE001 - ApiException or ExecError: the pod gone (its copy with it)
@@ -122,3 +144,47 @@ def effect(self, fault: dict) -> list[dict]:
 
     return self.weights_checks(fault) + proofs.replica(self, fault)
 
+
+
+def weights_paths(backend) -> list[str]:
+    """The weights files a restart-fails fault may have swapped in the pods: the stream target's default file, and
+    the deployed app's own when it names one (nothing deployed, or vLLM's read-only volume: the default alone)."""
+    from serve_apps.config import APP_NAME
+
+    try:
+        details = ray_dashboard.serve_details(backend.dashboard_url) or {}
+        w = weights_source.of_app((details.get("applications") or {}).get(APP_NAME) or {})
+    except UsageError:
+        return [weights_swap.NODE_DEFAULT]
+    return list(dict.fromkeys([weights_swap.NODE_DEFAULT] + ([w["path"]] if w["app"] == "stream" else [])))
+
+
+def leftover_pods(backend) -> list[dict]:
+    """Every worker pod whose weights file has a restart-fails mark left (any run's): ``{"pod", "path", "state",
+    "run_id", "fault_id"}`` each (one exec per pod and file; a pod that cannot be asked is skipped)."""
+    out = []
+    for pod in backend.nodes_in():
+        for path in weights_paths(backend):
+            try:
+                seen = parse(backend.exec(pod, swap_script("state", path, ""), ok_codes=(0, 1)))
+            except Exception:  # noqa: BLE001 - ApiException or ExecError: the pod gone (its copy with it)
+                continue
+            mark = seen.get("mark")
+            if mark:
+                out.append({"pod": pod, "path": seen.get("path") or path, "state": seen.get("state"),
+                            "run_id": mark.get("run_id"), "fault_id": mark.get("fault_id")})
+    return out
+
+
+def recover_pods(backend) -> list[dict]:
+    """``availproof recover`` on KubeRay: any run's swapped weights put back in every worker pod where a mark is
+    left and the file still reads as the rig's truncated copy (:func:`restore_any_script`); what was done in each
+    pod that had a mark (``{"pod", "path", "restored", "state", "why"}``), [] when none had."""
+    out = []
+    for left in leftover_pods(backend):
+        try:
+            done = parse(backend.exec(left["pod"], restore_any_script(left["path"]), ok_codes=(0, 1)))
+        except Exception as e:  # noqa: BLE001 - ApiException or ExecError: the pod gone (its copy with it)
+            done = {"restored": False, "state": None, "why": f"{type(e).__name__}: {e}"[:200]}
+        out.append({"pod": left["pod"], "path": left["path"], **done})
+    return out

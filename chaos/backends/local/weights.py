@@ -9,6 +9,9 @@ what a replacement meets when a shared model store fails. Each function takes th
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Callable
 
 from chaos import ray_dashboard
@@ -34,28 +37,67 @@ def weights_file(b) -> dict:
     return w
 
 
+def registry_dir() -> Path:
+    """Where the rig records each file a restart-fails fault swaps (``$AVAILPROOF_HOME/restart-fails``, default
+    ``~/.availproof``): what ``availproof recover`` walks, whatever app is deployed by then."""
+    return Path(os.environ.get("AVAILPROOF_HOME", Path.home() / ".availproof")) / "restart-fails"
+
+
+def registry_entry(run_id: str, fault_id: str) -> Path:
+    return registry_dir() / f"{run_id or 'no-run'}-{fault_id}.json"
+
+
+def registered_paths() -> dict[str, list[Path]]:
+    """The weights files the registry names (path: its entries)."""
+    out: dict[str, list[Path]] = {}
+    for entry in sorted(registry_dir().glob("*.json")):
+        try:
+            out.setdefault(json.loads(entry.read_text())["path"], []).append(entry)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
 def breaker(b, r) -> Callable[[str], dict]:
     """Everything but the swap done (the file found and read); the callable swaps it (its mark: what the heal
-    needs), for fault ``fault_id``."""
+    needs), for fault ``fault_id``. The file is recorded in the rig's registry (:func:`registry_dir`) before the
+    swap, and the entry removed again if the swap did not happen."""
     w = weights_file(b)
 
-    def swap(fault_id: str) -> dict:
-        mark = weights_swap.break_weights(w["path"], b.run_id or "", fault_id)
+    def swap(fault_id: str, fault: dict | None = None) -> dict:  # one file: swapped whole, or not (it cleans itself)
+        entry = registry_entry(b.run_id or "", fault_id)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text(json.dumps({"path": w["path"], "run_id": b.run_id or "", "fault_id": fault_id}))
+        try:
+            mark = weights_swap.break_weights(w["path"], b.run_id or "", fault_id)
+        except BaseException:
+            entry.unlink(missing_ok=True)
+            raise
         return {**mark, "app": w["app"], "where": "this machine (every local node)"}
     return swap
 
 
 def restore(b, fault: dict) -> dict:
-    """The original put back where it still reads as this run's fault left it; what was done (and why not)."""
+    """The original put back where it still reads as this run's fault left it; what was done (and why not). A
+    fault already restored (its outage's restore) keeps that outcome: the rollback's second call does not overwrite
+    it. The registry's entry is removed once nothing of the fault's is left (restored, or its mark cleared)."""
+    first = fault.get("weights_restored") or {}
+    if first.get("restored") is True:
+        return first
     w = fault.get("weights") or {}
     if not w.get("path"):
         return {"restored": False, "state": None, "why": "the fault recorded no weights file: nothing swapped"}
-    return weights_swap.restore(w["path"], b.run_id or "")
+    out = weights_swap.restore(w["path"], b.run_id or "")
+    if out.get("restored") or out.get("cleared"):
+        registry_entry(b.run_id or "", w.get("fault_id") or fault.get("fault_id") or "").unlink(missing_ok=True)
+    return out
 
 
 def recover(b) -> dict | None:
-    """``availproof recover``: the app's weights put back where a restart-fails mark of any run is left next to them
-    and they still read as its truncated copy; None when the app's weights cannot be told (nothing deployed)."""
+    """``availproof recover``: every weights file the rig's registry names (any run's) and the deployed app's, put
+    back where a restart-fails mark of any run is left next to it and it still reads as its truncated copy;
+    ``{"restored": all were, "files": {path: what was done}}``, None when no such file has a mark. A registry entry
+    is removed once its file has no mark left."""
     try:
         from serve_apps.config import APP_NAME
 
@@ -63,8 +105,18 @@ def recover(b) -> dict | None:
         w = weights_source.of_app((details.get("applications") or {}).get(APP_NAME) or {})
     except UsageError:
         w = {"path": weights_source.NODE_DEFAULT}  # nothing deployed: the stream target's default file still
-    path = stream_weights.default_path() if w["path"] == weights_source.NODE_DEFAULT else w["path"]
-    return weights_swap.restore(path, None) if weights_swap.read_mark(path) else None
+    current = stream_weights.default_path() if w["path"] == weights_source.NODE_DEFAULT else w["path"]
+    entries = registered_paths()
+    files = {}
+    for path in dict.fromkeys([*entries, current]):
+        if weights_swap.read_mark(path):
+            files[path] = weights_swap.restore(path, None)
+        if weights_swap.read_mark(path) is None:
+            for entry in entries.get(path, []):
+                entry.unlink(missing_ok=True)
+    if not files:
+        return None
+    return {"restored": all(o.get("restored") or o.get("cleared") for o in files.values()), "files": files}
 
 
 def checks(b, fault: dict) -> list[dict]:
