@@ -217,15 +217,26 @@ def marked_fault(scope: str | None) -> str:
     return fault if fault in HELD else "wedge"
 
 
-def held_request(fault: str, run_id: str | None, factor: float | None = None) -> str:
+SLOW_HOLD_MARGIN_S = 30.0  # a slow engine lets go by itself this long after the fault's duration (the rig died)
+
+
+def slow_hold_s(duration_s: float) -> float:
+    """How long at most an engine holds engine-slow (the request's ``hold_s``): its duration and
+    :data:`SLOW_HOLD_MARGIN_S`; the rig ends it at its duration, the engine itself past this."""
+    return float(duration_s) + SLOW_HOLD_MARGIN_S
+
+
+def held_request(fault: str, run_id: str | None, factor: float | None = None, hold_s: float | None = None) -> str:
     """What the rig leaves an engine before the signal so that the signal makes it hold ``fault`` (garbage, stall,
     or slow with its ``factor``) for this run (one line of JSON, read by
-    :func:`serve_apps.engine_faults.take_request`)."""
+    :func:`serve_apps.engine_faults.take_request`); ``hold_s``: how long at most the engine holds it (it then
+    removes its mark and lets go by itself; slow's is :func:`slow_hold_s`), None: until the mark is removed."""
     if fault not in HELD:
         raise UsageError(f"an engine holds one of {', '.join(HELD)}, not {fault!r}")
+    limit = {} if hold_s is None else {"hold_s": round(float(hold_s), 3)}
     if fault == "slow":
-        return json.dumps({"fault": fault, "run": run_id, "factor": slow_factor(factor)}) + "\n"
-    return json.dumps({"fault": fault, "run": run_id}) + "\n"
+        return json.dumps({"fault": fault, "run": run_id, "factor": slow_factor(factor), **limit}) + "\n"
+    return json.dumps({"fault": fault, "run": run_id, **limit}) + "\n"
 
 
 def slow_factor(factor: Any) -> float:

@@ -34,13 +34,14 @@ IN_POD_LEFTOVERS: list[tuple[str, Callable, Callable]] = [
 class Leftovers:
     """``leftovers`` and ``remove_leftovers``."""
 
-    def leftovers(self) -> list[dict]:
+    def leftovers(self, in_pods: bool = True) -> list[dict]:
         """Every object or change of the rig's still in place, whatever run left it: partition helper pods,
         nft tables recorded on nodes (their helper alive or not), partition NetworkPolicies, Ray pods labelled
         for a partition, engines stopped (SIGSTOP), Jobs of load workers (by their pods), nodes cordoned for a
         zone loss, device plugins paused for an accelerator loss, a ``cluster`` upgrade's record (its pending
         RayCluster), and what the Ray pods' own files hold (:data:`IN_POD_LEFTOVERS`: held engine faults' marks and
-        requests never taken, ``EngineMark``). Each: {"kind", "name", "namespace", "run_id", "zone", "what", "expires"} (``expires``: the
+        requests never taken, ``EngineMark``; one exec per Ray pod, left out without ``in_pods``: a preparation
+        whose faults need no exec, not reviewed for it, does not look there). Each: {"kind", "name", "namespace", "run_id", "zone", "what", "expires"} (``expires``: the
         mark's deadline, None when it has none)."""
         out = []
         for p in self._helpers():
@@ -90,8 +91,8 @@ class Leftovers:
                                 mark.get("expires")))
         out += self._accelerator_leftovers(self._nodes())  # device plugins an accelerator loss paused
         out += self._upgrade_leftovers()
-        for _kind, find, _undo in IN_POD_LEFTOVERS:  # inside the Ray pods: engine marks (and what plugs in)
-            out += find(self)
+        for _kind, find, _undo in IN_POD_LEFTOVERS if in_pods else ():  # inside the Ray pods: engine marks (and
+            out += find(self)  # what plugs in)
         return out
 
     def remove_leftovers(self, found: list[dict] | None = None, keep_going: bool = False) -> dict:

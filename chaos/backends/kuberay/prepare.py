@@ -28,7 +28,9 @@ class Preparation:
         planned = list(faults or [])
         scopes = ({scope} | {f.get("scope") for f in planned}) - {None}
         self.preflight_access(scopes)
-        left = self.leftovers()
+        # inside the Ray pods too (held engine faults' marks) when this run may exec: its scopes' faults need it
+        may_exec = any(a.subresource == "exec" for a in kube_access.needed(scopes, self.partition_method))
+        left = self.leftovers(in_pods=may_exec)
         stale = [x for x in left if km.expired(x.get("expires"))]
         if stale:  # past their deadline: no live run owns them (a crashed one's), undone here
             self.remove_leftovers(stale)

@@ -91,9 +91,10 @@ class Wedges:
         """As :meth:`wedge_engine`, the request to admit nothing new for this run."""
         return self.arm_engine(r, "stall", engine_faults.held_request("stall", self.run_id), "hold stall")
 
-    def slow_engine(self, r, factor: float):
-        """As :meth:`wedge_engine`, the request to slow every step ``factor`` times for this run."""
-        return self.arm_engine(r, "slow", engine_faults.held_request("slow", self.run_id, factor), "hold slow")
+    def slow_engine(self, r, factor: float, hold_s: float | None = None):
+        """As :meth:`wedge_engine`, the request to slow every step ``factor`` times for this run (the engine letting
+        go by itself past ``hold_s``)."""
+        return self.arm_engine(r, "slow", engine_faults.held_request("slow", self.run_id, factor, hold_s), "hold slow")
 
     def arm_engine(self, r, fault: str, request: str, what: str):
         """The engines checked (one exec); the returned callable leaves ``request`` and signals (one exec)."""
