@@ -303,8 +303,11 @@ def held_checks(fault: str, pids: Sequence, marks: Mapping[Any, str | None], sta
 
 
 def _slower(pids: Sequence, names: str, marks: Mapping[Any, str | None]) -> dict[str, Any]:
-    """slow's proof of effect: each engine's mean step since the fault at least half its factor times the mean step
-    before (the engine's own clock, the sleep included; both measured, else not proven)."""
+    """slow's proof that the hook acted: each engine's mean step since the fault at least half its factor times the
+    mean step before (the engine's own clock; both measured, else not proven). Nearly tautological by design: the
+    step time since includes the sleep the hook itself adds, so it proves the hook took the fault and slept in the
+    engine's steps, not that the engine's work or a client's tokens slowed (the run's straggler figures, from the
+    client's side, say that)."""
     seen, ok = [], bool(pids)
     for p in pids:
         factor, times = mark_field(marks.get(p), "factor"), slowed_by(marks.get(p))
@@ -316,7 +319,9 @@ def _slower(pids: Sequence, names: str, marks: Mapping[Any, str | None]) -> dict
         ok = ok and ratio >= factor / 2
         seen.append(f"{p} step {times[0] * 1000:.2f} ms before, {times[1] * 1000:.2f} ms since: "
                     f"x{ratio:.2f} (factor {factor:g})")
-    return _check(f"engine process(es) {names} steps at least half their factor slower than before", ok,
+    return _check(f"the engine's hook slowed its steps: engine process(es) {names} mean step since at least half the "
+                  f"factor times the one before, by the engine's own clock (the hook's sleep included: it shows the "
+                  f"hook acting, not that a client saw slower tokens)", ok,
                   ", ".join(seen) or "no engine was named")
 
 
