@@ -71,7 +71,8 @@ the steps since; garbage shifts the token ids of every step's outputs, a stall m
 manager refuse every request not yet started. Both end when the rig removes the mark (:func:`let_go`). A request
 naming ``slow`` and a ``factor`` F (``engine-slow``, an even straggler) makes the step wrapper sleep (F - 1) times
 each step's measured duration after it (:class:`serve_apps.held_faults.Slowdown`); its mark carries the mean step
-duration before (:data:`RECENT`) and since; the rig removes it after the fault's duration.
+duration before (:data:`RECENT`) and since; the rig removes it after the fault's duration, and the engine itself
+once past the request's ``hold_s`` (the duration and a margin: a rig that died ends nothing).
 
 **The step's heartbeat** (for the progress watchdog v2, :mod:`serve_apps.watchdog_v2`): the same step
 wrapper marks each step's start and end in the engine's heartbeat file (:mod:`serve_apps.heartbeat`, a
@@ -256,7 +257,7 @@ def hold(core, request: dict, pid: int | None = None) -> bool:
             return False
         slowdown = held_faults.Slowdown(factor, RECENT.mean)
     held = held_faults.Held(fault, request.get("run"), mark_path(fault, os.getpid() if pid is None else pid),
-                            detail=slowdown.detail if slowdown else None)
+                            detail=slowdown.detail if slowdown else None, hold_s=held_faults.hold_seconds(request))
     if not held.start():
         return False
     if fault == STALL:
@@ -282,7 +283,8 @@ def let_go(core) -> None:
                 held_faults.open_admission(core.scheduler.kv_cache_manager)
             if fault == SLOW:
                 SLOWING.clear()
-            logger.error("availproof: the engine no longer holds %s (its mark removed)", fault)
+            logger.error("availproof: the engine no longer holds %s (%s)", fault,
+                         "past its deadline: its mark removed by the engine" if held.expired() else "its mark removed")
 
 
 def executed(result) -> bool:

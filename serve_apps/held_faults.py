@@ -25,8 +25,10 @@ What each does on **vLLM** (the hook wraps ``EngineCore.step``, :mod:`serve_apps
   step's measured duration, so every step takes F times as long, evenly (the straggler of power or thermal capping,
   a degraded link, a noisy neighbour; ``engine-stutter``'s SIGSTOP duty cycle is the bimodal one). Its mark says the
   factor, ``base_s`` (the mean duration of the engine's steps before, :class:`Recent`) and ``step_s`` (the mean
-  since, the sleep included: the engine's own measure that the fault took effect). Unlike garbage and stall the rig
-  ends it itself after its duration (the mark removed while it names the run).
+  since, the sleep included: the engine's own measure that its hook slowed its steps). Unlike garbage and stall the
+  rig ends it itself after its duration (the mark removed while it names the run), and its request says ``hold_s``
+  (the duration and a margin): past it the engine removes the mark and lets go by itself, so a rig that died
+  mid-fault leaves no straggler behind (the mark says ``until``, the engine's wall clock).
 
 On the **stream target** its engine child holds the same marks and says so through its pipe
 (:mod:`serve_apps.stream_engine`).
@@ -68,12 +70,24 @@ def write_atomically(path: str, text: str) -> bool:
 MARK_WIDTH = 240  # a held fault's mark is this many bytes and a newline, rewritten in place (never recreated)
 
 
-def mark_text(run: Any, began: float, steps: int, detail: dict | None = None) -> str:
-    """A held fault's mark: the run it belongs to, when it began (wall clock), the engine's steps since and the
-    fault's own ``detail`` (slow: its factor and step times), padded to :data:`MARK_WIDTH` (so a rewrite in place
-    leaves no tail of an older one)."""
+def mark_text(run: Any, began: float, steps: int, detail: dict | None = None, until: float | None = None) -> str:
+    """A held fault's mark: the run it belongs to, when it began (wall clock), the engine's steps since, ``until``
+    (the wall-clock time the engine lets it go by itself, when the request set one) and the fault's own ``detail``
+    (slow: its factor and step times), padded to :data:`MARK_WIDTH` (so a rewrite in place leaves no tail of an
+    older one)."""
     return json.dumps({"run": run, "t": round(began, 3), "steps": int(steps),
+                       **({} if until is None else {"until": round(until, 3)}),
                        **(detail or {})}).ljust(MARK_WIDTH) + "\n"
+
+
+def hold_seconds(request: dict) -> float | None:
+    """How long at most the engine holds the fault a request names (``hold_s``: a positive number; the rig sets it
+    for slow, its duration and a margin, so a fault the rig never ends, because it died, ends by itself), else None
+    (held until the mark is removed)."""
+    s = request.get("hold_s")
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 < s < float("inf"):
+        return None
+    return float(s)
 
 
 def rewrite(path: str, text: str) -> bool:
@@ -101,30 +115,45 @@ class Held:
     own figures, or None); a mark that is gone ends the fault. ``clock`` is a seam for tests."""
 
     def __init__(self, fault: str, run: Any, path: str, look_s: float = LOOK_S,
-                 clock: Callable[[], float] = time.monotonic, detail: Callable[[], dict] | None = None):
+                 clock: Callable[[], float] = time.monotonic, detail: Callable[[], dict] | None = None,
+                 hold_s: float | None = None):
         self.fault, self.run, self.path, self.detail = fault, run, path, detail
         self.look_s, self.clock = look_s, clock
         self.began = time.time()
         self.steps = 0
         self.looked = clock()
+        # past this (``clock``) the engine lets the fault go by itself, its mark removed: a rig that died ends nothing
+        self.deadline = None if hold_s is None else self.looked + hold_s
+        self.until = None if hold_s is None else self.began + hold_s  # the same, wall clock, for the mark
 
     def start(self) -> bool:
         """Write the mark (False: it could not be: the fault is not held, its proof then fails)."""
         return write_atomically(self.path, self.text())
 
     def text(self) -> str:
-        return mark_text(self.run, self.began, self.steps, self.detail() if self.detail else None)
+        return mark_text(self.run, self.began, self.steps, self.detail() if self.detail else None, self.until)
 
     def step(self) -> None:
         self.steps += 1
 
     def holding(self) -> bool:
-        """Whether the fault still holds (its mark there); looks, and rewrites it, at most every ``look_s``."""
+        """Whether the fault still holds (its mark there, its deadline not passed); looks, and rewrites it, at most
+        every ``look_s``. Past its deadline the engine removes the mark itself and lets go."""
         now = self.clock()
         if now - self.looked < self.look_s:
             return True
         self.looked = now
+        if self.expired(now):
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            return False
         return rewrite(self.path, self.text())
+
+    def expired(self, now: float | None = None) -> bool:
+        """Past the deadline the request set (never, without one)."""
+        return self.deadline is not None and (self.clock() if now is None else now) >= self.deadline
 
 
 def slow_factor(request: dict) -> float | None:

@@ -217,15 +217,26 @@ def marked_fault(scope: str | None) -> str:
     return fault if fault in HELD else "wedge"
 
 
-def held_request(fault: str, run_id: str | None, factor: float | None = None) -> str:
+SLOW_HOLD_MARGIN_S = 30.0  # a slow engine lets go by itself this long after the fault's duration (the rig died)
+
+
+def slow_hold_s(duration_s: float) -> float:
+    """How long at most an engine holds engine-slow (the request's ``hold_s``): its duration and
+    :data:`SLOW_HOLD_MARGIN_S`; the rig ends it at its duration, the engine itself past this."""
+    return float(duration_s) + SLOW_HOLD_MARGIN_S
+
+
+def held_request(fault: str, run_id: str | None, factor: float | None = None, hold_s: float | None = None) -> str:
     """What the rig leaves an engine before the signal so that the signal makes it hold ``fault`` (garbage, stall,
     or slow with its ``factor``) for this run (one line of JSON, read by
-    :func:`serve_apps.engine_faults.take_request`)."""
+    :func:`serve_apps.engine_faults.take_request`); ``hold_s``: how long at most the engine holds it (it then
+    removes its mark and lets go by itself; slow's is :func:`slow_hold_s`), None: until the mark is removed."""
     if fault not in HELD:
         raise UsageError(f"an engine holds one of {', '.join(HELD)}, not {fault!r}")
+    limit = {} if hold_s is None else {"hold_s": round(float(hold_s), 3)}
     if fault == "slow":
-        return json.dumps({"fault": fault, "run": run_id, "factor": slow_factor(factor)}) + "\n"
-    return json.dumps({"fault": fault, "run": run_id}) + "\n"
+        return json.dumps({"fault": fault, "run": run_id, "factor": slow_factor(factor), **limit}) + "\n"
+    return json.dumps({"fault": fault, "run": run_id, **limit}) + "\n"
 
 
 def slow_factor(factor: Any) -> float:
@@ -292,8 +303,11 @@ def held_checks(fault: str, pids: Sequence, marks: Mapping[Any, str | None], sta
 
 
 def _slower(pids: Sequence, names: str, marks: Mapping[Any, str | None]) -> dict[str, Any]:
-    """slow's proof of effect: each engine's mean step since the fault at least half its factor times the mean step
-    before (the engine's own clock, the sleep included; both measured, else not proven)."""
+    """slow's proof that the hook acted: each engine's mean step since the fault at least half its factor times the
+    mean step before (the engine's own clock; both measured, else not proven). Nearly tautological by design: the
+    step time since includes the sleep the hook itself adds, so it proves the hook took the fault and slept in the
+    engine's steps, not that the engine's work or a client's tokens slowed (the run's straggler figures, from the
+    client's side, say that)."""
     seen, ok = [], bool(pids)
     for p in pids:
         factor, times = mark_field(marks.get(p), "factor"), slowed_by(marks.get(p))
@@ -305,7 +319,9 @@ def _slower(pids: Sequence, names: str, marks: Mapping[Any, str | None]) -> dict
         ok = ok and ratio >= factor / 2
         seen.append(f"{p} step {times[0] * 1000:.2f} ms before, {times[1] * 1000:.2f} ms since: "
                     f"x{ratio:.2f} (factor {factor:g})")
-    return _check(f"engine process(es) {names} steps at least half their factor slower than before", ok,
+    return _check(f"the engine's hook slowed its steps: engine process(es) {names} mean step since at least half the "
+                  f"factor times the one before, by the engine's own clock (the hook's sleep included: it shows the "
+                  f"hook acting, not that a client saw slower tokens)", ok,
                   ", ".join(seen) or "no engine was named")
 
 

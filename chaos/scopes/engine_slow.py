@@ -6,7 +6,9 @@ rig leaves the engine a request naming ``slow``, the run and the factor, and sen
 (factor - 1) times each step's duration after it (vLLM: the step's measured duration; the stream target's engine
 child: its step period, and its tokens' compute delays stretched as much), for as long as its slow mark exists.
 Alive and answering, slowly: what Serve's router does with it is the finding (:mod:`chaos.analysis.slow_replica`).
-After ``duration_s`` the rig removes the mark (only while it names the run) and the engine steps at full speed."""
+After ``duration_s`` the rig removes the mark (only while it names the run) and the engine steps at full speed; the
+request also says ``hold_s`` (``duration_s`` + :data:`chaos.backends.engine_faults.SLOW_HOLD_MARGIN_S`): past it the
+engine removes its mark and lets go by itself, so a rig that died mid-fault leaves no straggler behind."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def slow_engine(backend, marker: faults.Marker, zone: str | None = None, factor:
     if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not duration_s > 0:
         raise UsageError(f"engine-slow: duration_s must be a number above 0, got {duration_s!r}")
     r = backend.pick_replica(zone=zone)
-    fire = backend.slow_engine(r, factor)
+    fire = backend.slow_engine(r, factor, engine_faults.slow_hold_s(duration_s))  # a dead rig's ends by itself
     with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
                        {"node": r.node, "pid": r.pid, "deployment": r.deployment, "factor": factor,
                         "duration_s": float(duration_s)}) as f:

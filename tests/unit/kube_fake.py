@@ -940,6 +940,14 @@ class Kubelet:
                             for p in engines_of.split())
             states = "".join(f"{p} {live[int(p)]['state'] if int(p) in live else 'gone'}\n" for p in states_of.split())
             return marks + states, "", 0
+        if script.startswith(": availproof-engine-marks "):  # any run's marks in the pod (engine_marks.py)
+            mine = sorted((k, v) for k, v in self.wedges.items() if k[0] == name)
+            fault_of = (lambda k: "wedge" if len(k) == 2 else k[2])
+            if script.startswith(": availproof-engine-marks look"):
+                return "".join(f"mark {fault_of(k)} {k[1]} {v}\n" for k, v in mine), "", 0
+            for k, _ in mine:
+                del self.wedges[k]
+            return "".join(f"released {fault_of(k)} {k[1]}\n" for k, _ in mine), "", 0
         if script.startswith("if grep -qF '\"run\": "):
             out = []
             for run, fault, pid in re.findall(

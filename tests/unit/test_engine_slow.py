@@ -220,3 +220,31 @@ def test_kuberay_s_scripts_slow_prove_and_release_through_a_shell(engine):
     ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9", "slow")], capture_output=True, text=True)
     assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.mark_path("slow", engine.pid)).exists()
     assert _until(lambda: engine.steps.slow == 1.0)
+
+
+# ---------------------------------------------------------------- a rig that died: the engine lets go by itself
+def test_the_stream_engine_child_lets_slow_go_by_itself_past_the_request_s_hold_s(engine):
+    """The rig never removes the mark (it died mid-fault): past the request's hold_s the child removes its mark
+    itself and steps at full speed again; the mark said until when."""
+    fire = engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR, hold_s=1.0)
+    began = time.time()
+    assert fire() == [engine.pid]
+    assert _until(lambda: engine.steps.slow == FACTOR)
+    until = engine_faults.mark_field(Path(app.mark_path("slow", engine.pid)).read_text(), "until")
+    assert until is not None and began < until <= time.time() + 1.5
+    assert _until(lambda: engine.steps.slow == 1.0, timeout=6.0)  # no release called
+    assert not Path(app.mark_path("slow", engine.pid)).exists() and time.time() >= until - 0.1
+
+
+def test_the_slow_request_carries_the_duration_and_a_margin_and_vllm_s_hook_lets_go_past_it(tmpdir_hook, monkeypatch):
+    request = json.loads(engine_faults.held_request("slow", "run-1", FACTOR, engine_faults.slow_hold_s(20.0)))
+    assert request["hold_s"] == 20.0 + engine_faults.SLOW_HOLD_MARGIN_S
+    monkeypatch.setattr(app.os, "getpid", lambda: 61)
+    assert app.hold(None, {**request, "hold_s": 0.2})
+    held = app.HOLDING["slow"]
+    assert engine_faults.mark_field(Path(app.mark_path("slow", 61)).read_text(), "until") is not None
+    held.look_s = 0.0
+    assert held.holding()
+    time.sleep(0.25)
+    app.let_go(None)  # the step's look: past its hold_s, no mark removed by the rig
+    assert not app.HOLDING and not app.SLOWING and not Path(app.mark_path("slow", 61)).exists()

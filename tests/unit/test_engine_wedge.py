@@ -5,6 +5,7 @@ run), the local backend's wedge, proof and release over that child (another run'
 KubeRay scripts through a real shell."""
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -194,3 +195,69 @@ def test_kuberay_s_scripts_wedge_prove_and_release_through_a_shell(engine):
     assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.wedge_path(engine.pid)).exists()
     count = engine.steps.count
     assert _until(lambda: engine.steps.count > count + 10)
+
+
+# ---------------------------------------------------------------- recover on KubeRay: any run's marks, in every pod
+def test_kuberay_recover_scripts_release_any_run_s_marks_and_void_pending_requests_through_a_shell(tmp_path):
+    """The look lists every mark of any fault and run and each request not void; the recover removes every mark,
+    voids a request whose engine lives (its armed next step then does nothing) and removes one whose engine is gone."""
+    from chaos.backends.kuberay import engine_marks as em
+
+    live, dead = os.getpid(), 2 ** 22 + 7  # above any pid_max default: no such process
+    for fault, pid, run in (("wedge", 11, "run-1"), ("garbage", 12, "run-2"), ("stall", 13, "run-3"),
+                            ("slow", 14, "run-4")):
+        (tmp_path / f"availproof-engine-{fault}-{pid}").write_text(json.dumps({"run": run, "t": 1.0}) + "\n")
+    (tmp_path / "availproof-engine-slow-14.99.tmp").write_text("half written")  # not a mark
+    (tmp_path / "availproof-engine-error-15").write_text("1.0\n")  # a tombstone, not a held fault
+    (tmp_path / f"availproof-engine-fault-{live}.request").write_text(engine_faults.held_request("stall", "run-5"))
+    (tmp_path / f"availproof-engine-fault-{dead}.request").write_text(engine_faults.wedge_request("run-6"))
+    (tmp_path / "availproof-engine-fault-16.request").write_text(engine_faults.void_request("run-7"))  # already void
+    look = subprocess.run(["sh", "-c", em.look_script(str(tmp_path))], capture_output=True, text=True, check=True)
+    found = em.parse(look.stdout)
+    assert sorted((x["what"], x["fault"], x["pid"], engine_faults.mark_run(x["text"])) for x in found) == [
+        ("mark", "garbage", 12, "run-2"), ("mark", "slow", 14, "run-4"), ("mark", "stall", 13, "run-3"),
+        ("mark", "wedge", 11, "run-1"), ("request", "stall", live, "run-5"), ("request", "wedge", dead, "run-6")]
+    said = subprocess.run(["sh", "-c", em.recover_script(str(tmp_path))], capture_output=True, text=True, check=True)
+    assert sorted(said.stdout.splitlines()) == sorted(
+        ["released wedge 11", "released garbage 12", "released stall 13", "released slow 14", f"voided {live}",
+         f"removed {dead}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["availproof-engine-slow-14.99.tmp", "availproof-engine-error-15", f"availproof-engine-fault-{live}.request",
+         "availproof-engine-fault-16.request"])
+    taken = json.loads((tmp_path / f"availproof-engine-fault-{live}.request").read_text())
+    assert taken["fault"] == app.VOID
+    assert em.parse(subprocess.run(["sh", "-c", em.look_script(str(tmp_path))], capture_output=True, text=True,
+                                   check=True).stdout) == []
+
+
+def test_kuberay_recover_releases_any_run_s_held_faults_and_the_next_preparation_refuses_until_then(monkeypatch):
+    """A run killed while its engines held a wedge and garbage: the next preparation refuses (the marks are
+    leftovers, listed per pod and pid with their run), ``availproof recover`` (heal_all) removes them in every pod
+    whatever run wrote them, and a preparation then goes on."""
+    from chaos.backends.kuberay import engine_marks as em
+    from chaos.errors import SetupError
+    from chaos.scopes.engine_garbage import garble_engine
+    from tests.unit.test_kuberay_backend import cluster
+    from tests.unit.test_kuberay_leftovers import fresh
+    from tests.unit.test_kuberay_preflight import SERVE, fake_dashboard
+
+    s, b, _ = cluster()
+    fake_dashboard(monkeypatch, serve=SERVE)
+    marker = faults.Marker()
+    wedge_engine(b, marker, zone="zone-b")
+    garble_engine(b, marker, zone="zone-c")  # the run dies before its end: no release
+    held = sorted(k for k in s.kubelet.wedges)
+    assert len(held) >= 2
+    nxt = fresh(b, "run2")
+    left = [x for x in nxt.leftovers() if x["kind"] == "EngineMark"]
+    assert sorted((x["pod"], x["pid"], x["fault"]) for x in left) == sorted(
+        (k[0], k[1], "wedge" if len(k) == 2 else k[2]) for k in held)
+    assert {x["run_id"] for x in left} == {"run1"}
+    with pytest.raises(SetupError, match=r"EngineMark .*run1.*availproof recover"):
+        nxt.prepare("run2", "replica")
+    done = fresh(b, "run3").heal_all(timeout=1)
+    assert not done["failed"] and sorted(done["released"]) == sorted(f"{k[0]}/{k[1]}" for k in held)
+    assert not s.kubelet.wedges
+    assert [x for x in fresh(b, "run4").leftovers() if x["kind"] == "EngineMark"] == []
+    fresh(b, "run4").prepare("run4", "replica")
+    assert em.FAULTS == ("wedge", "garbage", "stall", "slow")

@@ -5,7 +5,9 @@ by the next preparation (those past their deadline)."""
 from __future__ import annotations
 
 import json
+from typing import Callable
 
+from chaos.backends.kuberay import engine_marks
 from chaos.backends.kuberay.kube import load as kl, marks as km, partition as kp
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, is_not_found, labels_of, name_of,
                                            node_of)
@@ -17,15 +19,29 @@ def _row(kind: str, name: str, namespace: str | None, run_id, zone, what: str, e
             "expires": expires, **extra}
 
 
+# IN_POD_LEFTOVERS: what the rig leaves inside the Ray pods' own files (no API object carries it), one entry per
+# kind: (kind, find, undo). ``find(backend)`` -> the leftovers rows of that kind (one exec per pod; each row a
+# ``pod`` key); ``undo(backend, pod)`` undoes every one of that kind in ``pod`` whatever run left it (raises on
+# failure). leftovers() lists them (so the next preparation refuses while any is there) and remove_leftovers()
+# (``availproof recover``) undoes them, one call per pod.
+# PLUG-IN POINT for restart-fails' swapped weights files (chaos/backends/kuberay/weights.py, its own change):
+#     IN_POD_LEFTOVERS.append(("Weights", <find any run's swapped weights>, <restore them in a pod>))
+IN_POD_LEFTOVERS: list[tuple[str, Callable, Callable]] = [
+    ("EngineMark", engine_marks.find, engine_marks.undo),  # any run's held engine faults (marks, pending requests)
+]
+
+
 class Leftovers:
     """``leftovers`` and ``remove_leftovers``."""
 
-    def leftovers(self) -> list[dict]:
+    def leftovers(self, in_pods: bool = True) -> list[dict]:
         """Every object or change of the rig's still in place, whatever run left it: partition helper pods,
         nft tables recorded on nodes (their helper alive or not), partition NetworkPolicies, Ray pods labelled
         for a partition, engines stopped (SIGSTOP), Jobs of load workers (by their pods), nodes cordoned for a
         zone loss, device plugins paused for an accelerator loss, a ``cluster`` upgrade's record (its pending
-        RayCluster). Each: {"kind", "name", "namespace", "run_id", "zone", "what", "expires"} (``expires``: the
+        RayCluster), and what the Ray pods' own files hold (:data:`IN_POD_LEFTOVERS`: held engine faults' marks and
+        requests never taken, ``EngineMark``; one exec per Ray pod, left out without ``in_pods``: a preparation
+        whose faults need no exec, not reviewed for it, does not look there). Each: {"kind", "name", "namespace", "run_id", "zone", "what", "expires"} (``expires``: the
         mark's deadline, None when it has none)."""
         out = []
         for p in self._helpers():
@@ -75,6 +91,8 @@ class Leftovers:
                                 mark.get("expires")))
         out += self._accelerator_leftovers(self._nodes())  # device plugins an accelerator loss paused
         out += self._upgrade_leftovers()
+        for _kind, find, _undo in IN_POD_LEFTOVERS if in_pods else ():  # inside the Ray pods: engine marks (and
+            out += find(self)  # what plugs in)
         return out
 
     def remove_leftovers(self, found: list[dict] | None = None, keep_going: bool = False) -> dict:
@@ -84,7 +102,8 @@ class Leftovers:
         NetworkPolicies, the pods' partition labels, load workers' Jobs (``propagationPolicy: Foreground``: their pods
         and ConfigMaps go too), the cordons (a node someone uncordoned meanwhile only loses the annotation), the
         device plugins' labels put back (a device-plugin outage; a label someone else set meanwhile is left), a
-        failed ``cluster`` upgrade rolled back. A removal that fails does not stop the others: each failure is one
+        failed ``cluster`` upgrade rolled back, the
+        :data:`IN_POD_LEFTOVERS` undone per pod (every engine mark removed, a pending request voided). A removal that fails does not stop the others: each failure is one
         line of ``failed``, its leftover not in ``removed``; with any failure this raises them all (one line)
         unless ``keep_going`` (``availproof recover --backend kuberay``: it reports each and exits non-zero)."""
         found = self.leftovers() if found is None else found
@@ -138,6 +157,9 @@ class Leftovers:
             attempt(f"node {x['name']} (device plugin)", [x], self._remove_accelerator, x)
         for x in of("Upgrade"):
             attempt(f"upgrade record {x['name']}", [x], self._roll_back_record, json.loads(x["record"]), x["name"])
+        for kind, _find, undo in IN_POD_LEFTOVERS:  # one call per pod: every one of the kind there, any run's
+            for pod in sorted({x["pod"] for x in of(kind)}):
+                attempt(f"pod {pod} ({kind})", [x for x in of(kind) if x["pod"] == pod], undo, self, pod)
         if errors and not keep_going:
             raise ClusterError("; ".join(errors))
         return {"removed": [x for x in found if id(x) not in failed], "failed": errors}

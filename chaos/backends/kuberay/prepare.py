@@ -28,7 +28,9 @@ class Preparation:
         planned = list(faults or [])
         scopes = ({scope} | {f.get("scope") for f in planned}) - {None}
         self.preflight_access(scopes)
-        left = self.leftovers()
+        # inside the Ray pods too (held engine faults' marks) when this run may exec: its scopes' faults need it
+        may_exec = any(a.subresource == "exec" for a in kube_access.needed(scopes, self.partition_method))
+        left = self.leftovers(in_pods=may_exec)
         stale = [x for x in left if km.expired(x.get("expires"))]
         if stale:  # past their deadline: no live run owns them (a crashed one's), undone here
             self.remove_leftovers(stale)
@@ -128,7 +130,10 @@ class Preparation:
         """``availproof recover``: say what this context may not do (:meth:`recover_access`, ``cannot``: one line
         per missing verb), resume the engines this backend stopped, then remove every leftover of the rig's,
         whatever run left it (:meth:`remove_leftovers`: partitions, labels, cordons, paused device plugins, an
-        upgrade's rollback), past any one that fails: ``failed``, one line each (then no wait for health; the
+        upgrade's rollback, and in each Ray pod any run's held engine faults: every mark
+        ``/tmp/availproof-engine-{wedge,garbage,stall,slow}-PID`` removed and a request never taken voided, one exec
+        per pod, :mod:`chaos.backends.kuberay.engine_marks`; ``released``: ``pod/pid`` each, with what plugs into
+        :data:`chaos.backends.kuberay.leftovers.IN_POD_LEFTOVERS`), past any one that fails: ``failed``, one line each (then no wait for health; the
         command exits non-zero)."""
         done: dict[str, list] = {"cannot": self.recover_access()}
         done["resumed"] = self.resume_engine(list(self.paused))
@@ -140,6 +145,7 @@ class Preparation:
         done["healed"] = sorted({x["zone"] for x in removed if x["kind"] not in ("Node", "Accelerator") and x["zone"]})
         done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
         done["accelerators"] = [x["name"] for x in removed if x["kind"] == "Accelerator"]  # device plugins let back
+        done["released"] = [x["name"] for x in removed if x["kind"] == "EngineMark"]  # held engine faults let go
         done["removed"] = removed
         done["failed"] = result["failed"]
         if not done["failed"]:

@@ -91,9 +91,10 @@ class Wedges:
         """As :meth:`wedge_engine`, the request to admit nothing new for this run."""
         return self.arm_engine(r, "stall", engine_faults.held_request("stall", self.run_id), "hold stall")
 
-    def slow_engine(self, r, factor: float):
-        """As :meth:`wedge_engine`, the request to slow every step ``factor`` times for this run."""
-        return self.arm_engine(r, "slow", engine_faults.held_request("slow", self.run_id, factor), "hold slow")
+    def slow_engine(self, r, factor: float, hold_s: float | None = None):
+        """As :meth:`wedge_engine`, the request to slow every step ``factor`` times for this run (the engine letting
+        go by itself past ``hold_s``)."""
+        return self.arm_engine(r, "slow", engine_faults.held_request("slow", self.run_id, factor, hold_s), "hold slow")
 
     def arm_engine(self, r, fault: str, request: str, what: str):
         """The engines checked (one exec); the returned callable leaves ``request`` and signals (one exec)."""
@@ -170,7 +171,9 @@ def plan_rows(self, scope: str, a: dict) -> list[dict]:
     return [self._pod_row(pods[0], f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
                                    f"SIGUSR1, else refused), the request ({kind}) written into /tmp, then `kill -USR1`: "
                                    f"{how}, the pod and the replica's process live on",
-                          f"the rig removes the slow mark after {a.get('duration_s', 20.0):g} s if still this run's"
+                          f"the rig removes the slow mark after {a.get('duration_s', 20.0):g} s if still this run's; the "
+                          f"engine lets go by itself after "
+                          f"{engine_faults.slow_hold_s(a.get('duration_s', 20.0)):g} s (the rig died)"
                           if kind == "slow" else
                           f"nothing but a detector ends it; the run's end removes the {kind} mark if still this run's")]
 

@@ -242,8 +242,8 @@ class LocalBackend(base.ByScope):
     def stall_engine(self, r: placement.Replica) -> Callable[[], list[int]]:
         return engines.hold(self, r, "stall")
 
-    def slow_engine(self, r: placement.Replica, factor: float) -> Callable[[], list[int]]:
-        return engines.hold(self, r, "slow", factor)
+    def slow_engine(self, r: placement.Replica, factor: float, hold_s: float | None = None) -> Callable[[], list[int]]:
+        return engines.hold(self, r, "slow", factor, hold_s)
 
     def weights_breaker(self, r: placement.Replica) -> Callable[[str], dict]:  # restart-fails (.weights)
         return weights.breaker(self, r)

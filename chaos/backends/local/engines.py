@@ -79,12 +79,14 @@ def wedge(b, r: placement.Replica, spin: bool = False) -> Callable[[], list[int]
     return arm(b, r, app_engine_faults.WEDGE, engine_faults.wedge_request(b.run_id, spin), "wedge")
 
 
-def hold(b, r: placement.Replica, fault: str, factor: float | None = None) -> Callable[[], list[int]]:
+def hold(b, r: placement.Replica, fault: str, factor: float | None = None,
+         hold_s: float | None = None) -> Callable[[], list[int]]:
     """The request to hold ``fault`` (garbage, stall, slow with its ``factor``) for this run
     (:func:`chaos.backends.engine_faults.held_request`) armed (:func:`arm`): from the engine's next step on its tokens
-    are wrong, it admits nothing new, or every step is ``factor`` times as long, until :func:`release`."""
-    request = engine_faults.held_request(fault, b.run_id, factor) if fault == "slow" else \
-        engine_faults.held_request(fault, b.run_id)
+    are wrong, it admits nothing new, or every step is ``factor`` times as long, until :func:`release` (or, with
+    ``hold_s``, until the engine lets go by itself past it)."""
+    request = engine_faults.held_request(fault, b.run_id, factor, hold_s) if fault == "slow" else \
+        engine_faults.held_request(fault, b.run_id, hold_s=hold_s)
     return arm(b, r, fault, request, f"hold {fault}")
 
 
