@@ -283,8 +283,10 @@ def test_zone_and_region_loss_on_an_autoscaled_cluster_are_refused_unless_acknow
         assert f"RayCluster {CLUSTER}: enableInTreeAutoscaling: true" in text
         assert "--allow-autoscaled-zone-loss" in text and "adds nodes there" in text
     b.prepare("run1", "partition")  # other scopes are not refused for it
-    # its only commands in pods: the look for leftovers inside them (held engine faults), nothing written
-    assert {c[2].split(";")[0] for c in stream.calls} <= {": availproof-engine-marks look"} and not [m for m, p in writes(s) if "selfsubjectaccessreviews" not in p
+    # its only commands in pods: the looks for leftovers inside them (held engine faults; restart-fails' weights,
+    # its state read only), nothing written
+    assert {c[2].split(";")[0] for c in stream.calls} <= {": availproof-engine-marks look",
+                                                         ": availproof-restart-fails"} and not [m for m, p in writes(s) if "selfsubjectaccessreviews" not in p
                                        and "dryRun" not in p]
     b.allow_autoscaled_zone_loss = True
     b.prepare("run1", "zone")
@@ -732,6 +734,20 @@ def test_recover_puts_back_any_runs_weights_in_the_pods_and_lists_them_as_leftov
     done = kb.weights.recover_pods(b)
     assert sorted(d["pod"] for d in done) == swapped and all(d["restored"] for d in done)
     assert kb.weights.leftover_pods(b) == [] and kb.weights.recover_pods(b) == []
+
+
+def test_the_backends_leftovers_and_recover_see_the_swapped_weights_in_the_pods(monkeypatch):
+    """Wired into the backend (leftovers.IN_POD_LEFTOVERS): a killed run's swapped weights are a leftover (the next
+    preparation refuses while they are there) until `availproof recover` (remove_leftovers) puts them back."""
+    s, b, _ = restart_fails_cluster(monkeypatch)
+    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=None)  # the run killed before its restore
+    b.run_id = "run-2"
+    rows = [x for x in b.leftovers() if x["kind"] == "Weights"]
+    assert sorted(x["pod"] for x in rows) == sorted(f["weights"]["pods"]) and {x["run_id"] for x in rows} == {"run-1"}
+    done = b.remove_leftovers()
+    assert not done["failed"] and [x for x in done["removed"] if x["kind"] == "Weights"]
+    assert all(pod_state(b, p)["mark"] is None for p in f["weights"]["pods"])  # put back: no mark left
+    assert not [x for x in b.leftovers() if x["kind"] == "Weights"]
 
 
 def test_a_restore_at_the_outage_is_not_overwritten_by_the_rollbacks_on_kuberay(monkeypatch):

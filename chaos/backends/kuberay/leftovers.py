@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from chaos.backends.kuberay import engine_marks
+from chaos.backends.kuberay import engine_marks, weights
 from chaos.backends.kuberay.kube import load as kl, marks as km, partition as kp
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, is_not_found, labels_of, name_of,
                                            node_of)
@@ -24,10 +24,9 @@ def _row(kind: str, name: str, namespace: str | None, run_id, zone, what: str, e
 # ``pod`` key); ``undo(backend, pod)`` undoes every one of that kind in ``pod`` whatever run left it (raises on
 # failure). leftovers() lists them (so the next preparation refuses while any is there) and remove_leftovers()
 # (``availproof recover``) undoes them, one call per pod.
-# PLUG-IN POINT for restart-fails' swapped weights files (chaos/backends/kuberay/weights.py, its own change):
-#     IN_POD_LEFTOVERS.append(("Weights", <find any run's swapped weights>, <restore them in a pod>))
 IN_POD_LEFTOVERS: list[tuple[str, Callable, Callable]] = [
     ("EngineMark", engine_marks.find, engine_marks.undo),  # any run's held engine faults (marks, pending requests)
+    ("Weights", weights.leftover_rows, weights.undo_pod),  # any run's restart-fails weights swapped in a pod
 ]
 
 

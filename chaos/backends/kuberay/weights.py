@@ -188,3 +188,29 @@ def recover_pods(backend) -> list[dict]:
             done = {"restored": False, "state": None, "why": f"{type(e).__name__}: {e}"[:200]}
         out.append({"pod": left["pod"], "path": left["path"], **done})
     return out
+
+
+def leftover_rows(backend) -> list[dict]:
+    """:func:`leftover_pods` as rows of the backend's leftovers (kind ``Weights``, one per pod and file: a preparation
+    refuses while one is there, ``availproof recover`` puts them back with :func:`undo_pod`)."""
+    return [{"kind": "Weights", "name": f"{x['pod']}:{x['path']}", "namespace": backend.namespace,
+             "run_id": x["run_id"], "zone": None, "expires": None, "pod": x["pod"], "path": x["path"],
+             "what": f"restart-fails' weights {x['path']} swapped by fault {x['fault_id']} (reads {x['state']})"}
+            for x in leftover_pods(backend)]
+
+
+def undo_pod(backend, pod: str) -> list[dict]:
+    """Any run's swapped weights put back in ``pod`` (:func:`restore_any_script`, each file with a mark there,
+    :func:`leftover_pods`: restored only while it reads as the rig's truncated copy; a mark over the original with
+    its aside intact only cleared); raises when a marked file was left as it is (someone else changed it: a human
+    must look), so that ``recover`` reports it."""
+    out, left = [], []
+    for path in dict.fromkeys(x["path"] for x in leftover_pods(backend) if x["pod"] == pod):
+        done = parse(backend.exec(pod, restore_any_script(path), ok_codes=(0, 1)))
+        out.append({"path": path, **done})
+        unmarked = str(done.get("why") or "").startswith("no restart-fails mark")
+        if not (unmarked or done.get("restored") or done.get("cleared")):
+            left.append(f"{path}: {done.get('why') or done.get('state')}")
+    if left:
+        raise ClusterError(f"pod {pod}: restart-fails' weights left as they are ({'; '.join(left)})")
+    return out
