@@ -103,13 +103,15 @@ def test_vllm_s_step_wrapper_makes_each_step_factor_times_as_long_until_the_mark
     base_s, step_s = engine_faults.slowed_by(mark)
     print(f"vLLM wrapper: {before * 1000:.1f} ms a step, {app_step * 1000:.1f} ms slowed x3; the mark: "
           f"{base_s * 1000:.1f} -> {step_s * 1000:.1f} ms")
-    assert 2.4 <= app_step / before <= 3.6
-    assert 2.4 <= step_s / base_s <= 3.6
+    # x3 by design; the band is wide for a loaded 2-core machine (a 10 ms sleep there runs 10-16 ms), and a wrapper
+    # that did nothing (x1) or slowed twice over (x5+) still fails it
+    assert 2.0 <= app_step / before <= 4.5
+    assert 2.0 <= step_s / base_s <= 4.5
     assert all(c["ok"] for c in engine_faults.held_checks("slow", [59], {59: mark}, {59: "S"}, "run-1"))
     Path(app.mark_path("slow", 59)).unlink()  # the heal
     Core().step()
     assert not app.HOLDING and not app.SLOWING
-    assert timed(10) / before < 1.5  # full speed again
+    assert timed(10) / before < 1.8  # full speed again (x3 while slowed)
 
 
 def test_a_slow_request_without_a_valid_factor_holds_nothing(tmpdir_hook, monkeypatch):

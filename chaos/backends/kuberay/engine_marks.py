@@ -13,7 +13,6 @@ from __future__ import annotations
 import shlex
 
 from chaos.backends import engine_faults
-from chaos.backends.kuberay.common import name_of
 from serve_apps.engine_faults import WEDGE, mark_path, request_path
 
 FAULTS = (WEDGE,) + engine_faults.HELD  # the marks an engine holds its fault by
@@ -71,18 +70,18 @@ def find(b) -> list[dict]:
     """The leftovers rows (kind ``EngineMark``, name ``pod/pid``) of every Ray pod's marks and pending requests, one
     exec per pod; a pod that cannot be looked into (its container gone, exec refused) holds none the rig can see."""
     rows = []
-    for pod in b._ray():
+    for pod in b.ray_pod_names():
         try:
-            said = b._exec_in(pod, look_script())
+            said = b.exec(pod, look_script())
         except Exception:  # noqa: BLE001 - ApiException or ExecError: no live container, no engine to hold a fault
             continue
         for x in parse(said):
             what = (f"engine {x['pid']} holds {x['fault']} ({engine_faults.HELD_WORDS[x['fault']]}: its mark "
                     f"{_MARK[x['fault']]}{x['pid']})" if x["what"] == "mark" else
                     f"a request ({x['fault']}) engine {x['pid']} never took ({request_path(x['pid'])})")
-            rows.append({"kind": "EngineMark", "name": f"{name_of(pod)}/{x['pid']}", "namespace": b.namespace,
+            rows.append({"kind": "EngineMark", "name": f"{pod}/{x['pid']}", "namespace": b.namespace,
                          "run_id": engine_faults.mark_run(x["text"]), "zone": None, "what": what, "expires": None,
-                         "pod": name_of(pod), "pid": x["pid"], "fault": x["fault"], "mark": x["what"]})
+                         "pod": pod, "pid": x["pid"], "fault": x["fault"], "mark": x["what"]})
     return rows
 
 

@@ -67,6 +67,10 @@ class Reads:
         zones, regions = node_zones(nodes), node_regions(nodes)
         return sorted({zones[n] for n in zones if regions.get(n) == region and zones[n]})
 
+    def ray_pod_names(self) -> list[str]:
+        """Every Ray pod of the cluster (head and workers) not being deleted, by name."""
+        return [name_of(p) for p in self._ray()]
+
     def nodes_in(self, zone: str | None = None, region: str | None = None) -> list[str]:
         """Worker pods of a zone or region (a "node" of the rig is a Ray pod here)."""
         zones = [zone] if zone else (self.zones_in_region(region) if region else None)
