@@ -53,8 +53,8 @@ FAULTS: dict[str, tuple[str | None, str]] = {
     "wedge": ("engine-wedge.json", "the engine's step blocked for good, I/O threads alive, never healed by the rig"),
     "stall": ("engine-stall.json", "admission stopped for good: running requests finish, new ones never start"),
     "garbage": ("engine-garbage.json", "wrong tokens at full speed for good, health check passing"),
-    "straggler": ("engine-slow.json", "a straggler for 20 s: today a duty cycle (running 0.2 s of every 0.8 s), "
-                                      "not yet the even per-step delay issue 44 asks for"),
+    "straggler": ("engine-slow.json", "a straggler for 20 s: every engine step slowed evenly by its factor (4), "
+                                      "then released by the engine itself"),
     "sigstop": ("engine-hang.json", "SIGSTOP of the engine process for 20 s, then SIGCONT (heals itself; a "
                                     "frozen process, not a wedge)"),
     "rank-hang": (None, "not applicable: no rank-hang fault is shipped yet (issue 44: one rank of a two-rank "
