@@ -229,3 +229,33 @@ def test_validate_and_run_agree(tmp_path, capsys):
     assert cli.main(["run", str(bad), "--out", str(tmp_path / "out")]) == 2
     assert found[0] in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_suite_parses_each_file_once(tmp_path, monkeypatch):
+    """`availproof suite` parses each experiment once, before the first runs (its utilization checked there),
+    and each run runs that spec: the runner parses nothing again, also with several front doors."""
+    from chaos import cli, suite
+    from chaos.errors import SetupError
+
+    paths = {}
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        paths[name] = _experiment(tmp_path / name, baseline_s=0.3, method_s=0.1)
+    monkeypatch.setattr(suite, "experiment_path", lambda name: paths[name])
+    parsed, opened = [], []
+    real_parse = exp_mod.parse
+    monkeypatch.setattr(exp_mod, "parse", lambda *a, **k: parsed.append(a[1]) or real_parse(*a, **k))
+
+    def open_run(spec, options):  # the runner got this far: stop the run here (a set-up error, its result)
+        opened.append((spec, options.front))
+        raise SetupError("stopped by the test")
+
+    monkeypatch.setattr(core, "open_run", open_run)
+    code = cli.main(["suite", "--only", "one", "two", "--front", "lb,direct", "--keep-cluster",
+                     "--out", str(tmp_path / "s")])
+    assert code == 2
+    assert sorted(parsed) == sorted(str(p) for p in paths.values())  # one parse per file
+    assert [(s.source, s.settings.front, front) for s, front in opened] == [
+        (str(paths["one"]), "lb", "lb"), (str(paths["one"]), "direct", "direct"),
+        (str(paths["two"]), "lb", "lb"), (str(paths["two"]), "direct", "direct")]
+    assert opened[0][0].experiment is opened[1][0].experiment  # the same parse, the front derived from it
