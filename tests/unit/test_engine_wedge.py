@@ -22,7 +22,8 @@ from chaos.backends.local import engines, procs
 from chaos.backends.local.backend import LocalBackend
 from chaos.scopes.engine_wedge import wedge_engine
 from serve_apps import engine_faults as app
-from serve_apps.stream_engine import EngineProcess
+
+from .stream_engine_helpers import engine, one_engine_backend, until  # noqa: F401 - engine: the fixture
 
 NAME = "engine-wedge"
 
@@ -117,35 +118,11 @@ def test_a_signal_an_idle_engine_never_took_is_made_void_at_the_run_s_end(tmpdir
 
 
 # ---------------------------------------------------------------- the stream target's real engine child
-def _until(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-@pytest.fixture
-def engine():
-    e = EngineProcess(faults=True)
-    assert e.wait_started(10)
-    yield e
-    Path(app.wedge_path(e.pid)).unlink(missing_ok=True)
-    Path(app.request_path(e.pid)).unlink(missing_ok=True)
-    Path(app.tombstone_path(e.pid)).unlink(missing_ok=True)  # the errored one's
-    e.close()
-
-
-def _local(engine_pid, run_id="run-1"):
-    return SimpleNamespace(run_id=run_id, engine_pids=lambda r, to: [engine_pid])
-
-
 def test_the_stream_engine_wedged_by_the_local_backend_steps_no_more_is_not_stopped_and_is_proven(engine):
-    b = _local(engine.pid)
+    b = one_engine_backend(engine.pid)
     fire = engines.wedge(b, SimpleNamespace(replica_id="r1"))
     assert fire() == [engine.pid]
-    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    assert until(lambda: Path(app.wedge_path(engine.pid)).exists())
     count = engine.steps.count
     time.sleep(1.3)
     assert engine.steps.count <= count + 1  # at most a step already in the pipe
@@ -157,15 +134,15 @@ def test_the_stream_engine_wedged_by_the_local_backend_steps_no_more_is_not_stop
 
 
 def test_the_run_s_end_releases_only_its_own_wedge_and_the_engine_steps_again(engine):
-    engines.wedge(_local(engine.pid), SimpleNamespace(replica_id="r1"))()
-    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    engines.wedge(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"))()
+    assert until(lambda: Path(app.wedge_path(engine.pid)).exists())
     (kept,) = engines.release("another-run", [engine.pid])
     assert (kept["released"], kept["found"]) == (False, "another run's mark")
-    assert Path(app.wedge_path(engine.pid)).exists() and _until(lambda: engine.state() == "hung")
+    assert Path(app.wedge_path(engine.pid)).exists() and until(lambda: engine.state() == "hung")
     (done,) = engines.release("run-1", [engine.pid])
     assert (done["released"], done["engine"]) == (True, "alive")
     count = engine.steps.count
-    assert _until(lambda: engine.steps.count > count + 10)  # it steps again
+    assert until(lambda: engine.steps.count > count + 10)  # it steps again
     assert engine.state() == "ok"
 
 
@@ -173,9 +150,9 @@ def test_a_failed_wedge_is_unproven_not_claimed(monkeypatch, engine):
     """The signal's request never reaching the engine (it errs instead) leaves no mark: the proof fails."""
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.5}, raising=False)
     procs.signal_pids([engine.pid], signal.SIGUSR1)  # no request: an engine error, not a wedge
-    assert _until(lambda: engine.state() == "errored")
+    assert until(lambda: engine.state() == "errored")
     # the tombstone is written before the engine exits: its exit (gone or a zombie) is waited for, not raced
-    assert _until(lambda: procs.state(engine.pid) in engine_faults.GONE)
+    assert until(lambda: procs.state(engine.pid) in engine_faults.GONE)
     assert [c["ok"] for c in engines.wedge_checks({"pids": [engine.pid]}, "run-1")] == [False, False]
 
 
@@ -185,7 +162,7 @@ def test_kuberay_s_scripts_wedge_prove_and_release_through_a_shell(engine):
     out = subprocess.run(["sh", "-c", kw.wedge_script([engine.pid], request)], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == [str(engine.pid)]
-    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    assert until(lambda: Path(app.wedge_path(engine.pid)).exists())
     said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid])], capture_output=True, text=True).stdout
     marks, states = kw.parse_marks(said), kw.parse_states(said)
     assert [c["ok"] for c in engine_faults.wedge_checks([engine.pid], marks, states, "run-9")] == [True, True]
@@ -194,7 +171,7 @@ def test_kuberay_s_scripts_wedge_prove_and_release_through_a_shell(engine):
     ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9")], capture_output=True, text=True)
     assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.wedge_path(engine.pid)).exists()
     count = engine.steps.count
-    assert _until(lambda: engine.steps.count > count + 10)
+    assert until(lambda: engine.steps.count > count + 10)
 
 
 # ---------------------------------------------------------------- recover on KubeRay: any run's marks, in every pod
