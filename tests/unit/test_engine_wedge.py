@@ -238,3 +238,31 @@ def test_kuberay_recover_releases_any_run_s_held_faults_and_the_next_preparation
     assert [x for x in fresh(b, "run4").leftovers() if x["kind"] == "EngineMark"] == []
     fresh(b, "run4").prepare("run4", "replica")
     assert em.FAULTS == ("wedge", "garbage", "stall", "slow")
+
+
+def test_local_recover_voids_a_request_never_taken_and_the_next_preparation_refuses_until_then(tmpdir_hook,
+                                                                                                monkeypatch):
+    """A run killed after it left its engine a request and sent the signal, before the engine stepped (or before
+    its own end voided it): the engine is armed, its next step would take the fault. As on KubeRay
+    (``IN_POD_LEFTOVERS``' engine marks), the next preparation refuses while the request is pending, and
+    ``availproof recover`` (heal_all) makes it void, whatever run left it; a void one is no leftover."""
+    from chaos.backends.local import weights
+    from chaos.errors import SetupError
+    from tests.unit.fake_backend import TinyReplica
+
+    with TinyReplica("stay") as t:
+        b = t.backend()
+        b.cluster.partitioned_zones = b.cluster.state.workers = lambda: []  # no partition, no worker node
+        (pid,) = t.engine_pids
+        Path(app.request_path(pid)).write_text(engine_faults.held_request("garbage", "run-1"))
+        assert engines.pending(b.cluster_processes()) == [pid]
+        with pytest.raises(SetupError, match=f"engine {pid}'s fault request never taken.*availproof recover"):
+            b.prepare("run-2", "replica")
+        monkeypatch.setattr(weights, "recover", lambda backend: None)  # no restart-fails file to look at here
+        monkeypatch.setattr(b, "_restore", lambda done, **kw: done)  # no cluster to restart here
+        done = b.heal_all(timeout=1)
+        assert done["voided"] == [pid] and done["released"] == []
+        assert app.take_request(pid)["fault"] == app.VOID  # the armed engine's next step: nothing fires
+        Path(app.request_path(pid)).write_text(engine_faults.void_request("run-1"))  # a void one left: none
+        assert engines.pending(b.cluster_processes()) == [] and b.heal_all(timeout=1)["voided"] == []
+        b.prepare("run-2", "replica")
