@@ -39,6 +39,7 @@ from chaos import bounds, orphan_watch, schemas, scopes, secret_env
 from chaos.analysis import SLO, SteadyState
 from chaos.errors import UsageError, read_input
 from chaos.load.workload import LoadShape
+from chaos.readonly import freeze
 
 EXTENSION = "availproof"
 _PROPS = schemas.schema(schemas.EXTENSION)["properties"]
@@ -48,8 +49,9 @@ NETWORKS = tuple(_PROPS["network"]["enum"])
 
 @dataclass(frozen=True)
 class Settings:
-    """An experiment's ``availproof`` extension as one app runs it: frozen (a derived value, such as the rate
-    a utilization gives or the ``--front`` flag, is a new Settings: :mod:`chaos.run_spec`)."""
+    """An experiment's ``availproof`` extension as one app runs it: frozen, its objects (``app``, ``bounds``, ...)
+    read-only (:mod:`chaos.readonly`; a derived value, such as the rate a utilization gives or the ``--front``
+    flag, is a new Settings: :mod:`chaos.run_spec`)."""
 
     scope: str
     topology: str = "default"
@@ -76,6 +78,13 @@ class Settings:
     auth_token_env: str | None = None  # where the client reads its bearer token (never recorded)
     population: str = "affected"  # affected | service: which requests the bounds are checked on
     sample_period_s: float = 0.5  # the health sampler's period
+
+    def __post_init__(self) -> None:  # the objects read-only too (chaos.readonly): a change is a new Settings
+        for name in READ_ONLY_FIELDS:
+            object.__setattr__(self, name, freeze(getattr(self, name)))
+
+
+READ_ONLY_FIELDS = ("app", "bounds", "stop_when", "kubernetes", "front_door")
 
 
 def load(path: str | Path, capacity: str | Path | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 from chaos.backends.local.cluster import default_cluster_dir
 from chaos.errors import UsageError, parse_bool
 from chaos.frontdoor import FRONTS
+from chaos.readonly import thaw
 
 BACKENDS = ("local", "kuberay")
 KUBE_FLAGS = {"context": "--kube-context", "namespace": "--kube-namespace", "serve_url": "--serve-url",
@@ -84,7 +85,7 @@ def _seconds(value: Any, name: str) -> float:
 
 def kube_settings(flags: dict | None, from_file: dict | None = None) -> dict:
     """The KubeRay target: the experiment's ``kubernetes`` section, overridden by the CLI's flags (None: not given)."""
-    merged = {**(from_file or {}), **{k: v for k, v in (flags or {}).items() if v is not None}}
+    merged = {**thaw(from_file or {}), **{k: v for k, v in (flags or {}).items() if v is not None}}  # its own
     missing = [k for k in KUBE_FLAGS if not merged.get(k)]
     if missing:
         raise UsageError(f"the kuberay backend needs {', '.join(missing)} (experiment extensions.kubernetes or "

@@ -20,6 +20,7 @@ from chaos.backends.local.backend import LocalBackend
 from chaos.errors import SetupError, UsageError, parse_bool
 from chaos.frontdoor import FrontSettings
 from chaos.options import KUBE_FLAGS, backend_kind, kube_settings  # noqa: F401 - KUBE_FLAGS: provision's name too
+from chaos.readonly import thaw
 from serve_apps.config import AppSpec, LLMOptions
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
              log: Callable[[str], None] = _quiet) -> AppSpec:
     """The Serve app ``app`` (stream | llm) over the cluster's zones, with the experiment's ``app`` overrides.
     For ``llm`` without ``model_path`` the tiny offline checkpoint is built (once)."""
-    overrides = overrides or {}
+    overrides = thaw(overrides or {})  # the Settings' are read-only (chaos.readonly): the app's values its own
     spec = AppSpec(app=app, zones=cluster.topology.zones,
                    replicas_per_zone=int(overrides.get("replicas_per_zone", 1)))
     for key in ("health_check_period_s", "health_check_timeout_s", "max_ongoing_requests", "max_replicas_per_node",

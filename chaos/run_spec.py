@@ -26,33 +26,15 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from chaos import experiment as exp_mod, secret_env, utilization
 from chaos.errors import UsageError, read_input
 from chaos.frontdoor import FrontSettings
 from chaos.options import Options, kube_settings
+from chaos.readonly import freeze, thaw  # run_spec.freeze / thaw: the spec's own words for them
 
 __all__ = ["RunSpec", "build", "of_document", "freeze", "thaw"]
-
-
-def freeze(value: Any) -> Any:
-    """A read-only copy of a JSON value: objects as mappings that refuse writes, lists as tuples."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    return value
-
-
-def thaw(value: Any) -> Any:
-    """A mutable copy of a frozen JSON value (:func:`freeze`): dicts and lists again."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ def cmd_suite(args) -> int:
 
     out = Path(args.out) if args.out else default_out("suite")
     names = suite.selection(args.full, args.only)
-    _check_utilization([suite.experiment_path(name) for name in names], args)
+    specs = _suite_specs(names, args)  # every file parsed once, before the first runs; each run runs its spec
     fronts = args.front or [None]  # several: each experiment once per front door, side by side
     runs = [(name, front, name if len(fronts) == 1 else f"{name}@{front}") for name in names for front in fronts]
     suite.write_order(out, [d for _, _, d in runs])  # the report's overview follows the run order
@@ -119,7 +119,9 @@ def cmd_suite(args) -> int:
             path = suite.experiment_path(name)
             say(f"suite: {dirname}")
             args.replace_cluster = True
-            results.append(_run_one(str(path), out / dirname, args, front=front, prometheus_url=server and server.url))
+            spec = specs[name] if front is None else specs[name].with_settings(front=front)  # as --front would
+            results.append(_run_one(str(path), out / dirname, args, front=front, prometheus_url=server and server.url,
+                                    spec=spec))
     (out / "junit.xml").write_text(runner.junit_xml(results))
     table = cells.table(results)
     (out / "suite.md").write_text(table)
@@ -132,12 +134,14 @@ def cmd_suite(args) -> int:
     return max((r["verdict"] for r in results), default=0)
 
 
-def _check_utilization(paths: list[Path], args) -> None:
-    """Every experiment's rate as a share of a capacity (load.utilization) checked before the first runs."""
-    from chaos import validate
+def _suite_specs(names: list[str], args) -> dict:
+    """Each experiment of the suite read, validated and parsed once (:mod:`chaos.run_spec`), its rate as a share
+    of a capacity (load.utilization) included, before the first runs: a bad file refuses the suite in one line.
+    Parsed without a front door of the command's (``suite --front`` may name several: each run derives its own)."""
+    from chaos import suite, validate
 
-    for path in paths:
-        validate.run_inputs(path, args.app, getattr(args, "capacity", None))
+    options = run_options(args, None)  # the runner sets each run's out_dir
+    return {name: validate.run_spec(suite.experiment_path(name), options) for name in names}
 
 
 def cmd_capacity(args) -> int:

@@ -6,9 +6,10 @@ lives: it must answer its requests with errors, fail its health check, and Serve
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos import faults
 from chaos.backends.kuberay.kube.access import EXEC
 from chaos.scope_registry import Scope
+from chaos.scopes.engine_signal import signal_one_engine
 
 
 def error_engine(backend, marker: faults.Marker, zone: str | None = None) -> dict:
@@ -16,15 +17,7 @@ def error_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
     engine, whose hook (the app's: ``AVAILPROOF_ENGINE_FAULTS=1``) raises at its next step and records it (its
     tombstone, :func:`serve_apps.engine_faults.tombstone_path`). The replica lives; Serve replaces it. The engine is
     found and checked to take the signal before the mark; the proof: each engine's tombstone, the replica alive."""
-    r = backend.pick_replica(zone=zone)
-    fire = backend.error_engine(r)
-    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
-                       {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
-        pids = fire()  # a signal that failed leaves nothing in the records (stale tombstones removed first)
-        f["pid"], f["pids"] = r.pid, pids  # the replica's process must outlive its engine (the proof looks)
-        orphan_watch.record_victim(f, r, pids)  # the replica replaced must leave no engine behind
-        faults.prove(backend, marker, f)
-    return f
+    return signal_one_engine(backend, marker, SCOPE.name, backend.error_engine, zone)  # its tombstone the proof
 
 
 SCOPE = Scope(

@@ -13,9 +13,10 @@ corrupted count is null with the reason). The run's end releases it, only while 
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos import faults
 from chaos.backends.kuberay.kube.access import EXEC
 from chaos.scope_registry import Scope
+from chaos.scopes.engine_signal import signal_one_engine
 
 
 def garble_engine(backend, marker: faults.Marker, zone: str | None = None) -> dict:
@@ -23,15 +24,7 @@ def garble_engine(backend, marker: faults.Marker, zone: str | None = None) -> di
     the signal before the mark; the proof: each engine's garbage mark naming this run (the engine's own word,
     written as the fault begins), each engine alive and not stopped, the replica's process alive. No heal here:
     the run's end releases it."""
-    r = backend.pick_replica(zone=zone)
-    fire = backend.garble_engine(r)
-    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
-                       {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
-        pids = fire()  # a signal that failed leaves nothing in the records (stale marks removed first)
-        f["pid"], f["pids"] = r.pid, pids
-        orphan_watch.record_victim(f, r, pids)  # a replacement must take the engine with it
-        faults.prove(backend, marker, f)
-    return f
+    return signal_one_engine(backend, marker, SCOPE.name, backend.garble_engine, zone)
 
 
 SCOPE = Scope(

@@ -14,9 +14,10 @@ names the run."""
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos import faults
 from chaos.backends.kuberay.kube.access import EXEC
 from chaos.scope_registry import Scope
+from chaos.scopes.engine_signal import signal_one_engine
 
 
 def stall_engine(backend, marker: faults.Marker, zone: str | None = None) -> dict:
@@ -24,15 +25,7 @@ def stall_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
     take the signal before the mark; the proof: each engine's stall mark naming this run (the engine's own word),
     counting steps since (it steps on: its running requests go on), each engine alive and not stopped, the
     replica's process alive. No heal here: a detector ends it, or the run's end does."""
-    r = backend.pick_replica(zone=zone)
-    fire = backend.stall_engine(r)
-    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
-                       {"node": r.node, "pid": r.pid, "deployment": r.deployment}) as f:
-        pids = fire()  # a signal that failed leaves nothing in the records (stale marks removed first)
-        f["pid"], f["pids"] = r.pid, pids
-        orphan_watch.record_victim(f, r, pids)  # a detector's replacement must take the stalled engine with it
-        faults.prove(backend, marker, f)
-    return f
+    return signal_one_engine(backend, marker, SCOPE.name, backend.stall_engine, zone)  # a replacement takes it too
 
 
 SCOPE = Scope(

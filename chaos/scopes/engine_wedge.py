@@ -12,9 +12,10 @@ wedge mark still names the run."""
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos import faults
 from chaos.backends.kuberay.kube.access import EXEC
 from chaos.scope_registry import Scope
+from chaos.scopes.engine_signal import signal_one_engine
 
 
 def wedge_engine(backend, marker: faults.Marker, zone: str | None = None, spin: bool = False) -> dict:
@@ -22,15 +23,8 @@ def wedge_engine(backend, marker: faults.Marker, zone: str | None = None, spin: 
     core). The engine is found and checked to take the signal before the mark; the proof: each engine's wedge
     mark naming this run (the engine's own word, written as its step wedges), each engine alive and not stopped,
     the replica's process alive. No heal here: a detector ends it, or the run's end does."""
-    r = backend.pick_replica(zone=zone)
-    fire = backend.wedge_engine(r, spin=bool(spin))
-    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
-                       {"node": r.node, "pid": r.pid, "deployment": r.deployment, "spin": bool(spin)}) as f:
-        pids = fire()  # a signal that failed leaves nothing in the records (stale marks removed first)
-        f["pid"], f["pids"] = r.pid, pids
-        orphan_watch.record_victim(f, r, pids)  # a detector's replacement must take the wedged engine with it
-        faults.prove(backend, marker, f)
-    return f
+    return signal_one_engine(backend, marker, SCOPE.name, lambda r: backend.wedge_engine(r, spin=bool(spin)), zone,
+                             {"spin": bool(spin)})  # a detector's replacement takes the wedged engine with it
 
 
 SCOPE = Scope(

@@ -69,7 +69,7 @@ def test_no_failure_at_all_is_undisturbed():
     # the one reason of a population's: the run had no retry policy, so it has no retries' figures (chaos.analysis.retries)
     assert [k for k in f["unmeasurable"] if k.split(".")[0] in ("affected", "service")] == ["service.retries",
                                                                                            "affected.retries"]
-    assert p["retries"] is None
+    assert f["service"]["retries"] is None and f["affected"]["retries"] is None  # both, not the loop's last
     # this run has no samples, no zones served, no prefix sharing: exactly these are unmeasurable, and why
     um = f["unmeasurable"]
     planes = {"control_plane": ["time_to_loss_s", "time_to_restored_s", "outage_s"],
@@ -88,7 +88,15 @@ def test_no_failure_at_all_is_undisturbed():
     assert all(um[k] == "the records carry no token continuity (recorded before the harness measured it)"
                for k in continuity)
     assert um["failed.unaffected_zones"].startswith("a replica fault affects every target")
-    assert all("sample" in um[k] for k in sampled)  # no sample taken: the planes say so, never 0
+    # no sample taken: the planes say so (the not-sampled branch, not a gap's, a missing baseline's or a silent
+    # controller's, whose reasons speak of samples too), never 0
+    not_sampled = {"control_plane": "not sampled: no control-plane sample in the analysis window",
+                   "capacity": "not sampled: no sample in the analysis window"}
+    assert {k: um[k] for k in sampled} == {
+        **{k: not_sampled[k.partition(".")[0]] for k in sampled if k.partition(".")[0] in not_sampled},
+        "capacity.nodes_min_alive": "no sample in the window knew the nodes alive",
+        "replacement": "no sample before the injection knew the replicas' ids (runs recorded before they were sampled)"}
+    assert all(f[plane][name] is None for plane, name in (k.split(".") for k in sampled if "." in k))
     assert f["goodput_rps"]["before"] == pytest.approx(10, rel=0.02)
     assert f["resolution_s"] == pytest.approx(0.1, abs=1e-3)
 

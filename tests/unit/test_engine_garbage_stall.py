@@ -22,7 +22,9 @@ from chaos.load import continuity, integrity
 from chaos.scopes.engine_garbage import garble_engine
 from chaos.scopes.engine_stall import stall_engine
 from serve_apps import engine_faults as app, held_faults, stream_tokens
-from serve_apps.stream_engine import EngineProcess, generate, wait_ready
+from serve_apps.stream_engine import generate, wait_ready
+
+from .stream_engine_helpers import engine, one_engine_backend, until  # noqa: F401 - engine: the fixture
 
 
 @pytest.mark.parametrize("name,fault,method", [("engine-garbage", garble_engine, "garble_engine"),
@@ -125,30 +127,6 @@ def test_vllm_s_step_wrapper_closes_the_scheduler_s_admission_and_opens_it_at_th
 
 
 # ---------------------------------------------------------------- the stream target's real engine child
-def _until(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-@pytest.fixture
-def engine():
-    e = EngineProcess(faults=True)
-    assert e.wait_started(10)
-    yield e
-    for f in held_faults.HELD:
-        Path(app.mark_path(f, e.pid)).unlink(missing_ok=True)
-    Path(app.request_path(e.pid)).unlink(missing_ok=True)
-    e.close()
-
-
-def _local(engine_pid, run_id="run-1"):
-    return SimpleNamespace(run_id=run_id, engine_pids=lambda r, to: [engine_pid])
-
-
 def _answer(e, prompt="the zone fails", n=8):
     key = stream_tokens.prompt_key(prompt)
 
@@ -161,8 +139,8 @@ def _answer(e, prompt="the zone fails", n=8):
 def test_the_garbled_stream_engine_s_words_are_wrong_and_the_exact_check_says_corrupted(engine):
     body = {"prompt": "the zone fails", "max_tokens": 8}
     assert integrity.deterministic(" ".join(_answer(engine)), body, 8) is None  # healthy first
-    assert engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "garbage")() == [engine.pid]
-    assert _until(lambda: engine.steps.garbage)
+    assert engines.hold(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"), "garbage")() == [engine.pid]
+    assert until(lambda: engine.steps.garbage)
     words = _answer(engine)
     key = stream_tokens.prompt_key(body["prompt"])
     assert all(w != stream_tokens.word(key, i) for i, w in enumerate(words))  # every token wrong
@@ -180,7 +158,7 @@ def test_the_stalled_stream_engine_finishes_a_running_request_and_starts_no_new_
         await wait_ready(engine)  # admitted before the stall: running
         running = generate(engine, [stream_tokens.word(key, i) for i in range(20)], [0.0] + [0.03] * 19, poll_s=0.02)
         first = await running.__anext__()
-        engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "stall")()
+        engines.hold(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"), "stall")()
         rest = [w async for w in running]
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(wait_ready(engine, poll_s=0.02), 1.0)  # a new request: never admitted
@@ -188,20 +166,20 @@ def test_the_stalled_stream_engine_finishes_a_running_request_and_starts_no_new_
 
     assert asyncio.run(go()) == [stream_tokens.word(key, i) for i in range(20)]
     assert engine.steps.stalled and engine.state() == "ok"
-    assert _until(lambda: [c["ok"] for c in engines.held_checks({"pids": [engine.pid]}, "stall", "run-1")]
+    assert until(lambda: [c["ok"] for c in engines.held_checks({"pids": [engine.pid]}, "stall", "run-1")]
                   == [True, True, True])
 
 
 def test_the_run_s_end_releases_only_its_own_hold_and_the_engine_is_healthy_again(engine):
-    engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "stall")()
-    assert _until(lambda: engine.steps.stalled)
+    engines.hold(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"), "stall")()
+    assert until(lambda: engine.steps.stalled)
     (kept,) = engines.release("another-run", [engine.pid], "stall")
     assert (kept["released"], kept["found"]) == (False, "another run's mark")
     time.sleep(0.3)
     assert engine.steps.stalled and Path(app.mark_path("stall", engine.pid)).exists()
     (done,) = engines.release("run-1", [engine.pid], "stall")
     assert (done["released"], done["engine"], done["found"]) == (True, "alive", "admitting nothing new (this run's mark)")
-    assert _until(lambda: not engine.steps.stalled)
+    assert until(lambda: not engine.steps.stalled)
     assert _answer(engine, "p", 3) == [stream_tokens.word(stream_tokens.prompt_key("p"), i) for i in range(3)]
 
 
@@ -218,15 +196,15 @@ def test_kuberay_s_scripts_hold_prove_and_release_through_a_shell(engine, fault)
     out = subprocess.run(["sh", "-c", kw.wedge_script([engine.pid], request, fault)], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == [str(engine.pid)]
-    assert _until(lambda: engine.steps.garbage if fault == "garbage" else engine.steps.stalled)
+    assert until(lambda: engine.steps.garbage if fault == "garbage" else engine.steps.stalled)
 
     def ok():
         said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid], fault)], capture_output=True, text=True).stdout
         checks = engine_faults.held_checks(fault, [engine.pid], kw.parse_marks(said), kw.parse_states(said), "run-9")
         return all(c["ok"] for c in checks)
-    assert _until(ok)
+    assert until(ok)
     other = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-8", fault)], capture_output=True, text=True)
     assert other.stdout.split() == ["kept", str(engine.pid)] and Path(app.mark_path(fault, engine.pid)).exists()
     ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9", fault)], capture_output=True, text=True)
     assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.mark_path(fault, engine.pid)).exists()
-    assert _until(lambda: not (engine.steps.garbage or engine.steps.stalled))
+    assert until(lambda: not (engine.steps.garbage or engine.steps.stalled))

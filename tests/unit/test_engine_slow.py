@@ -25,7 +25,9 @@ from chaos.backends.local.throttle import DutyCycle
 from chaos.errors import UsageError
 from chaos.scopes.engine_slow import slow_engine
 from serve_apps import engine_faults as app, held_faults
-from serve_apps.stream_engine import EngineProcess, generate, wait_ready
+from serve_apps.stream_engine import generate, wait_ready
+
+from .stream_engine_helpers import engine, one_engine_backend, until  # noqa: F401 - engine: the fixture
 
 NAME = "engine-slow"
 FACTOR = 4.0
@@ -121,30 +123,6 @@ def test_a_slow_request_without_a_valid_factor_holds_nothing(tmpdir_hook, monkey
 
 
 # ---------------------------------------------------------------- the stream target's real engine child
-def _until(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-@pytest.fixture
-def engine():
-    e = EngineProcess(faults=True)
-    assert e.wait_started(10)
-    yield e
-    for f in held_faults.HELD:
-        Path(app.mark_path(f, e.pid)).unlink(missing_ok=True)
-    Path(app.request_path(e.pid)).unlink(missing_ok=True)
-    e.close()
-
-
-def _local(engine_pid, run_id="run-1"):
-    return SimpleNamespace(run_id=run_id, engine_pids=lambda r, to: [engine_pid])
-
-
 def gaps(e, n=20, token_s=0.02):
     """A stream of ``n`` tokens paced as the stream target paces them (its default token_s): the gaps between them."""
     async def go():
@@ -161,13 +139,13 @@ def cv(xs):
 
 def test_the_slowed_stream_engine_s_gaps_are_factor_times_longer_and_even_unlike_the_duty_cycle_s(engine):
     healthy = gaps(engine)
-    assert engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR)() == [engine.pid]
-    assert _until(lambda: engine.steps.slow == FACTOR)
+    assert engines.hold(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR)() == [engine.pid]
+    assert until(lambda: engine.steps.slow == FACTOR)
     slowed = gaps(engine)
     ratio = statistics.mean(slowed) / statistics.mean(healthy)
     cycle = DutyCycle([engine.pid], engine_faults.Throttle(FACTOR, 0.2, 30))  # engine-stutter, for contrast
     engines.release("run-1", [engine.pid], "slow")
-    assert _until(lambda: engine.steps.slow == 1.0)
+    assert until(lambda: engine.steps.slow == 1.0)
     cycle.start()
     try:
         stutter = gaps(engine)
@@ -185,8 +163,8 @@ def test_the_slowed_stream_engine_s_gaps_are_factor_times_longer_and_even_unlike
 
 def test_the_local_proof_holds_while_slowed_and_the_heal_restores_the_speed_keeping_another_run_s_mark(engine):
     healthy = statistics.mean(gaps(engine))
-    engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR)()
-    assert _until(lambda: [c["ok"] for c in engines.held_checks({"pids": [engine.pid]}, "slow", "run-1")]
+    engines.hold(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR)()
+    assert until(lambda: [c["ok"] for c in engines.held_checks({"pids": [engine.pid]}, "slow", "run-1")]
                   == [True, True, True, True])
     (kept,) = engines.release("another-run", [engine.pid], "slow")
     assert (kept["released"], kept["found"]) == (False, "another run's mark")
@@ -195,7 +173,7 @@ def test_the_local_proof_holds_while_slowed_and_the_heal_restores_the_speed_keep
     assert statistics.mean(gaps(engine, 8)) > 0.6 * FACTOR * healthy  # still slow
     (done,) = engines.release("run-1", [engine.pid], "slow")
     assert (done["released"], done["engine"], done["found"]) == (True, "alive", "slowed (this run's mark)")
-    assert _until(lambda: engine.steps.slow == 1.0)
+    assert until(lambda: engine.steps.slow == 1.0)
     assert statistics.mean(gaps(engine)) < 1.5 * healthy  # the heal restored the speed
 
 
@@ -210,32 +188,32 @@ def test_kuberay_s_scripts_slow_prove_and_release_through_a_shell(engine):
     out = subprocess.run(["sh", "-c", kw.wedge_script([engine.pid], request, "slow")], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == [str(engine.pid)]
-    assert _until(lambda: engine.steps.slow == FACTOR)
+    assert until(lambda: engine.steps.slow == FACTOR)
 
     def ok():
         said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid], "slow")], capture_output=True, text=True).stdout
         checks = engine_faults.held_checks("slow", [engine.pid], kw.parse_marks(said), kw.parse_states(said), "run-9")
         return all(c["ok"] for c in checks)
-    assert _until(ok)
+    assert until(ok)
     other = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-8", "slow")], capture_output=True, text=True)
     assert other.stdout.split() == ["kept", str(engine.pid)] and Path(app.mark_path("slow", engine.pid)).exists()
     ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9", "slow")], capture_output=True, text=True)
     assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.mark_path("slow", engine.pid)).exists()
-    assert _until(lambda: engine.steps.slow == 1.0)
+    assert until(lambda: engine.steps.slow == 1.0)
 
 
 # ---------------------------------------------------------------- a rig that died: the engine lets go by itself
 def test_the_stream_engine_child_lets_slow_go_by_itself_past_the_request_s_hold_s(engine):
     """The rig never removes the mark (it died mid-fault): past the request's hold_s the child removes its mark
     itself and steps at full speed again; the mark said until when."""
-    fire = engines.hold(_local(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR, hold_s=1.0)
+    fire = engines.hold(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"), "slow", FACTOR, hold_s=1.0)
     began = time.time()
     assert fire() == [engine.pid]
-    assert _until(lambda: engine.steps.slow == FACTOR)
-    until = engine_faults.mark_field(Path(app.mark_path("slow", engine.pid)).read_text(), "until")
-    assert until is not None and began < until <= time.time() + 1.5
-    assert _until(lambda: engine.steps.slow == 1.0, timeout=6.0)  # no release called
-    assert not Path(app.mark_path("slow", engine.pid)).exists() and time.time() >= until - 0.1
+    assert until(lambda: engine.steps.slow == FACTOR)
+    held_until = engine_faults.mark_field(Path(app.mark_path("slow", engine.pid)).read_text(), "until")
+    assert held_until is not None and began < held_until <= time.time() + 1.5
+    assert until(lambda: engine.steps.slow == 1.0, timeout=6.0)  # no release called
+    assert not Path(app.mark_path("slow", engine.pid)).exists() and time.time() >= held_until - 0.1
 
 
 def test_the_slow_request_carries_the_duration_and_a_margin_and_vllm_s_hook_lets_go_past_it(tmpdir_hook, monkeypatch):

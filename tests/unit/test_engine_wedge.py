@@ -22,7 +22,8 @@ from chaos.backends.local import engines, procs
 from chaos.backends.local.backend import LocalBackend
 from chaos.scopes.engine_wedge import wedge_engine
 from serve_apps import engine_faults as app
-from serve_apps.stream_engine import EngineProcess
+
+from .stream_engine_helpers import engine, one_engine_backend, until  # noqa: F401 - engine: the fixture
 
 NAME = "engine-wedge"
 
@@ -117,35 +118,11 @@ def test_a_signal_an_idle_engine_never_took_is_made_void_at_the_run_s_end(tmpdir
 
 
 # ---------------------------------------------------------------- the stream target's real engine child
-def _until(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-@pytest.fixture
-def engine():
-    e = EngineProcess(faults=True)
-    assert e.wait_started(10)
-    yield e
-    Path(app.wedge_path(e.pid)).unlink(missing_ok=True)
-    Path(app.request_path(e.pid)).unlink(missing_ok=True)
-    Path(app.tombstone_path(e.pid)).unlink(missing_ok=True)  # the errored one's
-    e.close()
-
-
-def _local(engine_pid, run_id="run-1"):
-    return SimpleNamespace(run_id=run_id, engine_pids=lambda r, to: [engine_pid])
-
-
 def test_the_stream_engine_wedged_by_the_local_backend_steps_no_more_is_not_stopped_and_is_proven(engine):
-    b = _local(engine.pid)
+    b = one_engine_backend(engine.pid)
     fire = engines.wedge(b, SimpleNamespace(replica_id="r1"))
     assert fire() == [engine.pid]
-    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    assert until(lambda: Path(app.wedge_path(engine.pid)).exists())
     count = engine.steps.count
     time.sleep(1.3)
     assert engine.steps.count <= count + 1  # at most a step already in the pipe
@@ -157,15 +134,15 @@ def test_the_stream_engine_wedged_by_the_local_backend_steps_no_more_is_not_stop
 
 
 def test_the_run_s_end_releases_only_its_own_wedge_and_the_engine_steps_again(engine):
-    engines.wedge(_local(engine.pid), SimpleNamespace(replica_id="r1"))()
-    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    engines.wedge(one_engine_backend(engine.pid), SimpleNamespace(replica_id="r1"))()
+    assert until(lambda: Path(app.wedge_path(engine.pid)).exists())
     (kept,) = engines.release("another-run", [engine.pid])
     assert (kept["released"], kept["found"]) == (False, "another run's mark")
-    assert Path(app.wedge_path(engine.pid)).exists() and _until(lambda: engine.state() == "hung")
+    assert Path(app.wedge_path(engine.pid)).exists() and until(lambda: engine.state() == "hung")
     (done,) = engines.release("run-1", [engine.pid])
     assert (done["released"], done["engine"]) == (True, "alive")
     count = engine.steps.count
-    assert _until(lambda: engine.steps.count > count + 10)  # it steps again
+    assert until(lambda: engine.steps.count > count + 10)  # it steps again
     assert engine.state() == "ok"
 
 
@@ -173,9 +150,9 @@ def test_a_failed_wedge_is_unproven_not_claimed(monkeypatch, engine):
     """The signal's request never reaching the engine (it errs instead) leaves no mark: the proof fails."""
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.5}, raising=False)
     procs.signal_pids([engine.pid], signal.SIGUSR1)  # no request: an engine error, not a wedge
-    assert _until(lambda: engine.state() == "errored")
+    assert until(lambda: engine.state() == "errored")
     # the tombstone is written before the engine exits: its exit (gone or a zombie) is waited for, not raced
-    assert _until(lambda: procs.state(engine.pid) in engine_faults.GONE)
+    assert until(lambda: procs.state(engine.pid) in engine_faults.GONE)
     assert [c["ok"] for c in engines.wedge_checks({"pids": [engine.pid]}, "run-1")] == [False, False]
 
 
@@ -185,7 +162,7 @@ def test_kuberay_s_scripts_wedge_prove_and_release_through_a_shell(engine):
     out = subprocess.run(["sh", "-c", kw.wedge_script([engine.pid], request)], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == [str(engine.pid)]
-    assert _until(lambda: Path(app.wedge_path(engine.pid)).exists())
+    assert until(lambda: Path(app.wedge_path(engine.pid)).exists())
     said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid])], capture_output=True, text=True).stdout
     marks, states = kw.parse_marks(said), kw.parse_states(said)
     assert [c["ok"] for c in engine_faults.wedge_checks([engine.pid], marks, states, "run-9")] == [True, True]
@@ -194,7 +171,7 @@ def test_kuberay_s_scripts_wedge_prove_and_release_through_a_shell(engine):
     ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9")], capture_output=True, text=True)
     assert ours.stdout.split() == ["released", str(engine.pid)] and not Path(app.wedge_path(engine.pid)).exists()
     count = engine.steps.count
-    assert _until(lambda: engine.steps.count > count + 10)
+    assert until(lambda: engine.steps.count > count + 10)
 
 
 # ---------------------------------------------------------------- recover on KubeRay: any run's marks, in every pod
@@ -261,3 +238,31 @@ def test_kuberay_recover_releases_any_run_s_held_faults_and_the_next_preparation
     assert [x for x in fresh(b, "run4").leftovers() if x["kind"] == "EngineMark"] == []
     fresh(b, "run4").prepare("run4", "replica")
     assert em.FAULTS == ("wedge", "garbage", "stall", "slow")
+
+
+def test_local_recover_voids_a_request_never_taken_and_the_next_preparation_refuses_until_then(tmpdir_hook,
+                                                                                                monkeypatch):
+    """A run killed after it left its engine a request and sent the signal, before the engine stepped (or before
+    its own end voided it): the engine is armed, its next step would take the fault. As on KubeRay
+    (``IN_POD_LEFTOVERS``' engine marks), the next preparation refuses while the request is pending, and
+    ``availproof recover`` (heal_all) makes it void, whatever run left it; a void one is no leftover."""
+    from chaos.backends.local import weights
+    from chaos.errors import SetupError
+    from tests.unit.fake_backend import TinyReplica
+
+    with TinyReplica("stay") as t:
+        b = t.backend()
+        b.cluster.partitioned_zones = b.cluster.state.workers = lambda: []  # no partition, no worker node
+        (pid,) = t.engine_pids
+        Path(app.request_path(pid)).write_text(engine_faults.held_request("garbage", "run-1"))
+        assert engines.pending(b.cluster_processes()) == [pid]
+        with pytest.raises(SetupError, match=f"engine {pid}'s fault request never taken.*availproof recover"):
+            b.prepare("run-2", "replica")
+        monkeypatch.setattr(weights, "recover", lambda backend: None)  # no restart-fails file to look at here
+        monkeypatch.setattr(b, "_restore", lambda done, **kw: done)  # no cluster to restart here
+        done = b.heal_all(timeout=1)
+        assert done["voided"] == [pid] and done["released"] == []
+        assert app.take_request(pid)["fault"] == app.VOID  # the armed engine's next step: nothing fires
+        Path(app.request_path(pid)).write_text(engine_faults.void_request("run-1"))  # a void one left: none
+        assert engines.pending(b.cluster_processes()) == [] and b.heal_all(timeout=1)["voided"] == []
+        b.prepare("run-2", "replica")

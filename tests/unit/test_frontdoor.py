@@ -477,7 +477,8 @@ def test_the_suite_runs_each_experiment_once_per_front_door_side_by_side(monkeyp
 
     calls = []
 
-    def fake_run(path, out, args, front=None, prometheus_url=None):
+    def fake_run(path, out, args, front=None, prometheus_url=None, spec=None):
+        assert spec.settings.front == front  # the file parsed once, the run's front door derived from it
         calls.append((Path(path).stem, out.name, front))
         return {"experiment": path, "verdict": 0 if front == "lb" else 1, "error": "x", "summary": None}
 

@@ -229,3 +229,68 @@ def test_validate_and_run_agree(tmp_path, capsys):
     assert cli.main(["run", str(bad), "--out", str(tmp_path / "out")]) == 2
     assert found[0] in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_suite_parses_each_file_once(tmp_path, monkeypatch):
+    """`availproof suite` parses each experiment once, before the first runs (its utilization checked there),
+    and each run runs that spec: the runner parses nothing again, also with several front doors."""
+    from chaos import cli, suite
+    from chaos.errors import SetupError
+
+    paths = {}
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        paths[name] = _experiment(tmp_path / name, baseline_s=0.3, method_s=0.1)
+    monkeypatch.setattr(suite, "experiment_path", lambda name: paths[name])
+    parsed, opened = [], []
+    real_parse = exp_mod.parse
+    monkeypatch.setattr(exp_mod, "parse", lambda *a, **k: parsed.append(a[1]) or real_parse(*a, **k))
+
+    def open_run(spec, options):  # the runner got this far: stop the run here (a set-up error, its result)
+        opened.append((spec, options.front))
+        raise SetupError("stopped by the test")
+
+    monkeypatch.setattr(core, "open_run", open_run)
+    code = cli.main(["suite", "--only", "one", "two", "--front", "lb,direct", "--keep-cluster",
+                     "--out", str(tmp_path / "s")])
+    assert code == 2
+    assert sorted(parsed) == sorted(str(p) for p in paths.values())  # one parse per file
+    assert [(s.source, s.settings.front, front) for s, front in opened] == [
+        (str(paths["one"]), "lb", "lb"), (str(paths["one"]), "direct", "direct"),
+        (str(paths["two"]), "lb", "lb"), (str(paths["two"]), "direct", "direct")]
+    assert opened[0][0].experiment is opened[1][0].experiment  # the same parse, the front derived from it
+
+
+def test_the_settings_objects_are_read_only_and_still_json(tmp_path):
+    """The Settings' objects (app, bounds, stop_when, kubernetes, front_door) refuse writes at any depth, as the
+    document does; they still serialise, copy and compare as dicts, and their consumers get copies of their own."""
+    import copy
+    from types import SimpleNamespace
+
+    from chaos.options import kube_settings
+
+    path = _experiment(tmp_path, baseline_s=0.3, method_s=0.1)
+    doc = json.loads(path.read_text())
+    doc["extensions"][0].update(app={"migration": {"limit": 2}}, front_door={"retries": 1},
+                                kubernetes={"namespace": "ns", "load": {"tolerations": [{"key": "k"}]}})
+    path.write_text(json.dumps(doc))
+    s = run_spec.build(path, Options()).settings
+    writes = [lambda: s.bounds.__setitem__("max_failed_requests", 0), lambda: s.bounds.update(x=1),
+              lambda: s.stop_when.pop("for_s"), lambda: s.front_door.setdefault("tls", True),
+              lambda: s.app["migration"].__setitem__("limit", 9), lambda: s.kubernetes["load"].clear(),
+              lambda: s.kubernetes["load"]["tolerations"].append({}), lambda: s.app.__delitem__("migration")]
+    for write in writes:
+        with pytest.raises((TypeError, AttributeError)):
+            write()
+    assert s.app == {"migration": {"limit": 2}} and s.bounds["max_failed_requests"] == 100000
+    assert s.kubernetes["load"]["tolerations"] == ({"key": "k"},)
+    assert json.loads(json.dumps(dataclasses.asdict(s)))["kubernetes"]["load"]["tolerations"] == [{"key": "k"}]
+    assert copy.deepcopy(s) == s and dataclasses.replace(s, bounds={"max_failed_requests": 1}).bounds == {
+        "max_failed_requests": 1}
+    with pytest.raises(TypeError):  # a new Settings' objects are read-only too
+        dataclasses.replace(s, bounds={"max_failed_requests": 1}).bounds["x"] = 1
+    target = kube_settings({"context": "c", "ray_cluster": "r", "serve_url": "u", "dashboard_url": "d"}, s.kubernetes)
+    target["load"]["tolerations"].append({"key": "more"})  # the backend's copy: its own, as before
+    assert s.kubernetes["load"]["tolerations"] == ({"key": "k"},)
+    cluster = SimpleNamespace(topology=SimpleNamespace(zones=["a"]))  # what app_spec reads of a LocalCluster
+    assert provision.app_spec("stream", cluster, s.app).migration_limit == 2

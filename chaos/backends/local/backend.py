@@ -160,6 +160,7 @@ class LocalBackend(base.ByScope):
         left = [f"partition of {z}" for z in self.cluster.partitioned_zones()]
         left += [f"stopped process {p}" for p in self.stopped_processes()]
         left += [f"wedged engine {p}" for p in engines.wedged(self.cluster_processes())]
+        left += [f"engine {p}'s fault request never taken" for p in engines.pending(self.cluster_processes())]
         if left:
             raise SetupError(f"the cluster still has a fault of an earlier run in place ({', '.join(left)}): "
                              "run `availproof recover` first")
@@ -316,12 +317,14 @@ class LocalBackend(base.ByScope):
 
     def heal_all(self, timeout: float = 180.0) -> dict:
         """Undo whatever is broken (``availproof recover`` after a killed run): resume stopped
-        processes, heal partitions, restart what is down."""
+        processes, release engines' held faults (their marks removed, requests never taken made void),
+        heal partitions, restart what is down."""
         for cycle in getattr(self, "duty_cycles", []):  # a straggler's duty cycle first: it would stop them again
             cycle.stop()
         self.stop_supervisors()
         done: dict[str, list] = {"resumed": procs.signal_pids(self.stopped_processes(), signal.SIGCONT),
-                                 "released": engines.unwedge(self.cluster_processes())}
+                                 "released": engines.unwedge(self.cluster_processes()),
+                                 "voided": engines.void_requests(self.cluster_processes())}  # armed, never taken
         done["weights"] = [w for w in [weights.recover(self)] if w]  # a restart-fails run killed before its restore
         return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
                              nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)

@@ -124,6 +124,24 @@ def unwedge(pids) -> list[int]:
     return out
 
 
+def pending(pids) -> list[int]:
+    """Those of ``pids`` with a request left that they never took and that is not void: the rig's signal may have
+    armed the engine, whose next step would take it (a run killed between the request and its end)."""
+    return [p for p in pids if (text := read(Path(app_engine_faults.request_path(p)))) is not None
+            and engine_faults.mark_field(text, "fault") != app_engine_faults.VOID]
+
+
+def void_requests(pids) -> list[int]:
+    """``availproof recover``: each request :func:`pending` for ``pids`` made void, whichever run left it (the
+    armed engine's next step takes it and does nothing), as the KubeRay backend's recover does
+    (:func:`chaos.backends.kuberay.engine_marks.recover_script`); the pids voided."""
+    out = []
+    for p in pending(pids):
+        Path(app_engine_faults.request_path(p)).write_text(engine_faults.void_request(None))
+        out.append(p)
+    return out
+
+
 def wedge_checks(fault: dict, run_id: str | None) -> list[dict]:
     """One look at a wedge (:func:`chaos.backends.engine_faults.wedge_checks`): the engines' marks and states."""
     pids = list(fault.get("pids") or [])
