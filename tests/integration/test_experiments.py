@@ -450,7 +450,8 @@ def test_replica_kill_under_chat_sessions_with_retries_measures_the_replacements
     doc = json.loads((EXPERIMENTS / f"{name}.json").read_text())
     policy = json.loads((EXPERIMENTS / "replica-kill-retries.json").read_text())["extensions"][0]["load"]["retry"]
     ext = doc["extensions"][0]
-    ext["load"] = {**ext["load"], "retry": policy}
+    ext["load"] = {**ext["load"], "retry": policy, "warmup_s": 2}
+    ext["baseline_s"] = 7  # as shortened()'s (CI time)
     ext["bounds"] = {**ext["bounds"], "max_amplification": 1.5}
     path = test_root / f"{name}-retries.json"
     path.write_text(json.dumps(doc))
@@ -566,7 +567,8 @@ def test_replica_kill_through_the_chaos_cli_over_tls_at_a_share_of_the_measured_
 
     doc = json.loads(suite.experiment_path("replica-kill").read_text())
     ext = next(e for e in doc["extensions"] if e["name"] == "availproof")
-    ext["load"] = {**ext["load"], "arrival": "gamma", "burstiness": 0.5, "workers": 2, "rate": 12}
+    ext["load"] = {**ext["load"], "arrival": "gamma", "burstiness": 0.5, "workers": 2, "rate": 12, "warmup_s": 2}
+    ext["baseline_s"] = 7  # as shortened()'s (CI time)
     ext["front_door"] = {**ext["front_door"], "tls": True, "token_env": "AP_TEST_FRONT_TOKEN"}
     path = tmp_path / "replica-kill-bursty-tls.json"
     path.write_text(json.dumps(doc))
@@ -776,8 +778,9 @@ def burst_trace(path: Path, long_output_from_s: float | None = None) -> Path:
 def trace_experiment(tmp_path: Path, trace: Path, timeout_s: float) -> Path:
     doc = json.loads(suite.experiment_path("replica-kill").read_text())
     ext = next(e for e in doc["extensions"] if e["name"] == "availproof")
-    ext["load"] = {"mode": "open", "trace": str(trace), "duration_s": 90, "warmup_s": 5, "timeout_s": timeout_s,
+    ext["load"] = {"mode": "open", "trace": str(trace), "duration_s": 90, "warmup_s": 2, "timeout_s": timeout_s,
                    "seed": 11}
+    ext["baseline_s"] = 7  # as shortened()'s (CI time)
     path = tmp_path / f"replica-kill-trace-{timeout_s:g}.json"
     path.write_text(json.dumps(doc))
     return path
