@@ -90,10 +90,21 @@ def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     fn = defs[s.fault.__name__]
     # the fault lives in the scope's own module (the accelerator's: chaos/faults_accelerator.py until it moves)
     assert source.stem in (name.replace("-", "_"), "faults_accelerator")
-    # the fault marks this scope, and names zones exactly when the entry says it does
-    call = _inject_call(fn)
-    first = call.args[0]
-    assert (first.value if isinstance(first, ast.Constant) else ast.unparse(first)) in (name, "SCOPE.name")
+    # the fault marks this scope, and names zones exactly when the entry says it does (an engine fault sent through
+    # the app's hook marks it through chaos.scopes.engine_signal.signal_one_engine, given its SCOPE.name)
+    shared = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+              and n.func.id == "signal_one_engine"]
+    if shared:
+        from chaos.scopes import engine_signal
+
+        (via,) = shared
+        assert ast.unparse(via.args[2]) == "SCOPE.name", ast.unparse(via)
+        call = _inject_call(_functions(ast.parse(Path(engine_signal.__file__).read_text()))["signal_one_engine"])
+        assert ast.unparse(call.args[0]) == "scope"
+    else:
+        call = _inject_call(fn)
+        first = call.args[0]
+        assert (first.value if isinstance(first, ast.Constant) else ast.unparse(first)) in (name, "SCOPE.name")
     names_no_zone = isinstance(call.args[2], ast.List) and not call.args[2].elts
     assert names_no_zone is not s.zoned
     # the backend methods it declares are the protocol's, and the ones its fault breaks and restores with
