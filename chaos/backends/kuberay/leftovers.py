@@ -31,7 +31,11 @@ IN_POD_LEFTOVERS: list[tuple[str, Callable, Callable]] = [
 
 
 class Leftovers:
-    """``leftovers`` and ``remove_leftovers``."""
+    """``leftovers`` and ``remove_leftovers``: a part the backend holds (``backend.upkeep.leftovers``), undoing
+    through the backend's other parts (and :data:`IN_POD_LEFTOVERS` through the backend itself)."""
+
+    def __init__(self, backend):
+        self.backend = backend
 
     def leftovers(self, in_pods: bool = True) -> list[dict]:
         """Every object or change of the rig's still in place, whatever run left it: partition helper pods,
@@ -43,41 +47,41 @@ class Leftovers:
         whose faults need no exec, not reviewed for it, does not look there). Each: {"kind", "name", "namespace", "run_id", "zone", "what", "expires"} (``expires``: the
         mark's deadline, None when it has none)."""
         out = []
-        for p in self._helpers():
+        for p in self.backend.partitions.helpers():
             lab = labels_of(p)
-            out.append(_row("Pod", name_of(p), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
+            out.append(_row("Pod", name_of(p), self.backend.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
                             f"partition helper of {lab.get(kp.ZONE_KEY)} on node {node_of(p)} "
                             f"({(p.get('status') or {}).get('phase')})", km.annotations(p).get(km.EXPIRES)))
         selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
-        for pol in self.net.list_namespaced_network_policy(self.namespace, label_selector=selector).items:
+        for pol in self.backend.kube.net.list_namespaced_network_policy(self.backend.namespace, label_selector=selector).items:
             pol = pol.to_dict()
             lab = labels_of(pol)
-            out.append(_row("NetworkPolicy", name_of(pol), self.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
+            out.append(_row("NetworkPolicy", name_of(pol), self.backend.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
                             f"partition of {lab.get(kp.ZONE_KEY)}", km.annotations(pol).get(km.EXPIRES)))
-        for p in self._pods(label_selector=kp.MEMBER_LABEL):
+        for p in self.backend.pods.pods(label_selector=kp.MEMBER_LABEL):
             mark, zone = km.read(km.annotations(p).get(km.MEMBER_MARK)), labels_of(p).get(kp.MEMBER_LABEL)
-            out.append(_row("Pod", name_of(p), self.namespace, mark.get("run"), zone,
+            out.append(_row("Pod", name_of(p), self.backend.namespace, mark.get("run"), zone,
                             f"Ray pod labelled {kp.MEMBER_LABEL}={zone} for a partition", mark.get("expires")))
-        pods = self._pods()
+        pods = self.backend.pods.pods()
         for p in pods:
             mark = km.read(km.annotations(p).get(km.PAUSED_MARK))
             if mark.get("pids"):
                 cycles = list(mark.get("throttles") or [])
-                out.append(_row("Paused", name_of(p), self.namespace, mark.get("run"), None,
+                out.append(_row("Paused", name_of(p), self.backend.namespace, mark.get("run"), None,
                                 f"engine process(es) {', '.join(map(str, mark['pids']))} stopped (SIGSTOP)"
                                 + (f", duty cycle(s) {', '.join(cycles)} (engine-stutter)" if cycles else ""),
                                 mark.get("expires"), pids=list(mark["pids"]), throttles=cycles))
         jobs: dict[str, list[dict]] = {}
-        for p in self._pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
+        for p in self.backend.pods.pods(label_selector=kl.RUN_LABEL):  # a Job of load workers keeps its pods until it is deleted
             lab = labels_of(p)
             name = next((lab[k] for k in kl.JOB_NAME_LABELS if lab.get(k)), None)
             if name:
                 jobs.setdefault(name, []).append(p)
         for name, jpods in sorted(jobs.items()):
             phases = ", ".join(sorted({str((p.get("status") or {}).get("phase")) for p in jpods}))
-            out.append(_row("Job", name, self.namespace, labels_of(jpods[0]).get(kl.RUN_LABEL), None,
+            out.append(_row("Job", name, self.backend.namespace, labels_of(jpods[0]).get(kl.RUN_LABEL), None,
                             f"load workers ({len(jpods)} pod(s): {phases})", km.annotations(jpods[0]).get(km.EXPIRES)))
-        for n in self._nodes():
+        for n in self.backend.pods.nodes():
             ann = km.annotations(n)
             if CORDON_MARK in ann:
                 out.append(_row("Node", name_of(n), None, ann[CORDON_MARK], labels_of(n).get(ZONE_LABEL),
@@ -88,10 +92,10 @@ class Leftovers:
                 out.append(_row("NftTable", name_of(n), None, mark.get("run"), mark.get("zone"),
                                 f"nft table inet {kp.TABLE} of a partition of {mark.get('zone')} on the node",
                                 mark.get("expires")))
-        out += self._accelerator_leftovers(self._nodes())  # device plugins an accelerator loss paused
-        out += self._upgrade_leftovers()
+        out += self.backend.accelerators.leftovers(self.backend.pods.nodes())  # device plugins an accelerator loss paused
+        out += self.backend.rollbacks.leftovers()
         for _kind, find, _undo in IN_POD_LEFTOVERS if in_pods else ():  # inside the Ray pods: engine marks (and
-            out += find(self)  # what plugs in)
+            out += find(self.backend)  # what plugs in)
         return out
 
     def remove_leftovers(self, found: list[dict] | None = None, keep_going: bool = False) -> dict:
@@ -125,54 +129,54 @@ class Leftovers:
         paused = [f"{x['name']}/{pid}" for x in of("Paused") for pid in x.get("pids") or []]
         for x in of("Paused"):  # a straggler's duty cycle is ended before its engines are continued
             if x.get("throttles"):
-                known = self.throttles.setdefault(x["name"], [])
+                known = self.backend.engines.throttles.setdefault(x["name"], [])
                 known += [t for t in x["throttles"] if t not in known]
         if paused:
-            attempt(f"engines {', '.join(paused)}", of("Paused"), self.resume_engine, paused)
+            attempt(f"engines {', '.join(paused)}", of("Paused"), self.backend.resume_engine, paused)
         helpers = [x for x in of("Pod") if x["what"].startswith("partition helper")]
         if helpers:
-            attempt(f"partition helpers {', '.join(x['name'] for x in helpers)}", helpers, self._remove_helpers,
+            attempt(f"partition helpers {', '.join(x['name'] for x in helpers)}", helpers, self.backend.partitions.remove_helpers,
                     [x["name"] for x in helpers])
         tables = {x["name"]: x for x in of("NftTable")}
         nodes: dict[str, dict] = {}
         if tables or of("Node"):
             attempt("the nodes (read)", of("NftTable") + of("Node"), lambda: nodes.update(
-                {name_of(n): n for n in self._nodes()}))
+                {name_of(n): n for n in self.backend.pods.nodes()}))
         for name, x in tables.items():  # the tables the helpers did not take with them
             if name in nodes and km.NFT_MARK in km.annotations(nodes[name]):
-                attempt(f"node {name}", [x], self._remove_table, name, x["zone"])
+                attempt(f"node {name}", [x], self.backend.partitions.remove_table, name, x["zone"])
         for x in of("NetworkPolicy"):
             attempt(f"NetworkPolicy {x['name']}", [x], self._delete_policy, x["name"])
         labelled = [x for x in of("Pod") if x["what"].startswith("Ray pod labelled")]
         if labelled:
-            attempt(f"pod labels of {', '.join(x['name'] for x in labelled)}", labelled, self._unlabel,
+            attempt(f"pod labels of {', '.join(x['name'] for x in labelled)}", labelled, self.backend.partitions.unlabel,
                     [{"metadata": {"name": x["name"]}} for x in labelled])
         for x in of("Job"):  # its pods first, then the Job (its ConfigMaps are its dependents too)
             attempt(f"Job {x['name']}", [x], self._delete_job, x["name"])
         for x in of("Node"):
             if x["name"] in nodes:
-                attempt(f"node {x['name']} (uncordon)", [x], self._uncordon, nodes[x["name"]])
+                attempt(f"node {x['name']} (uncordon)", [x], self.backend.zone_loss.uncordon, nodes[x["name"]])
         for x in of("Accelerator"):  # the device plugins' labels put back, while still the rig's pause
-            attempt(f"node {x['name']} (device plugin)", [x], self._remove_accelerator, x)
+            attempt(f"node {x['name']} (device plugin)", [x], self.backend.accelerators.remove, x)
         for x in of("Upgrade"):
-            attempt(f"upgrade record {x['name']}", [x], self._roll_back_record, json.loads(x["record"]), x["name"])
+            attempt(f"upgrade record {x['name']}", [x], self.backend.rollbacks.roll_back_record, json.loads(x["record"]), x["name"])
         for kind, _find, undo in IN_POD_LEFTOVERS:  # one call per pod: every one of the kind there, any run's
             for pod in sorted({x["pod"] for x in of(kind)}):
-                attempt(f"pod {pod} ({kind})", [x for x in of(kind) if x["pod"] == pod], undo, self, pod)
+                attempt(f"pod {pod} ({kind})", [x for x in of(kind) if x["pod"] == pod], undo, self.backend, pod)
         if errors and not keep_going:
             raise ClusterError("; ".join(errors))
         return {"removed": [x for x in found if id(x) not in failed], "failed": errors}
 
     def _delete_policy(self, name: str) -> None:
         try:
-            self.net.delete_namespaced_network_policy(name, self.namespace)
+            self.backend.kube.net.delete_namespaced_network_policy(name, self.backend.namespace)
         except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
             if not is_not_found(e):
                 raise
 
     def _delete_job(self, name: str) -> None:
         try:
-            self.batch.delete_namespaced_job(name, self.namespace, propagation_policy="Foreground")
+            self.backend.kube.batch.delete_namespaced_job(name, self.backend.namespace, propagation_policy="Foreground")
         except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
             if not is_not_found(e):
                 raise
