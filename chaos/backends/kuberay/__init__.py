@@ -53,15 +53,18 @@ The load workers can run in the cluster, as pods of a Job off the Ray cluster's 
 whose scope reaches a node hosting one is refused before anything is done
 (:meth:`KubeRayBackend.refuse_reaching_load`).
 
-Its Kubernetes pieces: :mod:`.kube` (the kube client with its clock, :mod:`.kube.client`; access, exec,
-marks, partition, zone, load Job). Parts it holds (composed): :mod:`.load` (``backend.load``) and
-:mod:`.autoscaling` (``backend.autoscalers``). Rooms it is still made of (mixed in): :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
-:mod:`.kills` (exec, crashes), :mod:`.engines` (an engine hung,
-crashed, made to fail, throttled), :mod:`.accelerators` (a GPU node's accelerator lost: its device plugin
-paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss),
-:mod:`.partition`, :mod:`.upgrade` (upgrades and drains),
-:mod:`.prepare` (preparation, leftovers, heals), :mod:`.plan` and :mod:`.proofs` (one function per
-scope each, joined per scope in :mod:`.scopes`), :mod:`.backend` (the class).
+What the package owns: the kube client (:mod:`.kube.client`: the API clients and the clock every wait reads; the
+rest of :mod:`.kube`: access, exec, marks, partition, zone, load Job), the parts, and the backend that composes
+them (:mod:`.backend`). Each part is a plain class handed the kube client, the :class:`~.target.Target` (what it acts
+on: context, namespace, cluster, run id, limits) and the parts it uses, held by the backend as an attribute:
+``pods`` (:mod:`.reads`: pods, nodes, the RayService, health; exec, delete), ``kills`` (:mod:`.kills`: crashes of
+pods, the head, Redis, replicas), ``engines`` (:mod:`.engines`, with the orphan check's looks of :mod:`.orphans`),
+``wedges`` (:mod:`.wedge`), ``weights`` (:mod:`.weights`), ``zone_loss`` (:mod:`.zone`), ``partitions``
+(:mod:`.partition`), ``upgrades`` and ``rollbacks`` (:mod:`.upgrade`, :mod:`.rollback`), ``accelerators``
+(:mod:`.accelerators`), ``load`` (:mod:`.load`), ``autoscalers`` (:mod:`.autoscaling`), and over the backend's own
+interface ``preparation`` (:mod:`.prepare`) and ``leftover`` (:mod:`.leftovers`). The backend's methods hand each
+call to its part in one line. Per scope (:mod:`.scopes`): the plan (:mod:`.plan`) and the proof (:mod:`.proofs`),
+functions of the backend; shared constants and selection: :mod:`.common`.
 """
 
 

@@ -12,7 +12,7 @@ from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
-from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, is_not_found, labels_of, limit,
+from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, labels_of, limit,
                                            name_of, node_of, node_regions, node_zones, pod_ready, restarts, select)
 from chaos.errors import ClusterError, UsageError
 

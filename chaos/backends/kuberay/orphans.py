@@ -5,9 +5,7 @@ pod; a pod gone takes its processes with it (all gone)."""
 
 from __future__ import annotations
 
-from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.engine_faults import ENGINE
-from chaos.backends.kuberay.common import name_of
 
 LEFT = "left"  # a line of left_script's output: "left PID STATE RSS_KB" ("-" for an unreadable RSS)
 

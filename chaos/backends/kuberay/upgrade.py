@@ -14,7 +14,7 @@ from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.rollback import Rollbacks
 from chaos.backends.kuberay.target import Target
-from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S, RAYSERVICE,
+from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S,
                                            SERVE_SHUTDOWN_DEFAULTS, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
                                            api_message, limit, name_of, node_of)
 from chaos.errors import ClusterError, UsageError

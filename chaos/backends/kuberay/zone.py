@@ -11,9 +11,9 @@ from chaos.backends.kuberay.kills import Kills
 from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
-from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, check, labels_of, limit, name_of,
+from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, check, labels_of, limit, name_of,
                                            node_of, pod_ready, select, zone_loss_nodes)
-from chaos.errors import ClusterError, UsageError
+from chaos.errors import UsageError
 
 
 class ZoneLoss:
