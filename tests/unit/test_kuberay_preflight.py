@@ -137,7 +137,7 @@ def inject_and_heal(scope, s, b, monkeypatch):
     elif scope == "engine-stall":
         stall_engine(b, marker, zone="zone-b")
     elif scope == "restart-fails":  # the stream target's weights (the fake dashboard's details name no app config)
-        monkeypatch.setattr(b.weights, "weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
+        monkeypatch.setattr(b.engines.weights, "weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
         fail_restart(b, marker, zone="zone-b", outage_s=None)
     elif scope == "node":
         kill_node(b, marker, node="wb-1")
@@ -468,7 +468,7 @@ def test_the_fake_operator_writes_the_rayservice_status_only_when_kuberay_v17_wo
         assert b.pods.get_rayservice() == settled
     assert s.kuberay.status_writes == []
     rcc = settled["spec"]["rayClusterConfig"]
-    b.rollbacks.patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
+    b.lifecycle.rollbacks.patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
     status = b.pods.get_rayservice()["status"]
     assert s.kuberay.status_writes == [("availproof", 2)]  # written: the conditions' generation changed
     assert status["observedGeneration"] == 2 and not (status.get("pendingServiceStatus") or {}).get("rayClusterName")
@@ -481,7 +481,7 @@ def test_the_fake_operator_writes_the_rayservice_status_only_when_kuberay_v17_wo
     # zero-downtime on: the same write names the pending cluster, UpgradeInProgress true
     s2, b2 = service()
     rcc = b2.pods.get_rayservice()["spec"]["rayClusterConfig"]
-    b2.rollbacks.patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
+    b2.lifecycle.rollbacks.patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
     status = b2.pods.get_rayservice()["status"]
     assert status["pendingServiceStatus"] == {"rayClusterName": "availproof-b6d4f"} and status["observedGeneration"] == 2
     assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True"), ("UpgradeInProgress", "True")]
@@ -690,7 +690,7 @@ def restart_fails_cluster(monkeypatch, fail_break_after=None):
     first ``fail_break_after`` (as a full disk would)."""
     s, b, _ = cluster()
     fake_dashboard(monkeypatch, serve=SERVE)
-    monkeypatch.setattr(b.weights, "weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
+    monkeypatch.setattr(b.engines.weights, "weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
     real, broken = b.pods.exec, []
 
     def exec_(pod, script, *a, **k):

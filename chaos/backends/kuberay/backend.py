@@ -1,31 +1,26 @@
 """The KubeRay backend's class: it makes the kube client and the :class:`~chaos.backends.kuberay.target.Target`,
-composes its parts (each handed what it needs, the others it uses among them) and offers the fault interface
-(:class:`chaos.backends.base.Backend`), each method one line handing the call to the part that owns it."""
+composes its six parts, one per family of faults (each handed what it needs, the others it uses among them: pods,
+kills, engines, domains, lifecycle, accelerators), and offers the fault interface
+(:class:`chaos.backends.base.Backend`), each method one line handing the call to the part that owns it (or to the
+preparation's and the leftovers' functions over the backend, :mod:`.prepare`, :mod:`.leftovers`)."""
 
 from __future__ import annotations
 
 import secrets
 
 from chaos.backends import base
+from chaos.backends.kuberay import leftovers as leftover, prepare as preparation
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, load as kl, partition as kp
 from chaos.backends.kuberay.kube.client import Clock, KubeClient, kube_attribute, part_attribute
 from chaos.backends.kuberay.accelerators import Accelerators
-from chaos.backends.kuberay.autoscaling import Autoscaling
 from chaos.backends.kuberay.common import GCS_EXIT_WINDOW_S, ZONE_WATCH_POLL_S
+from chaos.backends.kuberay.domains import Domains
 from chaos.backends.kuberay.engines import Engines
 from chaos.backends.kuberay.kills import Kills
-from chaos.backends.kuberay.leftovers import Leftovers
-from chaos.backends.kuberay.load import LoadJob
-from chaos.backends.kuberay.partition import Partitions
-from chaos.backends.kuberay.prepare import Preparation
+from chaos.backends.kuberay.lifecycle import Lifecycle
 from chaos.backends.kuberay.reads import Pods
-from chaos.backends.kuberay.rollback import Rollbacks
 from chaos.backends.kuberay.scopes import IMPLEMENTATIONS
 from chaos.backends.kuberay.target import Target
-from chaos.backends.kuberay.upgrade import Upgrades
-from chaos.backends.kuberay.wedge import Wedges
-from chaos.backends.kuberay.weights import Weights
-from chaos.backends.kuberay.zone import ZoneLoss
 from chaos.errors import UsageError, parse_bool
 
 
@@ -68,16 +63,18 @@ class KubeRayBackend(base.ByScope):
     partition_method, helper_image = target_attribute("partition_method"), target_attribute("helper_image")
     helper_deadline_s, gcs_exit_window_s = target_attribute("helper_deadline_s"), target_attribute("gcs_exit_window_s")
     allow_autoscaled_zone_loss = target_attribute("allow_autoscaled_zone_loss")
-    load_job, load_avoid_zones = part_attribute("load", "settings"), part_attribute("load", "avoid_zones")
+    load_job, load_avoid_zones = part_attribute("pods.load", "settings"), part_attribute("pods.load", "avoid_zones")
     killed, head_at_kill = part_attribute("kills", "killed"), part_attribute("kills", "head_at_kill")
     drained = part_attribute("kills", "drained")
     head_before_redis_kill = part_attribute("kills", "head_before_redis_kill")
     redis_killed_at = part_attribute("kills", "redis_killed_at")
     paused, throttles = part_attribute("engines", "paused"), part_attribute("engines", "throttles")
-    cuts = part_attribute("partitions", "cuts")
-    lost_nodes, nodes_at_loss = part_attribute("zone_loss", "lost_nodes"), part_attribute("zone_loss", "nodes_at_loss")
-    zone_watches, zone_watch_poll_s = part_attribute("zone_loss", "zone_watches"), part_attribute("zone_loss", "zone_watch_poll_s")
-    cordon_spare_nodes = part_attribute("zone_loss", "cordon_spare_nodes")
+    cuts = part_attribute("domains.partitions", "cuts")
+    lost_nodes = part_attribute("domains.zone_loss", "lost_nodes")
+    nodes_at_loss = part_attribute("domains.zone_loss", "nodes_at_loss")
+    zone_watches = part_attribute("domains.zone_loss", "zone_watches")
+    zone_watch_poll_s = part_attribute("domains.zone_loss", "zone_watch_poll_s")
+    cordon_spare_nodes = part_attribute("domains.zone_loss", "cordon_spare_nodes")
     accelerator_restore_s = part_attribute("accelerators", "accelerator_restore_s")
     accelerator_poll_s = part_attribute("accelerators", "accelerator_poll_s")
 
@@ -114,34 +111,20 @@ class KubeRayBackend(base.ByScope):
         # every call to the cluster, and every look at the clock and sleep, goes through this one object
         self.kube = KubeClient(core, networking, custom, exec_core if exec_core is not None else kube_exec.own_core(core),
                                authz, batch, stream_fn, clock)
-        # every call to the cluster, and every look at the clock and sleep, goes through this one object
-        self.kube = KubeClient(core, networking, custom, exec_core if exec_core is not None else kube_exec.own_core(core),
-                               authz, batch, stream_fn, clock)
         self.target = Target(namespace, context, cluster, max_pods, max_pods if max_nodes is None else max_nodes,
                              run_id or secrets.token_hex(4), serve_url=serve_url, dashboard_url=dashboard_url,
                              partition_method=partition_method, helper_image=helper_image,
                              helper_deadline_s=helper_deadline_s, gcs_exit_window_s=gcs_exit_window_s,
                              allow_autoscaled_zone_loss=parse_bool(allow_autoscaled_zone_loss,
                                                                    "allow_autoscaled_zone_loss"))
-        # the parts, each handed what it needs
+        # the parts, one per family, each handed what it needs (the parts it holds: kuberay/__init__.py)
         t = self.target
-        self.pods = Pods(self.kube, t)
-        self.load = LoadJob(self.kube, namespace, lambda: t.cluster, load if load is not None and load.in_cluster else None,
-                            run_id=lambda: t.run_id, pods=self.pods.pods, nodes=self.pods.nodes)
-        self.autoscalers = Autoscaling(self.kube, lambda: t.cluster, raycluster=self.pods.raycluster,
-                                       service=lambda: t.service, rayservice=self.pods.get_rayservice,
-                                       nodes=self.pods.nodes, allowed=lambda: t.allow_autoscaled_zone_loss)
-        self.kills = Kills(self.kube, t, self.pods, self.load)
-        self.engines = Engines(self.kube, t, self.pods)
-        self.wedges = Wedges(t, self.pods, self.engines)
-        self.weights = Weights(t, self.pods)
-        self.zone_loss = ZoneLoss(self.kube, t, self.pods, self.kills, self.load, zone_watch_poll_s)
-        self.partitions = Partitions(self.kube, t, self.pods, self.load)
-        self.rollbacks = Rollbacks(self.kube, t, self.pods)
-        self.upgrades = Upgrades(self.kube, t, self.pods, self.kills, self.rollbacks, self.load)
+        self.pods = Pods(self.kube, t, load if load is not None and load.in_cluster else None)  # and the load Job
+        self.kills = Kills(self.kube, t, self.pods, self.pods.load)
+        self.engines = Engines(self.kube, t, self.pods)  # and the wedges, the weights
+        self.domains = Domains(self.kube, t, self.pods, self.kills, zone_watch_poll_s)  # zone loss, partitions, autoscalers
+        self.lifecycle = Lifecycle(self.kube, t, self.pods, self.kills)  # upgrades and drains, rollbacks
         self.accelerators = Accelerators(self.kube, t, self.pods)
-        self.leftover = Leftovers(self)
-        self.preparation = Preparation(self)
 
     # the fault interface and what the rest of the rig calls, each handed to the part that owns it
     # reads, domains, health (the pods part)
@@ -242,7 +225,7 @@ class KubeRayBackend(base.ByScope):
     def replica_killer(self, r, method):
         return self.kills.replica_killer(r, method)
 
-    # engines, wedges, weights
+    # engines, wedges, weights (the engines part)
     def pause_engine(self, r):
         return self.engines.pause_engine(r)
 
@@ -271,75 +254,75 @@ class KubeRayBackend(base.ByScope):
         return self.engines.processes_left(node, pids)
 
     def wedge_engine(self, r, spin=False):
-        return self.wedges.wedge_engine(r, spin)
+        return self.engines.wedges.wedge_engine(r, spin)
 
     def garble_engine(self, r):
-        return self.wedges.garble_engine(r)
+        return self.engines.wedges.garble_engine(r)
 
     def stall_engine(self, r):
-        return self.wedges.stall_engine(r)
+        return self.engines.wedges.stall_engine(r)
 
     def slow_engine(self, r, factor, hold_s=None):
-        return self.wedges.slow_engine(r, factor, hold_s)
+        return self.engines.wedges.slow_engine(r, factor, hold_s)
 
     def arm_engine(self, r, fault, request, what):
-        return self.wedges.arm_engine(r, fault, request, what)
+        return self.engines.wedges.arm_engine(r, fault, request, what)
 
     def release_engine(self, pids, fault='wedge'):
-        return self.wedges.release_engine(pids, fault)
+        return self.engines.wedges.release_engine(pids, fault)
 
     def weights_breaker(self, r):
-        return self.weights.weights_breaker(r)
+        return self.engines.weights.weights_breaker(r)
 
     def restore_weights(self, fault):
-        return self.weights.restore_weights(fault)
+        return self.engines.weights.restore_weights(fault)
 
-    # zone and region loss, partitions
+    # zone and region loss, partitions (the domains part)
     def kill_zones(self, zones):
-        return self.zone_loss.kill_zones(zones)
+        return self.domains.zone_loss.kill_zones(zones)
 
     def restore_zones(self, zones=None):
-        return self.zone_loss.restore_zones(zones)
+        return self.domains.zone_loss.restore_zones(zones)
 
     def effect_held(self, fault):
-        return self.zone_loss.effect_held(fault)
+        return self.domains.zone_loss.effect_held(fault)
 
     def preflight_partition(self, zone):
-        return self.partitions.preflight_partition(zone)
+        return self.domains.partitions.preflight_partition(zone)
 
     def partition_zone(self, zone, deadline_s=None):
-        return self.partitions.partition_zone(zone, deadline_s)
+        return self.domains.partitions.partition_zone(zone, deadline_s)
 
     def partition_armer(self, zone, deadline_s=None):
-        return self.partitions.partition_armer(zone, deadline_s)
+        return self.domains.partitions.partition_armer(zone, deadline_s)
 
     def heal_zone(self, zone):
-        return self.partitions.heal_zone(zone)
+        return self.domains.partitions.heal_zone(zone)
 
     def partitioned_zones(self):
-        return self.partitions.partitioned_zones()
+        return self.domains.partitions.partitioned_zones()
 
-    # upgrades, drains, rollbacks
+    # upgrades, drains, rollbacks (the lifecycle part)
     def preflight_upgrade(self, variant):
-        return self.upgrades.preflight_upgrade(variant)
+        return self.lifecycle.upgrades.preflight_upgrade(variant)
 
     def upgrade_variants(self):
-        return self.upgrades.upgrade_variants()
+        return self.lifecycle.upgrades.upgrade_variants()
 
     def upgrade_app(self, variant, version):
-        return self.upgrades.upgrade_app(variant, version)
+        return self.lifecycle.upgrades.upgrade_app(variant, version)
 
     def drain_node(self, node, deadline_s):
-        return self.upgrades.drain_node(node, deadline_s)
+        return self.lifecycle.upgrades.drain_node(node, deadline_s)
 
     def graceful_shutdown(self):
-        return self.upgrades.graceful_shutdown()
+        return self.lifecycle.upgrades.graceful_shutdown()
 
     def second_cluster_room(self, cluster_spec):
-        return self.rollbacks.second_cluster_room(cluster_spec)
+        return self.lifecycle.rollbacks.second_cluster_room(cluster_spec)
 
     def roll_back_upgrade(self, fault):
-        return self.rollbacks.roll_back_upgrade(fault)
+        return self.lifecycle.rollbacks.roll_back_upgrade(fault)
 
     # accelerators
     def lose_accelerator(self, r, acknowledge_other_gpu_pods=False):
@@ -351,37 +334,37 @@ class KubeRayBackend(base.ByScope):
     def restore_accelerator(self, node, wait_s=None, fault=None, look=True):
         return self.accelerators.restore_accelerator(node, wait_s, fault, look)
 
-    # preparation, leftovers, heals
+    # preparation, leftovers, heals: functions over the backend (.prepare, .leftovers)
     def prepare(self, run_id, scope, faults=None):
-        return self.preparation.prepare(run_id, scope, faults)
+        return preparation.prepare(self, run_id, scope, faults)
 
     def preflight_access(self, scopes):
-        return self.preparation.preflight_access(scopes)
+        return preparation.preflight_access(self, scopes)
 
     def heal(self, faults, timeout=300.0):
-        return self.preparation.heal(faults, timeout)
+        return preparation.heal(self, faults, timeout)
 
     def recover_access(self):
-        return self.preparation.recover_access()
+        return preparation.recover_access(self)
 
     def heal_all(self, timeout=300.0):
-        return self.preparation.heal_all(timeout)
+        return preparation.heal_all(self, timeout)
 
     def leftovers(self, in_pods=True):
-        return self.leftover.leftovers(in_pods)
+        return leftover.find(self, in_pods)
 
     def remove_leftovers(self, found=None, keep_going=False):
-        return self.leftover.remove_leftovers(found, keep_going)
+        return leftover.remove(self, found, keep_going)
 
-    # the load workers' Job and the autoscalers
+    # the load workers' Job (the pods part's) and the autoscalers (the domains part's)
     def preflight_load(self) -> dict:
-        return self.load.preflight()
+        return self.pods.load.preflight()
 
     def load_pods(self) -> list[dict]:
-        return self.load.pods()
+        return self.pods.load.pods()
 
     def refuse_reaching_load(self, what: str, nodes=(), zones=(), nodes_read: list[dict] | None = None) -> None:
-        self.load.refuse_reaching(what, nodes=nodes, zones=zones, nodes_read=nodes_read)
+        self.pods.load.refuse_reaching(what, nodes=nodes, zones=zones, nodes_read=nodes_read)
 
     def load_pool(self, shape, events, **kw):
         """The run's load workers as pods of a Job (:class:`chaos.backends.kuberay.kube.load_pool.JobPool`), or None
@@ -393,10 +376,10 @@ class KubeRayBackend(base.ByScope):
         return JobPool(self, self.load_job, shape, events, **kw)
 
     def autoscaling(self, zones: list[str] | None = None) -> list[str]:
-        return self.autoscalers.signs(zones)
+        return self.domains.autoscalers.signs(zones)
 
     def refuse_autoscaled_zone_loss(self, zones: list[str] | None = None) -> None:
-        self.autoscalers.refuse_zone_loss(zones)
+        self.domains.autoscalers.refuse_zone_loss(zones)
 
     # by scope (chaos.backends.base.ByScope, :data:`.scopes.IMPLEMENTATIONS`)
     def plan(self, scope: str, arguments: dict | None = None) -> list[dict]:

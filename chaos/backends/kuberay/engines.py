@@ -25,6 +25,8 @@ from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.orphans import children_script, left_script, parse_left
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
+from chaos.backends.kuberay.wedge import Wedges
+from chaos.backends.kuberay.weights import Weights
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import tombstone_path
 
@@ -121,12 +123,16 @@ def parse_masks(out: str) -> dict[int, str]:
 
 
 class Engines:
-    """hang, crash, error and slow-down of a replica's engine; its resume; the orphan check's looks
-    (:mod:`.orphans`). A part the backend holds (``backend.engines``): the engines this run stopped (``paused``,
-    "pod/pid") and its duty cycles per pod (``throttles``)."""
+    """The engine faults' part: hang, crash, error and slow-down of a replica's engine; its resume; the orphan check's
+    looks (:mod:`.orphans`). A part the backend holds (``backend.engines``): the engines this run stopped (``paused``,
+    "pod/pid") and its duty cycles per pod (``throttles``); and the engine faults it serves, parts of its own: the
+    held ones, wedge, garbage, stall, slow (``wedges``, :mod:`.wedge`, the engines found through this part), and
+    restart-fails' swapped weights (``weights``, :mod:`.weights`)."""
 
     def __init__(self, kube: KubeClient, target: Target, pods: Pods):
         self.kube, self.target, self.pods = kube, target, pods
+        self.wedges = Wedges(target, pods, self)
+        self.weights = Weights(target, pods)
         self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
         self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-stutter)
 

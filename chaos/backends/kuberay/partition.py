@@ -16,8 +16,8 @@ from chaos.errors import ClusterError
 
 
 class Partitions:
-    """A zone cut off the rest, by either method, proven by a connection opened across the cut: a part the
-    backend holds (``backend.partitions``); each zone's cut as it was made (``cuts``)."""
+    """A zone cut off the rest, by either method, proven by a connection opened across the cut: held by the
+    domains part (``backend.domains.partitions``); each zone's cut as it was made (``cuts``)."""
 
     def __init__(self, kube: KubeClient, target: Target, pods: Pods, load: LoadJob):
         self.kube, self.target, self.pods, self.load = kube, target, pods, load

@@ -120,7 +120,7 @@ def zone_loss(self, scope: str, a: dict) -> list[dict]:
     zones = [a["zone"]] if scope == "zone" else self.zones_in_region(a.get("region", ""))
     if not zones:
         raise UsageError(f"region {a.get('region')!r} has no zone")
-    nodes, pods, cordon, theirs = self.zone_loss.reach(zones, f"loss of {', '.join(zones)}")
+    nodes, pods, cordon, theirs = self.domains.zone_loss.reach(zones, f"loss of {', '.join(zones)}")
     self.refuse_autoscaled_zone_loss(zones)
     by_zone = node_zones(nodes)
     rows = [row(self, "Node", n, f"cordon (spec.unschedulable) and annotate {CORDON_MARK}=<run id>",
@@ -135,7 +135,7 @@ def zone_loss(self, scope: str, a: dict) -> list[dict]:
 
 def partition(self, scope: str, a: dict) -> list[dict]:
     zone = a["zone"]
-    pods = self.partitions.cut_pods(zone)
+    pods = self.domains.partitions.cut_pods(zone)
     ips = pod_ips(pods)
     cut = set(ips)
     others = sorted((p for p in self.pods.ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),

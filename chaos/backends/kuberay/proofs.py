@@ -206,7 +206,7 @@ def zone_loss(self, fault: dict) -> list[dict]:
     nodes = self.pods.nodes()
     pods = select(self.pods.pods(), nodes, cluster=self.cluster, zones=zones)
     ready = [name_of(p) for p in pods if pod_ready(p)]
-    lost = self.zone_loss.lost_nodes.get(tuple(sorted(zones)))
+    lost = self.domains.zone_loss.lost_nodes.get(tuple(sorted(zones)))
     if lost is None:  # not known here (another backend object): the nodes this run cordoned there
         lost = [name_of(n) for n in nodes if labels_of(n).get(ZONE_LABEL) in set(zones)
                 and ((n.get("metadata") or {}).get("annotations") or {}).get(CORDON_MARK) == self.run_id]
@@ -218,9 +218,9 @@ def zone_loss(self, fault: dict) -> list[dict]:
            check(f"the nodes the loss of {where} took out unschedulable", bool(lost) and not open_,
                  "no node was taken out" if not lost else
                  (f"{len(lost)} unschedulable" if not open_ else f"schedulable: {', '.join(open_)}"))]
-    w = self.zone_loss.watch_of(zones)
+    w = self.domains.zone_loss.watch_of(zones)
     if w is not None:  # what the watch saw since the loss began; the fault is this watch's to record at the heal
-        self.zone_loss.adopt_fault(w, fault)
+        self.domains.zone_loss.adopt_fault(w, fault)
         w.look_once()
         out.append(w.check())
     return out
@@ -257,7 +257,7 @@ def _head_state(self) -> list[dict]:
 
 def partition(self, fault: dict) -> list[dict]:
     zone = fault["target"]
-    cut = self.partitions.cuts.get(zone)
+    cut = self.domains.partitions.cuts.get(zone)
     if not cut:
         return [check(f"the cut of {zone} in place", False, "this backend made no cut of it")]
     out = []
@@ -277,7 +277,7 @@ def partition(self, fault: dict) -> list[dict]:
             out.append(check(f"the connection {where} opened before the cut carries no more bytes", est, est_seen))
             out.append(check(f"a new connection {where} times out (only silence is a cut)", new, new_seen))
     if cut["method"] == "node-filter":
-        helpers = self.partitions.helpers(zone, self.run_id)
+        helpers = self.domains.partitions.helpers(zone, self.run_id)
         if not helpers:
             out.append(check(f"the nft table of the cut of {zone} on its nodes", False, "no helper pod"))
         for h in helpers:

@@ -1,11 +1,13 @@
-"""The pods part: the pods, the nodes, the RayService and its active RayCluster, the domains, health and the
-sampler's look at the control plane; and what every other part does to a pod: a command in it (exit status
-checked), its delete, a node's patch."""
+"""The pods part, the base every other part uses: the pods, the nodes, the RayService and its active RayCluster, the
+domains, health and the sampler's look at the control plane; what every other part does to a pod: a command in it
+(exit status checked), its delete, a node's patch; and the load workers' Job every fault that reaches nodes is
+checked against (:mod:`.load`, held as ``load``)."""
 
 from __future__ import annotations
 
-from chaos.backends.kuberay.kube import pod_exec as kube_exec
+from chaos.backends.kuberay.kube import load as kl, pod_exec as kube_exec
 from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import (RAYSERVICE, api_message, ZONE_LABEL, cluster_name, expected_pods, is_not_found, labels_of,
                                            limit, name_of, node_of, node_regions, node_zones, pod_ready, ray_pods,
@@ -16,10 +18,14 @@ from chaos.errors import ClusterError, UsageError
 class Pods:
     """The cluster as every part sees it: pods and nodes, the RayService (its active cluster followed), health;
     commands run in pods and pods deleted. A part the backend holds (``backend.pods``), given the kube client and
-    the :class:`~chaos.backends.kuberay.target.Target`."""
+    the :class:`~chaos.backends.kuberay.target.Target`; it holds the load workers' Job (``load``,
+    :class:`~chaos.backends.kuberay.load.LoadJob`: ``load_settings`` is ``kubernetes.load`` when ``in_cluster``, else
+    None), which reads the cluster through it."""
 
-    def __init__(self, kube: KubeClient, target: Target):
+    def __init__(self, kube: KubeClient, target: Target, load_settings: kl.LoadJobSettings | None = None):
         self.kube, self.target = kube, target
+        self.load = LoadJob(kube, target.namespace, lambda: target.cluster, load_settings,
+                            run_id=lambda: target.run_id, pods=self.pods, nodes=self.nodes)
 
     def pods(self, label_selector: str | None = None) -> list[dict]:
         kw = {"label_selector": label_selector} if label_selector else {}

@@ -87,7 +87,7 @@ def _show(k: str, v: float) -> str:
 
 class Rollbacks:
     """The room a second RayCluster needs, the record of a ``cluster`` upgrade, its rollback, and the RayService's
-    patches: a part the backend holds (``backend.rollbacks``)."""
+    patches: held by the lifecycle part (``backend.lifecycle.rollbacks``)."""
 
     def __init__(self, kube: KubeClient, target: Target, pods: Pods):
         self.kube, self.target, self.pods = kube, target, pods

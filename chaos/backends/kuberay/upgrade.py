@@ -92,7 +92,7 @@ def graceful_shutdown_settings(text: str | None, where: str = "RayService") -> d
 
 
 class Upgrades:
-    """``upgrade_app`` (serve_config, cluster) and ``drain_node``: a part the backend holds (``backend.upgrades``);
+    """``upgrade_app`` (serve_config, cluster) and ``drain_node``: held by the lifecycle part (``backend.lifecycle.upgrades``);
     a drain's evicted pods are the kills part's to end at their deadline (``kills.drained``)."""
 
     def __init__(self, kube: KubeClient, target: Target, pods: Pods, kills: Kills, rollbacks: Rollbacks,

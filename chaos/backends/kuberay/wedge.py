@@ -13,16 +13,19 @@ with a request naming the fault (:func:`chaos.backends.engine_faults.held_reques
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.kuberay import plan
 from chaos.backends.kuberay.common import name_of, proc_states_script
-from chaos.backends.kuberay.engines import Engines
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import WEDGE, mark_path, request_path
+
+if TYPE_CHECKING:  # the engines part builds this one (engines.wedges)
+    from chaos.backends.kuberay.engines import Engines
 
 MARK = mark_path(WEDGE, 0).removesuffix("0")  # + pid
 
@@ -79,8 +82,8 @@ def by_pod(items) -> dict[str, list[int]]:
 
 
 class Wedges:
-    """The wedge (garbage, stall, slow) of a replica's engine, and its release: a part the backend holds
-    (``backend.wedges``), its engines checked by the engines part."""
+    """The wedge (garbage, stall, slow) of a replica's engine, and its release: held by the engines part
+    (``backend.engines.wedges``), which finds its engines."""
 
     def __init__(self, target: Target, pods: Pods, engines: Engines):
         self.target, self.pods, self.engines = target, pods, engines
@@ -187,4 +190,4 @@ def plan_rows(self, scope: str, a: dict) -> list[dict]:
 
 
 def proof(self, fault: dict) -> list[dict]:
-    return self.wedges.proof(fault)
+    return self.engines.wedges.proof(fault)

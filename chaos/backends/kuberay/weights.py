@@ -48,7 +48,7 @@ def parse(out: str) -> dict:
 
 
 class Weights:
-    """The weights swapped in a zone's pods, and restored: a part the backend holds (``backend.weights``)."""
+    """The weights swapped in a zone's pods, and restored: held by the engines part (``backend.engines.weights``)."""
 
     def __init__(self, target: Target, pods: Pods):
         self.target, self.pods = target, pods
@@ -130,7 +130,7 @@ class Weights:
 
 
 def plan(self, scope: str, a: dict) -> list[dict]:
-    w = self.weights.weights_of_app()
+    w = self.engines.weights.weights_of_app()
     r = self.pick_replica(zone=a.get("zone"))
     rows = [{"kind": "file", "name": w["path"], "where": f"pod {p} (zone {r.zone})",
              "does": "swapped for a truncated copy of itself (the original copied aside, a mark naming the run)",
@@ -144,7 +144,7 @@ def plan(self, scope: str, a: dict) -> list[dict]:
 def effect(self, fault: dict) -> list[dict]:
     from chaos.backends.kuberay import proofs
 
-    return self.weights.checks(fault) + proofs.replica(self, fault)
+    return self.engines.weights.checks(fault) + proofs.replica(self, fault)
 
 
 

@@ -17,8 +17,8 @@ from chaos.errors import UsageError
 
 
 class ZoneLoss:
-    """Zone and region loss, and its proof from the injection to the heal: a part the backend holds
-    (``backend.zone_loss``). Per loss (keyed by its zones): the nodes it took out (``lost_nodes``), every node name
+    """Zone and region loss, and its proof from the injection to the heal: held by the domains part
+    (``backend.domains.zone_loss``). Per loss (keyed by its zones): the nodes it took out (``lost_nodes``), every node name
     known when it began (``nodes_at_loss``: a later one was added since) and its watch (``zone_watches``,
     :class:`~chaos.backends.kuberay.kube.zone.ZoneWatch`, looking every ``zone_watch_poll_s``)."""
 
