@@ -401,7 +401,7 @@ def test_observe_counts_ready_worker_pods_per_zone_and_maps_replicas_by_pod_ip(m
     s.kuberay.serve_endpoints = 0  # the serve Service has no ready endpoint left
     assert b.observe(timeout=1.0).conditions == {"Ready": "False", "UpgradeInProgress": "False"}
     # the API server not answering: nodes unknown (None, never 0), and said why
-    monkeypatch.setattr(b, "_nodes", lambda: (_ for _ in ()).throw(OSError("apiserver down")))
+    monkeypatch.setattr(b.pods, "nodes", lambda: (_ for _ in ()).throw(OSError("apiserver down")))
     smp = b.observe(timeout=1.0)
     assert smp.nodes_alive is None and "apiserver down" in smp.errors["kubernetes"]
 

@@ -15,6 +15,7 @@ from chaos.backends.kuberay.kube import pod_exec as kube_exec, partition as kp
 from chaos.backends.kuberay.kube import client as kube_client
 from chaos.errors import ClusterError, UsageError
 from chaos.scopes.engine_crash import crash_engine
+from chaos.backends.kuberay.kills import Kills
 from chaos.scopes.head import kill_head
 from chaos.scopes.node import kill_node
 from chaos.scopes.partition import partition_zone
@@ -69,7 +70,7 @@ def test_the_fake_kubelet_terminates_as_the_kubelet_does():
     # a graceful delete: still listed, terminating, until the kubelet is done (the grace over: SIGKILL)
     s.kubelet.ray_pid1 = "bash"
     b.core.delete_namespaced_pod("wc-1", "availproof")
-    listed = [p for p in b._pods() if p["metadata"]["name"] == "wc-1"]
+    listed = [p for p in b.pods.pods() if p["metadata"]["name"] == "wc-1"]
     assert listed and listed[0]["metadata"]["deletion_timestamp"] and s.pods["wc-1"]["metadata"]["deletionGracePeriodSeconds"] == 30
     assert s.kubelet.fates.get("wc-1") is None  # bash ignored the SIGTERM: everything still runs
     s.kubelet.finish("wc-1")
@@ -91,7 +92,7 @@ def test_the_fake_kuberay_replaces_a_pod_only_once_it_is_gone():
     assert s.schedule() == []  # pinned to zone-b, whose only node is cordoned
     s.nodes["k-b"]["spec"]["unschedulable"] = False
     assert s.schedule() == new and s.pods[new[0]]["spec"]["nodeName"] == "k-b"
-    assert b.zone_of(new[0]) == "zone-b" and kb.pod_ready(b._pods(f"ray.io/group=workers-zone-b")[0])
+    assert b.zone_of(new[0]) == "zone-b" and kb.pod_ready(b.pods.pods(f"ray.io/group=workers-zone-b")[0])
 
 
 # ------------------------------------------------------------------ 1. a kill is a crash
@@ -130,7 +131,7 @@ def test_a_kill_that_only_deletes_the_pod_is_caught(scope, pid1, monkeypatch):
     Either way :func:`crashed` says it was no crash: the test above fails on that code."""
     s, b, _ = cluster()
     s.kubelet.ray_pid1 = pid1
-    monkeypatch.setattr(kb.KubeRayBackend, "_crash", lambda self, pods, what, script=kb.CRASH_SCRIPT: None)
+    monkeypatch.setattr(Kills, "crash", lambda self, pods, what, script=kb.CRASH_SCRIPT: None)
     kill, victims = KILLS[scope]
     kill(b, faults.Marker())
     for name in victims:
@@ -296,9 +297,9 @@ def test_heal_uncordons_only_its_own_runs_nodes():
 
 def test_a_node_changed_between_read_and_cordon_is_not_overwritten():
     s, b, _ = cluster()
-    stale = b._nodes()
+    stale = b.pods.nodes()
     b.core.patch_node("k-a1", {"spec": {"unschedulable": True}})  # someone else, after our read
-    b._nodes = lambda: stale
+    b.pods.nodes = lambda: stale
     with pytest.raises(ClusterError, match="node k-a1: the patch failed .HTTP 409"):
         b.kill_zones(["zone-a"])
     assert kb.CORDON_MARK not in (s.nodes["k-a1"]["metadata"].get("annotations") or {})

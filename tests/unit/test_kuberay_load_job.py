@@ -305,7 +305,7 @@ def test_a_crashed_runs_job_is_a_leftover_that_recover_removes(server):
     b.run_id = "crashed1"
     job = kl.job_manifest(b.load_job, "crashed1", kl.job_name("crashed1", "x"), 1, b.cluster, 600)
     b.batch.create_namespaced_job("availproof", job)
-    b._pods()  # the Job controller makes its pod meanwhile
+    b.pods.pods()  # the Job controller makes its pod meanwhile
     (left,) = [x for x in b.leftovers() if x["kind"] == "Job"]
     assert left["name"] == job["metadata"]["name"] and left["run_id"] == "crashed1"
     with pytest.raises(SetupError, match=f"Job {left['name']}"):
@@ -313,7 +313,7 @@ def test_a_crashed_runs_job_is_a_leftover_that_recover_removes(server):
     b.remove_leftovers()
     assert any(m == "DELETE" and "propagationPolicy=Foreground" in p for m, p in writes(s))
     for _ in range(3):
-        b._pods()  # the garbage collector: the pods first, then the Job
+        b.pods.pods()  # the garbage collector: the pods first, then the Job
     assert not s.batch.jobs and not s.batch.job_pods(left["name"]) and not b.leftovers()
 
 
@@ -321,7 +321,7 @@ def test_the_fake_job_api_orphans_pods_by_default_as_batch_v1_does():
     s, b, _ = load_cluster()
     job = kl.job_manifest(b.load_job, "r1", "availproof-load-r1-x", 2, b.cluster, 600)
     b.batch.create_namespaced_job("availproof", job)
-    pods = [p for p in b._pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x"]
+    pods = [p for p in b.pods.pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x"]
     assert len(pods) == 2
     env = pods[0]["spec"]["containers"][0]["env"]
     assert {"name": "JOB_COMPLETION_INDEX", "value": None, "value_from": {
@@ -330,7 +330,7 @@ def test_the_fake_job_api_orphans_pods_by_default_as_batch_v1_does():
         "file_key_ref": None, "resource_field_ref": None, "secret_key_ref": None}} in env
     assert {p["spec"]["hostname"] for p in pods} == {"availproof-load-r1-x-0", "availproof-load-r1-x-1"}
     b.batch.delete_namespaced_job("availproof-load-r1-x", "availproof")  # no propagationPolicy
-    b._pods()
+    b.pods.pods()
     assert not s.batch.jobs and len(s.batch.job_pods("availproof-load-r1-x")) == 2  # orphaned, still there
     assert all(not p["metadata"].get("ownerReferences") for p in s.batch.job_pods("availproof-load-r1-x"))
 
@@ -473,17 +473,17 @@ def test_the_job_outlives_one_lost_pod_without_running_its_share_again_and_fails
     s, b, _ = load_cluster()
     job = kl.job_manifest(b.load_job, "r1", "availproof-load-r1-x", 3, b.cluster, 600)
     b.batch.create_namespaced_job("availproof", job)
-    pods = sorted(p["metadata"]["name"] for p in b._pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x")
+    pods = sorted(p["metadata"]["name"] for p in b.pods.pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x")
     assert len(pods) == 3
-    b._pods()  # the Job controller's next sync sees them (it tracks its pods from then on)
+    b.pods.pods()  # the Job controller's next sync sees them (it tracks its pods from then on)
     s.delete_pod(pods[0], 0)  # its node lost, the pod gone: index 0 failed
-    b._pods()
-    left = sorted(p["metadata"]["name"] for p in b._pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x")
+    b.pods.pods()
+    left = sorted(p["metadata"]["name"] for p in b.pods.pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-x")
     status = s.batch.jobs["availproof-load-r1-x"]["status"]
     assert left == pods[1:] and status["failedIndexes"] == "0"  # the others run on, index 0 not created again
     assert not any(c["type"] == "Failed" for c in status.get("conditions") or [])
     s.delete_pod(pods[1], 0)  # a second one: the Job fails (its other pods terminated)
-    b._pods()
+    b.pods.pods()
     assert any(c.get("reason") == "MaxFailedIndexesExceeded" for c in s.batch.jobs["availproof-load-r1-x"]["status"]["conditions"])
     rules = job["spec"]["podFailurePolicy"]["rules"]
     assert rules == [{"action": "FailIndex", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
@@ -502,5 +502,5 @@ def test_the_load_pods_are_kept_out_of_the_zones_the_run_will_hit_from_the_start
     job = kl.job_manifest(b.load_job, "r1", "availproof-load-r1-y", 2, b.cluster, 600, avoid_zones=b.load_avoid_zones)
     assert manifests.check_object(job) == []
     b.batch.create_namespaced_job("availproof", job)
-    placed = {p["spec"].get("node_name") for p in b._pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-y"}
+    placed = {p["spec"].get("node_name") for p in b.pods.pods() if p["metadata"]["labels"].get("job-name") == "availproof-load-r1-y"}
     assert "k-load-a" not in placed  # the load node in zone-a is never used, though it carries the load's label

@@ -137,7 +137,7 @@ def inject_and_heal(scope, s, b, monkeypatch):
     elif scope == "engine-stall":
         stall_engine(b, marker, zone="zone-b")
     elif scope == "restart-fails":  # the stream target's weights (the fake dashboard's details name no app config)
-        monkeypatch.setattr(b, "_weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
+        monkeypatch.setattr(b.engines.weights, "weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
         fail_restart(b, marker, zone="zone-b", outage_s=None)
     elif scope == "node":
         kill_node(b, marker, node="wb-1")
@@ -460,29 +460,29 @@ def test_the_fake_operator_writes_the_rayservice_status_only_when_kuberay_v17_wo
     new writes nothing (no resourceVersion bump, no lastUpdateTime)."""
     s, b = service()
     s.kuberay.zero_downtime_env = False
-    settled = json.loads(json.dumps(b._get_rayservice()))
+    settled = json.loads(json.dumps(b.pods.get_rayservice()))
     assert settled["status"]["observedGeneration"] == 1 and "lastUpdateTime" not in settled["status"]
     assert [(c["type"], c["status"], c["observedGeneration"]) for c in settled["status"]["conditions"]] == [
         ("Ready", "True", 1), ("UpgradeInProgress", "False", 1)]
     for _ in range(3):  # requeues with nothing new
-        assert b._get_rayservice() == settled
+        assert b.pods.get_rayservice() == settled
     assert s.kuberay.status_writes == []
     rcc = settled["spec"]["rayClusterConfig"]
-    b._patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
-    status = b._get_rayservice()["status"]
+    b.lifecycle.rollbacks.patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
+    status = b.pods.get_rayservice()["status"]
     assert s.kuberay.status_writes == [("availproof", 2)]  # written: the conditions' generation changed
     assert status["observedGeneration"] == 2 and not (status.get("pendingServiceStatus") or {}).get("rayClusterName")
     assert [c["observedGeneration"] for c in status["conditions"]] == [2, 2] and status["lastUpdateTime"]
     strip = lambda st: {**{k: v for k, v in st.items() if k not in ("observedGeneration", "lastUpdateTime")},  # noqa: E731
                         "conditions": [{k: v for k, v in c.items() if k != "observedGeneration"} for c in st["conditions"]]}
     assert strip(status) == strip(settled["status"])  # nothing else changed
-    b._get_rayservice()
+    b.pods.get_rayservice()
     assert s.kuberay.status_writes == [("availproof", 2)]  # once
     # zero-downtime on: the same write names the pending cluster, UpgradeInProgress true
     s2, b2 = service()
-    rcc = b2._get_rayservice()["spec"]["rayClusterConfig"]
-    b2._patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
-    status = b2._get_rayservice()["status"]
+    rcc = b2.pods.get_rayservice()["spec"]["rayClusterConfig"]
+    b2.lifecycle.rollbacks.patch_rayservice({"spec": {"rayClusterConfig": kb.cluster_config_patch(rcc, "v3")}}, "test")
+    status = b2.pods.get_rayservice()["status"]
     assert status["pendingServiceStatus"] == {"rayClusterName": "availproof-b6d4f"} and status["observedGeneration"] == 2
     assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True"), ("UpgradeInProgress", "True")]
     assert s2.kuberay.status_writes == [("availproof", 2)]
@@ -690,8 +690,8 @@ def restart_fails_cluster(monkeypatch, fail_break_after=None):
     first ``fail_break_after`` (as a full disk would)."""
     s, b, _ = cluster()
     fake_dashboard(monkeypatch, serve=SERVE)
-    monkeypatch.setattr(b, "_weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
-    real, broken = b.exec, []
+    monkeypatch.setattr(b.engines.weights, "weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
+    real, broken = b.pods.exec, []
 
     def exec_(pod, script, *a, **k):
         if "weights_swap break " in script and fail_break_after is not None:
@@ -699,7 +699,7 @@ def restart_fails_cluster(monkeypatch, fail_break_after=None):
                 return json.dumps({"error": "weights: no space left on device"}) + "\n"
             broken.append(pod)
         return real(pod, script, *a, **k)
-    monkeypatch.setattr(b, "exec", exec_)
+    monkeypatch.setattr(b.pods, "exec", exec_)
     b.run_id = "run-1"
     return s, b, broken
 

@@ -189,7 +189,7 @@ def test_a_concurrent_change_of_the_rayservice_fails_the_patch_instead_of_overwr
     stale = copy.deepcopy(rayservice(s))
     rayservice(s)["metadata"]["resourceVersion"] = "8"  # someone applied a change after our read
     rayservice(s)["spec"]["serveConfigV2"] = "applications: [{name: llm, import_path: 'x:y'}]\n"
-    b._get_rayservice = lambda: stale
+    b.pods.get_rayservice = lambda: stale
     with pytest.raises(ClusterError, match="HTTP 409: Operation cannot be fulfilled") as e:
         b.upgrade_app("serve_config", "v2")
     one_line(e)

@@ -247,27 +247,34 @@ def test_the_kuberay_scripts_through_a_real_shell():
 
 
 def test_the_kuberay_look_counts_a_pod_gone_as_every_process_gone(monkeypatch):
+    from types import SimpleNamespace
+
+    from chaos.backends.kuberay.engines import Engines
     from chaos.backends.kuberay.kube import pod_exec as kube_exec
 
     class Pods:
-        def __init__(self, pods):
-            self.pods = pods
+        """The pods part as the engines part uses it (exec, pods)."""
 
-        exec_core = None
         cores = []
+
+        def __init__(self, names):
+            self.names = names
 
         def exec(self, pod, script, core=None):
             self.cores.append(core)
             raise kube_exec.ExecError(f"pods {pod} not found")
 
-        def _pods(self):
-            return [{"metadata": {"name": n}} for n in self.pods]
+        def pods(self):
+            return [{"metadata": {"name": n}} for n in self.names]
+
+    def engines(names):
+        return Engines(SimpleNamespace(exec_core=None), None, Pods(names))
 
     monkeypatch.setattr(kube_exec, "own_core", lambda core: ("own", core))
-    assert kube_orphans.Orphans.processes_left(Pods([]), "pod-a", [1, 2]) == {}
+    assert engines([]).processes_left("pod-a", [1, 2]) == {}
     assert Pods.cores == [("own", None)]  # the watch's thread execs over an ApiClient of its own
     with pytest.raises(kube_exec.ExecError):  # the pod there: a look that failed, not a process gone
-        kube_orphans.Orphans.processes_left(Pods(["pod-a"]), "pod-a", [1, 2])
+        engines(["pod-a"]).processes_left("pod-a", [1, 2])
 
 
 def test_a_replica_kill_on_the_fake_kuberay_leaves_its_engine_until_it_goes_then_its_pod_takes_all():

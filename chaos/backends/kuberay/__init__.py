@@ -1,5 +1,5 @@
-"""The Kubernetes backend: the fault interface (:class:`chaos.backends.base.Backend`) on KubeRay pods, a
-package of rooms (as :mod:`chaos.backends.local` is).
+"""The Kubernetes backend: the fault interface (:class:`chaos.backends.base.Backend`) on KubeRay pods: one class
+composing six parts, one per family of faults (what each owns: the end of this docstring).
 
 It acts only in the one kube context and namespace it is given, selects targets by label
 (``ray.io/cluster``, ``ray.io/group``, ``ray.io/node-type``, the node's
@@ -53,15 +53,30 @@ The load workers can run in the cluster, as pods of a Job off the Ray cluster's 
 whose scope reaches a node hosting one is refused before anything is done
 (:meth:`KubeRayBackend.refuse_reaching_load`).
 
-Its Kubernetes pieces: :mod:`.kube` (the kube client with its clock, :mod:`.kube.client`; access, exec,
-marks, partition, zone, load Job). Parts it holds (composed): :mod:`.load` (``backend.load``) and
-:mod:`.autoscaling` (``backend.autoscalers``). Rooms it is still made of (mixed in): :mod:`.common` (constants, selection), :mod:`.reads` (pods, nodes, the RayService, health),
-:mod:`.kills` (exec, crashes), :mod:`.engines` (an engine hung,
-crashed, made to fail, throttled), :mod:`.accelerators` (a GPU node's accelerator lost: its device plugin
-paused; its plan, proof and leftovers), :mod:`.zone` (zone and region loss),
-:mod:`.partition`, :mod:`.upgrade` (upgrades and drains),
-:mod:`.prepare` (preparation, leftovers, heals), :mod:`.plan` and :mod:`.proofs` (one function per
-scope each, joined per scope in :mod:`.scopes`), :mod:`.backend` (the class).
+What the package owns: the kube client (:mod:`.kube.client`: the API clients and the clock every wait reads; the
+rest of :mod:`.kube`: access, exec, marks, partition, zone, load Job), the parts, and the backend that composes
+them (:mod:`.backend`). Each part is a plain class handed the kube client, the :class:`~.target.Target` (what it acts
+on: context, namespace, cluster, run id, limits) and the parts it uses; the backend holds six, one per family, and
+a family's part holds the parts it serves:
+
+- ``pods`` (:mod:`.reads`): the base every other part uses: pods, nodes, the RayService, health; exec, delete, a
+  node's patch; and the load workers' Job every fault that reaches nodes is checked against (``pods.load``,
+  :mod:`.load`);
+- ``kills`` (:mod:`.kills`): crashes of pods, the head, Redis, replicas;
+- ``engines`` (:mod:`.engines`, with the orphan check's looks of :mod:`.orphans`): engine hang, crash, error,
+  stutter, and the engine faults it serves: the held ones, wedge, garbage, stall, slow (``engines.wedges``,
+  :mod:`.wedge`), restart-fails' swapped weights (``engines.weights``, :mod:`.weights`);
+- ``domains`` (:mod:`.domains`): zone and region loss (``domains.zone_loss``, :mod:`.zone`), partitions
+  (``domains.partitions``, :mod:`.partition`), the autoscalers that would end a zone loss (``domains.autoscalers``,
+  :mod:`.autoscaling`);
+- ``lifecycle`` (:mod:`.lifecycle`): upgrades and drains (``lifecycle.upgrades``, :mod:`.upgrade`), a cluster
+  upgrade's record and rollback (``lifecycle.rollbacks``, :mod:`.rollback`);
+- ``accelerators`` (:mod:`.accelerators`): the device-plugin outage.
+
+The preparation and heals (:mod:`.prepare`) and the leftovers (:mod:`.leftovers`) are functions over the backend's
+interface and parts. The backend's methods hand each call to its part (or to those functions) in one line. Per
+scope (:mod:`.scopes`): the plan (:mod:`.plan`) and the proof (:mod:`.proofs`), functions of the backend; shared
+constants and selection: :mod:`.common`.
 """
 
 

@@ -56,7 +56,11 @@ import copy
 from dataclasses import dataclass, field
 from typing import Callable
 
+from chaos.backends.kuberay import plan as plan_rows
 from chaos.backends.kuberay.kube import marks as km
+from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import ZONE_LABEL, api_message, check, labels_of, limit, name_of, node_of
 from chaos.errors import ClusterError, UsageError
 from chaos.faults_accelerator import outage_refusal
@@ -168,33 +172,38 @@ class Loss:
 
 
 class Accelerators:
-    """``lose_accelerator`` and ``restore_accelerator``; the rows of the plan, the leftovers."""
+    """``lose_accelerator`` and ``restore_accelerator``; the rows of the plan, the leftovers: a part the backend holds
+    (``backend.accelerators``)."""
 
     accelerator_restore_s = RESTORE_S
     accelerator_poll_s = POLL_S
 
-    def _pods_on(self, node: str) -> list[dict]:
+    def __init__(self, kube: KubeClient, target: Target, pods: Pods):
+        self.kube, self.target, self.pods = kube, target, pods
+        self.paused_at: dict[str, float] = {}  # node -> the monotonic instant this backend paused its plugin
+
+    def pods_on(self, node: str) -> list[dict]:
         """Every pod bound to ``node``, in every namespace (the plugin's is in kube-system or gpu-operator)."""
-        pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+        pods = self.kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
         return [p.to_dict() for p in pods]
 
-    def _node_named(self, node: str) -> dict | None:
-        return next((n for n in self._nodes() if name_of(n) == node), None)
+    def node_named(self, node: str) -> dict | None:
+        return next((n for n in self.pods.nodes() if name_of(n) == node), None)
 
-    def _accelerator_target(self, r, acknowledge_other_gpu_pods: bool = False) -> dict:
+    def target_for(self, r, acknowledge_other_gpu_pods: bool = False) -> dict:
         """Reads only: the node of replica ``r``'s pod, and everything the loss needs there checked (the pod asks
         for a GPU, the node has some allocatable and no pause of the rig's yet, the device plugin's pod is there
         and the GPU operator's label pauses it alone, no other namespace's GPU pod on the node unless
         ``acknowledge_other_gpu_pods``). Refused in one line otherwise."""
         if not r.node:
             raise UsageError(f"replica {r.replica_id}: its pod is not known (node IP {r.node_ip})")
-        pods = [p for p in self._ray(terminating=True) if name_of(p) == r.node]
+        pods = [p for p in self.pods.ray(terminating=True) if name_of(p) == r.node]
         pod = limit(pods, 1, f"pod of replica {r.replica_id}")[0]
         if requested(pod) < 1:
             raise UsageError(f"replica {r.replica_id}: its pod {r.node} asks for no {RESOURCE}, so there is no "
                              "accelerator to lose (the GPU overlay, kuberay/overlays/vllm-gpu, gives each worker one)")
         node = node_of(pod)
-        n = self._node_named(node) or {}
+        n = self.node_named(node) or {}
         have = quantity((n.get("status") or {}).get("allocatable"))
         if not have:
             raise UsageError(f"node {node} (replica {r.replica_id}): allocatable {RESOURCE} is "
@@ -203,7 +212,7 @@ class Accelerators:
         if mark:
             raise UsageError(f"node {node}: its device plugin is paused already (run {mark.get('run')}, label "
                              f"{mark.get('label')}): run `availproof recover --backend kuberay` first")
-        on_node = self._pods_on(node)
+        on_node = self.pods_on(node)
         plugins = [p for p in on_node if is_plugin(p)]
         if not plugins:
             raise UsageError(f"node {node}: no NVIDIA device plugin pod on it (pods labelled "
@@ -212,7 +221,7 @@ class Accelerators:
         plugin = limit(plugins, 1, f"NVIDIA device plugin pod on node {node}")[0]
         label, was = off_switch(plugin, [p for p in on_node if p is not plugin], labels_of(n))
         theirs = sorted(where(p) for p in on_node if requested(p) and (p.get("metadata") or {}).get("namespace")
-                        != self.namespace and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+                        != self.target.namespace and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
         if theirs and not acknowledge_other_gpu_pods:
             raise UsageError(f"node {node} also runs GPU pods of other namespaces ({', '.join(theirs[:5])}"
                              f"{' ...' if len(theirs) > 5 else ''}): they would lose scheduling there too, and a "
@@ -228,17 +237,17 @@ class Accelerators:
         plugin on the node: its label set to :data:`PAUSED` and the mark written in one patch, on the node as just
         read again (its label still the value seen, its resourceVersion the precondition: a node changed meanwhile
         refuses it). The DaemonSet's controller then deletes the plugin's pod; the kubelet does the rest."""
-        t = self._accelerator_target(r, acknowledge_other_gpu_pods)
+        t = self.target_for(r, acknowledge_other_gpu_pods)
         info = {k: t[k] for k in ("plugin", "label", "was", "gpus", "gpu_pods", "other_gpu_pods") if k in t}
 
         def fire() -> dict:
-            n = self._node_named(t["node"]) or {}
+            n = self.node_named(t["node"]) or {}
             if labels_of(n).get(t["label"]) != t["was"]:
                 raise ClusterError(f"node {t['node']}: label {t['label']} changed to {labels_of(n).get(t['label'])!r} "
                                    f"since it was read ({t['was']!r}): nothing was changed")
-            mark = km.record(self.run_id, self.helper_deadline_s, label=t["label"], was=t["was"], plugin=t["plugin"],
+            mark = km.record(self.target.run_id, self.target.helper_deadline_s, label=t["label"], was=t["was"], plugin=t["plugin"],
                              gpus=t["gpus"])
-            self._patch_node(n, {"metadata": {"labels": {t["label"]: PAUSED},
+            self.pods.patch_node(n, {"metadata": {"labels": {t["label"]: PAUSED},
                                               "annotations": {km.ACCELERATOR_MARK: mark}}})
             self._paused_at()[t["node"]] = self.kube.monotonic()  # the hold's instants count from here
             out = {"plugin_pod": t["plugin"], "label": t["label"], "was": t["was"], "set": PAUSED,
@@ -251,9 +260,9 @@ class Accelerators:
         """What the cluster did while the accelerator was lost, looked at before it is given back: the GPU pods
         still Running on the node, and the pods of the namespace asking for a GPU left Pending (with the
         scheduler's word, their PodScheduled condition)."""
-        on = self._pods_on(node)
+        on = self.pods_on(node)
         pending = []
-        for p in self._pods():
+        for p in self.pods.pods():
             status = p.get("status") or {}
             if requested(p) and status.get("phase") == "Pending" and not node_of(p):
                 cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
@@ -263,7 +272,7 @@ class Accelerators:
 
     def _paused_at(self) -> dict[str, float]:
         """node -> the monotonic instant this backend paused its plugin (the hold's instants count from it)."""
-        return self.__dict__.setdefault("_accelerator_paused_at", {})
+        return self.paused_at
 
     def _held(self, n: dict | None, node: str) -> dict:
         """One look at the hold, of the node as read: the label still the rig's pause, the allocatable still 0."""
@@ -297,7 +306,7 @@ class Accelerators:
         """One look, during the outage, at whether the pause still holds (:meth:`_held`), written into the fault
         (:meth:`_record_hold`). A look that fails proves nothing either way: said in the check, not a loss."""
         try:
-            c = self._held(self._node_named(fault["target"]), fault["target"])
+            c = self._held(self.node_named(fault["target"]), fault["target"])
         except Exception as e:  # noqa: BLE001 - a failed read is no finding; the heal looks again
             return check(f"node {fault['target']}: {HELD}", True, f"the look failed ({_failed(e)})")
         self._record_hold(fault, c)
@@ -313,7 +322,7 @@ class Accelerators:
         the allocatable back to what it was waited for, at most ``wait_s`` (default :attr:`accelerator_restore_s`);
         not back by then raises, one line. A node without the rig's mark has nothing to give back (idempotent)."""
         try:
-            n = self._node_named(node)
+            n = self.node_named(node)
         except Exception as e:  # noqa: BLE001 - ApiException: one line
             raise ClusterError(f"node {node}: could not be read to give its device plugin back ({_failed(e)})") \
                 from None
@@ -353,12 +362,12 @@ class Accelerators:
             if rv:
                 meta["resourceVersion"] = rv
             try:
-                self.core.patch_node(node, {"metadata": meta})
+                self.kube.core.patch_node(node, {"metadata": meta})
             except Exception as e:  # noqa: BLE001 - ApiException: a conflict read again, else one line
                 if getattr(e, "status", None) != 409:
                     raise ClusterError(f"node {node}: the device plugin's label could not be put back ({_failed(e)})"
                                        ) from None
-                n = self._node_named(node)
+                n = self.node_named(node)
                 if n is None:
                     return False, "the node is gone"
                 if not km.annotations(n).get(km.ACCELERATOR_MARK):
@@ -376,9 +385,9 @@ class Accelerators:
         have, plugins, error = None, [], ""
         while True:
             try:  # a look that fails is no answer: looked at again until the wait is over
-                n = self._node_named(node) or {}
+                n = self.node_named(node) or {}
                 have = quantity((n.get("status") or {}).get("allocatable"))
-                plugins = [p for p in self._pods_on(node) if is_plugin(p) and running(p)]
+                plugins = [p for p in self.pods_on(node) if is_plugin(p) and running(p)]
                 error = ""
             except Exception as e:  # noqa: BLE001
                 error = f"; the last look failed: {_failed(e)}"
@@ -391,7 +400,7 @@ class Accelerators:
                                    f"{'Running' if plugins else 'not Running'} there{error})")
             self.kube.sleep(self.accelerator_poll_s)
 
-    def _accelerator_leftovers(self, nodes: list[dict]) -> list[dict]:
+    def leftovers(self, nodes: list[dict]) -> list[dict]:
         """The nodes whose device plugin a run paused (the mark), whatever run: leftover rows."""
         out = []
         for n in nodes:
@@ -403,7 +412,7 @@ class Accelerators:
                                     f"(was {mark.get('was')})"})
         return out
 
-    def _remove_accelerator(self, x: dict) -> None:
+    def remove(self, x: dict) -> None:
         """A leftover device-plugin pause given back (its label put back while still the rig's, the mark dropped;
         not waited for, nothing looked at but the node: ``recover``)."""
         self.restore_accelerator(x["name"], wait_s=0, look=False)
@@ -416,26 +425,26 @@ def plan(self, scope: str, a: dict) -> list[dict]:
     refusal = outage_refusal(a.get("outage_s"))
     if refusal:
         raise UsageError(refusal)
-    t = self._accelerator_target(self.pick_replica(zone=a.get("zone")), bool(a.get("acknowledge_other_gpu_pods")))
+    t = self.accelerators.target_for(self.pick_replica(zone=a.get("zone")), bool(a.get("acknowledge_other_gpu_pods")))
     back = f"after {a['outage_s']:g} s" if a.get("outage_s") is not None else "at the rollback"
     node, where_ = t["node"], f"node {t['node']} ({t['zone'] or 'no zone'})"
-    return [self._row("Node", node, f"label {t['label']}={PAUSED} (now {t['was']}) and annotation "
+    return [plan_rows.row(self, "Node", node, f"label {t['label']}={PAUSED} (now {t['was']}) and annotation "
                                     f"{km.ACCELERATOR_MARK}, one patch: the device plugin's DaemonSet stops matching "
                                     "the node", f"label {t['label']}={t['was']} again {back}, the annotation dropped",
                       f"zone {t['zone'] or '-'}"),
-            self._row("Pod", t["plugin"], f"deleted by its DaemonSet's controller, not by the rig: the kubelet marks "
+            plan_rows.row(self, "Pod", t["plugin"], f"deleted by its DaemonSet's controller, not by the rig: the kubelet marks "
                                           f"the node's {RESOURCE} unhealthy, allocatable {t['gpus']} -> 0",
                       "recreated by its DaemonSet; registers again, the allocatable comes back", where_),
-            *[self._row("Pod", p, f"left running, its {RESOURCE} kept", "-", where_) for p in t["gpu_pods"]],
-            *[self._row("Pod", p, f"another namespace's, left running (acknowledged): no new {RESOURCE} pod of "
+            *[plan_rows.row(self, "Pod", p, f"left running, its {RESOURCE} kept", "-", where_) for p in t["gpu_pods"]],
+            *[plan_rows.row(self, "Pod", p, f"another namespace's, left running (acknowledged): no new {RESOURCE} pod of "
                                   "theirs fits the node meanwhile", "-", where_) for p in t.get("other_gpu_pods", [])]]
 
 
 def effect(self, fault: dict) -> list[dict]:
     """One look: the plugin's pod gone from the node, the node's allocatable at 0, its GPU pods still Running."""
     node = fault["target"]
-    n = self._node_named(node) or {}
-    pods = self._pods_on(node)
+    n = self.accelerators.node_named(node) or {}
+    pods = self.accelerators.pods_on(node)
     left = [p for p in pods if is_plugin(p)]
     status = n.get("status") or {}
     have, cap = quantity(status.get("allocatable")), quantity(status.get("capacity"))

@@ -35,8 +35,8 @@ def autoscaling_signs(cluster_spec: dict | None) -> list[str]:
 
 
 class Autoscaling:
-    """The autoscalers that would end a zone loss early, looked for before it: a part the backend holds
-    (``backend.autoscalers``). ``cluster`` (its name), ``raycluster``, ``rayservice`` (its name, or None: ``service``) and ``nodes`` read
+    """The autoscalers that would end a zone loss early, looked for before it: held by the domains part
+    (``backend.domains.autoscalers``). ``cluster`` (its name), ``raycluster``, ``rayservice`` (its name, or None: ``service``) and ``nodes`` read
     the backend's cluster when called; ``allowed``: whether the backend acknowledges an autoscaled zone loss."""
 
     def __init__(self, kube: KubeClient, cluster: Callable[[], str], raycluster: Callable[[], dict | None],

@@ -1,37 +1,34 @@
-"""The KubeRay backend's class: its settings and state, the parts it holds (its methods delegating to them in one
-line each) and the rooms it is still made of."""
+"""The KubeRay backend's class: it makes the kube client and the :class:`~chaos.backends.kuberay.target.Target`,
+composes its six parts, one per family of faults (each handed what it needs, the others it uses among them: pods,
+kills, engines, domains, lifecycle, accelerators), and offers the fault interface
+(:class:`chaos.backends.base.Backend`), each method one line handing the call to the part that owns it (or to the
+preparation's and the leftovers' functions over the backend, :mod:`.prepare`, :mod:`.leftovers`)."""
 
 from __future__ import annotations
 
 import secrets
 
+from chaos.backends import base
+from chaos.backends.kuberay import leftovers as leftover, prepare as preparation
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, load as kl, partition as kp
-from chaos.backends.kuberay.kube import zone as kz
 from chaos.backends.kuberay.kube.client import Clock, KubeClient, kube_attribute, part_attribute
 from chaos.backends.kuberay.accelerators import Accelerators
-from chaos.backends.kuberay.autoscaling import Autoscaling
 from chaos.backends.kuberay.common import GCS_EXIT_WINDOW_S, ZONE_WATCH_POLL_S
+from chaos.backends.kuberay.domains import Domains
 from chaos.backends.kuberay.engines import Engines
 from chaos.backends.kuberay.kills import Kills
-from chaos.backends.kuberay.load import LoadJob
-from chaos.backends.kuberay.partition import Partition
-from chaos.backends.kuberay.plan import PlanRows
-from chaos.backends.kuberay.leftovers import Leftovers
-from chaos.backends.kuberay.orphans import Orphans
-from chaos.backends.kuberay.prepare import Preparation
-from chaos.backends.kuberay.proofs import ProofReads
-from chaos.backends.kuberay.reads import Reads
-from chaos.backends.kuberay.rollback import UpgradeRollback
-from chaos.backends.kuberay.scopes import ByScope
-from chaos.backends.kuberay.upgrade import UpgradeDrain
-from chaos.backends.kuberay.wedge import Wedges
-from chaos.backends.kuberay.weights import RestartWeights
-from chaos.backends.kuberay.zone import ZoneLoss
+from chaos.backends.kuberay.lifecycle import Lifecycle
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.scopes import IMPLEMENTATIONS
+from chaos.backends.kuberay.target import Target
 from chaos.errors import UsageError, parse_bool
 
 
-class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, RestartWeights, ZoneLoss, Partition, UpgradeDrain,
-                     UpgradeRollback, Accelerators, Preparation, Leftovers, PlanRows, ProofReads, ByScope):
+def target_attribute(name: str) -> property:
+    return part_attribute("target", name)
+
+
+class KubeRayBackend(base.ByScope):
     """Faults on a KubeRay cluster, within one context and namespace only.
 
     Every write goes to ``namespace`` (pods, NetworkPolicies, partition helper pods) or to the
@@ -54,12 +51,32 @@ class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, RestartWeights, Zon
     # rig's (the serve Service is the client's), no cluster without GCS fault tolerance (the manifests
     # always set it), no load to the head
     capabilities: frozenset[str] = frozenset()
+    implementations = IMPLEMENTATIONS
     # the API clients, as the parts read them: the backend's kube client's (settable, as the tests do)
     core, net, custom = kube_attribute("core"), kube_attribute("net"), kube_attribute("custom")
     exec_core, authz, batch = kube_attribute("exec_core"), kube_attribute("authz"), kube_attribute("batch")
     stream_fn = kube_attribute("stream_fn")
-    # the parts' settings and state, as the rest reads them (settable)
-    load_job, load_avoid_zones = part_attribute("load", "settings"), part_attribute("load", "avoid_zones")
+    # what it acts on and within (the target), and the parts' settings and state, as the rest reads them (settable)
+    namespace, context, cluster = target_attribute("namespace"), target_attribute("context"), target_attribute("cluster")
+    service, run_id, serve_url = target_attribute("service"), target_attribute("run_id"), target_attribute("serve_url")
+    max_pods, max_nodes = target_attribute("max_pods"), target_attribute("max_nodes")
+    partition_method, helper_image = target_attribute("partition_method"), target_attribute("helper_image")
+    helper_deadline_s, gcs_exit_window_s = target_attribute("helper_deadline_s"), target_attribute("gcs_exit_window_s")
+    allow_autoscaled_zone_loss = target_attribute("allow_autoscaled_zone_loss")
+    load_job, load_avoid_zones = part_attribute("pods.load", "settings"), part_attribute("pods.load", "avoid_zones")
+    killed, head_at_kill = part_attribute("kills", "killed"), part_attribute("kills", "head_at_kill")
+    drained = part_attribute("kills", "drained")
+    head_before_redis_kill = part_attribute("kills", "head_before_redis_kill")
+    redis_killed_at = part_attribute("kills", "redis_killed_at")
+    paused, throttles = part_attribute("engines", "paused"), part_attribute("engines", "throttles")
+    cuts = part_attribute("domains.partitions", "cuts")
+    lost_nodes = part_attribute("domains.zone_loss", "lost_nodes")
+    nodes_at_loss = part_attribute("domains.zone_loss", "nodes_at_loss")
+    zone_watches = part_attribute("domains.zone_loss", "zone_watches")
+    zone_watch_poll_s = part_attribute("domains.zone_loss", "zone_watch_poll_s")
+    cordon_spare_nodes = part_attribute("domains.zone_loss", "cordon_spare_nodes")
+    accelerator_restore_s = part_attribute("accelerators", "accelerator_restore_s")
+    accelerator_poll_s = part_attribute("accelerators", "accelerator_poll_s")
 
     def __init__(self, namespace: str, context: str, cluster: str, max_pods: int = 3, serve_url: str | None = None,
                  dashboard_url: str | None = None, partition_method: str = kp.DEFAULT_METHOD,
@@ -74,10 +91,6 @@ class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, RestartWeights, Zon
         if partition_method not in kp.METHODS:
             raise UsageError(f"kubernetes.partition_method must be one of {', '.join(kp.METHODS)}, "
                              f"got {partition_method!r}")
-        self.namespace, self.context, self.cluster, self.max_pods = namespace, context, cluster, max_pods
-        self.service: str | None = None  # the RayService, when the cluster is one's (resolve_cluster)
-        self.serve_url, self._dashboard_url = serve_url, dashboard_url
-        self.partition_method, self.helper_image = partition_method, helper_image
         if core is None or networking is None or custom is None:
             from kubernetes import client, config
 
@@ -98,45 +111,260 @@ class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, RestartWeights, Zon
         # every call to the cluster, and every look at the clock and sleep, goes through this one object
         self.kube = KubeClient(core, networking, custom, exec_core if exec_core is not None else kube_exec.own_core(core),
                                authz, batch, stream_fn, clock)
-        # the parts it holds: the load workers' Job (kube.load) and the autoscalers a zone loss looks for
-        self.load = LoadJob(self.kube, namespace, lambda: self.cluster, load if load is not None and load.in_cluster else None,
-                            run_id=lambda: self.run_id, pods=lambda **kw: self._pods(**kw), nodes=lambda: self._nodes())
-        self.autoscalers = Autoscaling(self.kube, lambda: self.cluster, raycluster=lambda: self._raycluster(),
-                                       service=lambda: self.service, rayservice=lambda: self._get_rayservice(),
-                                       nodes=lambda: self._nodes(), allowed=lambda: self.allow_autoscaled_zone_loss)
-        self.allow_autoscaled_zone_loss = parse_bool(allow_autoscaled_zone_loss, "allow_autoscaled_zone_loss")
-        self.max_nodes = max_pods if max_nodes is None else max_nodes
-        self.run_id = run_id or secrets.token_hex(4)
-        self.helper_deadline_s, self.gcs_exit_window_s = helper_deadline_s, gcs_exit_window_s
-        self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
-        self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-stutter)
-        self.head_before_redis_kill: tuple[str, int, str | None] | None = None  # (pod name, restarts, uid)
-        self.redis_killed_at: float | None = None  # monotonic instant of the last Redis kill
-        self.drained: set[str] = set()  # worker pods evicted by drain_node, gone (or going) at their deadline
-        # what the effect checks compare with: pods this backend crashed (name -> uid, restarts at the
-        # kill), the head as it was at the last head kill, the nodes of each zone loss, each zone's cut
-        self.killed: dict[str, dict] = {}
-        self.head_at_kill: dict | None = None
-        self.lost_nodes: dict[tuple[str, ...], list[str]] = {}
-        self.cuts: dict[str, dict] = {}
-        # zone and region loss, proven from the injection to the heal (kube_zone.ZoneWatch): one watch per
-        # loss, keyed by its zones; every node name known when the loss began (a later one was added since)
-        self.zone_watch_poll_s = float(zone_watch_poll_s)
-        self.zone_watches: dict[tuple[str, ...], kz.ZoneWatch] = {}
-        self.nodes_at_loss: dict[tuple[str, ...], set[str]] = {}
-        # tests only: False leaves the cordon of the zone's spare nodes out (only those hosting the pods, or
-        # labelled, are cordoned: the loss as it was before, which KubeRay's replacements undid on a spare node)
-        self.cordon_spare_nodes = True
+        self.target = Target(namespace, context, cluster, max_pods, max_pods if max_nodes is None else max_nodes,
+                             run_id or secrets.token_hex(4), serve_url=serve_url, dashboard_url=dashboard_url,
+                             partition_method=partition_method, helper_image=helper_image,
+                             helper_deadline_s=helper_deadline_s, gcs_exit_window_s=gcs_exit_window_s,
+                             allow_autoscaled_zone_loss=parse_bool(allow_autoscaled_zone_loss,
+                                                                   "allow_autoscaled_zone_loss"))
+        # the parts, one per family, each handed what it needs (the parts it holds: kuberay/__init__.py)
+        t = self.target
+        self.pods = Pods(self.kube, t, load if load is not None and load.in_cluster else None)  # and the load Job
+        self.kills = Kills(self.kube, t, self.pods, self.pods.load)
+        self.engines = Engines(self.kube, t, self.pods)  # and the wedges, the weights
+        self.domains = Domains(self.kube, t, self.pods, self.kills, zone_watch_poll_s)  # zone loss, partitions, autoscalers
+        self.lifecycle = Lifecycle(self.kube, t, self.pods, self.kills)  # upgrades and drains, rollbacks
+        self.accelerators = Accelerators(self.kube, t, self.pods)
 
-    # the parts' methods, as the backend's
+    # the fault interface and what the rest of the rig calls, each handed to the part that owns it
+    # reads, domains, health (the pods part)
+    def resolve_cluster(self):
+        return self.pods.resolve_cluster()
+
+    def zones(self):
+        return self.pods.zones()
+
+    def regions(self):
+        return self.pods.regions()
+
+    def zones_in_region(self, region):
+        return self.pods.zones_in_region(region)
+
+    def ray_pod_names(self):
+        return self.pods.ray_pod_names()
+
+    def nodes_in(self, zone=None, region=None):
+        return self.pods.nodes_in(zone, region)
+
+    def zone_of(self, node):
+        return self.pods.zone_of(node)
+
+    def targets(self):
+        return self.pods.targets()
+
+    def front_targets(self):
+        return self.pods.front_targets()
+
+    def head_target(self):
+        return self.pods.head_target()
+
+    def own_hosts(self):
+        return self.pods.own_hosts()
+
+    def topology_doc(self):
+        return self.pods.topology_doc()
+
+    def front_door(self):
+        return self.pods.front_door()
+
+    def healthy(self):
+        return self.pods.healthy()
+
+    def wait_healthy(self, timeout=300.0):
+        return self.pods.wait_healthy(timeout)
+
+    def observe(self, timeout):
+        return self.pods.observe(timeout)
+
+    def app_status(self):
+        return self.pods.app_status()
+
+    def exec(self, pod, script, container=None, ok_codes=(0,), core=None, status=None):
+        return self.pods.exec(pod, script, container, ok_codes, core, status)
+
+    @property
+    def dashboard_url(self) -> str:
+        return self.pods.dashboard_url
+
+    def describe(self) -> dict:
+        return {"backend": "kuberay", "context": self.context, "namespace": self.namespace, "cluster": self.cluster,
+                "gcs_fault_tolerance": True, "network": "kubernetes", "partition_method": self.partition_method,
+                "run_id": self.run_id, "max_pods": self.max_pods, "max_nodes": self.max_nodes,
+                "load_workers": ({"where": "pods of a Kubernetes Job", "image": self.load_job.image,
+                                  "node_selector": self.load_job.node_selector}
+                                 if self.load_job is not None else {"where": "processes of the rig"})}
+
+    # kills of pods, the head, Redis, replicas
+    def kill_node(self, node):
+        return self.kills.kill_node(node)
+
+    def start_node(self, node):
+        return self.kills.start_node(node)
+
+    def kill_head(self, method='node'):
+        return self.kills.kill_head(method)
+
+    def restart_head(self):
+        return self.kills.restart_head()
+
+    def head_alive(self):
+        return self.kills.head_alive()
+
+    def kill_redis(self):
+        return self.kills.kill_redis()
+
+    def start_redis(self, poll_s=1.0):
+        return self.kills.start_redis(poll_s)
+
+    def replicas(self, state='RUNNING'):
+        return self.kills.replicas(state)
+
+    def pick_replica(self, zone=None, replica_id=None, deployment=None):
+        return self.kills.pick_replica(zone, replica_id, deployment)
+
+    def replica_killer(self, r, method):
+        return self.kills.replica_killer(r, method)
+
+    # engines, wedges, weights (the engines part)
+    def pause_engine(self, r):
+        return self.engines.pause_engine(r)
+
+    def crash_engine(self, r):
+        return self.engines.crash_engine(r)
+
+    def hooked_engines(self, r, what, to):
+        return self.engines.hooked_engines(r, what, to)
+
+    def error_engine(self, r):
+        return self.engines.error_engine(r)
+
+    def stutter_engine(self, r, factor, period_s, duration_s):
+        return self.engines.stutter_engine(r, factor, period_s, duration_s)
+
+    def duty_samples(self, pod, pids, t):
+        return self.engines.duty_samples(pod, pids, t)
+
+    def resume_engine(self, pids):
+        return self.engines.resume_engine(pids)
+
+    def engine_children(self, r):
+        return self.engines.engine_children(r)
+
+    def processes_left(self, node, pids):
+        return self.engines.processes_left(node, pids)
+
+    def wedge_engine(self, r, spin=False):
+        return self.engines.wedges.wedge_engine(r, spin)
+
+    def garble_engine(self, r):
+        return self.engines.wedges.garble_engine(r)
+
+    def stall_engine(self, r):
+        return self.engines.wedges.stall_engine(r)
+
+    def slow_engine(self, r, factor, hold_s=None):
+        return self.engines.wedges.slow_engine(r, factor, hold_s)
+
+    def arm_engine(self, r, fault, request, what):
+        return self.engines.wedges.arm_engine(r, fault, request, what)
+
+    def release_engine(self, pids, fault='wedge'):
+        return self.engines.wedges.release_engine(pids, fault)
+
+    def weights_breaker(self, r):
+        return self.engines.weights.weights_breaker(r)
+
+    def restore_weights(self, fault):
+        return self.engines.weights.restore_weights(fault)
+
+    # zone and region loss, partitions (the domains part)
+    def kill_zones(self, zones):
+        return self.domains.zone_loss.kill_zones(zones)
+
+    def restore_zones(self, zones=None):
+        return self.domains.zone_loss.restore_zones(zones)
+
+    def effect_held(self, fault):
+        return self.domains.zone_loss.effect_held(fault)
+
+    def preflight_partition(self, zone):
+        return self.domains.partitions.preflight_partition(zone)
+
+    def partition_zone(self, zone, deadline_s=None):
+        return self.domains.partitions.partition_zone(zone, deadline_s)
+
+    def partition_armer(self, zone, deadline_s=None):
+        return self.domains.partitions.partition_armer(zone, deadline_s)
+
+    def heal_zone(self, zone):
+        return self.domains.partitions.heal_zone(zone)
+
+    def partitioned_zones(self):
+        return self.domains.partitions.partitioned_zones()
+
+    # upgrades, drains, rollbacks (the lifecycle part)
+    def preflight_upgrade(self, variant):
+        return self.lifecycle.upgrades.preflight_upgrade(variant)
+
+    def upgrade_variants(self):
+        return self.lifecycle.upgrades.upgrade_variants()
+
+    def upgrade_app(self, variant, version):
+        return self.lifecycle.upgrades.upgrade_app(variant, version)
+
+    def drain_node(self, node, deadline_s):
+        return self.lifecycle.upgrades.drain_node(node, deadline_s)
+
+    def graceful_shutdown(self):
+        return self.lifecycle.upgrades.graceful_shutdown()
+
+    def second_cluster_room(self, cluster_spec):
+        return self.lifecycle.rollbacks.second_cluster_room(cluster_spec)
+
+    def roll_back_upgrade(self, fault):
+        return self.lifecycle.rollbacks.roll_back_upgrade(fault)
+
+    # accelerators
+    def lose_accelerator(self, r, acknowledge_other_gpu_pods=False):
+        return self.accelerators.lose_accelerator(r, acknowledge_other_gpu_pods)
+
+    def hold_accelerator(self, fault):
+        return self.accelerators.hold_accelerator(fault)
+
+    def restore_accelerator(self, node, wait_s=None, fault=None, look=True):
+        return self.accelerators.restore_accelerator(node, wait_s, fault, look)
+
+    # preparation, leftovers, heals: functions over the backend (.prepare, .leftovers)
+    def prepare(self, run_id, scope, faults=None):
+        return preparation.prepare(self, run_id, scope, faults)
+
+    def preflight_access(self, scopes):
+        return preparation.preflight_access(self, scopes)
+
+    def heal(self, faults, timeout=300.0):
+        return preparation.heal(self, faults, timeout)
+
+    def recover_access(self):
+        return preparation.recover_access(self)
+
+    def heal_all(self, timeout=300.0):
+        return preparation.heal_all(self, timeout)
+
+    def leftovers(self, in_pods=True):
+        return leftover.find(self, in_pods)
+
+    def remove_leftovers(self, found=None, keep_going=False):
+        return leftover.remove(self, found, keep_going)
+
+    # the load workers' Job (the pods part's) and the autoscalers (the domains part's)
     def preflight_load(self) -> dict:
-        return self.load.preflight()
+        return self.pods.load.preflight()
 
     def load_pods(self) -> list[dict]:
-        return self.load.pods()
+        return self.pods.load.pods()
 
     def refuse_reaching_load(self, what: str, nodes=(), zones=(), nodes_read: list[dict] | None = None) -> None:
-        self.load.refuse_reaching(what, nodes=nodes, zones=zones, nodes_read=nodes_read)
+        self.pods.load.refuse_reaching(what, nodes=nodes, zones=zones, nodes_read=nodes_read)
 
     def load_pool(self, shape, events, **kw):
         """The run's load workers as pods of a Job (:class:`chaos.backends.kuberay.kube.load_pool.JobPool`), or None
@@ -148,7 +376,25 @@ class KubeRayBackend(Reads, Kills, Engines, Orphans, Wedges, RestartWeights, Zon
         return JobPool(self, self.load_job, shape, events, **kw)
 
     def autoscaling(self, zones: list[str] | None = None) -> list[str]:
-        return self.autoscalers.signs(zones)
+        return self.domains.autoscalers.signs(zones)
 
     def refuse_autoscaled_zone_loss(self, zones: list[str] | None = None) -> None:
-        self.autoscalers.refuse_zone_loss(zones)
+        self.domains.autoscalers.refuse_zone_loss(zones)
+
+    # by scope (chaos.backends.base.ByScope, :data:`.scopes.IMPLEMENTATIONS`)
+    def plan(self, scope: str, arguments: dict | None = None) -> list[dict]:
+        """Every object a fault of ``scope`` with these action ``arguments`` would touch now, and what the
+        heal (or the cluster) then does: ``{"kind", "name", "where", "does", "after"}`` per object. Only
+        reads (GETs of pods, nodes, the RayService and RayCluster, a ConfigMap; the dashboard for a
+        replica's pod): nothing is created, patched, deleted or reviewed. The fault's guards run as they
+        would (the blast radius, max_nodes, an autoscaled zone, an upgrade KubeRay would not roll out);
+        what they refuse raises, one line."""
+        self.pods.follow_active()
+        return super().plan(scope, arguments)
+
+    def effect_checks(self, fault: dict) -> list[dict]:
+        """One look at whether ``fault`` (as :mod:`chaos.faults` builds it: ``scope``, ``target``, ``zones``, and
+        what the backend's call returned) is in effect: a list of ``{"check", "ok", "seen"}``. One or two API reads
+        (and an exec where only the inside of a pod tells), so that :func:`chaos.faults.prove` can call it until
+        every check is ok; what each scope's proof looks at: :mod:`chaos.backends.kuberay.proofs`."""
+        return super().effect_checks(fault)

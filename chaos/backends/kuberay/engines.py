@@ -21,6 +21,12 @@ from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km
 from chaos.backends.engine_faults import ENGINE, Throttle
 from chaos.backends.kuberay.common import is_not_found, name_of, proc_states_script
+from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.orphans import children_script, left_script, parse_left
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.target import Target
+from chaos.backends.kuberay.wedge import Wedges
+from chaos.backends.kuberay.weights import Weights
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import tombstone_path
 
@@ -117,7 +123,18 @@ def parse_masks(out: str) -> dict[int, str]:
 
 
 class Engines:
-    """hang, crash, error and slow-down of a replica's engine; its resume."""
+    """The engine faults' part: hang, crash, error and slow-down of a replica's engine; its resume; the orphan check's
+    looks (:mod:`.orphans`). A part the backend holds (``backend.engines``): the engines this run stopped (``paused``,
+    "pod/pid") and its duty cycles per pod (``throttles``); and the engine faults it serves, parts of its own: the
+    held ones, wedge, garbage, stall, slow (``wedges``, :mod:`.wedge`, the engines found through this part), and
+    restart-fails' swapped weights (``weights``, :mod:`.weights`)."""
+
+    def __init__(self, kube: KubeClient, target: Target, pods: Pods):
+        self.kube, self.target, self.pods = kube, target, pods
+        self.wedges = Wedges(target, pods, self)
+        self.weights = Weights(target, pods)
+        self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
+        self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-stutter)
 
     def _engine_items(self, r, out: str, what: str) -> list[str]:
         pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
@@ -128,7 +145,7 @@ class Engines:
     def pause_engine(self, r) -> list[str]:
         """SIGSTOP the replica's engine children (vLLM's EngineCore; the stream target's engine child) inside its
         pod, and nothing else: the replica's process runs on. Refused when the replica has no engine child."""
-        pids = self._engine_items(r, self.exec(r.node, pause_script(int(r.pid))), "to stop")
+        pids = self._engine_items(r, self.pods.exec(r.node, pause_script(int(r.pid))), "to stop")
         self.paused += pids
         self._mark_paused(r.node)
         return pids
@@ -139,10 +156,10 @@ class Engines:
         ``recover`` can end the cycles and SIGCONT the processes; none left: the mark dropped."""
         pids = sorted(int(x.rsplit("/", 1)[1]) for x in self.paused if x.rsplit("/", 1)[0] == pod)
         cycles = list(self.throttles.get(pod) or [])
-        value = (km.record(self.run_id, self.helper_deadline_s, pids=pids, **({"throttles": cycles} if cycles else {}))
+        value = (km.record(self.target.run_id, self.target.helper_deadline_s, pids=pids, **({"throttles": cycles} if cycles else {}))
                  if pids or cycles else None)
         try:
-            self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"annotations": {km.PAUSED_MARK: value}}})
+            self.kube.core.patch_namespaced_pod(pod, self.target.namespace, {"metadata": {"annotations": {km.PAUSED_MARK: value}}})
         except Exception as e:  # noqa: BLE001 - ApiException; a pod gone has nothing left stopped
             if not is_not_found(e):
                 raise
@@ -152,14 +169,14 @@ class Engines:
         child) inside its pod, and nothing else: the replica's process lives on. Refused when the
         replica has no engine child."""
         pid = int(r.pid)
-        out = self.exec(r.node, f"p=$(pgrep -P {pid} -f EngineCore); [ -z \"$p\" ] || {{ kill -9 $p && echo $p; }}")
+        out = self.pods.exec(r.node, f"p=$(pgrep -P {pid} -f EngineCore); [ -z \"$p\" ] || {{ kill -9 $p && echo $p; }}")
         return self._engine_items(r, out, "to crash")
 
     def hooked_engines(self, r, what: str, to: str) -> list[int]:
         """The replica's engine children in its pod, their signal masks read (one exec): each must take SIGUSR1
         (the app's fault hook), else refused in one line (it would not ``what``), nothing sent; none: refused
         ("no engine child process to ``to``")."""
-        masks = parse_masks(self.exec(r.node, masks_script(int(r.pid))))
+        masks = parse_masks(self.pods.exec(r.node, masks_script(int(r.pid))))
         if not masks:
             raise ClusterError(f"replica {r.replica_id} (pid {r.pid}) in pod {r.node}: no engine child process to "
                                f"{to}")
@@ -177,7 +194,7 @@ class Engines:
         masks = self.hooked_engines(r, "fail", "make fail")
 
         def fire() -> list[str]:
-            return self._engine_items(r, self.exec(r.node, error_script(sorted(masks))), "took the signal")
+            return self._engine_items(r, self.pods.exec(r.node, error_script(sorted(masks))), "took the signal")
 
         return fire
 
@@ -185,8 +202,8 @@ class Engines:
         """A duty cycle of the replica's engine children, a shell loop in its pod started by one exec
         (:func:`slow_script`); recorded on the pod for ``recover``. Refused when the replica has no engine child."""
         t = Throttle(factor, period_s, duration_s)
-        tid = re.sub(r"[^A-Za-z0-9-]", "", f"{self.run_id}-{secrets.token_hex(3)}")
-        pids = self._engine_items(r, self.exec(r.node, slow_script(int(r.pid), t, tid)), "to slow down")
+        tid = re.sub(r"[^A-Za-z0-9-]", "", f"{self.target.run_id}-{secrets.token_hex(3)}")
+        pids = self._engine_items(r, self.pods.exec(r.node, slow_script(int(r.pid), t, tid)), "to slow down")
         self.paused += pids
         self.throttles.setdefault(r.node, []).append(tid)
         self._mark_paused(r.node)
@@ -197,9 +214,9 @@ class Engines:
         when the pod is gone."""
         n, interval = engine_faults.sampling(t)
         try:
-            out = self.exec(pod, sample_script(pids, n, interval))
+            out = self.pods.exec(pod, sample_script(pids, n, interval))
         except kube_exec.ExecError:
-            if any(name_of(p) == pod for p in self._pods()):
+            if any(name_of(p) == pod for p in self.pods.pods()):
                 raise
             return None
         return parse_samples(out)
@@ -213,10 +230,10 @@ class Engines:
             pod, pid = item.rsplit("/", 1)
             stop = "".join(unthrottle_script(t) for t in self.throttles.get(pod) or [])
             try:
-                self.exec(pod, f"{stop}if kill -0 {int(pid)} 2>/dev/null; then kill -CONT {int(pid)}; "
+                self.pods.exec(pod, f"{stop}if kill -0 {int(pid)} 2>/dev/null; then kill -CONT {int(pid)}; "
                                "else echo gone; fi")
             except kube_exec.ExecError:
-                if any(name_of(p) == pod for p in self._ray()):
+                if any(name_of(p) == pod for p in self.pods.ray()):
                     raise
                 # the pod is gone (deleted, replaced): nothing is left stopped
             self.throttles.pop(pod, None)
@@ -226,3 +243,23 @@ class Engines:
         for pod in sorted({item.rsplit("/", 1)[0] for item in done}):
             self._mark_paused(pod)
         return done
+
+    def engine_children(self, r) -> list[int]:
+        """The replica's engine children (their command line says ``EngineCore``) in its pod, by one exec: what
+        a replica kill must take with it. [] when it has none (a replica of another deployment)."""
+        out = self.pods.exec(r.node, children_script(int(r.pid)))
+        return [int(x) for x in out.split() if x.isdigit()]
+
+    def processes_left(self, node: str | None, pids: list[int]) -> dict[int, float | None]:
+        """One look in pod ``node`` (one exec): those of ``pids`` still alive there (a zombie is gone), each with its
+        resident memory in MB. The pod gone (deleted, replaced): every one of them gone, {}."""
+        if not pids:
+            return {}
+        try:
+            # from the watch's thread, beside the run's own execs: over an ApiClient of its own (stream() patches
+            # the one it is given: chaos.backends.kuberay.kube.pod_exec)
+            return parse_left(self.pods.exec(str(node), left_script(pids), core=kube_exec.own_core(self.kube.exec_core)))
+        except kube_exec.ExecError:
+            if any(name_of(p) == node for p in self.pods.pods()):
+                raise
+            return {}

@@ -12,8 +12,8 @@ from chaos.errors import SetupError, UsageError
 
 
 class LoadJob:
-    """The load Job's preflight, its pods, and the blast-radius guard for them: a part the backend holds
-    (``backend.load``). ``settings``: ``kubernetes.load`` when ``in_cluster`` (else None); ``avoid_zones``: the zones
+    """The load Job's preflight, its pods, and the blast-radius guard for them: held by the pods part
+    (``backend.pods.load``), handed to the parts whose faults reach nodes. ``settings``: ``kubernetes.load`` when ``in_cluster`` (else None); ``avoid_zones``: the zones
     the run's faults hit (set by the preparation); ``cluster``, ``run_id``, ``pods`` and ``nodes``: the backend's, read when used."""
 
     def __init__(self, kube: KubeClient, namespace: str, cluster: Callable[[], str], settings: kl.LoadJobSettings | None,

@@ -5,9 +5,7 @@ pod; a pod gone takes its processes with it (all gone)."""
 
 from __future__ import annotations
 
-from chaos.backends.kuberay.kube import pod_exec as kube_exec
 from chaos.backends.engine_faults import ENGINE
-from chaos.backends.kuberay.common import name_of
 
 LEFT = "left"  # a line of left_script's output: "left PID STATE RSS_KB" ("-" for an unreadable RSS)
 
@@ -43,27 +41,3 @@ def parse_left(out: str) -> dict[int, float | None]:
             rss = round(int(words[at]) / 1024, 1) if at < len(words) and words[at].isdigit() else None
         found[int(words[1])] = rss
     return found
-
-
-class Orphans:
-    """The KubeRay backend's looks for the orphan check."""
-
-    def engine_children(self, r) -> list[int]:
-        """The replica's engine children (their command line says ``EngineCore``) in its pod, by one exec: what
-        a replica kill must take with it. [] when it has none (a replica of another deployment)."""
-        out = self.exec(r.node, children_script(int(r.pid)))
-        return [int(x) for x in out.split() if x.isdigit()]
-
-    def processes_left(self, node: str | None, pids: list[int]) -> dict[int, float | None]:
-        """One look in pod ``node`` (one exec): those of ``pids`` still alive there (a zombie is gone), each with its
-        resident memory in MB. The pod gone (deleted, replaced): every one of them gone, {}."""
-        if not pids:
-            return {}
-        try:
-            # from the watch's thread, beside the run's own execs: over an ApiClient of its own (stream() patches
-            # the one it is given: chaos.backends.kuberay.kube.pod_exec)
-            return parse_left(self.exec(str(node), left_script(pids), core=kube_exec.own_core(self.exec_core)))
-        except kube_exec.ExecError:
-            if any(name_of(p) == node for p in self._pods()):
-                raise
-            return {}

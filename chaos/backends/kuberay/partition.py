@@ -7,16 +7,25 @@ import contextlib
 import ipaddress
 
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km, partition as kp
+from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.load import LoadJob
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import api_message, is_not_found, labels_of, limit, name_of, node_of, pod_ips
 from chaos.errors import ClusterError
 
 
-class Partition:
-    """A zone cut off the rest, by either method, proven by a connection opened across the cut."""
+class Partitions:
+    """A zone cut off the rest, by either method, proven by a connection opened across the cut: held by the
+    domains part (``backend.domains.partitions``); each zone's cut as it was made (``cuts``)."""
 
-    def _cut_pods(self, zone: str) -> list[dict]:
-        self.refuse_reaching_load(f"partition of {zone}", zones=[zone])
-        return limit(self._ray(zone=zone, node_type="worker"), self.max_pods, f"partition of {zone}")
+    def __init__(self, kube: KubeClient, target: Target, pods: Pods, load: LoadJob):
+        self.kube, self.target, self.pods, self.load = kube, target, pods, load
+        self.cuts: dict[str, dict] = {}
+
+    def cut_pods(self, zone: str) -> list[dict]:
+        self.load.refuse_reaching(f"partition of {zone}", zones=[zone])
+        return limit(self.pods.ray(zone=zone, node_type="worker"), self.target.max_pods, f"partition of {zone}")
 
     def preflight_partition(self, zone: str) -> dict:
         """Before any run that partitions ``zone``: a server-side dry-run create (``dryRun=All``: through
@@ -24,17 +33,17 @@ class Partition:
         pod for each node of the zone's Ray pods (``hostNetwork`` + ``NET_ADMIN``: Pod Security
         ``baseline`` or a policy engine refuses it), or the NetworkPolicy. A refusal raises one line;
         else what would be created."""
-        pods = self._cut_pods(zone)
-        what = f"partition of {zone} ({self.partition_method})"
-        if self.partition_method == "networkpolicy":
+        pods = self.cut_pods(zone)
+        what = f"partition of {zone} ({self.target.partition_method})"
+        if self.target.partition_method == "networkpolicy":
             objects = [("NetworkPolicy", kp.policy_name(zone),
-                        lambda: self.net.create_namespaced_network_policy(
-                            self.namespace, kp.partition_policy(zone, self.cluster, self.run_id), dry_run="All"))]
+                        lambda: self.kube.net.create_namespaced_network_policy(
+                            self.target.namespace, kp.partition_policy(zone, self.target.cluster, self.target.run_id), dry_run="All"))]
         else:
             objects = [("Pod", kp.helper_name(node),
-                        lambda node=node: self.core.create_namespaced_pod(
-                            self.namespace, kp.helper_pod(node, zone, self.helper_image, self.run_id,
-                                                          self.helper_deadline_s), dry_run="All"))
+                        lambda node=node: self.kube.core.create_namespaced_pod(
+                            self.target.namespace, kp.helper_pod(node, zone, self.target.helper_image, self.target.run_id,
+                                                          self.target.helper_deadline_s), dry_run="All"))
                        for node in sorted({node_of(p) for p in pods})]
         for kind, name, create in objects:
             try:
@@ -46,9 +55,9 @@ class Partition:
                 hint = (" (the helper needs hostNetwork and NET_ADMIN: a namespace whose Pod Security admits "
                         "them, privileged; or --partition-method networkpolicy, whose effect is checked)"
                         if kind == "Pod" else "")
-                raise ClusterError(f"{what}: admission refuses the {kind} {name} in namespace {self.namespace} "
+                raise ClusterError(f"{what}: admission refuses the {kind} {name} in namespace {self.target.namespace} "
                                    f"(HTTP {status}: {api_message(e)}){hint}") from None
-        return {"method": self.partition_method, "would_create": [f"{k}/{n}" for k, n, _ in objects],
+        return {"method": self.target.partition_method, "would_create": [f"{k}/{n}" for k, n, _ in objects],
                 "pods": [name_of(p) for p in pods]}
 
     def partition_zone(self, zone: str, deadline_s: float | None = None) -> None:
@@ -67,43 +76,43 @@ class Partition:
         the time to impact counts from it. It returns ``{"cut_at_ns", "armed_s"}``. A set-up or a cut that
         fails removes what it made (helpers, labels, the probe) and raises."""
         t0 = self.kube.monotonic()
-        pods = self._cut_pods(zone)
+        pods = self.cut_pods(zone)
         ips = pod_ips(pods)
         if len(ips) != len(pods):
             raise ClusterError(f"partition of {zone}: {len(pods) - len(ips)} of its Ray pods have no IP yet")
-        life = float(deadline_s or self.helper_deadline_s)
+        life = float(deadline_s or self.target.helper_deadline_s)
         probe = self._open_probe(zone, pods, life)
         nodes = sorted({node_of(p) for p in pods})  # the helpers' nodes, in _start_helpers' order
-        self.cuts[zone] = {"method": self.partition_method, "ips": ips, "probe": probe, "cut_at_ns": None}
+        self.cuts[zone] = {"method": self.target.partition_method, "ips": ips, "probe": probe, "cut_at_ns": None}
         helpers: list[str] = []
         try:
-            if self.partition_method == "networkpolicy":
+            if self.target.partition_method == "networkpolicy":
                 self._label_members(zone, pods)
             else:
                 helpers = self._start_helpers(zone, pods, life)
         except BaseException:
             with contextlib.suppress(Exception):  # the cause is raised
-                self._close_probe(zone)
+                self.close_probe(zone)
             raise
         armed_s = round(self.kube.monotonic() - t0, 3)
 
         def cut() -> dict:
             try:
-                if self.partition_method == "networkpolicy":
-                    self.net.create_namespaced_network_policy(self.namespace,
-                                                              kp.partition_policy(zone, self.cluster, self.run_id, life))
+                if self.target.partition_method == "networkpolicy":
+                    self.kube.net.create_namespaced_network_policy(self.target.namespace,
+                                                              kp.partition_policy(zone, self.target.cluster, self.target.run_id, life))
                 else:
                     for helper, node in zip(helpers, nodes):
                         self._mark_table(node, zone, life)  # first: a table is never loaded unrecorded
-                        self.exec(helper, kp.apply_script(ips), container="nft")
+                        self.pods.exec(helper, kp.apply_script(ips), container="nft")
             except BaseException:
                 with contextlib.suppress(Exception):  # never leave half a partition behind; the cause is raised
-                    if self.partition_method == "networkpolicy":
-                        self._unlabel(pods)
+                    if self.target.partition_method == "networkpolicy":
+                        self.unlabel(pods)
                     else:
-                        self._remove_helpers(helpers)
+                        self.remove_helpers(helpers)
                 with contextlib.suppress(Exception):
-                    self._close_probe(zone)
+                    self.close_probe(zone)
                 raise
             self.cuts[zone]["cut_at_ns"] = self.kube.wall_ns()
             return {"cut_at_ns": self.cuts[zone]["cut_at_ns"], "armed_s": armed_s}
@@ -115,54 +124,54 @@ class Partition:
         cut), both ends pod IPs, opened and echoing before the cut (:mod:`chaos.backends.kuberay.kube.partition`)."""
         inside = pods[0]
         cut = set(pod_ips(pods))
-        others = sorted((p for p in self._ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
+        others = sorted((p for p in self.pods.ray() if (p.get("status") or {}).get("pod_ip") not in cut | {None}),
                         key=lambda p: (labels_of(p).get("ray.io/node-type") != "head", name_of(p)))
         if not others:
-            raise ClusterError(f"partition of {zone}: no Ray pod of {self.cluster} outside the zone to hold the far "
+            raise ClusterError(f"partition of {zone}: no Ray pod of {self.target.cluster} outside the zone to hold the far "
                                f"end of the connection that proves the cut")
         outside = others[0]
         host = outside["status"]["pod_ip"]
-        pid = kp.probe_id(self.run_id, zone)
-        out = self._exec_in(outside, kp.probe_server_script(pid, life, ipaddress.ip_address(host).version))
+        pid = kp.probe_id(self.target.run_id, zone)
+        out = self.pods.exec_in(outside, kp.probe_server_script(pid, life, ipaddress.ip_address(host).version))
         try:
             port = int(out.split()[0])
-            state = self._exec_in(inside, kp.probe_client_script(pid, host, port, life)).split()
+            state = self.pods.exec_in(inside, kp.probe_client_script(pid, host, port, life)).split()
             if not state or state[0] != "open":
                 raise ClusterError(f"partition of {zone}: the connection {name_of(inside)} -> {host}:{port} that "
                                    f"proves the cut could not be opened ({' '.join(state) or 'no answer'})")
         except BaseException:
             with contextlib.suppress(Exception):
-                self._exec_in(outside, kp.probe_stop_script(pid))
+                self.pods.exec_in(outside, kp.probe_stop_script(pid))
             raise
         return {"id": pid, "inside": name_of(inside), "outside": name_of(outside), "host": host, "port": port}
 
-    def _close_probe(self, zone: str) -> None:
+    def close_probe(self, zone: str) -> None:
         probe = (self.cuts.get(zone) or {}).get("probe")
         if not probe:
             return
         self.cuts[zone]["probe"] = None
         for pod in (probe["inside"], probe["outside"]):
             with contextlib.suppress(kube_exec.ExecError):  # a pod gone took the probe's process with it
-                self.exec(pod, kp.probe_stop_script(probe["id"]))
+                self.pods.exec(pod, kp.probe_stop_script(probe["id"]))
 
     def _label_members(self, zone: str, pods: list[dict]) -> None:
         """The networkpolicy variant's set-up: label exactly the zone's pods (the policy will select them)."""
         labelled = []
-        mark = km.record(self.run_id, self.helper_deadline_s, zone=zone)
+        mark = km.record(self.target.run_id, self.target.helper_deadline_s, zone=zone)
         try:
             for p in pods:
-                self.core.patch_namespaced_pod(name_of(p), self.namespace, {"metadata": {
+                self.kube.core.patch_namespaced_pod(name_of(p), self.target.namespace, {"metadata": {
                     "labels": {kp.MEMBER_LABEL: zone}, "annotations": {km.MEMBER_MARK: mark}}})
                 labelled.append(p)
         except BaseException:
             with contextlib.suppress(Exception):
-                self._unlabel(labelled)
+                self.unlabel(labelled)
             raise
 
-    def _unlabel(self, pods: list[dict]) -> None:
+    def unlabel(self, pods: list[dict]) -> None:
         for p in pods:
             try:
-                self.core.patch_namespaced_pod(name_of(p), self.namespace, {"metadata": {
+                self.kube.core.patch_namespaced_pod(name_of(p), self.target.namespace, {"metadata": {
                     "labels": {kp.MEMBER_LABEL: None}, "annotations": {km.MEMBER_MARK: None}}})
             except Exception as e:  # noqa: BLE001 - ApiException; a pod gone needs no label removed
                 if not is_not_found(e):
@@ -174,66 +183,66 @@ class Partition:
         created = []
         try:
             for node in sorted({node_of(p) for p in pods}):
-                self.core.create_namespaced_pod(self.namespace, kp.helper_pod(node, zone, self.helper_image,
-                                                                              self.run_id, life))
+                self.kube.core.create_namespaced_pod(self.target.namespace, kp.helper_pod(node, zone, self.target.helper_image,
+                                                                              self.target.run_id, life))
                 created.append(kp.helper_name(node))
             for helper in created:
-                self._wait(lambda h=helper: self._running(h), 120, f"partition helper {helper} to run")
+                self.pods.wait(lambda h=helper: self._running(h), 120, f"partition helper {helper} to run")
         except BaseException:
             with contextlib.suppress(Exception):  # never leave half a partition behind; the cause is raised
-                self._remove_helpers(created)
+                self.remove_helpers(created)
             raise
         return created
 
     def _running(self, pod: str) -> bool:
-        return any(name_of(p) == pod and (p.get("status") or {}).get("phase") == "Running" for p in self._pods())
+        return any(name_of(p) == pod and (p.get("status") or {}).get("phase") == "Running" for p in self.pods.pods())
 
-    def _remove_helpers(self, helpers: list[str]) -> None:
+    def remove_helpers(self, helpers: list[str]) -> None:
         """Delete the filter table in each helper's node (checked, when the helper runs), then the helper."""
         errors = []
-        where = {name_of(p): node_of(p) for p in self._pods() if name_of(p) in set(helpers)}
+        where = {name_of(p): node_of(p) for p in self.pods.pods() if name_of(p) in set(helpers)}
         for h in helpers:
             if self._running(h):
                 try:
-                    self.exec(h, kp.REMOVE_SCRIPT, container="nft")
+                    self.pods.exec(h, kp.REMOVE_SCRIPT, container="nft")
                 except kube_exec.ExecError as e:
                     errors.append(str(e))  # the helper's own TERM trap removes it as the pod is deleted
                 else:
                     self._unmark_table(where.get(h))
-            self._delete([{"metadata": {"name": h}}])
+            self.pods.delete([{"metadata": {"name": h}}])
         if errors:
             raise ClusterError(f"partition heal: {'; '.join(errors)} (helper pods deleted; their exit removes the rules)")
 
-    def _helpers(self, zone: str | None = None, run_id: str | None = None) -> list[dict]:
+    def helpers(self, zone: str | None = None, run_id: str | None = None) -> list[dict]:
         want = {**kp.HELPER_LABEL, **({kp.ZONE_KEY: zone} if zone else {}), **({kp.RUN_KEY: run_id} if run_id else {})}
-        return self._pods(label_selector=",".join(f"{k}={v}" for k, v in want.items()))
+        return self.pods.pods(label_selector=",".join(f"{k}={v}" for k, v in want.items()))
 
     def heal_zone(self, zone: str) -> None:
         """Undo this run's partition of ``zone`` by either method (whichever is in place): the
         NetworkPolicy (when it is this run's) and the pods' labels, or the helpers' tables and the
         helpers; then the probe connection."""
         try:
-            pol = self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace).to_dict()
+            pol = self.kube.net.read_namespaced_network_policy(kp.policy_name(zone), self.target.namespace).to_dict()
         except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
             if not is_not_found(e):
                 raise
             pol = None
-        if pol is not None and labels_of(pol).get(kp.RUN_KEY) in (self.run_id, None):
+        if pol is not None and labels_of(pol).get(kp.RUN_KEY) in (self.target.run_id, None):
             try:
-                self.net.delete_namespaced_network_policy(kp.policy_name(zone), self.namespace)
+                self.kube.net.delete_namespaced_network_policy(kp.policy_name(zone), self.target.namespace)
             except Exception as e:  # noqa: BLE001 - ApiException; already healed is fine
                 if not is_not_found(e):
                     raise
-        self._unlabel(self._pods(label_selector=f"{kp.MEMBER_LABEL}={zone}"))
-        self._remove_helpers([name_of(p) for p in self._helpers(zone, self.run_id)])
-        self._close_probe(zone)
+        self.unlabel(self.pods.pods(label_selector=f"{kp.MEMBER_LABEL}={zone}"))
+        self.remove_helpers([name_of(p) for p in self.helpers(zone, self.target.run_id)])
+        self.close_probe(zone)
 
     def partitioned_zones(self) -> list[str]:
         """Zones partitioned now, by any run (a NetworkPolicy or helper pods of the rig's)."""
         selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
-        pols = self.net.list_namespaced_network_policy(self.namespace, label_selector=selector)
+        pols = self.kube.net.list_namespaced_network_policy(self.target.namespace, label_selector=selector)
         zones = {name_of(p.to_dict()).removeprefix("availproof-partition-") for p in pols.items}
-        zones |= {labels_of(p).get(kp.ZONE_KEY) for p in self._helpers()} - {None}
+        zones |= {labels_of(p).get(kp.ZONE_KEY) for p in self.helpers()} - {None}
         return sorted(zones)
 
     def _mark_table(self, node: str | None, zone: str, life: float) -> None:
@@ -241,29 +250,29 @@ class Partition:
         <chaos.backends.kuberay.kube.marks.NFT_MARK>`): found by ``recover`` and the next preparation even when its helper
         pod died without its TERM trap."""
         if node:
-            self.core.patch_node(node, {"metadata": {"annotations": {
-                km.NFT_MARK: km.record(self.run_id, life, zone=zone)}}})
+            self.kube.core.patch_node(node, {"metadata": {"annotations": {
+                km.NFT_MARK: km.record(self.target.run_id, life, zone=zone)}}})
 
     def _unmark_table(self, node: str | None) -> None:
         if not node:
             return
         try:
-            self.core.patch_node(node, {"metadata": {"annotations": {km.NFT_MARK: None}}})
+            self.kube.core.patch_node(node, {"metadata": {"annotations": {km.NFT_MARK: None}}})
         except Exception as e:  # noqa: BLE001 - ApiException; a node gone holds no table
             if not is_not_found(e):
                 raise
 
-    def _remove_table(self, node: str, zone: str | None) -> None:
+    def remove_table(self, node: str, zone: str | None) -> None:
         """Delete the nft table a crashed run left on ``node`` without a helper: a helper of this run made for it
         (Running, its image pulled), the table deleted through it (checked), the helper deleted, the mark dropped."""
         helper = kp.helper_name(node)
-        self._delete([{"metadata": {"name": helper}}])  # a dead helper of that name, if any
-        self.core.create_namespaced_pod(self.namespace, kp.helper_pod(node, zone or "-", self.helper_image,
-                                                                      self.run_id, 300))
+        self.pods.delete([{"metadata": {"name": helper}}])  # a dead helper of that name, if any
+        self.kube.core.create_namespaced_pod(self.target.namespace, kp.helper_pod(node, zone or "-", self.target.helper_image,
+                                                                      self.target.run_id, 300))
         try:
-            self._wait(lambda: self._running(helper), 120, f"the clean-up helper {helper} to run")
-            self.exec(helper, kp.REMOVE_SCRIPT, container="nft")
+            self.pods.wait(lambda: self._running(helper), 120, f"the clean-up helper {helper} to run")
+            self.pods.exec(helper, kp.REMOVE_SCRIPT, container="nft")
         finally:
-            self._delete([{"metadata": {"name": helper}}])
+            self.pods.delete([{"metadata": {"name": helper}}])
         self._unmark_table(node)
 

@@ -1,5 +1,33 @@
 """The proof that a fault is in effect (:meth:`KubeRayBackend.effect_checks`): one look per call, one
-function per scope (``scope(backend, fault)``: the backend as ``self``), named in :mod:`.scopes`."""
+function per scope (``scope(backend, fault)``: the backend as ``self``), named in :mod:`.scopes`.
+
+What each scope's proof looks at:
+
+- replica: its process gone from its pod (``/proc/PID``; a zombie counts as gone), or, killed
+  with its pod, that pod gone, replaced or restarted;
+- node, redis: each pod the kill named gone, replaced (a new uid) or its container restarted;
+- zone, region: no Ready Ray pod of this cluster left in the zones, the nodes the loss took
+  out all unschedulable, and none Ready there since the loss began (its watch, which keeps
+  looking until the heal and writes what it saw into the fault then: :meth:`restore_zones`);
+- head: the head pod gone, replaced or restarted, or else its GCS not answering;
+- engine: each stopped process in state T (``/proc/PID/stat``), the replica's process alive, not stopped;
+- engine-crash: the engine processes gone, the replica's process alive;
+- engine-error: each engine's tombstone (its hook raised the error), the replica's process alive;
+- engine-wedge: each engine's wedge mark (this run's), each engine alive and not stopped, the replica's
+  process alive (one exec per pod);
+- engine-garbage, engine-stall: the same with their own mark; a stall's also counts steps since it began
+  (at least one: the engine steps on); engine-slow's also its mean step since at least half its factor
+  times the one before (the engine's own measure, in its mark);
+- engine-stutter: the engine processes sampled over two cycles (one exec), each seen stopped (T) in one
+  sample and running in another, the replica's process alive and not stopped;
+- partition: the connection opened across the cut before it carries no more bytes and a new
+  one is refused or times out (from the Ray pod inside the zone), and per method the cut in
+  place (node-filter: the table, with every zone address, in each helper's node;
+  networkpolicy: the policy and the labels on the zone's pods);
+- upgrade: ``serve_config``: every application's deployed config carries the new version and
+  is RUNNING; ``cluster``: the RayService's active cluster is a new one, nothing pending;
+- drain: the evicted pod terminating or gone.
+"""
 
 from __future__ import annotations
 
@@ -10,59 +38,56 @@ from chaos.backends.kuberay.common import (CORDON_MARK, VERSION_ENV, ZONE_LABEL,
                                            name_of, node_of, pod_ready, proc_states_script, restarts, select)
 
 
-class ProofReads:
-    """What several scopes' proofs look at: a crashed pod's end, processes' states in a pod."""
+def pod_ended(self, name: str, pods: list[dict]) -> tuple[bool, str]:
+    """Whether the pod the rig crashed is gone, replaced (new uid) or restarted; and what was seen."""
+    was = self.kills.killed.get(name) or {}
+    ok, seen = pod_state(name, pods, was)
+    if "exec_exit" in was:  # the evidence of the crash itself: its exec's exit status
+        seen += f" (the crash's exec exited {was['exec_exit']})"
+    return ok, seen
 
-    def _pod_ended(self, name: str, pods: list[dict]) -> tuple[bool, str]:
-        """Whether the pod the rig crashed is gone, replaced (new uid) or restarted; and what was seen."""
-        was = self.killed.get(name) or {}
-        ok, seen = self._pod_state(name, pods, was)
-        if "exec_exit" in was:  # the evidence of the crash itself: its exec's exit status
-            seen += f" (the crash's exec exited {was['exec_exit']})"
-        return ok, seen
+def pod_state(name: str, pods: list[dict], was: dict) -> tuple[bool, str]:
+    now = [p for p in pods if name_of(p) == name]
+    if not now:
+        return True, "gone"
+    p = now[0]
+    uid = (p.get("metadata") or {}).get("uid")
+    if was.get("uid") and uid != was["uid"]:
+        return True, "replaced (a new pod of that name)"
+    if "restarts" in was and restarts(p) > was["restarts"]:
+        return True, f"its container restarted ({was['restarts']} -> {restarts(p)})"
+    going = " (terminating)" if (p.get("metadata") or {}).get("deletion_timestamp") else ""
+    return False, f"still there{going}, {'ready' if pod_ready(p) else 'not ready'}, {restarts(p)} restart(s)"
 
-    def _pod_state(self, name: str, pods: list[dict], was: dict) -> tuple[bool, str]:
-        now = [p for p in pods if name_of(p) == name]
-        if not now:
-            return True, "gone"
-        p = now[0]
-        uid = (p.get("metadata") or {}).get("uid")
-        if was.get("uid") and uid != was["uid"]:
-            return True, "replaced (a new pod of that name)"
-        if "restarts" in was and restarts(p) > was["restarts"]:
-            return True, f"its container restarted ({was['restarts']} -> {restarts(p)})"
-        going = " (terminating)" if (p.get("metadata") or {}).get("deletion_timestamp") else ""
-        return False, f"still there{going}, {'ready' if pod_ready(p) else 'not ready'}, {restarts(p)} restart(s)"
+def proc_states(self, pod: str, pids: list[int]) -> dict[int, str] | None:
+    """State letter of each process in ``pod`` ("gone" for none); None when the pod is gone."""
+    try:
+        out = self.exec(pod, proc_states_script(pids))
+    except kube_exec.ExecError:
+        if any(name_of(p) == pod for p in self.pods.pods()):
+            raise
+        return None
+    states = {}
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0].isdigit():
+            states[int(words[0])] = words[1]
+    return states
 
-    def _proc_states(self, pod: str, pids: list[int]) -> dict[int, str] | None:
-        """State letter of each process in ``pod`` ("gone" for none); None when the pod is gone."""
-        try:
-            out = self.exec(pod, proc_states_script(pids))
-        except kube_exec.ExecError:
-            if any(name_of(p) == pod for p in self._pods()):
-                raise
-            return None
-        states = {}
-        for line in out.splitlines():
-            words = line.split()
-            if len(words) == 2 and words[0].isdigit():
-                states[int(words[0])] = words[1]
-        return states
-
-    def _by_pod(self, items: list) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        for item in items:
-            pod, _, pid = str(item).rpartition("/")
-            out.setdefault(pod, []).append(int(pid))
-        return out
+def by_pod(items: list) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for item in items:
+        pod, _, pid = str(item).rpartition("/")
+        out.setdefault(pod, []).append(int(pid))
+    return out
 
 
 def pods_crashed(self, fault: dict) -> list[dict]:
     names = fault.get("pids") if isinstance(fault.get("pids"), list) else [fault["target"]]
-    pods = self._pods()
+    pods = self.pods.pods()
     out = []
     for name in names or [fault["target"]]:
-        ok, seen = self._pod_ended(str(name), pods)
+        ok, seen = pod_ended(self, str(name), pods)
         out.append(check(f"pod {name} crashed: gone, replaced or restarted", ok, seen))
     return out
 
@@ -74,8 +99,8 @@ def replica(self, fault: dict) -> list[dict]:
     if not any("/" in str(i) for i in items):  # method pod: the pod itself was crashed
         return pods_crashed(self, fault)
     out = []
-    for pod, pids in self._by_pod(items).items():
-        states = self._proc_states(pod, pids)
+    for pod, pids in by_pod(items).items():
+        states = proc_states(self, pod, pids)
         if states is None:
             out.append(check(f"the replica's process {', '.join(map(str, pids))} gone from pod {pod}", True,
                              "the pod is gone"))
@@ -97,8 +122,8 @@ def engine(self, fault: dict) -> list[dict]:
         return [check("the engine's processes stopped (state T)", False, "the pause named no process")]
     out = []
     replica = _replica_pid(fault)
-    for pod, pids in self._by_pod(items).items():
-        states = self._proc_states(pod, pids + ([replica] if replica else []))
+    for pod, pids in by_pod(items).items():
+        states = proc_states(self, pod, pids + ([replica] if replica else []))
         what = f"engine process(es) {', '.join(map(str, pids))} in pod {pod} stopped (state T)"
         if states is None:
             out.append(check(what, False, "the pod is gone"))
@@ -118,17 +143,17 @@ def engine_error(self, fault: dict) -> list[dict]:
         return [check("the engine's processes recorded the injected error", False, "the signal named no process")]
     out = []
     replica = _replica_pid(fault)
-    for pod, pids in self._by_pod(items).items():
+    for pod, pids in by_pod(items).items():
         try:
             found = parse_tombstones(self.exec(pod, tombstones_script(pids)))
         except kube_exec.ExecError:
-            if any(name_of(p) == pod for p in self._pods()):
+            if any(name_of(p) == pod for p in self.pods.pods()):
                 raise
             out.append(check(f"engine process(es) {', '.join(map(str, pids))} in pod {pod} recorded the injected "
                              "error", False, "the pod is gone (a pod loss, not the engine's alone)"))
             continue
         out.append(engine_faults.tombstone_checks(pids, found))
-        states = self._proc_states(pod, [replica]) if replica else None
+        states = proc_states(self, pod, [replica]) if replica else None
         state = (states or {}).get(replica, "gone") if replica else None
         out.append(check(f"the replica's process {replica} alive in pod {pod}", state not in (None, "gone", "Z", "X"),
                          f"state {state}" if replica else "no replica pid recorded"))
@@ -141,9 +166,9 @@ def engine_crash(self, fault: dict) -> list[dict]:
     if not items:
         return [check("the engine's processes gone", False, "the kill named no process")]
     out = []
-    for pod, pids in self._by_pod(items).items():
+    for pod, pids in by_pod(items).items():
         replica = _replica_pid(fault)
-        states = self._proc_states(pod, pids + ([replica] if replica else []))
+        states = proc_states(self, pod, pids + ([replica] if replica else []))
         if states is None:
             out.append(check(f"engine process(es) {', '.join(map(str, pids))} gone from pod {pod}", False,
                              "the pod is gone (a pod loss, not the engine's alone)"))
@@ -165,8 +190,8 @@ def engine_stutter(self, fault: dict) -> list[dict]:
         return [check("the engine's processes under a duty cycle", False, "the duty cycle named no process")]
     out = []
     replica = _replica_pid(fault)
-    for pod, pids in self._by_pod(items).items():
-        samples = self.duty_samples(pod, pids + ([replica] if replica else []), engine_faults.Throttle.of(fault))
+    for pod, pids in by_pod(items).items():
+        samples = self.engines.duty_samples(pod, pids + ([replica] if replica else []), engine_faults.Throttle.of(fault))
         if samples is None:
             out.append(check(f"engine process(es) {', '.join(map(str, pids))} in pod {pod} under a duty cycle", False,
                              "the pod is gone"))
@@ -178,10 +203,10 @@ def engine_stutter(self, fault: dict) -> list[dict]:
 
 def zone_loss(self, fault: dict) -> list[dict]:
     zones = list(fault.get("zones") or [])
-    nodes = self._nodes()
-    pods = select(self._pods(), nodes, cluster=self.cluster, zones=zones)
+    nodes = self.pods.nodes()
+    pods = select(self.pods.pods(), nodes, cluster=self.cluster, zones=zones)
     ready = [name_of(p) for p in pods if pod_ready(p)]
-    lost = self.lost_nodes.get(tuple(sorted(zones)))
+    lost = self.domains.zone_loss.lost_nodes.get(tuple(sorted(zones)))
     if lost is None:  # not known here (another backend object): the nodes this run cordoned there
         lost = [name_of(n) for n in nodes if labels_of(n).get(ZONE_LABEL) in set(zones)
                 and ((n.get("metadata") or {}).get("annotations") or {}).get(CORDON_MARK) == self.run_id]
@@ -193,9 +218,9 @@ def zone_loss(self, fault: dict) -> list[dict]:
            check(f"the nodes the loss of {where} took out unschedulable", bool(lost) and not open_,
                  "no node was taken out" if not lost else
                  (f"{len(lost)} unschedulable" if not open_ else f"schedulable: {', '.join(open_)}"))]
-    w = self._watch_of(zones)
+    w = self.domains.zone_loss.watch_of(zones)
     if w is not None:  # what the watch saw since the loss began; the fault is this watch's to record at the heal
-        self._adopt_fault(w, fault)
+        self.domains.zone_loss.adopt_fault(w, fault)
         w.look_once()
         out.append(w.check())
     return out
@@ -204,8 +229,8 @@ def zone_loss(self, fault: dict) -> list[dict]:
 def head(self, fault: dict) -> list[dict]:
     """The head pod gone, replaced or restarted, or its GCS not answering; with the kill exec's exit status."""
     out = _head_state(self)
-    was = self.head_at_kill or {}
-    evidence = {**(self.killed.get(was.get("name")) or {}), **was}  # gcs: its own exec; node: the crash's
+    was = self.kills.head_at_kill or {}
+    evidence = {**(self.kills.killed.get(was.get("name")) or {}), **was}  # gcs: its own exec; node: the crash's
     if "exec_exit" in evidence:
         out[0]["seen"] += f" (the kill's exec exited {evidence['exec_exit']})"
     return out
@@ -214,9 +239,9 @@ def head(self, fault: dict) -> list[dict]:
 def _head_state(self) -> list[dict]:
     from chaos import sampler
 
-    was = self.head_at_kill or {}
+    was = self.kills.head_at_kill or {}
     what = "the head pod gone, replaced or restarted, or its GCS not answering"
-    heads = select(self._pods(), [], cluster=self.cluster, node_type="head", terminating=True)
+    heads = select(self.pods.pods(), [], cluster=self.cluster, node_type="head", terminating=True)
     same = [p for p in heads if name_of(p) == was.get("name")]
     if not same:
         return [check(what, True, f"head pod {was.get('name')} gone")]
@@ -232,7 +257,7 @@ def _head_state(self) -> list[dict]:
 
 def partition(self, fault: dict) -> list[dict]:
     zone = fault["target"]
-    cut = self.cuts.get(zone)
+    cut = self.domains.partitions.cuts.get(zone)
     if not cut:
         return [check(f"the cut of {zone} in place", False, "this backend made no cut of it")]
     out = []
@@ -252,7 +277,7 @@ def partition(self, fault: dict) -> list[dict]:
             out.append(check(f"the connection {where} opened before the cut carries no more bytes", est, est_seen))
             out.append(check(f"a new connection {where} times out (only silence is a cut)", new, new_seen))
     if cut["method"] == "node-filter":
-        helpers = self._helpers(zone, self.run_id)
+        helpers = self.domains.partitions.helpers(zone, self.run_id)
         if not helpers:
             out.append(check(f"the nft table of the cut of {zone} on its nodes", False, "no helper pod"))
         for h in helpers:
@@ -265,7 +290,7 @@ def partition(self, fault: dict) -> list[dict]:
             out.append(check(f"the nft table on node {node_of(h)} (helper {name_of(h)})", ok, seen))
     else:
         try:
-            self.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace)
+            self.kube.net.read_namespaced_network_policy(kp.policy_name(zone), self.namespace)
             present = True
         except Exception as e:  # noqa: BLE001 - ApiException
             if not is_not_found(e):
@@ -281,7 +306,7 @@ def upgrade(self, fault: dict) -> list[dict]:
 
     variant, version = fault.get("target"), str(fault.get("version"))
     if variant == "cluster":
-        rs = self._get_rayservice()
+        rs = self.pods.get_rayservice()
         status = rs.get("status") or {}
         active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
         pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
@@ -303,7 +328,7 @@ def upgrade(self, fault: dict) -> list[dict]:
 
 def drain(self, fault: dict) -> list[dict]:
     name = fault["target"]
-    now = [p for p in self._pods() if name_of(p) == name]
+    now = [p for p in self.pods.pods() if name_of(p) == name]
     if not now:
         return [check(f"pod {name} evicted: terminating or gone", True, "gone")]
     going = (now[0].get("metadata") or {}).get("deletion_timestamp")

@@ -18,11 +18,15 @@ original spec, not the upgrade."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
 from chaos.backends.kuberay.kube import marks as km, partition as kp
-from chaos.backends.kuberay.common import api_message, is_not_found, name_of
+from chaos.backends.kuberay.common import RAYSERVICE, VERSION_ANNOTATION, api_message, is_not_found, name_of
+from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.target import Target
 from chaos.errors import ClusterError, SetupError
 
 UPGRADE_LABEL = {kp.FAULT_LABEL: "upgrade"}  # on the record of a cluster upgrade
@@ -81,8 +85,12 @@ def _show(k: str, v: float) -> str:
     return f"{v / 2 ** 30:.1f}Gi" if k == "memory" else (f"{v:g}" if k != "cpu" else f"{v:.2f}")
 
 
-class UpgradeRollback:
-    """The room a second RayCluster needs, and the rollback of a ``cluster`` upgrade."""
+class Rollbacks:
+    """The room a second RayCluster needs, the record of a ``cluster`` upgrade, its rollback, and the RayService's
+    patches: held by the lifecycle part (``backend.lifecycle.rollbacks``)."""
+
+    def __init__(self, kube: KubeClient, target: Target, pods: Pods):
+        self.kube, self.target, self.pods = kube, target, pods
 
     def second_cluster_room(self, cluster_spec: dict) -> dict:
         """Whether a second RayCluster of ``cluster_spec`` fits beside what runs now: its total requests
@@ -90,7 +98,7 @@ class UpgradeRollback:
         namespace) request. Refused (one line) when it does not (the GPU overlay needs twice the GPUs); nodes
         that report no allocatable: unknown, said, not refused."""
         need = cluster_requests(cluster_spec)
-        nodes = [n for n in self._nodes() if not (n.get("spec") or {}).get("unschedulable")]
+        nodes = [n for n in self.pods.nodes() if not (n.get("spec") or {}).get("unschedulable")]
         alloc: dict[str, float] = {}
         for n in nodes:
             for k, v in (((n.get("status") or {}).get("allocatable")) or {}).items():
@@ -100,7 +108,7 @@ class UpgradeRollback:
             return {"need": need, "free": None, "fits": None, "seen": "the nodes report no allocatable"}
         names = {name_of(n) for n in nodes}
         used: dict[str, float] = {}
-        for p in self.core.list_pod_for_all_namespaces().items:
+        for p in self.kube.core.list_pod_for_all_namespaces().items:
             p = p.to_dict()
             if (p.get("spec") or {}).get("node_name") not in names or (p.get("status") or {}).get("phase") in (
                     "Succeeded", "Failed"):
@@ -110,23 +118,23 @@ class UpgradeRollback:
         free = {k: alloc.get(k, 0.0) - used.get(k, 0.0) for k in RESOURCES if k in need}
         short = [k for k in need if need[k] > free.get(k, 0.0) + 1e-9]
         if short:
-            raise SetupError(f"upgrade (cluster): RayService {self.service}'s NewCluster upgrade brings up a second "
-                             f"RayCluster beside {self.cluster}, which cannot fit: "
+            raise SetupError(f"upgrade (cluster): RayService {self.target.service}'s NewCluster upgrade brings up a second "
+                             f"RayCluster beside {self.target.cluster}, which cannot fit: "
                              + "; ".join(f"{k} needs {_show(k, need[k])}, {_show(k, max(free[k], 0.0))} free of "
                                          f"{_show(k, alloc.get(k, 0.0))} allocatable" for k in short)
                              + " (add nodes, or use the serve_config variant)")
         return {"need": need, "free": free, "fits": True}
 
-    def _record_upgrade(self, rcc_before: dict, patch: dict) -> str:
+    def record(self, rcc_before: dict, patch: dict) -> str:
         """The ConfigMap holding what undoing the patch needs (:mod:`.rollback`); its name."""
-        name = f"availproof-upgrade-{self.run_id}"
+        name = f"availproof-upgrade-{self.target.run_id}"
         body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "labels": {**UPGRADE_LABEL, kp.RUN_KEY: self.run_id},
-                             "annotations": {km.EXPIRES: km.deadline(self.helper_deadline_s)}},
-                "data": {"record": json.dumps({"rayservice": self.service, "cluster_before": self.cluster,
-                                               "run": self.run_id, "before": rcc_before, "patch": patch})}}
+                "metadata": {"name": name, "labels": {**UPGRADE_LABEL, kp.RUN_KEY: self.target.run_id},
+                             "annotations": {km.EXPIRES: km.deadline(self.target.helper_deadline_s)}},
+                "data": {"record": json.dumps({"rayservice": self.target.service, "cluster_before": self.target.cluster,
+                                               "run": self.target.run_id, "before": rcc_before, "patch": patch})}}
         try:
-            self.core.create_namespaced_config_map(self.namespace, body)
+            self.kube.core.create_namespaced_config_map(self.target.namespace, body)
         except Exception as e:  # noqa: BLE001 - ApiException: one line, nothing patched
             if getattr(e, "status", None) is None:
                 raise
@@ -134,23 +142,23 @@ class UpgradeRollback:
                                f"{api_message(e)}); nothing patched") from None
         return name
 
-    def _drop_record(self, name: str | None) -> None:
+    def drop_record(self, name: str | None) -> None:
         if not name:
             return
         try:
-            self.core.delete_namespaced_config_map(name, self.namespace)
+            self.kube.core.delete_namespaced_config_map(name, self.target.namespace)
         except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
             if not is_not_found(e):
                 raise
 
-    def _upgrade_leftovers(self) -> list[dict]:
+    def leftovers(self) -> list[dict]:
         selector = ",".join(f"{k}={v}" for k, v in UPGRADE_LABEL.items())
         out = []
-        for cm in self.core.list_namespaced_config_map(self.namespace, label_selector=selector).items:
+        for cm in self.kube.core.list_namespaced_config_map(self.target.namespace, label_selector=selector).items:
             cm = cm.to_dict()
             meta = cm.get("metadata") or {}
             rec = (cm.get("data") or {}).get("record") or "{}"
-            out.append({"kind": "Upgrade", "name": name_of(cm), "namespace": self.namespace,
+            out.append({"kind": "Upgrade", "name": name_of(cm), "namespace": self.target.namespace,
                         "run_id": (meta.get("labels") or {}).get(kp.RUN_KEY), "zone": None,
                         "what": f"a cluster upgrade of RayService {json.loads(rec).get('rayservice')} (its record)",
                         "expires": (meta.get("annotations") or {}).get(km.EXPIRES), "record": rec})
@@ -161,20 +169,20 @@ class UpgradeRollback:
         name = fault.get("record")
         if not name:
             return {}
-        cm = self.core.read_namespaced_config_map(name, self.namespace).to_dict()
-        return self._roll_back_record(json.loads((cm.get("data") or {}).get("record") or "{}"), name)
+        cm = self.kube.core.read_namespaced_config_map(name, self.target.namespace).to_dict()
+        return self.roll_back_record(json.loads((cm.get("data") or {}).get("record") or "{}"), name)
 
-    def _roll_back_record(self, record: dict, name: str) -> dict:
+    def roll_back_record(self, record: dict, name: str) -> dict:
         """The patch reverted (when the RayService still holds it), the pending RayCluster carrying the record's
         run id deleted, the record deleted. Returns what was done."""
-        self.service = self.service or record.get("rayservice")
-        rs = self._get_rayservice()
+        self.target.service = self.target.service or record.get("rayservice")
+        rs = self.pods.get_rayservice()
         pending = (((rs.get("status") or {}).get("pendingServiceStatus")) or {}).get("rayClusterName")
-        self._revert_cluster_patch(record.get("before") or {}, record.get("patch") or {})
+        self.revert_cluster_patch(record.get("before") or {}, record.get("patch") or {})
         removed = None
         if pending:
             try:
-                rc = self.custom.get_namespaced_custom_object("ray.io", "v1", self.namespace, "rayclusters", pending)
+                rc = self.kube.custom.get_namespaced_custom_object("ray.io", "v1", self.target.namespace, "rayclusters", pending)
             except Exception as e:  # noqa: BLE001 - ApiException; not made yet, or gone
                 if not is_not_found(e):
                     raise
@@ -182,10 +190,44 @@ class UpgradeRollback:
             head = ((((rc or {}).get("spec") or {}).get("headGroupSpec") or {}).get("template") or {})
             if rc and ((head.get("metadata") or {}).get("annotations") or {}).get(km.RUN) == record.get("run"):
                 try:
-                    self.custom.delete_namespaced_custom_object("ray.io", "v1", self.namespace, "rayclusters", pending)
+                    self.kube.custom.delete_namespaced_custom_object("ray.io", "v1", self.target.namespace, "rayclusters", pending)
                 except Exception as e:  # noqa: BLE001 - ApiException; gone is what we wanted
                     if not is_not_found(e):
                         raise
                 removed = pending
-        self._drop_record(name)
+        self.drop_record(name)
         return {"reverted": record.get("rayservice"), "pending_removed": removed}
+
+    def revert_cluster_patch(self, rcc_before: dict, patch: dict) -> None:
+        """Put ``spec.rayClusterConfig`` back as it was read, if it is still what the patch made it (else a
+        user changed it meanwhile: left alone), with the resourceVersion read as precondition."""
+        rs = self.pods.get_rayservice()
+        now = copy.deepcopy(((rs.get("spec") or {}).get("rayClusterConfig")) or {})
+        if now.get("workerGroupSpecs") != patch.get("workerGroupSpecs", now.get("workerGroupSpecs")):
+            return
+        meta = ((rcc_before.get("headGroupSpec") or {}).get("template") or {}).get("metadata")
+        if meta is None:  # a merge patch's null deletes: what the patch added goes, parents included
+            head: dict = {"metadata": None}
+        elif meta.get("annotations") is None:
+            head = {"metadata": {"annotations": None}}
+        else:
+            head = {"metadata": {"annotations": {k: meta["annotations"].get(k)
+                                                 for k in (VERSION_ANNOTATION, km.RUN, km.EXPIRES)}}}
+        body: dict = {"headGroupSpec": {"template": head}}
+        if "workerGroupSpecs" in patch:
+            body["workerGroupSpecs"] = copy.deepcopy(rcc_before.get("workerGroupSpecs") or [])
+        rv = (rs.get("metadata") or {}).get("resourceVersion")
+        self.patch_rayservice({**({"metadata": {"resourceVersion": rv}} if rv else {}),
+                                "spec": {"rayClusterConfig": body}}, "revert of the upgrade")
+
+    def patch_rayservice(self, body: dict, what: str) -> dict:
+        """One merge patch of the RayService; the object as the API server returns it (its new generation)."""
+        try:
+            return self.kube.custom.patch_namespaced_custom_object(*RAYSERVICE[:2], self.target.namespace, RAYSERVICE[2],
+                                                              self.target.service, body)
+        except Exception as e:  # noqa: BLE001 - ApiException: one line, no injection recorded
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            raise ClusterError(f"{what}: the patch of RayService {self.target.service} failed (HTTP {status}: "
+                               f"{api_message(e)})") from None

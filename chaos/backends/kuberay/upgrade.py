@@ -8,7 +8,13 @@ import copy
 import math
 
 from chaos.backends.kuberay.kube import marks as km
-from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S, RAYSERVICE,
+from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.kills import Kills
+from chaos.backends.kuberay.load import LoadJob
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.rollback import Rollbacks
+from chaos.backends.kuberay.target import Target
+from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S,
                                            SERVE_SHUTDOWN_DEFAULTS, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
                                            api_message, limit, name_of, node_of)
 from chaos.errors import ClusterError, UsageError
@@ -85,8 +91,13 @@ def graceful_shutdown_settings(text: str | None, where: str = "RayService") -> d
     return out
 
 
-class UpgradeDrain:
-    """``upgrade_app`` (serve_config, cluster) and ``drain_node``."""
+class Upgrades:
+    """``upgrade_app`` (serve_config, cluster) and ``drain_node``: held by the lifecycle part (``backend.lifecycle.upgrades``);
+    a drain's evicted pods are the kills part's to end at their deadline (``kills.drained``)."""
+
+    def __init__(self, kube: KubeClient, target: Target, pods: Pods, kills: Kills, rollbacks: Rollbacks,
+                 load: LoadJob):
+        self.kube, self.target, self.pods, self.kills, self.rollbacks, self.load = kube, target, pods, kills, rollbacks, load
 
     def preflight_upgrade(self, variant: str) -> dict:
         """Before a run whose method upgrades: refuse what KubeRay would not roll out, before any load.
@@ -97,19 +108,19 @@ class UpgradeDrain:
         type is unset; ``NewClusterWithIncrementalUpgrade`` without its feature gate) :meth:`upgrade_app`
         learns from KubeRay's answer to the patch itself. Returns the strategy as read."""
         what = f"upgrade ({variant})"
-        rs = self._rayservice(what)
+        rs = self.pods.rayservice(what)
         spec, status = rs.get("spec") or {}, rs.get("status") or {}
         strategy = (spec.get("upgradeStrategy") or {}).get("type")
         pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
         if pending:
-            raise ClusterError(f"{what}: RayService {self.service} is already upgrading (pending RayCluster "
+            raise ClusterError(f"{what}: RayService {self.target.service} is already upgrading (pending RayCluster "
                                f"{pending}): wait for it to finish")
         if variant == "cluster" and strategy == "None":
-            raise UsageError(f"{what}: RayService {self.service} has upgradeStrategy.type None: KubeRay would not "
+            raise UsageError(f"{what}: RayService {self.target.service} has upgradeStrategy.type None: KubeRay would not "
                              f"roll out a rayClusterConfig change (use the serve_config variant)")
         out = {"upgrade_strategy": strategy, "effective_strategy": strategy or DEFAULT_UPGRADE_STRATEGY}
         if variant == "cluster":
-            out["room"] = self.second_cluster_room(spec.get("rayClusterConfig") or {})
+            out["room"] = self.rollbacks.second_cluster_room(spec.get("rayClusterConfig") or {})
         return out
 
     def upgrade_variants(self) -> tuple[str, ...]:
@@ -141,27 +152,27 @@ class UpgradeDrain:
             raise UsageError(f"upgrade variant must be one of {', '.join(UPGRADE_VARIANTS)} on KubeRay, got {variant!r}")
         what = f"upgrade ({variant})"
         strategy = self.preflight_upgrade(variant)["upgrade_strategy"]
-        rs = self._rayservice(what)
+        rs = self.pods.rayservice(what)
         spec = rs.get("spec") or {}
         rv = (rs.get("metadata") or {}).get("resourceVersion")
         meta = {"metadata": {"resourceVersion": rv}} if rv else {}
-        out = {"variant": variant, "version": str(version), "rayservice": self.service, "cluster_before": self.cluster,
+        out = {"variant": variant, "version": str(version), "rayservice": self.target.service, "cluster_before": self.target.cluster,
                "upgrade_strategy": strategy}
         if variant == "serve_config":
-            text, previous = serve_config_with_version(spec.get("serveConfigV2"), version, f"RayService {self.service}")
-            self._patch_rayservice({**meta, "spec": {"serveConfigV2": text}}, what)
+            text, previous = serve_config_with_version(spec.get("serveConfigV2"), version, f"RayService {self.target.service}")
+            self.rollbacks.patch_rayservice({**meta, "spec": {"serveConfigV2": text}}, what)
             return {**out, "patched": "spec.serveConfigV2", "previous_versions": previous,
                     "changed": f"applications[*].runtime_env.env_vars.{VERSION_ENV}",
                     "version_served": True}  # the responses' x-availproof-version names it once it serves
         rcc = spec.get("rayClusterConfig") or {}
-        patch = cluster_config_patch(rcc, version, self.run_id, self.helper_deadline_s)
-        record = self._record_upgrade(rcc, patch)  # first: a crash after the patch leaves it found
+        patch = cluster_config_patch(rcc, version, self.target.run_id, self.target.helper_deadline_s)
+        record = self.rollbacks.record(rcc, patch)  # first: a crash after the patch leaves it found
         try:
-            patched = self._patch_rayservice({**meta, "spec": {"rayClusterConfig": patch}}, what)
+            patched = self.rollbacks.patch_rayservice({**meta, "spec": {"rayClusterConfig": patch}}, what)
             pending = self._kuberay_answer(int(((patched or {}).get("metadata") or {}).get("generation") or 0), rcc,
                                            patch, what)
         except BaseException:
-            self._drop_record(record)  # not patched, or reverted: nothing to roll back
+            self.rollbacks.drop_record(record)  # not patched, or reverted: nothing to roll back
             raise
         groups = [g.get("groupName") for g in rcc.get("workerGroupSpecs") or []]
         return {**out, "patched": "spec.rayClusterConfig",
@@ -200,10 +211,10 @@ class UpgradeDrain:
             return None
         status: dict = {}
         for _ in range(max(1, math.ceil(KUBERAY_ANSWER_S / KUBERAY_POLL_S))):
-            status = self._get_rayservice().get("status") or {}
+            status = self.pods.get_rayservice().get("status") or {}
             pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
             active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
-            if pending or (active and active != self.cluster):
+            if pending or (active and active != self.target.cluster):
                 return pending or active
             if int(status.get("observedGeneration") or 0) >= generation:
                 why = ("KubeRay reconciled the change and prepared no new RayCluster: zero-downtime upgrades are "
@@ -215,42 +226,8 @@ class UpgradeDrain:
             why = (f"KubeRay did not reconcile the change within {KUBERAY_ANSWER_S:.0f} s (observedGeneration "
                    f"{status.get('observedGeneration')} < {generation}): is the operator running? (its Events on "
                    f"the RayService say why a reconcile failed)")
-        self._revert_cluster_patch(rcc_before, patch)
-        raise ClusterError(f"{what}: RayService {self.service}: {why}; the patch was reverted")
-
-    def _revert_cluster_patch(self, rcc_before: dict, patch: dict) -> None:
-        """Put ``spec.rayClusterConfig`` back as it was read, if it is still what the patch made it (else a
-        user changed it meanwhile: left alone), with the resourceVersion read as precondition."""
-        rs = self._get_rayservice()
-        now = copy.deepcopy(((rs.get("spec") or {}).get("rayClusterConfig")) or {})
-        if now.get("workerGroupSpecs") != patch.get("workerGroupSpecs", now.get("workerGroupSpecs")):
-            return
-        meta = ((rcc_before.get("headGroupSpec") or {}).get("template") or {}).get("metadata")
-        if meta is None:  # a merge patch's null deletes: what the patch added goes, parents included
-            head: dict = {"metadata": None}
-        elif meta.get("annotations") is None:
-            head = {"metadata": {"annotations": None}}
-        else:
-            head = {"metadata": {"annotations": {k: meta["annotations"].get(k)
-                                                 for k in (VERSION_ANNOTATION, km.RUN, km.EXPIRES)}}}
-        body: dict = {"headGroupSpec": {"template": head}}
-        if "workerGroupSpecs" in patch:
-            body["workerGroupSpecs"] = copy.deepcopy(rcc_before.get("workerGroupSpecs") or [])
-        rv = (rs.get("metadata") or {}).get("resourceVersion")
-        self._patch_rayservice({**({"metadata": {"resourceVersion": rv}} if rv else {}),
-                                "spec": {"rayClusterConfig": body}}, "revert of the upgrade")
-
-    def _patch_rayservice(self, body: dict, what: str) -> dict:
-        """One merge patch of the RayService; the object as the API server returns it (its new generation)."""
-        try:
-            return self.custom.patch_namespaced_custom_object(*RAYSERVICE[:2], self.namespace, RAYSERVICE[2],
-                                                              self.service, body)
-        except Exception as e:  # noqa: BLE001 - ApiException: one line, no injection recorded
-            status = getattr(e, "status", None)
-            if status is None:
-                raise
-            raise ClusterError(f"{what}: the patch of RayService {self.service} failed (HTTP {status}: "
-                               f"{api_message(e)})") from None
+        self.rollbacks.revert_cluster_patch(rcc_before, patch)
+        raise ClusterError(f"{what}: RayService {self.target.service}: {why}; the patch was reverted")
 
     def drain_node(self, node: str, deadline_s: float) -> dict:
         """A graceful drain of one worker pod with a deadline: a policy/v1 Eviction with
@@ -267,24 +244,24 @@ class UpgradeDrain:
 
         At the deadline :func:`chaos.faults.drain_node` calls :meth:`kill_node`: for a pod drained
         here it force-deletes what is left of it and accepts that it is gone already."""
-        pods = limit([p for p in self._ray(node_type="worker") if name_of(p) == node], min(1, self.max_pods),
+        pods = limit([p for p in self.pods.ray(node_type="worker") if name_of(p) == node], min(1, self.target.max_pods),
                      f"drain of worker pod {node}")
-        self.refuse_reaching_load(f"drain of worker pod {node}", nodes=[node_of(p) for p in pods])
+        self.load.refuse_reaching(f"drain of worker pod {node}", nodes=[node_of(p) for p in pods])
         grace = max(1, math.ceil(deadline_s))
         from kubernetes import client as k8s
 
         body = k8s.V1Eviction(api_version="policy/v1", kind="Eviction",
-                              metadata=k8s.V1ObjectMeta(name=node, namespace=self.namespace),
+                              metadata=k8s.V1ObjectMeta(name=node, namespace=self.target.namespace),
                               delete_options=k8s.V1DeleteOptions(grace_period_seconds=grace))
         try:
-            self.core.create_namespaced_pod_eviction(node, self.namespace, body)
+            self.kube.core.create_namespaced_pod_eviction(node, self.target.namespace, body)
         except Exception as e:  # noqa: BLE001 - ApiException: one line, no injection recorded
             status = getattr(e, "status", None)
             if status is None:
                 raise
             why = "refused by a PodDisruptionBudget" if status == 429 else "failed"
             raise ClusterError(f"drain of {node}: the eviction was {why} (HTTP {status}: {api_message(e)})") from None
-        self.drained.add(node)
+        self.kills.drained.add(node)
         return {"method": "eviction", "pods": [name_of(p) for p in pods], "grace_period_s": grace,
                 "k8s_node": node_of(pods[0])}
 
@@ -292,8 +269,8 @@ class UpgradeDrain:
         """For the environment record: each deployment's graceful-shutdown settings as the RayService's
         ``serveConfigV2`` writes them (None: unset, Serve's default in ``defaults`` applies), and the
         RayService's upgrade strategy (None: unset, KubeRay's default in ``effective_strategy``)."""
-        where = f"RayService {self.service}"
-        rs = self._rayservice("graceful_shutdown")
+        where = f"RayService {self.target.service}"
+        rs = self.pods.rayservice("graceful_shutdown")
         spec = rs.get("spec") or {}
         strategy = (spec.get("upgradeStrategy") or {}).get("type")
         return {"source": f"{where} spec.serveConfigV2",

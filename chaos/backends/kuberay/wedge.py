@@ -13,12 +13,19 @@ with a request naming the fault (:func:`chaos.backends.engine_faults.held_reques
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec
+from chaos.backends.kuberay import plan
 from chaos.backends.kuberay.common import name_of, proc_states_script
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.target import Target
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import WEDGE, mark_path, request_path
+
+if TYPE_CHECKING:  # the engines part builds this one (engines.wedges)
+    from chaos.backends.kuberay.engines import Engines
 
 MARK = mark_path(WEDGE, 0).removesuffix("0")  # + pid
 
@@ -75,34 +82,38 @@ def by_pod(items) -> dict[str, list[int]]:
 
 
 class Wedges:
-    """The wedge of a replica's engine, and its release."""
+    """The wedge (garbage, stall, slow) of a replica's engine, and its release: held by the engines part
+    (``backend.engines.wedges``), which finds its engines."""
+
+    def __init__(self, target: Target, pods: Pods, engines: Engines):
+        self.target, self.pods, self.engines = target, pods, engines
 
     def wedge_engine(self, r, spin: bool = False):
         """Everything but the signal done: the engine children found in the replica's pod and their signal masks
         read (one exec; each must take SIGUSR1, else refused, nothing sent). The returned callable leaves the
         requests and sends the signal (one exec)."""
-        return self.arm_engine(r, WEDGE, engine_faults.wedge_request(self.run_id, spin), "wedge")
+        return self.arm_engine(r, WEDGE, engine_faults.wedge_request(self.target.run_id, spin), "wedge")
 
     def garble_engine(self, r):
         """As :meth:`wedge_engine`, the request to produce garbage for this run."""
-        return self.arm_engine(r, "garbage", engine_faults.held_request("garbage", self.run_id), "hold garbage")
+        return self.arm_engine(r, "garbage", engine_faults.held_request("garbage", self.target.run_id), "hold garbage")
 
     def stall_engine(self, r):
         """As :meth:`wedge_engine`, the request to admit nothing new for this run."""
-        return self.arm_engine(r, "stall", engine_faults.held_request("stall", self.run_id), "hold stall")
+        return self.arm_engine(r, "stall", engine_faults.held_request("stall", self.target.run_id), "hold stall")
 
     def slow_engine(self, r, factor: float, hold_s: float | None = None):
         """As :meth:`wedge_engine`, the request to slow every step ``factor`` times for this run (the engine letting
         go by itself past ``hold_s``)."""
-        return self.arm_engine(r, "slow", engine_faults.held_request("slow", self.run_id, factor, hold_s), "hold slow")
+        return self.arm_engine(r, "slow", engine_faults.held_request("slow", self.target.run_id, factor, hold_s), "hold slow")
 
     def arm_engine(self, r, fault: str, request: str, what: str):
         """The engines checked (one exec); the returned callable leaves ``request`` and signals (one exec)."""
-        masks = self.hooked_engines(r, what, what)
+        masks = self.engines.hooked_engines(r, what, what)
         request = request.strip()
 
         def fire() -> list[str]:
-            out = self.exec(r.node, wedge_script(masks, request, fault))
+            out = self.pods.exec(r.node, wedge_script(masks, request, fault))
             pids = [f"{r.node}/{x}" for x in out.split() if x.isdigit()]
             if not pids:
                 raise ClusterError(f"replica {r.replica_id} in pod {r.node}: no engine took the signal")
@@ -116,9 +127,9 @@ class Wedges:
         out = []
         for pod, ps in by_pod(pids).items():
             try:
-                said = self.exec(pod, release_script(ps, self.run_id, fault))
+                said = self.pods.exec(pod, release_script(ps, self.target.run_id, fault))
             except kube_exec.ExecError:
-                if any(name_of(p) == pod for p in self._pods()):
+                if any(name_of(p) == pod for p in self.pods.pods()):
                     raise
                 out += [{"pid": f"{pod}/{p}", "released": False, "engine": "gone", "found": "the pod is gone"}
                         for p in ps]
@@ -129,7 +140,7 @@ class Wedges:
                                "kept": "another run's mark"}.get(words.get(str(p)), f"no {fault} mark")} for p in ps]
         return out
 
-    def wedge_proof(self, fault: dict) -> list[dict]:
+    def proof(self, fault: dict) -> list[dict]:
         """One look at a wedge (or a held fault: garbage, stall): each engine's mark (this run's) and its state, and
         the replica's process alive (one exec per pod)."""
         kind = engine_faults.marked_fault(fault.get("scope"))
@@ -141,17 +152,17 @@ class Wedges:
         out = []
         for pod, ps in by_pod(items).items():
             try:
-                said = self.exec(pod, marks_script(ps + ([replica] if replica else []), kind))
+                said = self.pods.exec(pod, marks_script(ps + ([replica] if replica else []), kind))
             except kube_exec.ExecError:
-                if any(name_of(p) == pod for p in self._pods()):
+                if any(name_of(p) == pod for p in self.pods.pods()):
                     raise
                 out.append({"check": f"engine process(es) {', '.join(map(str, ps))} in pod {pod} hold {kind}", "ok": False,
                             "seen": "the pod is gone (a pod loss, not the engine's alone)"})
                 continue
             states = parse_states(said)
             marks = parse_marks(said)
-            out += (engine_faults.wedge_checks(ps, marks, states, self.run_id) if kind == WEDGE else
-                    engine_faults.held_checks(kind, ps, marks, states, self.run_id))
+            out += (engine_faults.wedge_checks(ps, marks, states, self.target.run_id) if kind == WEDGE else
+                    engine_faults.held_checks(kind, ps, marks, states, self.target.run_id))
             if replica is not None:
                 out.append(engine_faults.replica_runs(replica, states.get(replica, "gone")))
         return out
@@ -160,7 +171,7 @@ class Wedges:
 def plan_rows(self, scope: str, a: dict) -> list[dict]:
     """The replica's pod and its engine children, as :meth:`Wedges.wedge_engine` finds them (no exec)."""
     r = self.pick_replica(zone=a.get("zone"))
-    pods = [p for p in self._ray(terminating=True) if name_of(p) == r.node]
+    pods = [p for p in self.pods.ray(terminating=True) if name_of(p) == r.node]
     if not pods:
         raise ClusterError(f"replica {r.replica_id}: its pod {r.node} is not one of this cluster's")
     kind = engine_faults.marked_fault(scope)
@@ -168,7 +179,7 @@ def plan_rows(self, scope: str, a: dict) -> list[dict]:
            "slow": f"every step {a.get('factor', 4.0):g} times as long from its next step on, evenly",
            "stall": "it admits no new request from its next step on, its running ones go on"}.get(
         kind, f"the engine's step stays {'spinning at 100 % of a core' if a.get('spin') else 'blocked'}")
-    return [self._pod_row(pods[0], f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
+    return [plan.pod_row(self, pods[0], f"exec `pgrep -P {r.pid} -f EngineCore` and their signal masks (each must take "
                                    f"SIGUSR1, else refused), the request ({kind}) written into /tmp, then `kill -USR1`: "
                                    f"{how}, the pod and the replica's process live on",
                           f"the rig removes the slow mark after {a.get('duration_s', 20.0):g} s if still this run's; the "
@@ -179,4 +190,4 @@ def plan_rows(self, scope: str, a: dict) -> list[dict]:
 
 
 def proof(self, fault: dict) -> list[dict]:
-    return self.wedge_proof(fault)
+    return self.engines.wedges.proof(fault)

@@ -17,6 +17,8 @@ import shlex
 
 from chaos import ray_dashboard
 from chaos.backends import weights_source
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.target import Target
 from chaos.errors import ClusterError, UsageError
 from serve_apps import weights_swap
 
@@ -45,13 +47,16 @@ def parse(out: str) -> dict:
     return {"error": f"no answer from {SWAP}: {out.strip()[:200]!r}"}
 
 
-class RestartWeights:
-    """The weights swapped in a zone's pods, and restored."""
+class Weights:
+    """The weights swapped in a zone's pods, and restored: held by the engines part (``backend.engines.weights``)."""
 
-    def _weights_of_app(self) -> dict:
+    def __init__(self, target: Target, pods: Pods):
+        self.target, self.pods = target, pods
+
+    def weights_of_app(self) -> dict:
         from serve_apps.config import APP_NAME
 
-        details = ray_dashboard.serve_details(self.dashboard_url) or {}
+        details = ray_dashboard.serve_details(self.pods.dashboard_url) or {}
         w = weights_source.of_app((details.get("applications") or {}).get(APP_NAME) or {})
         if w["app"] == "llm":
             raise UsageError("restart-fails on KubeRay: the vLLM app's checkpoint is a read-only volume filled by an "
@@ -62,12 +67,12 @@ class RestartWeights:
     def weights_breaker(self, r):
         """Everything but the swap done: the app's weights file named, each pod of the replica's zone found and its
         file read (one exec each, ``state``); the callable swaps it in each pod (one exec each)."""
-        w = self._weights_of_app()
-        pods = list(self.nodes_in(zone=r.zone)) if r.zone else [r.node]
+        w = self.weights_of_app()
+        pods = list(self.pods.nodes_in(zone=r.zone)) if r.zone else [r.node]
         if not pods:
             raise UsageError(f"restart-fails: no worker pod in zone {r.zone}")
         for pod in pods:
-            seen = parse(self.exec(pod, swap_script("state", w["path"], self.run_id), ok_codes=(0, 1)))
+            seen = parse(self.pods.exec(pod, swap_script("state", w["path"], self.target.run_id), ok_codes=(0, 1)))
             if seen.get("state") in (None, "absent") or seen.get("mark"):
                 raise ClusterError(f"restart-fails: pod {pod}: the weights {seen.get('path') or w['path']} read as "
                                    f"{seen.get('state')}{' with a mark left' if seen.get('mark') else ''}: refused")
@@ -80,7 +85,7 @@ class RestartWeights:
                 fault["weights"] = done
             for pod in pods:
                 try:
-                    out = parse(self.exec(pod, swap_script("break", w["path"], self.run_id, fault_id),
+                    out = parse(self.pods.exec(pod, swap_script("break", w["path"], self.target.run_id, fault_id),
                                           ok_codes=(0, 1)))
                 except Exception as e:  # noqa: BLE001 - the exec failed: whether the pod was swapped is unknown
                     out = {"error": f"{type(e).__name__}: {e}"[:200], "unknown": True}
@@ -104,7 +109,7 @@ class RestartWeights:
             if "error" in swapped and not swapped.get("unknown"):  # its swap refused: nothing of this run's there
                 continue
             try:
-                out[pod] = parse(self.exec(pod, swap_script("restore", w["path"], self.run_id), ok_codes=(0, 1)))
+                out[pod] = parse(self.pods.exec(pod, swap_script("restore", w["path"], self.target.run_id), ok_codes=(0, 1)))
             except Exception as e:  # noqa: BLE001 - ApiException or ExecError: the pod gone (its copy with it)
                 out[pod] = {"restored": False, "state": None, "why": f"{type(e).__name__}: {e}"[:200]}
         restored = [p for p, o in out.items() if o.get("restored")]
@@ -113,36 +118,33 @@ class RestartWeights:
                 "why": None if out and len(restored) == len(out) else
                 f"restored in {len(restored)} of {len(out)} pod(s)"}
 
-    def weights_checks(self, fault: dict) -> list[dict]:
+    def checks(self, fault: dict) -> list[dict]:
         """The proof's weights half: the file in each pod reads as the fault's truncated copy (one exec each)."""
         w = fault.get("weights") or {}
         checks = []
         for pod in (w.get("pods") or {}):
-            seen = parse(self.exec(pod, swap_script("state", w["path"], self.run_id), ok_codes=(0, 1)))
+            seen = parse(self.pods.exec(pod, swap_script("state", w["path"], self.target.run_id), ok_codes=(0, 1)))
             checks.append({"check": f"the weights in pod {pod} read as the fault's truncated copy",
                            "ok": seen.get("state") == "truncated", "seen": str(seen.get("state"))})
         return checks or [{"check": "the weights swapped", "ok": False, "seen": "no pod recorded"}]
 
-    def weights_plan(self, scope: str, a: dict) -> list[dict]:
-        w = self._weights_of_app()
-        r = self.pick_replica(zone=a.get("zone"))
-        rows = [{"kind": "file", "name": w["path"], "where": f"pod {p} (zone {r.zone})",
-                 "does": "swapped for a truncated copy of itself (the original copied aside, a mark naming the run)",
-                 "after": "the original put back after outage_s (or at the rollback)"}
-                for p in self.nodes_in(zone=r.zone)]
-        return rows + [{"kind": "process", "name": f"{r.node}/{r.pid}", "where": f"pod {r.node}",
-                        "does": f"SIGKILL of replica {r.replica_id}'s worker process",
-                        "after": "Serve's replacement fails to start until the weights are back"}]
-
 
 def plan(self, scope: str, a: dict) -> list[dict]:
-    return self.weights_plan(scope, a)
+    w = self.engines.weights.weights_of_app()
+    r = self.pick_replica(zone=a.get("zone"))
+    rows = [{"kind": "file", "name": w["path"], "where": f"pod {p} (zone {r.zone})",
+             "does": "swapped for a truncated copy of itself (the original copied aside, a mark naming the run)",
+             "after": "the original put back after outage_s (or at the rollback)"}
+            for p in self.nodes_in(zone=r.zone)]
+    return rows + [{"kind": "process", "name": f"{r.node}/{r.pid}", "where": f"pod {r.node}",
+                    "does": f"SIGKILL of replica {r.replica_id}'s worker process",
+                    "after": "Serve's replacement fails to start until the weights are back"}]
 
 
 def effect(self, fault: dict) -> list[dict]:
     from chaos.backends.kuberay import proofs
 
-    return self.weights_checks(fault) + proofs.replica(self, fault)
+    return self.engines.weights.checks(fault) + proofs.replica(self, fault)
 
 
 

@@ -7,6 +7,7 @@ its own ``time`` seam)."""
 
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -59,6 +60,8 @@ def kube_attribute(name: str) -> property:
 
 
 def part_attribute(part: str, name: str) -> property:
-    """An attribute of one of a holder's parts (``holder.<part>.<name>``), read and set through the holder."""
-    return property(lambda self: getattr(getattr(self, part), name),
-                    lambda self, value: setattr(getattr(self, part), name, value), doc=f"``{part}.{name}``")
+    """An attribute of one of a holder's parts (``holder.<part>.<name>``; ``part`` may be a dotted path to a part's
+    own part, ``"domains.zone_loss"``), read and set through the holder."""
+    held = operator.attrgetter(part)
+    return property(lambda self: getattr(held(self), name),
+                    lambda self, value: setattr(held(self), name, value), doc=f"``{part}.{name}``")

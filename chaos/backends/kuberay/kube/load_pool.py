@@ -139,7 +139,7 @@ class JobPool(LoadPool):
         self.events.emit(self.events.run_started, self.header())
 
     def _job_pods(self) -> list[dict]:
-        return self.b._pods(label_selector=f"{kl.JOB_NAME_LABELS[1]}={self.job}")
+        return self.b.pods.pods(label_selector=f"{kl.JOB_NAME_LABELS[1]}={self.job}")
 
     def _wait_running(self, deadline: float) -> None:
         """Every index's pod Running (scheduled, its image pulled, its container started), within the deadline."""
