@@ -160,6 +160,10 @@ def test_local_the_hooked_engine_records_its_error_and_the_proof_sees_it_and_the
         checks = _until(lambda: b.effect_checks(_fault(b, t, [engine])))
         assert [c["ok"] for c in checks] == [True, True], checks
         assert checks[0]["seen"] == f"{engine} raised it" and checks[1]["seen"].startswith("state")
+        if mode == "exit":  # it records, then exits: the proof may see the record first (at load 9: 2 runs of 3)
+            deadline = time.monotonic() + 10
+            while procs.alive(engine) and time.monotonic() < deadline:
+                time.sleep(0.05)
         assert procs.alive(engine) is (mode == "record")
 
 

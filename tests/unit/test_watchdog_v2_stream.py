@@ -82,7 +82,7 @@ def test_a_wedged_engine_fails_the_health_check_with_a_stream_waiting(target):
 
     reason, took, chunks = asyncio.run(main())
     assert reason.startswith("the engine has not stepped for ") and "1 request waiting on it" in reason, reason
-    assert 0.4 < took < 2.0
+    assert 0.4 < took < 3.0  # its threshold and a few health asks (2.05 s once at load 9, 2026-12-06)
     assert chunks[-1].strip() == "data: [DONE]" and len(chunks) == 201
     assert asyncio.run(health(target)) is None
 

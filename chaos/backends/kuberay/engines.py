@@ -25,6 +25,7 @@ from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.orphans import children_script, left_script, parse_left
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
+from chaos.backends.kuberay.tombstones import parse_tombstones, tombstones_script  # noqa: F401 (the engine-error proof's)
 from chaos.backends.kuberay.wedge import Wedges
 from chaos.backends.kuberay.weights import Weights
 from chaos.errors import ClusterError
@@ -54,22 +55,6 @@ def error_script(pids: list[int]) -> str:
     """A stale tombstone of each engine removed (a reused pid's), then SIGUSR1 to them, their pids printed."""
     ps = " ".join(str(int(p)) for p in pids)
     return f"rm -f {' '.join(tombstone_path(int(p)) for p in pids)}; kill -USR1 {ps} && echo {ps}"
-
-
-def tombstones_script(pids: list[int]) -> str:
-    """``tomb PID TEXT`` per engine: its tombstone's first line (the time its hook raised the error), empty when
-    it has none."""
-    return (": availproof-engine-error proof; for p in " + " ".join(str(int(p)) for p in pids) + "; do "
-            f"echo \"tomb $p $(head -c 40 {tombstone_path(0).removesuffix('0')}$p 2>/dev/null | head -n 1)\"; done")
-
-
-def parse_tombstones(out: str) -> dict[int, str | None]:
-    found: dict[int, str | None] = {}
-    for line in out.splitlines():
-        words = line.split(maxsplit=2)
-        if len(words) >= 2 and words[0] == "tomb" and words[1].isdigit():
-            found[int(words[1])] = words[2] if len(words) == 3 else None
-    return found
 
 
 def loop_script(t: Throttle) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, partition as kp
-from chaos.backends.kuberay.engines import parse_tombstones, tombstones_script
+from chaos.backends.kuberay.tombstones import parse_tombstones, tombstones_script
 from chaos.backends.kuberay.common import (CORDON_MARK, VERSION_ENV, ZONE_LABEL, check, is_not_found, labels_of,
                                            name_of, node_of, pod_ready, proc_states_script, restarts, select)
 

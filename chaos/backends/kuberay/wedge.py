@@ -13,7 +13,6 @@ with a request naming the fault (:func:`chaos.backends.engine_faults.held_reques
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec
@@ -24,8 +23,6 @@ from chaos.backends.kuberay.target import Target
 from chaos.errors import ClusterError
 from serve_apps.engine_faults import WEDGE, mark_path, request_path
 
-if TYPE_CHECKING:  # the engines part builds this one (engines.wedges)
-    from chaos.backends.kuberay.engines import Engines
 
 MARK = mark_path(WEDGE, 0).removesuffix("0")  # + pid
 
@@ -85,7 +82,8 @@ class Wedges:
     """The wedge (garbage, stall, slow) of a replica's engine, and its release: held by the engines part
     (``backend.engines.wedges``), which finds its engines."""
 
-    def __init__(self, target: Target, pods: Pods, engines: Engines):
+    # engines: the engines part (chaos.backends.kuberay.engines.Engines), which builds this one (engines.wedges)
+    def __init__(self, target: Target, pods: Pods, engines):
         self.target, self.pods, self.engines = target, pods, engines
 
     def wedge_engine(self, r, spin: bool = False):
