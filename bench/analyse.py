@@ -34,7 +34,7 @@ PY = sys.executable
 AVAILPROOF = str(Path(PY).with_name("availproof"))
 RATES = ROOT / "experiments" / "rates" / "example-rates.yaml"
 BARE_LINES = "import json, sys\nfor line in open(sys.argv[1], 'rb'):\n    json.loads(line)\n"
-BARE_COLUMNS = ("import sys, pyarrow.json as j\nfrom chaos.record_columns import SCHEMA\n"
+BARE_COLUMNS = ("import sys, pyarrow.json as j\nfrom chaos.recording.record_columns import SCHEMA\n"
                 "j.read_json(sys.argv[1], parse_options=j.ParseOptions(explicit_schema=SCHEMA, "
                 "unexpected_field_behavior='ignore'))\n")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine, pss_kib  # noqa: E402
-from chaos import topology  # noqa: E402
+from chaos.system import topology  # noqa: E402
 from chaos.backends.local import LocalCluster, ports, procs  # noqa: E402
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine  # noqa: E402
-from chaos.stats import percentile  # noqa: E402
+from chaos.base.stats import percentile  # noqa: E402
 
 TOKENS = 16
 TOKEN_DELAY_S = 0.002
@@ -165,7 +165,7 @@ def server(port: int) -> None:
 
 
 def client_ours(url: str, rate: float, n: int) -> None:
-    from chaos import records as rec
+    from chaos.recording import records as rec
     from chaos.load.harness import LoadRun
     from chaos.load.workload import LoadShape, Target
 
@@ -203,7 +203,7 @@ def client_trace(url: str, trace_path: str, workers: int, out_dir: str) -> None:
 
 
 def _client_run(url: str, shape, out_dir: str) -> None:
-    from chaos import records as rec
+    from chaos.recording import records as rec
 
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     from chaos.load.harness import LoadRun

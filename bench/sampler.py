@@ -17,12 +17,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine  # noqa: E402
-from chaos import deploy, records as rec, stats, topology  # noqa: E402
+from chaos.system import deploy, topology
+from chaos.recording import records as rec
+from chaos.base import stats  # noqa: E402
 from chaos.backends.local import LocalCluster  # noqa: E402
 from chaos.backends.local.backend import LocalBackend  # noqa: E402
 from chaos.backends.local.cluster import HEAD  # noqa: E402
 from chaos.load.harness import LoadRun  # noqa: E402
-from chaos.sampler import Sampler  # noqa: E402
+from chaos.system.sampler import Sampler  # noqa: E402
 from chaos.load.workload import LoadShape, Target  # noqa: E402
 from serve_apps.config import AppSpec  # noqa: E402
 

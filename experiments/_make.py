@@ -13,8 +13,8 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 
-from chaos.experiment import problems  # noqa: E402
-from chaos.frontdoor import FrontSettings  # noqa: E402
+from chaos.core.experiment import problems  # noqa: E402
+from chaos.system.frontdoor import FrontSettings  # noqa: E402
 
 import _engines as engines  # noqa: E402  (the engine faults' experiments)
 import _restarts as restarts  # noqa: E402  (restart-fails)
@@ -58,7 +58,7 @@ def llm_block(bounds: dict, bounds_source: str, recovery_window_s: float) -> dic
     return block
 
 
-# What users deploy in front of the zone proxies (chaos/frontdoor.py): a health-checking balancer.
+# What users deploy in front of the zone proxies (chaos/system/frontdoor.py): a health-checking balancer.
 # HAProxy checks /-/healthz every 1 s (from the end of the previous check) and takes a proxy out
 # after 2 failed checks: a killed proxy refuses at once and is out within 2 x 1 = 2 s, a silent one
 # (a partition) within 2 x (1 + 1 s check timeout) = 4 s (FrontSettings.detection_bound_s). No retries by default: the
@@ -156,7 +156,7 @@ experiment(
     "The bounds of replica-kill, with the failed requests counted in attempts (each is a request the service "
     "failed): its 5 logical requests, each sent up to 3 times, make 15. A stream cut mid-way by the kill is not "
     "retried (its first token was shown), so retries change only what failed before the first token. Amplification "
-    "at most 1.5 at the kill's peak (chaos.bounds' default): in a bin of the steady state's window (5 s, 40 requests "
+    "at most 1.5 at the kill's peak (chaos.core.bounds' default): in a bin of the steady state's window (5 s, 40 requests "
     "at 8 req/s) the few requests failing at the kill cannot add half as many attempts again unless the retries "
     "themselves fail, which is what the bound is there to catch.",
     load={**LOAD, "retry": RETRY},

@@ -88,7 +88,7 @@ def build(out_dir: str | Path = DEFAULT_DIR, seed: int = 0, vocab_size: int = 10
 
 def check(path: str | Path) -> Path:
     """Refuse a directory that is not a loadable checkpoint, with a one-line reason."""
-    from chaos.errors import SetupError
+    from chaos.base.errors import SetupError
 
     p = Path(path)
     if not (p / "config.json").exists():

@@ -9,7 +9,7 @@ describes the deployment.
 Placement: one deployment with ``replicas_per_zone x zones`` replicas, kept off the head with a
 ``label_selector`` on the zone label, and spread with ``max_replicas_per_node``. The shipped
 topologies have one node per zone, so that is one replica set per zone; where each replica
-actually landed is read back after deploy and checked (see ``chaos.deploy``).
+actually landed is read back after deploy and checked (see ``chaos.system.deploy``).
 
 The progress watchdog (``serve_apps.watchdog``, both apps) is off unless ``AppSpec.stall_s`` is set:
 then the engine deployment (``StreamTarget``; vLLM's ``LLMServer``) gets ``user_config: {"stall_s": N}``,

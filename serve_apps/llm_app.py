@@ -17,7 +17,7 @@ What this module adds is that and the CPU-sized configuration:
   the engine's bundle), which rules out ``max_replicas_per_node``. Replicas are spread by size
   instead: the engine bundle takes more than half a worker's logical CPUs, so no two replicas
   fit on one node, and the head (0 CPUs) takes none. With one node per zone that is one
-  replica per zone; ``chaos.deploy`` reads back where each replica landed and fails otherwise;
+  replica per zone; ``chaos.system.deploy`` reads back where each replica landed and fails otherwise;
 - Ray Serve LLM's node initialization (a Ray task per node that "downloads" the model) is skipped
   when the checkpoint is a directory already on the node (:mod:`serve_apps.llm_node_init`, through
   ``LLMConfig.callback_config``): ~15 s of every engine replica's start on two cores;

@@ -7,7 +7,7 @@ engine replicas: their zone placement, health checks and watchdog ``user_config`
 ingress calls through a ``DeploymentHandle`` (:meth:`serve_apps.stream_target.StreamReplica.answer`; the
 deployment :data:`serve_apps.stream_target.StreamEngine`, a FastAPI ingress no more: Serve takes one per app). The app's
 name and route stay; the rig lists and picks the engine replicas by their deployment's name
-(:data:`chaos.placement.MODEL_DEPLOYMENTS`), never the ingress's.
+(:data:`chaos.system.placement.MODEL_DEPLOYMENTS`), never the ingress's.
 
 It forwards ``/v1/completions`` and ``/v1/chat/completions`` (streamed or not), ``/v1/models`` and ``/-/whoami``
 (the engine replica's). Every answer is spliced by :class:`serve_apps.migration_splice.Splice`: on a break (the

@@ -19,6 +19,13 @@ fault's ``inject_start`` mark. Warm-up requests are left out everywhere.
 - :mod:`chaos.analysis.sending`: the load as it was sent, and the client's send lag.
 
 Every name is re-exported here: ``from chaos import analysis; analysis.analyse(...)``.
+
+Also here: the figure catalogue (:mod:`chaos.analysis.figures`, data that every part may read), the control plane's
+and capacity's recovery (:mod:`chaos.analysis.planes`) and lost service-seconds
+(:mod:`chaos.analysis.lost_service`).
+
+May import: chaos.base, chaos.recording, chaos.scopes, chaos.system.frontdoor (the front door's figures, read by the
+planes).
 """
 
 from chaos.analysis.cold_cache import NO_PREFIX_SHARING, prefix_sharing_basis, warmup
@@ -32,7 +39,7 @@ from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, POPULATIONS, SLO, Definitions, Fault,
                                     SteadyState, faults_from_marks, judge_windows, latency, request_end_ns,
                                     run_end_ns, window_requests, window_state)
-from chaos.stats import percentile  # the rig's one convention: nearest rank
+from chaos.base.stats import percentile  # the rig's one convention: nearest rank
 
 __all__ = ["FORMAT_VERSION", "INSUFFICIENT", "NO_PREFIX_SHARING", "NS", "POPULATIONS", "SLO", "Definitions", "Fault",
            "SteadyState", "a_or_an", "affected_basis", "analyse", "analyse_fault", "arrivals", "faults_from_marks",

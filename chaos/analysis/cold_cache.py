@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from chaos import records as rec, request_columns as rc
+from chaos.recording import records as rec, request_columns as rc
 from chaos.analysis.windows import INSUFFICIENT, NS, SteadyState, judge_windows, latency, window_mask
-from chaos.stats import percentile  # the rig's one convention: nearest rank
+from chaos.base.stats import percentile  # the rig's one convention: nearest rank
 
 
 NO_PREFIX_SHARING = ("no prefix-sharing request was sent (the load has no sessions, and no trace rows that "

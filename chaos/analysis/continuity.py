@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from chaos import request_columns as rc
-from chaos.stats import percentile
+from chaos.recording import request_columns as rc
+from chaos.base.stats import percentile
 
 ORDER = ("tokens_lost", "tokens_duplicated", "tokens_out_of_order")
 FIGURES = ("streams", "streams_checked", *ORDER, "streams_checked_corrupted", "tokens_corrupted", "streams_migrated",

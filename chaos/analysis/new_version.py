@@ -1,10 +1,10 @@
 """An upgrade's completion seen from the responses: the new version serving, not only new replica ids.
 
-The sampled replacement (:func:`chaos.planes.replacement`) calls an upgrade complete at the first sample in
+The sampled replacement (:func:`chaos.analysis.planes.replacement`) calls an upgrade complete at the first sample in
 which no replica RUNNING before it runs and as many run as before: new *ids*. New ids do not prove the new
 version answers (a replica restarted on the old config has a new id too). Every response names the app
 version that served it (``x-availproof-version``, ``serve_apps.served_by``; the record's ``served_version``),
-so for a scope that replaces every replica (:attr:`chaos.scope_registry.Scope.replaces_every_replica`),
+so for a scope that replaces every replica (:attr:`chaos.base.scope_registry.Scope.replaces_every_replica`),
 :func:`complete` adds to the fault's ``replacement``:
 
 - ``replicas_replaced_s``: the sampled completion (new ids), as it was;
@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from chaos import request_columns as rc, scopes
+from chaos.recording import request_columns as rc
+from chaos import scopes
 from chaos.analysis.windows import NS
 
 FIRST_SERVED = "replacement.new_version_first_served"

@@ -1,4 +1,4 @@
-"""A fault's ``orphans`` in the summary: what the orphan check (:mod:`chaos.orphan_watch`) saw of the engine
+"""A fault's ``orphans`` in the summary: what the orphan check (:mod:`chaos.system.orphan_watch`) saw of the engine
 processes of the replica the fault killed or replaced, read from the fault's detail (its ``looked_after`` mark).
 
 ``seconds_until_freed`` is null with its reason (``unmeasurable["orphans.seconds_until_freed"]``, and ``why``) when
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import figures, scopes
+from chaos.analysis import figures
+from chaos import scopes
 
 KEY = figures.ORPHANS_FREED.key()
 

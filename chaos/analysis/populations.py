@@ -69,7 +69,7 @@ fault's, whose window runs through every heal to the end of the run.
 Control plane and capacity
 --------------------------
 Each fault also has ``control_plane`` and ``capacity`` objects, from the sampler's samples
-over the same window: :mod:`chaos.planes` defines them.
+over the same window: :mod:`chaos.analysis.planes` defines them.
 
 Service-wide figures of a fault
 -------------------------------
@@ -96,7 +96,9 @@ from typing import Any
 
 import numpy as np
 
-from chaos import planes, records as rec, request_columns as rc, scopes
+from chaos.analysis import planes
+from chaos.recording import records as rec, request_columns as rc
+from chaos import scopes
 from chaos.analysis.cold_cache import warmup
 from chaos.analysis.continuity import token_continuity
 from chaos.analysis.orphans import orphans_of
@@ -306,7 +308,7 @@ def analyse_fault(fault: Fault, measured: list[rec.RequestRecord] | Columns, win
         },
         "resolution_s": round(rc.percentile(gaps, 0.5) / NS, 4) if len(gaps) else None,
         "unmeasurable": unmeasurable,
-        # the fault's proof, as it looked at the system after acting (chaos.faults.prove); null for
+        # the fault's proof, as it looked at the system after acting (chaos.scopes.faults.prove); null for
         # runs recorded before faults proved themselves
         "effect": fault.detail.get("effect"),
         "detail": fault.detail,
@@ -355,7 +357,7 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         # token by token: what its streams lost, repeated, reordered or corrupted, and their migrations
         fault["continuity"] = token_continuity(fault, measured, np.concatenate((in_flight, rows)),
                                                recorded="continuity" in run.header)
-        # the engines of the replica it killed or replaced: gone, and when (chaos.orphan_watch)
+        # the engines of the replica it killed or replaced: gone, and when (chaos.system.orphan_watch)
         fault["orphans"] = orphans_of(f.scope, f.detail, fault["unmeasurable"])
         if restart_mod.applies(f.scope):  # its replacement could not start for a while: its starts counted
             fault["restart"] = restart_mod.restart(f, run.samples, window_end, fault["unmeasurable"])

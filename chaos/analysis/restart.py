@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import planes, records as rec, scopes
+from chaos.analysis import planes
+from chaos.recording import records as rec
+from chaos import scopes
 from chaos.analysis.windows import NS, Fault
 
 UNHEALTHY = ("UNHEALTHY", "DEPLOY_FAILED")

@@ -1,7 +1,7 @@
 """A client's retries (``load.retry``, :mod:`chaos.load.retry`), per fault, per population: what its users saw in
 logical requests, and how much more the service was sent than they asked for.
 
-Every attempt is a record of its own (:class:`chaos.records.RequestRecord`: ``id`` its logical request's,
+Every attempt is a record of its own (:class:`chaos.recording.records.RequestRecord`: ``id`` its logical request's,
 ``attempt`` its number). **Logical requests** (:func:`logical_requests`): the attempts of one load worker with
 one ``id``, in send order, a new one at each first attempt; a record that says no attempt (a run without a
 policy, a file written before retries) is a logical request of its own, so an old file reads as one attempt
@@ -31,7 +31,7 @@ flight at the injection, as the population's requests are counted):
 - ``peak_amplification`` (``peak_at_s``, the bin's start): the largest bin ``amplification`` from the
   injection to the population's steady state (the analysis window's end when it never got there), over the
   bins that started at least ``steady_state.min_requests`` logical requests (a thinner bin's ratio is noise);
-  null with its reason when none did. The bound ``max_amplification`` reads it (:mod:`chaos.bounds`).
+  null with its reason when none did. The bound ``max_amplification`` reads it (:mod:`chaos.core.bounds`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from chaos import request_columns as rc
+from chaos.recording import request_columns as rc
 from chaos.analysis.windows import NS, SteadyState
 
 NO_POLICY = "the run had no retry policy (load.retry): every request was sent once"

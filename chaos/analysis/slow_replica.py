@@ -30,9 +30,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec, scopes
+from chaos.recording import records as rec
+from chaos import scopes
 from chaos.analysis.windows import NS, latency, window_requests
-from chaos.stats import percentile
+from chaos.base.stats import percentile
 
 SIDES = ("slow", "others")
 LATENCIES = ("ttft", "itl")

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from chaos import records as rec, request_columns as rc
+from chaos.recording import records as rec, request_columns as rc
 from chaos.analysis.windows import NS, window_mask
 
 

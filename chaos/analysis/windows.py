@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from chaos import records as rec, request_columns as rc
-from chaos.stats import percentile  # the rig's one convention: nearest rank
+from chaos.recording import records as rec, request_columns as rc
+from chaos.base.stats import percentile  # the rig's one convention: nearest rank
 
 NS = 1_000_000_000
 FORMAT_VERSION = 2  # of summary.json; 1 was the single-population summary before 2026-12
@@ -189,7 +189,7 @@ def window_states(sent: np.ndarray, ok: np.ndarray, lat: np.ndarray, t0: int, en
         known = ok & ~np.isnan(lat)
         m = in_window(known)[judged]
         under = in_window(known & (lat <= steady.max_p95_ttft_s))[judged]
-        rank = np.clip(np.ceil(0.95 * m - 1e-9), 1, np.maximum(m, 1))  # chaos.stats.rank, vectorised
+        rank = np.clip(np.ceil(0.95 * m - 1e-9), 1, np.maximum(m, 1))  # chaos.base.stats.rank, vectorised
         good &= (m > 0) & (under >= rank)
     return starts[judged], good
 

@@ -1,6 +1,6 @@
 """The one interface every fault, probe, action and the CLI go through; both backends implement it.
 
-Faults (:mod:`chaos.faults`) are written once against this protocol; a backend never decides
+Faults (:mod:`chaos.scopes.faults`) are written once against this protocol; a backend never decides
 *what* to break, only *how* to break it in its world (processes and network namespaces on the
 local backend, pods and nodes on KubeRay). ``tests/unit/test_backend_interface.py`` checks that
 :class:`~chaos.backends.local.backend.LocalBackend` and
@@ -16,13 +16,13 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 if TYPE_CHECKING:
-    from chaos.experiment import Settings
+    from chaos.core.experiment import Settings
 
 # What a backend can do beyond the faults' methods (its ``capabilities``, checked when a run opens:
-# chaos.provision.check_capabilities). A scope is "scope:<name>".
+# chaos.core.provision.check_capabilities). A scope is "scope:<name>".
 FRONT_DOOR = "front_door"  # the rig's own balancer in front of the Serve proxies (front lb, zonal-lb)
 NO_GCS_FT = "cluster_without_gcs_ft"  # a cluster without GCS fault tolerance (the contrast case)
 LOAD_TO_HEAD = "load_to_head"  # the load sent to the head's proxy (targets head or all)
@@ -48,11 +48,11 @@ class Implementation:
     """How one backend does one scope (:mod:`chaos.scopes`), besides the :class:`Backend` methods its fault
     calls: ``plan(backend, scope, arguments)``, every object a fault of it would touch now (rows
     ``{"kind", "name", "where", "does", "after"}``; reads only), and ``effect(backend, fault)``, one look at
-    whether the fault is in effect (``{"check", "ok", "seen"}`` per check; :func:`chaos.faults.prove`).
+    whether the fault is in effect (``{"check", "ok", "seen"}`` per check; :func:`chaos.scopes.faults.prove`).
     ``effect`` None: the scope proves itself (an upgrade, at its end). ``heal(backend, fault)``: what
     healing the fault restores, in the backend's own terms (its ``heal(faults)`` joins them:
     :meth:`ByScope.restores`); None: nothing (Serve replaces what it took). ``reach(backend, planned)``:
-    what a planned fault of it (:func:`chaos.plan.faults_of`: its scope and arguments) reaches, that the
+    what a planned fault of it (:func:`chaos.core.plan.faults_of`: its scope and arguments) reaches, that the
     backend's ``prepare`` checks before any fault (:meth:`ByScope.reaches`); None: nothing to check."""
 
     scope: str
@@ -181,7 +181,7 @@ class Backend(Protocol):
     def kill_redis(self) -> list: ...
     def start_redis(self) -> bool: ...  # True when the GCS exited meanwhile (and was restarted)
 
-    # the disruptions users cause themselves (chaos.faults.upgrade_app, drain_node)
+    # the disruptions users cause themselves (chaos.scopes.faults.upgrade_app, drain_node)
     def upgrade_app(self, variant: str, version: str) -> dict: ...  # start a rolling upgrade; what changed
     def upgrade_variants(self) -> tuple[str, ...]: ...  # the variants this backend can apply
     def drain_node(self, node: str, deadline_s: float) -> dict: ...  # a graceful drain notice with a deadline
@@ -214,7 +214,7 @@ class Backend(Protocol):
     # (for fault id), what it did back (its mark: what the restore needs)
     def weights_breaker(self, r: Any) -> Callable[[str], dict]: ...
     def restore_weights(self, fault: dict) -> dict: ...  # the original back, only where still the fault's copy
-    # the orphan check (chaos.orphan_watch): the replica's engine processes (pids in its node: its pod on KubeRay),
+    # the orphan check (chaos.system.orphan_watch): the replica's engine processes (pids in its node: its pod on KubeRay),
     # found before a fault kills it; one look at which of ``pids`` in ``node`` still live (a zombie, or a pod gone,
     # is gone), each with its resident memory in MB (None: unreadable)
     def engine_children(self, r: Any) -> list: ...
@@ -222,7 +222,7 @@ class Backend(Protocol):
     # a SIGSTOP/SIGCONT duty cycle of the engine (chaos.backends.engine_faults.Throttle); resume_engine ends it
     def stutter_engine(self, r: Any, factor: float, period_s: float, duration_s: float) -> list: ...
 
-    # the device plugin of replica r's node kept off (chaos.faults_accelerator): all checked, nothing changed; the
+    # the device plugin of replica r's node kept off (chaos.scopes.faults_accelerator): all checked, nothing changed; the
     # returned callable (with .node, .zone, .detail()) takes it; hold_accelerator looks whether it still holds (into
     # the fault's effect); restore_accelerator gives it back where still the rig's (idempotent; the hold looked at
     # once more when given the fault)
@@ -234,14 +234,14 @@ class Backend(Protocol):
     def healthy(self) -> bool: ...
     def wait_healthy(self, timeout: float) -> None: ...
     # before any fault: own the run id; refuse leftovers and what could not be injected or healed (``faults``:
-    # the experiment's planned faults, chaos.plan.faults_of)
+    # the experiment's planned faults, chaos.core.plan.faults_of)
     def prepare(self, run_id: str, scope: str, faults: list[dict] | None = None) -> None: ...
     def plan(self, scope: str, arguments: dict | None = None) -> list[dict]: ...  # what a fault would touch; read-only
-    def effect_checks(self, fault: dict) -> list[dict]: ...  # one look: is the fault in effect? (chaos.faults.prove)
+    def effect_checks(self, fault: dict) -> list[dict]: ...  # one look: is the fault in effect? (chaos.scopes.faults.prove)
     def heal(self, faults: list[dict], timeout: float) -> dict: ...  # heal what these faults broke, nothing else
     def heal_all(self, timeout: float) -> dict: ...  # `availproof recover`: whatever is broken
     def app_status(self) -> str | None: ...  # the Serve app's status, None when there is none
-    def observe(self, timeout: float) -> Any: ...  # one chaos.records.Sample of the control plane and capacity
+    def observe(self, timeout: float) -> Any: ...  # one chaos.recording.records.Sample of the control plane and capacity
 
 
 def members() -> list[str]:

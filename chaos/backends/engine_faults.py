@@ -42,7 +42,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 ENGINE = "EngineCore"  # in the command line of an engine process: vLLM's VLLM::EngineCore, availproof::EngineCore
 ERROR_SIGNAL = signal.SIGUSR1  # what arms the app's engine-fault hook

@@ -13,7 +13,7 @@ from __future__ import annotations
 import glob
 import os
 
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from serve_apps.weights_swap import NODE_DEFAULT  # the stream target's default file, resolved on the node
 
 STREAM_IMPORTS = ("serve_apps.stream_target", "serve_apps.migrating_ingress")

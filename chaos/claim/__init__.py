@@ -6,9 +6,9 @@ people who publish SLAs, so every figure that feeds its verdict carries its unce
 The parts, one module each:
 - :mod:`chaos.claim.rates`: RATES, per scope a point figure (``events``) or an observed history (``count`` over
   ``exposure_days``, whose rate is uncertain), the stated outage length, the cost of an unrecovered event.
-- :mod:`chaos.evidence` (shared with the report and ``analyse``): the suite's runs, summaries and records.
+- :mod:`chaos.core.evidence` (shared with the report and ``analyse``): the suite's runs, summaries and records.
 - :mod:`chaos.claim.cost`: each run's cost, lost service-seconds net of its baseline, for any load shape
-  (:mod:`chaos.lost_service`), and whether the run counts.
+  (:mod:`chaos.analysis.lost_service`), and whether the run counts.
 - :mod:`chaos.claim.coverage`: whether a stated outage length was tested, and the line through the costs
   of the lengths that were.
 - :mod:`chaos.claim.scope_entry`: one scope's runs, costs and event model.
@@ -25,6 +25,8 @@ The parts, one module each:
 
 Honest nulls: a figure that cannot be measured is null and its reason is in the ``unmeasurable`` map of
 the object holding it (the claim's, a run's), never 0.
+
+May import: chaos.analysis, chaos.base, chaos.core.evidence, chaos.recording, chaos.scopes.
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import evidence
+from chaos.core import evidence
 from chaos.claim.cost import POPULATIONS, fault_cost, fault_lost, outage_tested, run_cost  # noqa: F401
 from chaos.claim.credible import DEFAULT_CREDIBILITY  # noqa: F401
 from chaos.claim.decide import INSUFFICIENT, NOT_COVERED, NOT_SUPPORTED, SUPPORTED, VERDICTS  # noqa: F401
 from chaos.claim.document import FORMAT_VERSION, SIMULATIONS, build  # noqa: F401
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.claim.rates import (DEFAULT_RISK, DEFAULT_TARGET_PCT, DEFAULT_UNRECOVERED_COST_S, Rate,  # noqa: F401
                                Rates, checkable, credibility_value, load_rates, parse_rates, risk_value,
                                target_fraction)

@@ -112,7 +112,7 @@ def table(grid: str, worlds: int | None, seed: int, credibility: float, risk: fl
     g = GRIDS[grid]
     worlds = g["worlds"] if worlds is None else worlds
     if worlds < 1:
-        from chaos.errors import UsageError
+        from chaos.base.errors import UsageError
 
         raise UsageError(f"--worlds: a whole number of worlds per cell, at least 1, got {worlds}")
     cov_worlds = coverage_worlds or (g["coverage_worlds"] if worlds == g["worlds"] else worlds)

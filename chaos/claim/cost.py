@@ -1,4 +1,4 @@
-"""The cost of one event: per run and fault, the population's lost service-seconds (:mod:`chaos.lost_service`)
+"""The cost of one event: per run and fault, the population's lost service-seconds (:mod:`chaos.analysis.lost_service`)
 from the run's records, net of its baseline, with whether the run counts as a trial of its scope.
 
 - The fault's window and population are the summary's (``faults[i]``: injection, ``window_s``, the next
@@ -28,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from chaos import analysis, figures, lost_service as ls, records as rec, request_columns as rc, scopes
+from chaos import analysis, scopes
+from chaos.analysis import figures, lost_service as ls
+from chaos.recording import records as rec, request_columns as rc
 
 NS = analysis.NS
-QUIET_REASON = "nothing was injected: experiment"  # a fault-free experiment that ran to its end (chaos.verdict)
+QUIET_REASON = "nothing was injected: experiment"  # a fault-free experiment that ran to its end (chaos.core.verdict)
 POPULATIONS = ("service", "affected")
 
 
@@ -47,7 +49,7 @@ def _number(v: Any) -> bool:
 
 def _span_s(f: dict[str, Any], population: str) -> float | None:
     """How long the event kept the system from normal: the latest of the fault's heal, the population's
-    steady state, control plane and capacity restored (:func:`chaos.figures.recovery_instants`: what
+    steady state, control plane and capacity restored (:func:`chaos.analysis.figures.recovery_instants`: what
     overlapping events would share)."""
     vals = [f.get("heal_start_s"), *figures.recovery_instants(f, (population,))]
     vals = [v for v in vals if _number(v)]
@@ -73,7 +75,7 @@ def _in_zones(zone: rc.Coded, zones: set[str]) -> np.ndarray:
 
 
 class _Run:
-    """What every fault of a run reads of its requests: the columns (:mod:`chaos.request_columns`), which are
+    """What every fault of a run reads of its requests: the columns (:mod:`chaos.recording.request_columns`), which are
     measured, which failed, which missed the SLO."""
 
     def __init__(self, records: rec.RunRecords, slo: analysis.SLO, columns: rc.RequestColumns | None = None):

@@ -15,7 +15,7 @@ from chaos.claim.credible import DEFAULT_CREDIBILITY
 from chaos.claim.cost import POPULATIONS
 from chaos.claim.rates import Rates
 from chaos.claim.scope_entry import environment, mean, model, point_cost, scope_entry
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 FORMAT_VERSION = 3
 SIMULATIONS = 100_000
@@ -101,7 +101,7 @@ def assumptions(population: str) -> list[str]:
         "(chaos.claim.credible)",
         "a run's cost is its population's lost service-seconds net of the baseline before the injection: a "
         "time-bucket integral of the failed fraction by send instant for an open loop, the failed requests' "
-        "spans over the users for a closed one (chaos.lost_service)",
+        "spans over the users for a closed one (chaos.analysis.lost_service)",
         "events do not overlap (see overlap.probability): two at once may cost more than the sum",
         "untested causes (software and configuration errors, dependencies outside the rig, scopes with no rate) are "
         "not in the figures: the availability is an upper bound",

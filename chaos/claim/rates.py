@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import scopes
-from chaos.errors import UsageError, read_yaml
+from chaos.base.errors import UsageError, read_yaml
 
 DAY_S = 86_400
 DEFAULT_UNRECOVERED_COST_S = 3600.0

@@ -8,7 +8,7 @@ from chaos.commands.common import cluster_dir, kube_flags, say
 
 
 def cmd_cluster_up(args) -> int:
-    from chaos import topology
+    from chaos.system import topology
     from chaos.backends.local import LocalCluster
 
     topo = topology.load(args.topology)
@@ -53,7 +53,7 @@ def print_status(cluster, replicas: bool = True, out=sys.stdout) -> None:
         print(f"  {n.name:<12} {n.role:<7} {n.region or '-':<12} {n.zone or '-':<10} {n.ip:<16} "
               f"{n.processes:>5}  {n.gcs_state:<8} :{n.serve_port}", file=out)
     if replicas:
-        from chaos import placement
+        from chaos.system import placement
 
         try:
             rows = placement.replicas(cluster)
@@ -68,10 +68,10 @@ def print_status(cluster, replicas: bool = True, out=sys.stdout) -> None:
 
 
 def cmd_deploy(args) -> int:
-    from chaos import deploy
+    from chaos.system import deploy
     from chaos.backends.local import LocalCluster
-    from chaos.provision import app_spec
-    from chaos.run import log
+    from chaos.core.provision import app_spec
+    from chaos.core.run import log
 
     cluster = LocalCluster.attach(cluster_dir(args), log=say)
     spec = app_spec(args.app, cluster, {"replicas_per_zone": args.replicas_per_zone}, args.model_path or "", log=log)
@@ -91,7 +91,7 @@ def cmd_recover(args) -> int:
     """Restore a cluster a killed run left broken: resume, heal, restart, redeploy (KubeRay: remove every
     object of the rig left on the cluster, whatever run left it)."""
     if getattr(args, "backend", "local") == "kuberay":
-        from chaos import provision
+        from chaos.core import provision
 
         backend = provision.kuberay_backend(provision.kube_settings(kube_flags(args)))
         done = backend.heal_all(timeout=300)
@@ -103,8 +103,8 @@ def cmd_recover(args) -> int:
         return 1 if done.get("failed") else 0
     from chaos.backends.local import LocalCluster
     from chaos.backends.local.backend import LocalBackend
-    from chaos.provision import redeploy_if_gone
-    from chaos.run import log
+    from chaos.core.provision import redeploy_if_gone
+    from chaos.core.run import log
 
     cluster = LocalCluster.find(cluster_dir(args), log=say)
     if cluster is None:

@@ -24,9 +24,9 @@ def kube_flags(args) -> dict:
 
 
 def run_options(args, out: Path, front: str | None = None, prometheus_url: str | None = None):
-    """The run's options (:class:`chaos.options.Options`) from the flags (and the URL of the Prometheus server
+    """The run's options (:class:`chaos.core.options.Options`) from the flags (and the URL of the Prometheus server
     the command started)."""
-    from chaos.options import Options
+    from chaos.core.options import Options
 
     kw = {}
     if cluster_dir(args):

@@ -9,7 +9,7 @@ from chaos.commands.cluster import (cmd_checkpoint, cmd_cluster_down, cmd_cluste
 from chaos.commands.results import cmd_analyse, cmd_claim, cmd_report, cmd_validate
 from chaos.commands.runs import cmd_capacity, cmd_run, cmd_soak, cmd_suite
 from chaos.commands.scorecard import cmd_scorecard
-from chaos.frontdoor import FRONTS
+from chaos.system.frontdoor import FRONTS
 
 DESCRIPTION = "`availproof`: argument parsing and wiring only; the work is done by the modules it calls."
 

@@ -6,15 +6,15 @@ import functools
 from pathlib import Path
 
 from chaos.commands.common import say
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 def reads_records_once(command):
     """Within the command, each run's records.ndjson is parsed once, whoever reads it (the analysis, the report,
-    the timeline, the claim): :func:`chaos.record_columns.shared`."""
+    the timeline, the claim): :func:`chaos.recording.record_columns.shared`."""
     @functools.wraps(command)
     def wrapped(args) -> int:
-        from chaos import record_columns
+        from chaos.recording import record_columns
 
         with record_columns.shared():
             return command(args)
@@ -53,7 +53,7 @@ def cmd_analyse(args) -> int:
     """Derive summary.json again from each run's records.ndjson (a run, its trials, or a suite), then the report."""
     import json as _json
 
-    from chaos import evidence, summary as summary_mod
+    from chaos.core import evidence, summary as summary_mod
     from chaos.reports import report
     from chaos.soak import report as soak_report, run as soak_run
 
@@ -90,7 +90,7 @@ def cmd_claim(args) -> int:
     from chaos import claim
     from chaos.reports import claim as claim_report
 
-    from chaos.errors import UsageError
+    from chaos.base.errors import UsageError
 
     credibility = claim.credibility_value(args.credibility)
     if args.calibrate:
@@ -127,7 +127,7 @@ def cmd_claim(args) -> int:
 
 def cmd_validate(args) -> int:
     """Every problem of each file on its own line (file, field path, message); `ok FILE` for a good one."""
-    from chaos.validate import check_file
+    from chaos.core.validate import check_file
 
     bad = False
     from chaos.soak.spec import check_file as soak_problems

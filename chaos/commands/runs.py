@@ -8,16 +8,16 @@ from pathlib import Path
 from chaos.commands.cluster import cmd_cluster_down
 from chaos.commands.common import cluster_dir, default_out, run_options, say, write_report
 from chaos.commands.results import reads_records_once
-from chaos.errors import AvailproofError, SetupError
+from chaos.base.errors import AvailproofError, SetupError
 
 
 def _run_one(path: str, out: Path, args, front: str | None = None, first: bool = False,
              prometheus_url: str | None = None, spec=None, options=None) -> dict:
-    """One experiment run (``spec``: the file as the command parsed it, :mod:`chaos.run_spec`, and ``options``
+    """One experiment run (``spec``: the file as the command parsed it, :mod:`chaos.core.run_spec`, and ``options``
     the ones it was parsed with; None: from the flags, parsed by the runner). A set-up error is its result (ERROR, exit 2), so that the runs before it
     keep their JUnit and report; on the ``first`` run of a command nothing is kept yet: it is raised
     (one line, exit 2)."""
-    from chaos import runner, verdict
+    from chaos.core import runner, verdict
 
     try:
         code, result = runner.run_experiment(path, out, spec=spec,
@@ -40,7 +40,7 @@ def _prometheus(args, out: Path):
     if not getattr(args, "prometheus", False):
         yield None
         return
-    from chaos import metrics, prometheus
+    from chaos.system import metrics, prometheus
     from chaos.backends.local.cluster import default_cluster_dir
 
     server = prometheus.PrometheusServer(out / "prometheus", cluster_dir(args) or default_cluster_dir(),
@@ -62,10 +62,10 @@ def _prometheus(args, out: Path):
 
 
 def cmd_run(args) -> int:
-    from chaos import runner, validate, verdict
+    from chaos.core import runner, validate, verdict
 
     # one-line error on a bad file (or capacity file, for load.utilization), before anything starts: the run's
-    # spec, parsed once (chaos.run_spec); every trial runs it
+    # spec, parsed once (chaos.core.run_spec); every trial runs it
     options = run_options(args, None)  # the runner sets each trial's out_dir
     spec = validate.run_spec(args.experiment, options)
     if args.capacity and spec.rate_from is None:
@@ -93,8 +93,8 @@ def cmd_run(args) -> int:
 
 def _print_plan(args) -> int:
     """``run --plan``: every object each fault of the experiment would touch, read from the cluster and
-    changing nothing (:mod:`chaos.plan`); exit 2 when a guard of a fault would refuse it."""
-    from chaos import plan
+    changing nothing (:mod:`chaos.core.plan`); exit 2 when a guard of a fault would refuse it."""
+    from chaos.core import plan
 
     header, rows = plan.for_experiment(args.experiment, run_options(args, None), app=args.app)
     print(plan.render(rows, header=header), end="")
@@ -104,7 +104,7 @@ def _print_plan(args) -> int:
 
 
 def cmd_suite(args) -> int:
-    from chaos import runner, suite
+    from chaos.core import runner, suite
     from chaos.reports import cells
 
     out = Path(args.out) if args.out else default_out("suite")
@@ -135,19 +135,20 @@ def cmd_suite(args) -> int:
 
 
 def _suite_specs(names: list[str], args) -> dict:
-    """Each experiment of the suite read, validated and parsed once (:mod:`chaos.run_spec`), its rate as a share
+    """Each experiment of the suite read, validated and parsed once (:mod:`chaos.core.run_spec`), its rate as a share
     of a capacity (load.utilization) included, before the first runs: a bad file refuses the suite in one line.
     Parsed without a front door of the command's (``suite --front`` may name several: each run derives its own)."""
-    from chaos import suite, validate
+    from chaos.core import suite, validate
 
     options = run_options(args, None)  # the runner sets each run's out_dir
     return {name: validate.run_spec(suite.experiment_path(name), options) for name in names}
 
 
 def cmd_capacity(args) -> int:
-    """The highest rate the experiment's deployment sustains within its SLO (chaos.capacity_run): capacity.json;
+    """The highest rate the experiment's deployment sustains within its SLO (chaos.core.capacity_run): capacity.json;
     exit 0 when a rate was sustained, 1 when none was."""
-    from chaos import capacity, capacity_run
+    from chaos.load import capacity
+    from chaos.core import capacity_run
 
     out = Path(args.out) if args.out else default_out(f"{Path(args.experiment).stem}-capacity")
     plan = {k: v for k, v in (("start_rps", args.start_rate), ("factor", args.factor), ("max_rps", args.max_rate),

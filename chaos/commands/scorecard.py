@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chaos.commands.common import cluster_dir, default_out, say
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 def cmd_scorecard(args) -> int:
@@ -26,7 +26,7 @@ def cmd_scorecard(args) -> int:
     cells = plan.cells(spec)
 
     def options_of(out: Path | None):
-        from chaos.options import Options
+        from chaos.core.options import Options
 
         kw = {"cluster_dir": cluster_dir(args)} if cluster_dir(args) else {}
         return Options(app=spec.app, out_dir=out, model_path=args.model_path or "", replace_cluster=True, **kw)

@@ -17,7 +17,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from chaos import run as core
+from chaos.core import run as core
 from chaos import scopes
 from chaos.ctk.session import measuring_run, run_of
 

@@ -1,12 +1,12 @@
 """The Chaos Toolkit control: a thin edge that hands Chaos Toolkit's moments to the run core.
 
-Each hook is one guarded call into a :class:`chaos.moments.Session` (the core drives the load, the
-recovery window, the analysis and the verdict; see :mod:`chaos.moments`). The session is this
+Each hook is one guarded call into a :class:`chaos.core.moments.Session` (the core drives the load, the
+recovery window, the analysis and the verdict; see :mod:`chaos.core.moments`). The session is this
 experiment's own, kept in Chaos Toolkit's ``configuration`` under ``availproof_session``
 (:data:`chaos.ctk.session.KEY`): the one dict Chaos Toolkit hands every hook of this run, and (a copy)
 every action and probe, which find the run there. This module keeps no state and nothing is put in the
 experiment. ``availproof run`` and ``suite`` open the run around the Chaos Toolkit call
-(:mod:`chaos.runner`) and hand its session over in the configuration before the first hook
+(:mod:`chaos.core.runner`) and hand its session over in the configuration before the first hook
 (:class:`chaos.ctk.session.HandOver`); ``before_experiment_control`` adopts it. Under plain ``chaos run``
 there is none: ``before_experiment_control`` opens the run (its options from the configuration's
 ``availproof_*`` settings) and puts its session there.
@@ -16,10 +16,10 @@ there is none: ``before_experiment_control`` opens the run (its options from the
 - before and after each activity: where the method is, for a stop condition;
 - after the method: the recovery window, the analysis (``summary.json``);
 - after the experiment (after the rollbacks, the journal final): the run's end (what is still injected
-  healed, the run closed, the one verdict: :mod:`chaos.verdict`), the summary and the verdict into the
+  healed, the run closed, the one verdict: :mod:`chaos.core.verdict`), the summary and the verdict into the
   journal under ``availproof`` and the journal into the run's directory.
 
-A moment's :class:`chaos.moments.Interrupt` becomes ``chaoslib.exceptions.InterruptExecution``, the
+A moment's :class:`chaos.core.moments.Interrupt` becomes ``chaoslib.exceptions.InterruptExecution``, the
 one exception Chaos Toolkit does not swallow in a control (any other it logs at debug level and goes
 on). A stop condition while a method activity runs (a fault can block for its whole outage) ends the
 activity with ``chaoslib.exit.exit_gracefully()``, Chaos Toolkit's immediate graceful exit (its own
@@ -52,7 +52,7 @@ from chaoslib.exceptions import InterruptExecution
 from chaoslib.exit import exit_gracefully
 
 from chaos.ctk.session import KEY, session_of
-from chaos.moments import Interrupt, Session
+from chaos.core.moments import Interrupt, Session
 
 
 def _session(configuration: dict | None) -> Session:

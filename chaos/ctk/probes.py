@@ -6,7 +6,9 @@ import asyncio
 
 import httpx
 
-from chaos import analysis, bounds, deploy, placement
+from chaos import analysis
+from chaos.core import bounds
+from chaos.system import deploy, placement
 from chaos.ctk.session import backend_for, run_of
 
 
@@ -121,8 +123,8 @@ def promql(query: str, url: str | None = None, configuration: dict | None = None
     server on loopback is queried. Use a tolerance range in the experiment, e.g.
     ``sum(rate(availproof_requests_total{outcome="failed"}[10s]))`` within ``[0, 0.5]``.
     """
-    from chaos import prometheus
-    from chaos.errors import UsageError
+    from chaos.system import prometheus
+    from chaos.base.errors import UsageError
 
     run = run_of(configuration)
     url = url or (configuration or {}).get("availproof_prometheus_url") or (run.options.prometheus_url if run else None)

@@ -1,6 +1,6 @@
 """How the run reaches the Chaos Toolkit edge: one key of Chaos Toolkit's ``configuration``, :data:`KEY`.
 
-Its value is the experiment's :class:`chaos.moments.Session`: the run (``session.run``), or why it could
+Its value is the experiment's :class:`chaos.core.moments.Session`: the run (``session.run``), or why it could
 not open (``session.setup_error``). Chaos Toolkit (chaostoolkit-lib 1.44) holds one configuration dict per
 run of an experiment (its ``Runner``'s) and passes that very dict to every control hook that declares a
 ``configuration`` parameter (``chaoslib.control.python.apply_python_control``), and a shallow copy of it
@@ -8,7 +8,7 @@ to every Python activity that declares one (``chaoslib.provider.python.run_pytho
 in it before the experiment's first hook is therefore seen by every hook and activity of that run, and
 by no other run's (two runs in one process each have their own):
 
-- ``availproof run`` and ``suite`` (:mod:`chaos.runner`) open the run around the Chaos Toolkit call and
+- ``availproof run`` and ``suite`` (:mod:`chaos.core.runner`) open the run around the Chaos Toolkit call and
   hand it over with :class:`HandOver`, a run event handler: chaostoolkit-lib calls its ``running(experiment,
   journal, configuration, ...)`` once the configuration is loaded, before the experiment's controls begin;
 - under plain ``chaos run`` nothing is there: the control's first hook
@@ -33,12 +33,12 @@ from typing import Any
 from chaoslib.exceptions import InterruptExecution
 from chaoslib.run import RunEventHandler
 
-from chaos import provision
-from chaos import run as core
-from chaos.moments import Session
-from chaos.options import Options
+from chaos.core import provision
+from chaos.core import run as core
+from chaos.core.moments import Session
+from chaos.core.options import Options
 
-KEY = "availproof_session"  # the experiment's chaos.moments.Session in Chaos Toolkit's configuration
+KEY = "availproof_session"  # the experiment's chaos.core.moments.Session in Chaos Toolkit's configuration
 
 
 def session_of(configuration: dict | None) -> Session | None:

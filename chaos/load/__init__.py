@@ -7,7 +7,13 @@ From several workers (:mod:`~chaos.load.pool`: one plan dealt, the lines publish
 :mod:`chaos.backends.kuberay.kube.load_pool`), their clocks read against the rig's (:mod:`~chaos.load.clock`).
 
 The public surface is small: a :class:`LoadShape`, the :class:`Target` list, and a
-:class:`LoadRun` that publishes every finished request on :class:`chaos.records.Events`.
+:class:`LoadRun` that publishes every finished request on :class:`chaos.recording.records.Events`.
+
+Also here: the capacity sweep (:mod:`chaos.load.capacity`), an experiment's rate as a share of it
+(:mod:`chaos.load.utilization`) and whether the load's timeout fits its outputs (:mod:`chaos.load.timeout_fit`).
+
+May import: chaos.analysis, chaos.base, chaos.recording, chaos.schemas, chaos.system.secret_env,
+chaos.system.topology.
 """
 
 from chaos.load.failures import classify_exception

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import httpx
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load import continuity, integrity, served as served_mod
 from chaos.load.failures import http_failure
 from chaos.load.sse import DONE, SSEParser, cached_tokens

@@ -1,4 +1,4 @@
-"""What a failed answer or a client-side exception of a request means: its failure class (:mod:`chaos.records`)
+"""What a failed answer or a client-side exception of a request means: its failure class (:mod:`chaos.recording.records`)
 and a short detail, the same for every load loop (the harness, its workers)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load.retry import retry_after_s
 from chaos.load.sse import MalformedStream
 

@@ -15,8 +15,8 @@
   per streamed chunk); uvloop runs the loop when installed.
 - Each attempt's answer (a stream, or one JSON completion) is read into its record by
   :mod:`chaos.load.answers`; a client that retries sends a failed request again (:mod:`chaos.load.retry`).
-- Each finished request becomes one :class:`~chaos.records.RequestRecord`, published on
-  :class:`~chaos.records.Events` (the NDJSON writer, the Prometheus exporter and the progress
+- Each finished request becomes one :class:`~chaos.recording.records.RequestRecord`, published on
+  :class:`~chaos.recording.records.Events` (the NDJSON writer, the Prometheus exporter and the progress
   line subscribe there).
 """
 
@@ -31,10 +31,10 @@ from typing import Any, Callable
 
 import httpx
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
-from chaos.stats import percentile
+from chaos.base.stats import percentile
 from chaos.load import answers, continuity, sessions as sessions_mod
 from chaos.load.failures import classify_exception
 from chaos.load.retry import CANCELLED, Retrying

@@ -1,13 +1,13 @@
 """Streams that end wrong: every answer checked for integrity, not just for an error.
 
 A stream that ends cleanly (``[DONE]``, no error event) can still be wrong:
-- **truncated** (:data:`chaos.records.TRUNCATED`): it ended without a ``finish_reason`` on any choice; or,
+- **truncated** (:data:`chaos.recording.records.TRUNCATED`): it ended without a ``finish_reason`` on any choice; or,
   from the stream target, with fewer tokens than its own usage says, or with a correct beginning cut short;
-- **corrupted** (:data:`chaos.records.CORRUPTED`): more token events than the server's usage counts tokens;
+- **corrupted** (:data:`chaos.recording.records.CORRUPTED`): more token events than the server's usage counts tokens;
   or, from the stream target (``system_fingerprint`` :data:`serve_apps.stream_tokens.FINGERPRINT`, whose
   i-th token is a function of the prompt and i: :func:`serve_apps.stream_tokens.text`), content that differs
   from what it must be;
-- **aborted** (:data:`chaos.records.ABORTED`): it ended with ``finish_reason`` ``abort`` or ``error`` (vLLM's, for
+- **aborted** (:data:`chaos.recording.records.ABORTED`): it ended with ``finish_reason`` ``abort`` or ``error`` (vLLM's, for
   a request its engine gave up on): an answer cut off, however cleanly the stream closed.
 A vLLM stream may carry several tokens in one event (a multi-byte character, a detokenizer's hold-back), so
 fewer events than tokens is not held against it; more is. These classes are failures counted per fault
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load import sse
 from chaos.load.sse import Chunk
 from serve_apps import stream_tokens

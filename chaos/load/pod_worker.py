@@ -98,10 +98,10 @@ def _wait_for(control: Path, names: tuple[str, ...], timeout_s: float) -> str | 
 def serve(spec_dir: Path, control: Path, index: int, out: TextIO, clock_ns: Callable[[], int] = time.time_ns,
           linger_s: float = LINGER_S) -> int:
     """The worker of completion index ``index`` (see the module's docstring); its exit code."""
-    from chaos import records as rec
+    from chaos.recording import records as rec
     from chaos.load.worker import load_run
 
-    from chaos.errors import UsageError
+    from chaos.base.errors import UsageError
     from chaos.load.workload import LoadShape
 
     lines = Lines(out)

@@ -5,7 +5,7 @@ of the rig; :mod:`chaos.backends.kuberay.kube.load_pool`: pods of a Kubernetes J
   round-robin (:func:`deal`): worker ``w`` gets requests ``w, w + N, w + 2N, ...``; its spec
   (:meth:`LoadPool.spec`) is what it needs to send its share.
 - Each worker writes its finished requests as NDJSON lines; the pool publishes each one on the run's
-  :class:`~chaos.records.Events` as it arrives (:meth:`LoadPool.publish`: the records file, the exporter,
+  :class:`~chaos.recording.records.Events` as it arrives (:meth:`LoadPool.publish`: the records file, the exporter,
   the stop conditions), with its ``worker`` and its wall-clock instants corrected by the worker's measured
   offset when the worker's clock is another machine's. :class:`LineBuffer` cuts a byte stream (a file
   tailed, a pod's log followed) into whole lines.
@@ -22,7 +22,7 @@ import time
 import uuid
 from typing import Any
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load.workload import LoadShape, Router, Target, check_target_allowed, plan
 
 WALL_CLOCK_FIELDS = ("planned_ns", "sent_ns")  # a request line's instants on the worker's wall clock

@@ -2,7 +2,7 @@
 
 Off by default (``load.retry`` null): every request is sent once, as the harness always did. With a policy,
 a request the client sends (a **logical request**, what a user asked for) is sent up to ``attempts`` times
-in all; each attempt is recorded as its own line (:class:`chaos.records.RequestRecord`) with the logical
+in all; each attempt is recorded as its own line (:class:`chaos.recording.records.RequestRecord`) with the logical
 request's ``id`` and its ``attempt`` number (1, 2, ...), to the same target as the first.
 
 - ``per_attempt_timeout_s``: each attempt's deadline (null: the load's ``timeout_s``).
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from chaos import records as rec
-from chaos.errors import UsageError
+from chaos.recording import records as rec
+from chaos.base.errors import UsageError
 
-# a retry_on name -> the failure classes (chaos.records) it retries; 503 and 429 are statuses
+# a retry_on name -> the failure classes (chaos.recording.records) it retries; 503 and 429 are statuses
 RETRY_CLASSES: dict[str, tuple[str, ...]] = {
     "connect": (rec.CONNECT_REFUSED, rec.CONNECT_TIMEOUT),
     "reset": (rec.CONNECTION_CLOSED, rec.STREAM_BROKEN),

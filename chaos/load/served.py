@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from serve_apps import served_by
 
 

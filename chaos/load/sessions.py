@@ -44,7 +44,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 # common words: the tiny checkpoint's tokenizer was trained on them (serve_apps/checkpoint.py), one token each
 WORDS = ("the a zone region replica node head redis serve model token stream request answer fail recover health "

@@ -61,7 +61,7 @@ def load_run(spec: dict, events, start_at: tuple[float, int], clock_ns=time.time
 
 
 def serve(conn: Connection) -> int:
-    from chaos import records as rec
+    from chaos.recording import records as rec
     from chaos.load.workload import LoadShape
 
     spec = conn.recv()

@@ -11,9 +11,9 @@
   at the start and at the end, with its uncertainty (half the best round trip of 9 pings over the
   socket), and recorded in the run's header and footer.
 - This process tails the workers' files: every finished request is published on the run's
-  :class:`~chaos.records.Events` (the run's records file, the exporter, the stop conditions) as it
+  :class:`~chaos.recording.records.Events` (the run's records file, the exporter, the stop conditions) as it
   arrives, with its ``worker``; once the run ends the records file is put in send order
-  (:func:`chaos.records.order_by_send_time`, called by whoever owns the writer).
+  (:func:`chaos.recording.records.order_by_send_time`, called by whoever owns the writer).
 
 What every pool shares (the plan dealt, the lines published, the surface of
 :class:`~chaos.load.harness.LoadRun`: ``start``, ``stop``, ``join``, ``running``, ``counts``,
@@ -35,8 +35,8 @@ from multiprocessing.connection import Connection, wait as mp_wait
 from pathlib import Path
 from typing import Any
 
-from chaos import records as rec
-from chaos import secret_env
+from chaos.recording import records as rec
+from chaos.system import secret_env
 from chaos.load.clock import best_offset
 from chaos.load.pool import LineBuffer, LoadPool, deal  # noqa: F401 - deal: the dealing, imported from here too
 from chaos.load.workload import LoadShape, Target

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.load.retry import RetryPolicy
 from chaos.load.sessions import SessionSpec
 
@@ -56,8 +56,8 @@ class LoadShape:
     trace_end: str = "stop"  # stop | loop at the trace's end
     trace_block_tokens: int = 512  # tokens per hash_ids block (Mooncake's 512)
     workers: int = 1  # harness processes (chaos.load.workers); 1: in the rig's process
-    # the rate as a share of a measured capacity (chaos.utilization): rate = utilization x the capacity
-    # file's sustained_rps, set when the run opens (chaos.run.open_run)
+    # the rate as a share of a measured capacity (chaos.load.utilization): rate = utilization x the capacity
+    # file's sustained_rps, set when the run opens (chaos.core.run.open_run)
     utilization: float | None = None
     capacity: str | None = None  # the capacity file (availproof capacity), relative to the experiment file
     retry: RetryPolicy | None = None  # the client's retry policy (chaos.load.retry); None: every request sent once

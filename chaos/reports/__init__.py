@@ -4,4 +4,7 @@
 request lanes per zone, the control plane, replicas and nodes per zone), and
 :mod:`~chaos.reports.cells` (how a figure reads in a cell: the report and the suite table share it).
 Everything here reads summaries and records; nothing measures. Labels and keys of figures come from
-the catalogue, :mod:`chaos.figures`."""
+the catalogue, :mod:`chaos.analysis.figures`.
+
+May import: chaos.analysis, chaos.base, chaos.core, chaos.load, chaos.recording, chaos.scopes, chaos.system.
+"""

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import bounds, figures, scopes
-from chaos import verdict as verdict_mod
+from chaos.core import bounds
+from chaos.analysis import figures
+from chaos import scopes
+from chaos.core import verdict as verdict_mod
 
 
 def fmt(v: Any) -> str:
@@ -69,7 +71,7 @@ def _fault_met(summary: dict[str, Any], fault: dict[str, Any]) -> str:
 
 
 def plane_figure(fault: dict[str, Any], plane: str, key: str, reasons: bool = False) -> str:
-    """One figure of the control plane or capacity (:mod:`chaos.planes`) as text, by the rules of
+    """One figure of the control plane or capacity (:mod:`chaos.analysis.planes`) as text, by the rules of
     :func:`figure` (a listed null is "unmeasurable", an unlisted one "never"); a 0 that means the
     plane was never lost says so; a summary written before the sampler has no planes: "n/a"."""
     if not isinstance(fault.get(plane), dict):
@@ -93,7 +95,7 @@ TABLE_COLUMNS = ("experiment", "scope", "affected", f"affected {figures.REQUESTS
 
 def table(results: list[dict[str, Any]]) -> str:
     """One row per fault: the affected population's figures, the service's failures and first success,
-    the control plane's outage and the time to capacity restored (:mod:`chaos.planes`)."""
+    the control plane's outage and the time to capacity restored (:mod:`chaos.analysis.planes`)."""
     rows = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for r in results:
         name = Path(r["experiment"]).stem

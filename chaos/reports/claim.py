@@ -263,7 +263,7 @@ def _sections(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
 
 RUNS_NOTE = ("lost s: the population's lost service-seconds net of its baseline: an open loop's failed fraction "
              "integrated over time buckets by send instant, a closed loop's failed requests' spans over its users "
-             "(chaos.lost_service); never below 0.")
+             "(chaos.analysis.lost_service); never below 0.")
 
 
 def markdown(doc: dict[str, Any]) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import stats
-from chaos.errors import UsageError
+from chaos.base import stats
+from chaos.base.errors import UsageError
 from chaos.reports.cells import fmt
 from chaos.reports.render import md_table
 from chaos.reports.rows import FIGURES, ci_cell, ci_cell_or_small

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import record_columns
+from chaos.recording import record_columns
 
 
 def front_door_of(summary: dict[str, Any]) -> dict[str, Any]:
@@ -21,7 +21,7 @@ def environment(summary: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     env.setdefault("app", summary.get("app"))
     env.setdefault("cluster", summary.get("cluster"))
     if summary.get("rate_from"):
-        env.setdefault("rate_from", summary["rate_from"])  # load.utilization (chaos.utilization)
+        env.setdefault("rate_from", summary["rate_from"])  # load.utilization (chaos.load.utilization)
     if "load" not in env:
         records_path = Path(run_dir) / "records.ndjson"
         if records_path.exists():
@@ -84,7 +84,7 @@ def env_lines(env: dict[str, Any]) -> list[str]:
                    f"{load.get('route')}, prompt words {load.get('prompt_words')}, max tokens {load.get('max_tokens')}, "
                    f"seed {load.get('seed')}")
     if isinstance(env.get("rate_from"), dict):
-        from chaos import utilization
+        from chaos.load import utilization
 
         out.append(f"rate from a measured capacity (load.utilization): {utilization.describe(env['rate_from'])}")
     if env.get("routing"):

@@ -1,4 +1,4 @@
-"""Finding a run's experiments and trials (:mod:`chaos.evidence`: one reader, one version rule) and building
+"""Finding a run's experiments and trials (:mod:`chaos.core.evidence`: one reader, one version rule) and building
 the report document from their summaries."""
 
 from __future__ import annotations
@@ -7,8 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis, evidence, records as rec, stats, suite
-from chaos.errors import UsageError
+from chaos import analysis
+from chaos.core import evidence, suite
+from chaos.recording import records as rec
+from chaos.base import stats
+from chaos.base.errors import UsageError
 from chaos.reports.environment import environment, not_covered
 from chaos.reports.render import md_experiment
 from chaos.reports.rows import POPULATIONS, overview_row
@@ -86,7 +89,7 @@ def suite_order(run_dir: Path) -> tuple[list[str] | None, str]:
                 return names, "suite.json"
         except (ValueError, AttributeError, TypeError):
             pass
-    return list(suite.FULL), "the suite's order (chaos/suite.py)"
+    return list(suite.FULL), "the suite's order (chaos/core/suite.py)"
 
 
 def build(run_dir: Path) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""The report's rows of a fault's other planes (:mod:`chaos.planes`): control plane and capacity, what it
+"""The report's rows of a fault's other planes (:mod:`chaos.analysis.planes`): control plane and capacity, what it
 replaced, what the balancer did, who served, and a straggler's share and latency."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from chaos import figures as F, scopes
+from chaos.analysis import figures as F
+from chaos import scopes
 from chaos.reports.cells import fmt, plane_figure
 
 
@@ -33,7 +34,7 @@ def _plane_note(f: dict[str, Any], key: str) -> str | None:
 
 
 def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[list[str]]:
-    """The fault's control plane and capacity (:mod:`chaos.planes`), one row per figure, every number
+    """The fault's control plane and capacity (:mod:`chaos.analysis.planes`), one row per figure, every number
     as the summary has it; a null by the rules of :func:`chaos.reports.cells.plane_figure`."""
     rows: list[list[str]] = []
     cp, cap = f.get("control_plane"), f.get("capacity")
@@ -110,7 +111,7 @@ def restart_rows(f: dict[str, Any]) -> list[list[str]]:
 
 
 def orphan_rows(f: dict[str, Any]) -> list[list[str]]:
-    """The engines of the replica the fault killed or replaced (:mod:`chaos.orphan_watch`): for the faults followed,
+    """The engines of the replica the fault killed or replaced (:mod:`chaos.system.orphan_watch`): for the faults followed,
     their pids and those left, then one row per figure of the catalogue's ``orphans`` plane."""
     o = f.get("orphans")
     if not isinstance(o, dict):
@@ -156,7 +157,7 @@ def served_rows(f: dict[str, Any]) -> list[list[str]]:
 
 
 def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
-    """What the fault replaced (:func:`chaos.planes.replacement`): shown for the scopes whose point is
+    """What the fault replaced (:func:`chaos.analysis.planes.replacement`): shown for the scopes whose point is
     replacing replicas (upgrades and drains: ``replacing`` in :mod:`chaos.scopes`), and for any fault
     that replaced something."""
     rp = f.get("replacement")
@@ -181,7 +182,7 @@ def replacement_rows(f: dict[str, Any]) -> list[list[str]]:
 
 
 def front_door_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[list[str]]:
-    """What the balancer did (:func:`chaos.frontdoor.fault_figures`); one row saying why when there are no
+    """What the balancer did (:func:`chaos.system.frontdoor.fault_figures`); one row saying why when there are no
     figures. ``front``: the run's environment ``front_door`` (what stood in front)."""
     fd = f.get("front_door")
     front = front or {}

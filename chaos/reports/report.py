@@ -8,14 +8,14 @@ A run directory is one of three things, and the report handles each:
 
 The report opens with an **overview**: one row per experiment, in suite order (the order of
 the suite directory's ``suite.json`` when there is one, else the order of
-:data:`chaos.suite.FULL`; experiments it does not name come last, by name): the verdict,
+:data:`chaos.core.suite.FULL`; experiments it does not name come last, by name): the verdict,
 the affected population's failed requests, time to first success and steady state of the
 incident (the last fault), the service's failed requests, the control plane's outage and the time
 to capacity restored.
 
 Then, for each experiment: per fault, the **affected** and **service** populations' figures
 side by side (:mod:`chaos.analysis`; every number copied unchanged from the summary), then its
-**control plane and capacity** (:mod:`chaos.planes`: loss, restored and outage of the control
+**control plane and capacity** (:mod:`chaos.analysis.planes`: loss, restored and outage of the control
 plane, the worst GCS health latency, the samples and their period; the target placement per
 deployment and zone, the fewest replicas and their ratio to the target, lost and restored, the
 fewest nodes alive in all and per zone), who the affected population is and why, and the reason
@@ -29,7 +29,7 @@ supports them, else "—, N too small"; failed fraction with a Wilson interval);
 
 A run without ``summary.json`` (killed) is recomputed from its records and marked PARTIAL.
 A ``summary.json`` older than format :data:`chaos.analysis.FORMAT_VERSION` (one population,
-no ``format_version``) is re-derived from its ``records.ndjson`` by :func:`chaos.summary.reanalyse`
+no ``format_version``) is re-derived from its ``records.ndjson`` by :func:`chaos.core.summary.reanalyse`
 (the definitions and bounds recorded in the run header, else the old summary's, else the
 defaults), its stated bounds checked again, and the report says so.
 
@@ -48,7 +48,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos import record_columns
+from chaos.recording import record_columns
 from chaos.reports.cells import fmt
 from chaos.reports.compare import compare, compare_markdown
 from chaos.reports.environment import env_lines, environment, not_covered

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos import analysis, bounds, figures, scopes, stats
-from chaos import verdict as verdict_mod
+from chaos import analysis, scopes
+from chaos.core import bounds
+from chaos.analysis import figures
+from chaos.base import stats
+from chaos.core import verdict as verdict_mod
 from chaos.reports.cells import fmt, figure, plane_figure, unaffected_zones
 
 
-# the population figures shown one row each (chaos.figures), by name
+# the population figures shown one row each (chaos.analysis.figures), by name
 LABELS = {f.name: f.label for f in figures.of(figures.POPULATION) if f.row}
 # the figures over trials (and compared): the incident's recovery figures
 FIGURES = {k: LABELS[k] for k in stats.RECOVERY_FIGURES}
@@ -18,7 +21,7 @@ POPULATIONS = analysis.POPULATIONS  # ("affected", "service")
 
 
 def run_verdict(summary: dict[str, Any]) -> tuple[str, list[str]]:
-    """The run's one verdict (:mod:`chaos.verdict`, as its summary records it) and what keeps it from passing."""
+    """The run's one verdict (:mod:`chaos.core.verdict`, as its summary records it) and what keeps it from passing."""
     v = verdict_mod.of(summary)
     return v["word"], list(v["reasons"])
 

@@ -9,14 +9,14 @@ from its injection to the end of its heal, with the injection and the heal as ve
 across every lane. The affected population's detect, first success and steady state are
 dashed lines, the service's dotted, so a reader sees the figures where they come from.
 
-Under the request lanes, when the run has sampler samples (:mod:`chaos.sampler`), three plane
+Under the request lanes, when the run has sampler samples (:mod:`chaos.system.sampler`), three plane
 lanes over the same time axis:
 
 - **control plane**: a band, one segment per sample (from its instant to the next sample's):
   green up (GCS and the Serve controller answered), red GCS down, orange GCS up but the
-  controller down; the control plane's restore point (:mod:`chaos.planes`) a dashed line;
+  controller down; the control plane's restore point (:mod:`chaos.analysis.planes`) a dashed line;
 - **replicas per zone**: RUNNING replicas of the model deployments (those whose name starts
-  with one of :data:`chaos.placement.MODEL_DEPLOYMENTS`; all deployments when none does, and
+  with one of :data:`chaos.system.placement.MODEL_DEPLOYMENTS`; all deployments when none does, and
   the lane's label says which) per zone, as steps, the target placement dotted in the zone's
   colour; a sample in which the controller did not answer is a gap (unknown, never zero);
   the capacity restore point a dashed line;
@@ -47,14 +47,16 @@ from typing import Any
 
 import numpy as np
 
-from chaos import figures, records as rec, request_columns as rc, stats
-from chaos.placement import MODEL_DEPLOYMENTS
+from chaos.analysis import figures
+from chaos.recording import records as rec, request_columns as rc
+from chaos.base import stats
+from chaos.system.placement import MODEL_DEPLOYMENTS
 
 NS = 1_000_000_000
 NO_ZONE = "no zone"
 MARK_STYLE = {rec.INJECT_START: ("#c0392b", "-", "inject"), rec.HEAL_START: ("#2471a3", ":", "heal start"),
               rec.HEAL_END: ("#2471a3", "-", "healed")}
-# the recovery points drawn per population: name -> (colour, its name on the timeline: chaos.figures)
+# the recovery points drawn per population: name -> (colour, its name on the timeline: chaos.analysis.figures)
 POINT_STYLE = {f.name: (colour, f.short) for f, colour in ((figures.DETECT, "#e67e22"),
                                                            (figures.FIRST_SUCCESS, "#27ae60"),
                                                            (figures.STEADY_STATE, "#8e44ad"))}
@@ -115,7 +117,7 @@ def bin_percentiles(which: np.ndarray, values: np.ndarray, count: int, q: float)
     which, values = which[order], values[order]
     first = np.searchsorted(which, np.arange(count), "left")
     n = np.searchsorted(which, np.arange(count), "right") - first
-    rank = np.clip(np.ceil(q * n - 1e-9), 1, np.maximum(n, 1)).astype(np.int64)  # chaos.stats.rank
+    rank = np.clip(np.ceil(q * n - 1e-9), 1, np.maximum(n, 1)).astype(np.int64)  # chaos.base.stats.rank
     out = np.full(count, np.nan)
     has = n > 0
     out[has] = values[first[has] + rank[has] - 1]
@@ -130,7 +132,7 @@ def cp_state(s: rec.Sample) -> str:
 
 
 def model_deployments(samples: list[rec.Sample]) -> list[str] | None:
-    """The deployments that hold the model (:data:`chaos.placement.MODEL_DEPLOYMENTS`) seen in the
+    """The deployments that hold the model (:data:`chaos.system.placement.MODEL_DEPLOYMENTS`) seen in the
     samples, sorted; None when none is (then the lanes show all deployments)."""
     seen = {d for s in samples for d in (s.replicas or {})}
     model = sorted(d for d in seen if d.startswith(MODEL_DEPLOYMENTS))

@@ -3,7 +3,7 @@
 - ``experiment-extension.schema.json``: the ``availproof`` entry of an experiment's ``extensions``;
 - ``topology.schema.json``: a topology file (YAML);
 - ``capacity.schema.json``: a ``capacity.json`` written by `availproof capacity` (read back by
-  ``load.utilization``: :mod:`chaos.utilization`).
+  ``load.utilization``: :mod:`chaos.load.utilization`).
 
 They are the single source of validation of types, enums, ranges and known keys; what a schema
 cannot say (names unique across a topology, ``warmup_s < duration_s``) is checked by the code
@@ -17,6 +17,8 @@ and any other name is refused.
 
 Every problem is one line: ``PATH: message``, the path in the document's own terms
 (``extensions[availproof].steady_state.window_s``, ``regions[0].zones[1].nodes[0].cpus``).
+
+May import: chaos.scopes (the registry's names).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""accelerator: a device-plugin outage on a GPU replica's node (:func:`chaos.faults_accelerator.lose_accelerator`;
+"""accelerator: a device-plugin outage on a GPU replica's node (:func:`chaos.scopes.faults_accelerator.lose_accelerator`;
 KubeRay only). What it is: the NVIDIA device plugin's pod kept off the node the way NVIDIA's own MIG manager pauses
 it (the GPU operator's label ``nvidia.com/gpu.deploy.device-plugin`` set to a paused value: the DaemonSet
 controller deletes the pod and keeps it off), so the kubelet marks the node's ``nvidia.com/gpu`` devices unhealthy
@@ -13,10 +13,10 @@ still reads the rig's pause): the plugin's pod returns, registers again, and the
 accelerator on the local backend: refused there in one line."""
 
 from chaos.backends.kuberay.kube.access import Access
-# its fault function stays in chaos/faults_accelerator.py for now (another piece of work is changing that file);
+# its fault function stays in chaos/scopes/faults_accelerator.py for now (another piece of work is changing that file);
 # it moves here when that work has landed
-from chaos.faults_accelerator import lose_accelerator
-from chaos.scope_registry import Scope
+from chaos.scopes.faults_accelerator import lose_accelerator
+from chaos.base.scope_registry import Scope
 
 SCOPE = Scope(
     "accelerator", "device-plugin outage", fault=lose_accelerator,

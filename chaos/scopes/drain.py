@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import DRAIN
-from chaos.placement import PlacementUnknown
-from chaos.scope_registry import Scope
+from chaos.system.placement import PlacementUnknown
+from chaos.base.scope_registry import Scope
 
 
 def drain_node(backend, marker: faults.Marker, node: str | None = None, zone: str | None = None,
@@ -22,7 +22,7 @@ def drain_node(backend, marker: faults.Marker, node: str | None = None, zone: st
     The detail records whether the node's replicas had moved before it left: ``replicas_at_notice``
     (on the node when the notice was given), ``replicas_left_at_deadline`` (still on it when it went)
     and ``moved_before_deadline_s`` (when the last one left, from the notice; None if they did not).
-    A placement read that got no answer (:class:`~chaos.placement.PlacementUnknown`) is skipped, never
+    A placement read that got no answer (:class:`~chaos.system.placement.PlacementUnknown`) is skipped, never
     taken as an empty node: it neither moves nor leaves a replica, the figures stand on the reads
     that answered (the last one before the deadline's, if that one did not), and
     ``placement_reads_failed`` counts the skipped ones. Unknown at the notice, there is no drain:

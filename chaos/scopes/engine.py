@@ -3,9 +3,10 @@ detect it from health checks. SIGCONT at the heal."""
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos.scopes import faults
+from chaos.system import orphan_watch
 from chaos.backends.kuberay.kube.access import EXEC, Access
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def hang_engine(backend, marker: faults.Marker, zone: str | None = None, duration_s: float | None = None) -> dict:
@@ -31,7 +32,7 @@ def hang_engine(backend, marker: faults.Marker, zone: str | None = None, duratio
 SCOPE = Scope(
     "engine", "engine hang", fault=hang_engine, backend_methods=("pause_engine", "resume_engine"),
     zoned=True, every_target_affected=True,
-    orphan_check=True,  # a stopped engine must go with its replaced replica (chaos.orphan_watch)
+    orphan_check=True,  # a stopped engine must go with its replaced replica (chaos.system.orphan_watch)
     effect_bound_s=10.0,  # a stopped process is in state T at once
     kube_access=EXEC + (Access("patch", "pods", why="the stopped processes recorded on their pod, for recover "
                                                      "(_mark_paused)"),),

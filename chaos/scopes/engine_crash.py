@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos.scopes import faults
+from chaos.system import orphan_watch
 from chaos.backends.kuberay.kube.access import EXEC
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def crash_engine(backend, marker: faults.Marker, zone: str | None = None) -> dict:
@@ -26,7 +27,7 @@ def crash_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
 SCOPE = Scope(
     "engine-crash", "engine crash", fault=crash_engine, backend_methods=("crash_engine",),
     zoned=True, every_target_affected=True,
-    orphan_check=True,  # the replaced replica leaves no engine behind (chaos.orphan_watch)
+    orphan_check=True,  # the replaced replica leaves no engine behind (chaos.system.orphan_watch)
     effect_bound_s=10.0,  # a SIGKILLed process is gone at once
     kube_access=EXEC,  # pgrep and kill -9 of the replica's EngineCore children; nothing to heal
     conflict_class="replica-level",  # nothing to heal: Serve replaces it (held for its recovery window)

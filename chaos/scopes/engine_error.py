@@ -6,9 +6,9 @@ lives: it must answer its requests with errors, fail its health check, and Serve
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import EXEC
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 from chaos.scopes.engine_signal import signal_one_engine
 
 
@@ -23,7 +23,7 @@ def error_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
 SCOPE = Scope(
     "engine-error", "engine error", fault=error_engine, backend_methods=("error_engine",),
     zoned=True, every_target_affected=True,
-    orphan_check=True,  # the failed engine exits; the replaced replica leaves none (chaos.orphan_watch)
+    orphan_check=True,  # the failed engine exits; the replaced replica leaves none (chaos.system.orphan_watch)
     # the hook fires at the engine's next step, then its error path runs and the process exits
     effect_bound_s=15.0,
     kube_access=EXEC,  # pgrep of the EngineCore children, their signal masks read, kill -USR1; nothing to heal

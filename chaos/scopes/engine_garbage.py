@@ -13,9 +13,9 @@ corrupted count is null with the reason). The run's end releases it, only while 
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import EXEC
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 from chaos.scopes.engine_signal import signal_one_engine
 
 
@@ -30,7 +30,7 @@ def garble_engine(backend, marker: faults.Marker, zone: str | None = None) -> di
 SCOPE = Scope(
     "engine-garbage", "engine garbage", fault=garble_engine, backend_methods=("garble_engine",),  # release_engine
     zoned=True, every_target_affected=True,
-    orphan_check=True,  # were the replica replaced, its engine must go too (chaos.orphan_watch)
+    orphan_check=True,  # were the replica replaced, its engine must go too (chaos.system.orphan_watch)
     # the hook takes it at the engine's next step: at once under load, at the next request when idle
     effect_bound_s=15.0,
     kube_access=EXEC,  # pgrep, the signal masks, the request written, kill -USR1; the marks read and removed

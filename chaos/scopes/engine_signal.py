@@ -1,7 +1,7 @@
 """What the engine faults sent through the app's fault hook share (engine-wedge, engine-garbage, engine-stall,
 engine-error; :mod:`serve_apps.engine_faults`): one replica picked, its engine armed (found, and checked to take
 the signal, before any mark), the fault marked and fired, the engines signalled recorded as the victims a
-replacement of the replica must take with it (:mod:`chaos.orphan_watch`), and the proof (:func:`chaos.faults.prove`:
+replacement of the replica must take with it (:mod:`chaos.system.orphan_watch`), and the proof (:func:`chaos.scopes.faults.prove`:
 the backend's effect checks for the scope, each its own). No heal here: the run's end (or a detector) ends them.
 Not a scope itself: each of those scopes' modules calls :func:`signal_one_engine` with its name and its backend
 method."""
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from chaos import faults, orphan_watch
+from chaos.scopes import faults
+from chaos.system import orphan_watch
 
 
 def signal_one_engine(backend, marker: faults.Marker, scope: str, arm: Callable[[Any], Callable[[], list[int]]],

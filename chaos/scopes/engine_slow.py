@@ -12,11 +12,11 @@ engine removes its mark and lets go by itself, so a rig that died mid-fault leav
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube.access import EXEC
-from chaos.errors import UsageError
-from chaos.scope_registry import Scope
+from chaos.base.errors import UsageError
+from chaos.base.scope_registry import Scope
 
 
 def slow_engine(backend, marker: faults.Marker, zone: str | None = None, factor: float = 4.0,

@@ -14,9 +14,9 @@ names the run."""
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import EXEC
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 from chaos.scopes.engine_signal import signal_one_engine
 
 
@@ -31,7 +31,7 @@ def stall_engine(backend, marker: faults.Marker, zone: str | None = None) -> dic
 SCOPE = Scope(
     "engine-stall", "engine stall", fault=stall_engine, backend_methods=("stall_engine",),  # release_engine: the heal
     zoned=True, every_target_affected=True,
-    orphan_check=True,  # a detector replaces the replica: its stalled engine must go too (chaos.orphan_watch)
+    orphan_check=True,  # a detector replaces the replica: its stalled engine must go too (chaos.system.orphan_watch)
     # the hook takes it at the engine's next step: at once under load, at the next request when idle
     effect_bound_s=15.0,
     kube_access=EXEC,  # pgrep, the signal masks, the request written, kill -USR1; the marks read and removed

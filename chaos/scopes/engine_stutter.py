@@ -6,10 +6,10 @@ The heal stops the duty cycle and leaves the engine continued."""
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube.access import EXEC, Access
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def stutter_engine(backend, marker: faults.Marker, zone: str | None = None, factor: float = 4.0, period_s: float = 0.2,

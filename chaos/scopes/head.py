@@ -3,10 +3,10 @@ the control plane down. :func:`head_outage_second_fault`: a replica or a node ki
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import DELETE_PODS, EXEC
-from chaos.errors import UsageError
-from chaos.scope_registry import Scope
+from chaos.base.errors import UsageError
+from chaos.base.scope_registry import Scope
 from chaos.scopes import node as node_scope, replica as replica_scope
 
 

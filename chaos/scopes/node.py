@@ -3,9 +3,9 @@ Its zone's users reach Serve through the node's own proxy."""
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import DELETE_PODS, EXEC
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def kill_node(backend, marker: faults.Marker, node: str | None = None, zone: str | None = None,

@@ -3,9 +3,9 @@ down; KubeRay: a node-level packet filter or a NetworkPolicy), healed after its 
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import partition
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def partition_zone(backend, marker: faults.Marker, zone: str, duration_s: float | None = None) -> dict:

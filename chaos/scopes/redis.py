@@ -3,9 +3,9 @@ the GCS may exit meanwhile (and is restarted)."""
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import DELETE_PODS, EXEC
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def kill_redis(backend, marker: faults.Marker, outage_s: float | None = 5.0) -> dict:

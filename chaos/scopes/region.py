@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import zone_loss
-from chaos.errors import UsageError
-from chaos.scope_registry import Scope
+from chaos.base.errors import UsageError
+from chaos.base.scope_registry import Scope
 
 
 def kill_region(backend, marker: faults.Marker, region: str, outage_s: float | None = None) -> dict:

@@ -3,10 +3,11 @@ crashed: :func:`kill_replica`); Serve replaces it. Serve routes to it from every
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos.scopes import faults
+from chaos.system import orphan_watch
 from chaos.backends.kuberay.kube.access import DELETE_PODS, EXEC
-from chaos.errors import UsageError
-from chaos.scope_registry import Scope
+from chaos.base.errors import UsageError
+from chaos.base.scope_registry import Scope
 
 REPLICA_KILL_METHODS = ("sigkill", "actor", "pod")
 
@@ -38,7 +39,7 @@ SCOPE = Scope(
     "replica", "replica kill", fault=kill_replica, backend_methods=("replica_killer",),
     action_omits=("replica",),  # a caller's own pick (head_outage_second_fault's, made while the head is up)
     zoned=True, every_target_affected=True,
-    orphan_check=True,  # its engine children must die with it (chaos.orphan_watch)
+    orphan_check=True,  # its engine children must die with it (chaos.system.orphan_watch)
     effect_bound_s=10.0,  # a SIGKILLed process is gone at once
     kube_access=EXEC + DELETE_PODS,  # sigkill and actor: exec; pod: the crash, then the delete
     conflict_class="replica-level",  # nothing to heal: Serve replaces it (held for its recovery window)

@@ -15,9 +15,10 @@ to the first replacement RUNNING after the weights' return)."""
 
 from __future__ import annotations
 
-from chaos import faults, orphan_watch
+from chaos.scopes import faults
+from chaos.system import orphan_watch
 from chaos.backends.kuberay.kube.access import EXEC
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def fail_restart(backend, marker: faults.Marker, zone: str | None = None, outage_s: float | None = 30.0) -> dict:
@@ -45,7 +46,7 @@ SCOPE = Scope(
     backend_methods=("weights_breaker", "replica_killer", "restore_weights"),
     zoned=True, every_target_affected=True,  # a replica: Serve routes to it from every zone's proxy
     failing_restart=True,  # its replacement's starts are counted (chaos.analysis.restart)
-    orphan_check=True,  # the killed replica's engines must die with it (chaos.orphan_watch)
+    orphan_check=True,  # the killed replica's engines must die with it (chaos.system.orphan_watch)
     effect_bound_s=10.0,  # the swap is done before the kill; a SIGKILLed process is gone at once
     kube_access=EXEC,  # the swap and its restore (python in the pod), the kill
     heal_args=("outage_s",), conflict_class="replica-level",

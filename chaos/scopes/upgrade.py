@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 import uuid
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import UPGRADE
-from chaos.errors import UsageError
-from chaos.placement import PlacementUnknown
-from chaos.scope_registry import Scope
+from chaos.base.errors import UsageError
+from chaos.system.placement import PlacementUnknown
+from chaos.base.scope_registry import Scope
 
 
 def _replica_ids(backend) -> set[str]:
@@ -25,7 +25,7 @@ def upgrade_app(backend, marker: faults.Marker, variant: str = "code", timeout_s
     The inject mark is the instant the new config is applied (``backend.upgrade_app``); the heal
     marks bracket the wait for its completion: every replica RUNNING before the upgrade is gone and
     as many RUNNING replicas as before are new ones (polled every ``poll_s``; the figures themselves
-    come from the sampler's records, :mod:`chaos.planes`). A replica RUNNING before it that is still
+    come from the sampler's records, :mod:`chaos.analysis.planes`). A replica RUNNING before it that is still
     there after ``timeout_s`` ends the wait with ``complete: false``. ``variant``: which change
     (``backend.upgrade_variants()``: local ``code``; KubeRay ``serve_config``, ``cluster``).
     """

@@ -3,9 +3,9 @@ and its Ray pods crashed), brought back at the heal."""
 
 from __future__ import annotations
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import zone_loss
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def kill_zone(backend, marker: faults.Marker, zone: str, outage_s: float | None = None) -> dict:

@@ -2,7 +2,7 @@
 
 - ``detected``: the share of the trials in which the faulted replica was taken out within the window, over the
   trials where that could be told (``trials_judged``), with its Wilson 95 % interval; null when none could.
-- ``time_to_detect_s``: p50 and p99 (nearest rank, :func:`chaos.stats.percentile`) of the detected trials';
+- ``time_to_detect_s``: p50 and p99 (nearest rank, :func:`chaos.base.stats.percentile`) of the detected trials';
   null when none was detected (with N trials p99 is their maximum below 100).
 - ``to_bad_after_detection``: the requests served by the faulted replica after detection over all sent after
   it, pooled over the detected trials (``share``), and its upper bound counting the requests no replica named
@@ -18,10 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import evidence
+from chaos.core import evidence
 from chaos.scorecard import figures
 from chaos.scorecard.plan import FAULT_FREE, Cell
-from chaos.stats import percentile, wilson
+from chaos.base.stats import percentile, wilson
 
 FIGURES = ("detected", "time_to_detect_p50_s", "time_to_detect_p99_s", "to_bad_share", "false_replacements")
 

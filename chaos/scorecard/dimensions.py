@@ -26,7 +26,7 @@ RAY_SERVE_LLM_DEFAULT_HEALTH_CHECK_PERIOD_S / _TIMEOUT_S, applied in ``ray/llm/_
 builder.py``; plain Serve's are 10 and 30, ``ray/serve/_private/constants.py``); ``apps`` is the rig's apps'
 2 s and 5 s (:class:`serve_apps.config.AppSpec`).
 
-Loads (each a change of the fault experiment's load, :meth:`chaos.run_spec.RunSpec.with_load`): ``steady`` the
+Loads (each a change of the fault experiment's load, :meth:`chaos.core.run_spec.RunSpec.with_load`): ``steady`` the
 experiment's own (8 req/s Poisson on the stream target, 2 on vLLM); ``sparse`` Poisson at 0.1 req/s (one
 request per 10 s); ``none`` no traffic: the harness accepts no rate of 0 and sends its first request at 0, so a
 constant rate of one request per twice the load's length: that one request falls in the warm-up, none after

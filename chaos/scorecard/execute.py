@@ -1,7 +1,7 @@
 """Running a scorecard's plan, and deriving its tables again from the runs a directory holds.
 
 :func:`check` derives every runnable cell's RunSpec before anything starts (a bad combination is one line, exit
-2); :func:`run` runs each trial of each runnable cell in turn with :func:`chaos.runner.run_experiment`, into
+2); :func:`run` runs each trial of each runnable cell in turn with :func:`chaos.core.runner.run_experiment`, into
 ``<out>/<cell id>/trial-N`` (a trial whose directory already holds a summary.json is kept, not run again: a
 scorecard interrupted is resumed by the same command), then writes scorecard.json/.md/.svg;
 :func:`rederive` writes them from the runs already there (``availproof scorecard --from DIR``).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos.errors import AvailproofError, UsageError
+from chaos.base.errors import AvailproofError, UsageError
 from chaos.scorecard import cells as cells_mod, plan as plan_mod, table
 
 
@@ -37,7 +37,7 @@ def check(spec: plan_mod.Spec, plan: list[plan_mod.Cell], options_of=None) -> di
 def run(spec: plan_mod.Spec, plan: list[plan_mod.Cell], out: Path, options_of: Callable[[Path], Any],
         log: Callable[[str], None]) -> tuple[int, dict[str, Path]]:
     """Every trial of every runnable cell, then the tables; (trials that ended in a set-up error, the paths)."""
-    from chaos import runner
+    from chaos.core import runner
 
     specs = check(spec, plan, options_of)
     plan_mod.write(out, spec, plan)

@@ -1,4 +1,4 @@
-"""One trial's scorecard figures, from its run directory read through :mod:`chaos.evidence` (its summary under
+"""One trial's scorecard figures, from its run directory read through :mod:`chaos.core.evidence` (its summary under
 the version rule, and its records).
 
 Of a fault's trial (the run's first fault; its ``target`` is the faulted replica's id):
@@ -18,7 +18,7 @@ Of a fault's trial (the run's first fault; its ``target`` is the faulted replica
   (``replacement.gone``); null when the samples carried no replica ids.
 
 Of a fault-free trial: **false replacements** = every replica that went out of RUNNING from the first sample to
-the last (:func:`chaos.planes.replacement` over the run's samples).
+the last (:func:`chaos.analysis.planes.replacement` over the run's samples).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos import evidence, planes
+from chaos.core import evidence
+from chaos.analysis import planes
 
 NS = 1_000_000_000
 

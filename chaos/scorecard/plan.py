@@ -1,5 +1,5 @@
 """The scorecard's plan: its spec (a small YAML or JSON file, every key defaulted), the matrix of cells, each
-cell's :class:`chaos.run_spec.RunSpec` derived from its fault's shipped experiment, the fault-free run, and the
+cell's :class:`chaos.core.run_spec.RunSpec` derived from its fault's shipped experiment, the fault-free run, and the
 estimated time. Nothing here starts anything.
 
 The spec (``experiments/scorecard.yaml`` is the full one)::
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import UsageError, read_input
+from chaos.base.errors import UsageError, read_input
 from chaos.scorecard import dimensions as dim
 
 SETUP_S = {"stream": 90.0, "llm": 300.0}  # per trial: cluster and deploy checks, hypothesis probes, analysis
@@ -182,8 +182,8 @@ def cells(spec: Spec) -> list[Cell]:
 
 def base_spec(cell: Cell, app: str, options=None):
     """The shipped experiment of ``cell``'s fault, parsed as ``app`` runs it (no cluster touched)."""
-    from chaos import run_spec
-    from chaos.options import Options
+    from chaos.core import run_spec
+    from chaos.core.options import Options
 
     return run_spec.build(dim.EXPERIMENTS / cell.experiment, options or Options(app=app))
 

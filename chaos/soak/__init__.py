@@ -11,7 +11,13 @@ Pure and cluster-free, one module each:
 - :mod:`chaos.soak.check`: the soak checked against the claim per scope, in two parts (its unrecovered count,
   its recovered events' summed cost), as posterior predictive p-values; and a soak's events as a claim's trials.
 (The schedule's input check is :func:`chaos.soak.schedule.check`: ``chaos.soak.check`` is the module.)
+
+May import: chaos.analysis, chaos.base, chaos.claim, chaos.core, chaos.ctk, chaos.load, chaos.recording,
+chaos.reports, chaos.schemas, chaos.scopes.
 """
 
 from chaos.soak.schedule import (Planned, Schedule, SoakFault, apply_rules,  # noqa: F401
                                  conflict, draw, fault_from_experiment, faults_from_experiments)
+
+__all__ = ["apply_rules", "conflict", "draw", "fault_from_experiment", "faults_from_experiments", "Planned", "Schedule",
+           "SoakFault"]

@@ -43,9 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from chaos import analysis, records as rec, request_columns as rc
+from chaos import analysis
+from chaos.recording import records as rec, request_columns as rc
 from chaos.claim import theta as th
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.soak import figures
 from chaos.soak.schedule import Schedule
 
@@ -262,7 +263,7 @@ def soak_events(soak_dir: Path, population: str) -> dict[str, dict[str, Any]]:
     ``unrecovered`` (the unjudged left out, counted in ``unjudged``), ``values`` (each recovered event's cost where
     measured apart: its window met no other scope's nor one of its own; none for the affected population, the
     soak's figures being the service's), ``from``. Bad input is one line (UsageError)."""
-    from chaos import evidence
+    from chaos.core import evidence
 
     d = Path(soak_dir)
     if not d.is_dir():
@@ -315,7 +316,7 @@ def quiet_requests(records: rec.RunRecords, schedule: Schedule) -> dict[str, int
     """The soak's measured requests that were never in flight while a fault's window was open (sent and ended
     before the first injection, or in a quiet stretch: a request in flight at an injection is the fault's), and
     how many failed or missed the SLO: evidence of the background (:mod:`chaos.claim.background`). On the
-    request columns (:mod:`chaos.request_columns`)."""
+    request columns (:mod:`chaos.recording.request_columns`)."""
     d = analysis.Definitions.from_dict(records.header.get("definitions"))
     wins = [(w["start_ns"], w["end_ns"]) for w in figures.windows(records, schedule)]
     c = rc.of(records)
@@ -326,7 +327,7 @@ def quiet_requests(records: rec.RunRecords, schedule: Schedule) -> dict[str, int
 
 def soak_quiet(soak_dir: Path) -> dict[str, int]:
     """:func:`quiet_requests` of a soak directory (checked as :func:`soak_events` checks it)."""
-    from chaos import evidence
+    from chaos.core import evidence
 
     records = evidence.read_records(Path(soak_dir))
     sched = None if records is None else (records.header.get("soak") or {}).get("schedule")

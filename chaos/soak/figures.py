@@ -1,7 +1,7 @@
-"""The soak's own figures, from its records (:class:`chaos.records.RunRecords`) and its schedule.
+"""The soak's own figures, from its records (:class:`chaos.recording.records.RunRecords`) and its schedule.
 
 **Observed lost service-seconds** (:func:`observed_lost_service_s`): the time-bucket integral of
-:func:`chaos.lost_service.open_loop` over the measured requests, from the first injection (its
+:func:`chaos.analysis.lost_service.open_loop` over the measured requests, from the first injection (its
 ``inject_start`` mark, with the requests in flight at it, as the rig's figure starts) to the run's end
 (:func:`chaos.analysis.run_end_ns`), the baseline taken off as a rate: the failed fraction of the measured
 requests sent and ended before the first injection. ``total`` is that integral over the whole soak.
@@ -36,12 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from chaos import analysis, lost_service as ls, records as rec, request_columns as rc
+from chaos import analysis
+from chaos.analysis import lost_service as ls
+from chaos.recording import records as rec, request_columns as rc
 from chaos.claim import predict
 from chaos.claim.cost import run_name
 from chaos.claim.rates import DAY_S, DEFAULT_UNRECOVERED_COST_S
 from chaos.claim.unrecovered import Prior
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.soak.schedule import Schedule
 
 NS = ls.NS
@@ -92,7 +94,7 @@ def parts(records: rec.RunRecords, schedule: Schedule) -> dict[str, Any]:
     """The soak cut into stretches (:func:`stretches`), each integrated on its own: ``t0`` (the first injection),
     ``end``, ``frac`` (the baseline), ``whole`` (the total's integral), ``wins`` (:func:`windows`), ``stretches``
     (``(from_ns, to_ns, scopes, raw_s)``, unclipped); or ``unmeasurable`` (why none). On the request columns
-    (:mod:`chaos.request_columns`, in send order): a stretch's requests are a slice found by searching."""
+    (:mod:`chaos.recording.request_columns`, in send order): a stretch's requests are a slice found by searching."""
     injects = [m.t_ns for m in records.marks if m.event == rec.INJECT_START]
     if (records.header.get("load") or {}).get("mode") == "closed":
         return {"unmeasurable": "a closed loop's soak: its figure is the open loop's time-bucket integral"}

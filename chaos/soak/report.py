@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from chaos import record_columns, records as rec, request_columns as rc
+from chaos.recording import record_columns, records as rec, request_columns as rc
 from chaos.reports import timeline as tl
 
 NS = 1_000_000_000
@@ -156,7 +156,7 @@ def markdown(summary: dict[str, Any]) -> str:
 def cumulative(records: rec.RunRecords, t0: int, base: float, width_s: float = 1.0) -> tuple[list[float], list[float]]:
     """Cumulative lost service-seconds from ``t0``: per bucket of ``width_s`` by send time, its failed share less
     ``base`` times its width (an empty bucket adds nothing); a picture's curve, the figure is the summary's. On the
-    request columns (:mod:`chaos.request_columns`)."""
+    request columns (:mod:`chaos.recording.request_columns`)."""
     c = rc.of(records)
     take = c.measure & (c.sent_ns >= t0)
     k = ((c.sent_ns[take] - t0) / NS // width_s).astype(np.int64)
@@ -251,9 +251,9 @@ def png(records: rec.RunRecords, summary: dict[str, Any]) -> bytes:
 
 
 def write(run_dir: Path, summary: dict[str, Any] | None = None) -> dict[str, Path]:
-    """soak.md and soak-timeline.png in ``run_dir`` (its summary, read by :func:`chaos.evidence.load_summary`,
+    """soak.md and soak-timeline.png in ``run_dir`` (its summary, read by :func:`chaos.core.evidence.load_summary`,
     unless given)."""
-    from chaos import evidence
+    from chaos.core import evidence
 
     run_dir = Path(run_dir)
     summary = summary or evidence.load_summary(run_dir)

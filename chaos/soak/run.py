@@ -1,24 +1,24 @@
-"""``availproof soak``: one ordinary run of the rig (:mod:`chaos.run`) in which the faults of a drawn schedule
+"""``availproof soak``: one ordinary run of the rig (:mod:`chaos.core.run`) in which the faults of a drawn schedule
 (:mod:`chaos.soak.schedule`) arrive on the run's own clock.
 
 The lifecycle (:func:`execute`), on a prepared soak (:func:`chaos.soak.spec.prepare`, every input checked before):
 
-1. :func:`chaos.run.open_run` (the cluster up, the app deployed, the records open); the schedule
+1. :func:`chaos.core.run.open_run` (the cluster up, the app deployed, the records open); the schedule
    (``schedule.to_dict()``), the experiments, the RATES and the ``claim_from`` path go into the run header
    (``soak``) before the load starts;
-2. :func:`chaos.run.start_load`: the sampler, the front door's load, the stop conditions, the warm-up and the
+2. :func:`chaos.core.run.start_load`: the sampler, the front door's load, the stop conditions, the warm-up and the
    baseline, then the baseline gate: a soak whose baseline is unsteady injects nothing (verdict ERROR);
 3. the soak's clock starts (a ``soak`` line ``clock``); at each injected fault's ``instant_s`` its experiment's
-   fault action (:mod:`chaos.ctk.actions`, the same :mod:`chaos.faults` function and arguments its method calls)
+   fault action (:mod:`chaos.ctk.actions`, the same :mod:`chaos.scopes.faults` function and arguments its method calls)
    runs in its own thread, so faults overlap (a second arrives while the first heals). Each is proven by its
-   fault function (:func:`chaos.faults.prove`): one not seen in effect makes the soak ERROR (the verdict names
+   fault function (:func:`chaos.scopes.faults.prove`): one not seen in effect makes the soak ERROR (the verdict names
    it). A ``soak`` line ``injected`` ties the schedule's index to its fault id; one the run could not inject
    is a ``skipped`` line saying why (its scope's previous fault still running, one it conflicts with still
    running, the run not measuring, the injection refused); one whose call raised after it acted, ``failed``
    (the soak's verdict is ERROR);
 4. the load stays on to the schedule's ``end_s`` (the last fault's heal plus its recovery window);
-5. every fault healed (:func:`chaos.run.heal_injected`, the rollback: :func:`chaos.faults.heal`), the load
-   still on; then :func:`chaos.run.finish` (the usual figures; each fault's analysis window ends at the next
+5. every fault healed (:func:`chaos.core.run.heal_injected`, the rollback: :func:`chaos.scopes.faults.heal`), the load
+   still on; then :func:`chaos.core.run.finish` (the usual figures; each fault's analysis window ends at the next
    injection, as always) and the summary's ``soak`` (:func:`derive`: exactly
    :func:`chaos.soak.check.soak_summary` on the schedule as run), the verdict, the run closed.
 
@@ -37,8 +37,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from chaos import baseline_gate, record_columns, records as rec
-from chaos import run as core
+from chaos.core import baseline_gate
+from chaos.recording import record_columns, records as rec
+from chaos.core import run as core
 from chaos.soak import check as soak_check, figures
 from chaos.soak.schedule import Planned, Schedule, conflict
 from chaos.soak.spec import Prepared, compute_claim
@@ -114,8 +115,8 @@ def reanalyse(run_dir, summary: dict[str, Any]) -> bool:
     again, from the records (the machine's load kept from the summary in place); False for any other run."""
     from pathlib import Path
 
-    from chaos import evidence
-    from chaos.errors import UsageError
+    from chaos.core import evidence
+    from chaos.base.errors import UsageError
 
     path = Path(run_dir) / "records.ndjson"
     header = next((obj for _, obj in rec.iter_lines(path) if isinstance(obj, dict) and obj.get("kind") == "run"), {})

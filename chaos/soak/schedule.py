@@ -3,7 +3,7 @@
 **What an experiment injects** (:func:`fault_from_experiment`) is a :class:`SoakFault`: its scope, and
 ``heal_s``, how long from its injection to its heal. Read from the experiment file:
 - ``extensions[availproof]``: ``scope``; ``recovery_window_s`` and ``recovery_settle_s`` (with ``--app llm``
-  its ``llm`` block's, merged as :func:`chaos.experiment.settings` merges them); ``load`` (every
+  its ``llm`` block's, merged as :func:`chaos.core.experiment.settings` merges them); ``load`` (every
   :class:`~chaos.load.workload.LoadShape` field but ``duration_s`` and ``max_requests``, which the soak sets);
   the topology block ``topology``, ``gcs_fault_tolerance``, ``network``, ``app``, ``targets``, ``routing``,
   ``front``, ``front_door``;
@@ -56,7 +56,7 @@ import numpy as np
 
 from chaos import scopes
 from chaos.claim.rates import Rates
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 SETUP_FIELDS = ("topology", "gcs_fault_tolerance", "network", "app", "targets", "routing", "front", "front_door")
 LOAD_SET_BY_SOAK = ("duration_s", "max_requests")
@@ -185,7 +185,7 @@ def _duration(func: str, args: dict[str, Any]) -> float | None:
 
 def fault_from_experiment(path: str | Path, app: str = "stream") -> SoakFault:
     """What the experiment at ``path`` injects (the fields read: the module docstring)."""
-    from chaos import experiment
+    from chaos.core import experiment
 
     path = Path(path)
     exp = experiment.load(path)

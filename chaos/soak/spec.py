@@ -18,7 +18,7 @@ its arguments, and, with ``claim_from``, the claim computed from that suite unde
     claim_from: ../runs/SUITE          # optional: the suite whose claim predicts the soak's lost service
 
 Flags given beside a definition file override its fields. Every problem is one line (a
-:class:`~chaos.errors.UsageError`, exit 2): the schema's first, then the schedule's checks (rates for a scope no
+:class:`~chaos.base.errors.UsageError`, exit 2): the schema's first, then the schedule's checks (rates for a scope no
 listed experiment injects, a speed-up that puts two faults of a scope closer than one holds, a duration too short
 for one fault, experiments whose loads or topologies differ), then the claim's."""
 
@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from chaos.claim.rates import DEFAULT_RISK, DEFAULT_TARGET_PCT
-from chaos import run_spec
-from chaos.errors import UsageError
+from chaos.core import run_spec
+from chaos.base.errors import UsageError
 from chaos.load.workload import LoadShape
-from chaos.options import Options
-from chaos.run_spec import RunSpec
+from chaos.core.options import Options
+from chaos.core.run_spec import RunSpec
 from chaos.soak import schedule as sch
 
 SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "soak.schema.json"
@@ -60,7 +60,7 @@ class SoakInput:
 class Prepared:
     inp: SoakInput
     schedule: sch.Schedule
-    spec: RunSpec  # what chaos.run.open_run executes (soak_spec)
+    spec: RunSpec  # what chaos.core.run.open_run executes (soak_spec)
     actions: dict[str, tuple[str, dict[str, Any]]]  # scope -> (chaos.ctk.actions function, its arguments)
     claim_doc: dict[str, Any] | None = None
     header: dict[str, Any] = field(default_factory=dict)  # the run header's "soak" block
@@ -86,7 +86,7 @@ def problems(doc: Any, source: str) -> list[str]:
 
 def from_definition(path: str | Path, **overrides: Any) -> SoakInput:
     """A definition file read and checked (the first problem raised, one line); ``overrides``: flags given."""
-    from chaos.errors import read_input
+    from chaos.base.errors import read_input
     import yaml
 
     path = Path(path)

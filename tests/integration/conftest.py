@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import topology
+from chaos.system import topology
 from chaos.backends.local import LocalCluster, procs
 
 

@@ -1,4 +1,4 @@
-"""The capacity sweep (chaos.capacity) with the real load harness against a loopback server that saturates
+"""The capacity sweep (chaos.load.capacity) with the real load harness against a loopback server that saturates
 at a known rate: the sustained rate it finds is within one step of the knee. No Ray."""
 
 import json
@@ -7,7 +7,9 @@ import time
 
 from jsonschema import Draft202012Validator
 
-from chaos import capacity, records as rec, schemas, utilization
+from chaos.load import capacity, utilization
+from chaos.recording import records as rec
+from chaos import schemas
 from chaos.analysis import SLO
 from chaos.backends.local import ports
 from chaos.load.harness import LoadRun

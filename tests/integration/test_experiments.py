@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos import records as rec
-from chaos import bounds, runner, suite, summary as summary_mod
+from chaos.recording import records as rec
+from chaos.core import bounds, runner, suite, summary as summary_mod
 from chaos.backends.local import LocalCluster, procs
 from chaos.backends.local.backend import LocalBackend
-from chaos import placement
-from chaos.frontdoor import FrontSettings
-from chaos.options import Options
+from chaos.system import placement
+from chaos.system.frontdoor import FrontSettings
+from chaos.core.options import Options
 
 NS = 1_000_000_000
 
@@ -232,7 +232,7 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert d["pids"], d  # the head's processes (or Redis) were killed
     if name == "head-kill-gcs-ft":
         assert f["service"]["failed_total"] == 0  # the worker proxies kept serving
-    # the other two planes saw it too (chaos.planes), where the scope must touch them
+    # the other two planes saw it too (chaos.analysis.planes), where the scope must touch them
     cp, cap = f["control_plane"], f["capacity"]
     if f["scope"] == "head" or (f["scope"] == "redis" and d.get("gcs_exited")):
         # the control plane went down at the kill and came back only once the head was restarted
@@ -474,7 +474,7 @@ def test_replica_kill_with_migration_saves_the_killed_replicas_streams(shared_cl
     the stream target behind the MigratingIngress (app.migration limit 2), one engine replica killed. Every stream
     the killed replica was serving goes on from another replica: none of them fails (or each failure says why
     migration was refused), no token lost, duplicated or corrupted, and streams were migrated. The cluster redeploys
-    the app with the ingress for this run and without it for the next (chaos.deploy.deployments_differ)."""
+    the app with the ingress for this run and without it for the next (chaos.system.deploy.deployments_differ)."""
     name = "replica-kill-migration"
     out = test_root / "runs" / name
     verdict, result = runner.run_experiment(shortened(test_root, name), out, app="stream",
@@ -563,7 +563,8 @@ def test_replica_kill_through_the_chaos_cli_over_tls_at_a_share_of_the_measured_
       follows the bounds (the hypothesis probe after the method checks them).
     - The front door: https with a certificate made for the run, and a bearer token from the environment,
       which reaches no record, journal, summary, report or log (the sweep's included)."""
-    from chaos import capacity, cli as availproof_cli
+    from chaos.load import capacity
+    from chaos.commands import cli as availproof_cli
 
     doc = json.loads(suite.experiment_path("replica-kill").read_text())
     ext = next(e for e in doc["extensions"] if e["name"] == "availproof")
@@ -676,7 +677,7 @@ def test_report_on_the_runs_of_this_suite(shared_cluster, test_root):
 
 
 def independent_lost_s(records_path: Path, f: dict) -> float:
-    """A run's lost service-seconds computed here, apart from chaos.lost_service: 1 s buckets (or the mean gap
+    """A run's lost service-seconds computed here, apart from chaos.analysis.lost_service: 1 s buckets (or the mean gap
     between distinct send instants) from the one holding the first request in flight at the injection to the
     window's end, each bucket's failed share of the requests sent in it (an empty one: its neighbours' mean)
     times its width, less the share of the requests that ended before the injection that failed, clipped at 0."""

@@ -8,12 +8,13 @@
 
 import time
 
-from chaos import faults, placement
+from chaos.scopes import faults
+from chaos.system import placement
 from chaos.backends.local import procs
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import HEAD
-from chaos.provision import redeploy_if_gone
-from chaos.faults import Marker
+from chaos.core.provision import redeploy_if_gone
+from chaos.scopes.faults import Marker
 from chaos.scopes.head import kill_head
 from chaos.scopes.replica import kill_replica
 

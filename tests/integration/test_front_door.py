@@ -9,9 +9,9 @@ import ssl
 import httpx
 import pytest
 
-from chaos import deploy, frontdoor
+from chaos.system import deploy, frontdoor
 from chaos.backends.local import LocalCluster, haproxy, procs
-from chaos.provision import app_spec
+from chaos.core.provision import app_spec
 
 TOKEN = "tok-7f3a-front-door-test"
 

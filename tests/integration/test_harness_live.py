@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos import analysis, records as rec
+from chaos import analysis
+from chaos.recording import records as rec
 from chaos.backends.local import ports
-from chaos.faults import Marker
+from chaos.scopes.faults import Marker
 from chaos.load.harness import LoadRun
 from chaos.load.workload import LoadShape, Target
 
@@ -66,7 +67,7 @@ def test_kill_and_restart_target_failed_count_matches_records(tmp_path):
 
 # ---------------------------------------------------------------- traffic like production (issue 25)
 def _p99_ms(xs_ns):
-    from chaos.stats import percentile
+    from chaos.base.stats import percentile
 
     return percentile([abs(x) / 1e6 for x in xs_ns], 0.99)
 
@@ -78,7 +79,7 @@ def test_two_workers_gamma_half_merge_from_both_with_the_burstiness_and_analyse_
 
     import jsonschema
 
-    from chaos import summary as summary_mod
+    from chaos.core import summary as summary_mod
     from chaos.load import arrivals
     from chaos.load.workers import WorkerPool
     from chaos.schemas import __file__ as schemas_init

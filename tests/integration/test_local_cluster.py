@@ -6,9 +6,10 @@ from pathlib import Path
 
 import ray
 
-from chaos import cli, topology
+from chaos.commands import cli
+from chaos.system import topology
 from chaos.commands.cluster import print_status
-from chaos.frontdoor import FrontSettings
+from chaos.system.frontdoor import FrontSettings
 from chaos.backends.local import LocalCluster, procs
 
 from .conftest import all_pids, assert_nothing_left

@@ -136,7 +136,8 @@ class NetnsCut:
 @pytest.mark.parametrize("applied", [True, False], ids=["cut", "mutation-cut-not-applied"])
 def test_a_partition_proves_itself_on_an_established_connection_and_a_cut_not_applied_is_not_in_effect(
         two_zones, applied):
-    from chaos import faults, verdict
+    from chaos.scopes import faults
+    from chaos.core import verdict
 
     prefix, _, (za, zb) = two_zones
     host = f"{prefix}.3"

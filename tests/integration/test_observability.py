@@ -9,15 +9,16 @@ import json
 import re
 import time
 
-from chaos import metrics, prometheus, records as rec
+from chaos.system import metrics, prometheus
+from chaos.recording import records as rec
 from chaos.backends.local import ports
 from chaos.backends.local.backend import LocalBackend
 from chaos.ctk import probes
-from chaos.provision import redeploy_if_gone
-from chaos.faults import Marker
-from chaos.frontdoor import FrontSettings
+from chaos.core.provision import redeploy_if_gone
+from chaos.scopes.faults import Marker
+from chaos.system.frontdoor import FrontSettings
 from chaos.load.harness import LoadRun
-from chaos.sampler import Sampler
+from chaos.system.sampler import Sampler
 from chaos.load.workload import LoadShape, Target
 
 

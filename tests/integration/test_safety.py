@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos import records as rec
-from chaos import suite
+from chaos.recording import records as rec
+from chaos.core import suite
 from chaos.backends.local import procs
 
 from .test_experiments import assert_healthy_after

@@ -10,8 +10,9 @@ import json
 import httpx
 import pytest
 
-from chaos import deploy, placement, runner, suite
-from chaos.provision import app_spec
+from chaos.system import deploy, placement
+from chaos.core import runner, suite
+from chaos.core.provision import app_spec
 
 from .test_experiments import (assert_healthy_after, assert_the_fault_did_what_its_scope_must,
                                assert_the_replacement_started_cold, check_result)

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import jsonschema
 
-from chaos import cli, records as rec, suite
+from chaos.commands import cli
+from chaos.recording import records as rec
+from chaos.core import suite
 from chaos.soak import check as soak_check, figures, run as soak_run
 from chaos.soak.schedule import Schedule
 
 from .test_experiments import assert_healthy_after
 
-SCHEMAS = Path(cli.__file__).parent / "schemas"
+SCHEMAS = Path(cli.__file__).parent.parent / "schemas"
 
 
 def shorter(name: str, tmp_path: Path) -> Path:

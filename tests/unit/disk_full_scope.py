@@ -3,9 +3,9 @@ chaos/scopes/ is (tests/unit/test_adding_a_scope.py registers it, and only there
 its Chaos Toolkit action, chaos.ctk.actions.fill_disk, once registered), and its Scope: name, label and flags,
 the bound on its effect's proof, the Kubernetes accesses its fault and heal would need, what the soak reads."""
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends.kuberay.kube.access import EXEC, Access
-from chaos.scope_registry import Scope
+from chaos.base.scope_registry import Scope
 
 
 def fill_disk(backend, marker: faults.Marker, node: str, duration_s: float | None = None) -> dict:

@@ -119,7 +119,7 @@ class TinyReplica:
         self.engine_pids = [int(w) for w in seen.split()[1::2]]
 
     def replica(self, zone: str = "zone-a"):
-        from chaos.placement import Replica
+        from chaos.system.placement import Replica
 
         return Replica(app="llm", deployment="StreamTarget", replica_id="r1", state="RUNNING", actor_name=None,
                        actor_id=None, pid=self.pid, node_ip="127.0.0.1", node="w", zone=zone, region=None)

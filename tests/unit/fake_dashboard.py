@@ -1,4 +1,4 @@
-"""A Ray dashboard for the unit tests, put in at :mod:`chaos.ray_dashboard`'s one seam (its ``transport``):
+"""A Ray dashboard for the unit tests, put in at :mod:`chaos.system.ray_dashboard`'s one seam (its ``transport``):
 the code under test makes its real calls (URLs, JSON, an HTTP error status), answered from what the test
 sets. ``install(monkeypatch, ...)`` puts one in for the test and returns it."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from chaos import ray_dashboard as rd
+from chaos.system import ray_dashboard as rd
 
 SUCCESS = (200, b"success")  # the GCS health check of a healthy GCS
 

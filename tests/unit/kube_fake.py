@@ -962,7 +962,7 @@ class Kubelet:
         return None
 
     def _actor_kill(self, pod: dict, script: str) -> tuple[str, str, int]:
-        """The actor kill's two execs (chaos/ray_actor.py): ``arm`` starts a driver that connects (``ray.init``)
+        """The actor kill's two execs (chaos/system/ray_actor.py): ``arm`` starts a driver that connects (``ray.init``)
         and waits; ``fire`` makes it ``ray.kill`` the actor (the process :attr:`actors` maps its name to, in
         whatever pod it runs, ends by SIGKILL as Ray's kill does). Each phase is logged in :attr:`actor_kill_log`."""
         phase, kill_id = script.split(";", 1)[0].split()[2:4]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load.harness import LoadRun
 from chaos.load.workload import LoadShape, Target
 

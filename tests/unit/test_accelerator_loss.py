@@ -11,12 +11,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos import cli, experiment, faults, faults_accelerator, plan, provision, records as rec, scopes
+from chaos.commands import cli
+from chaos.core import experiment, plan, provision
+from chaos.scopes import faults, faults_accelerator
+from chaos.recording import records as rec
+from chaos import scopes
 from chaos.backends import base, kuberay as kb
 from chaos.backends.kuberay.kube import access as kube_access, marks as km
 from chaos.backends.kuberay import accelerators as acc
 from chaos.backends.kuberay.kube import client as kube_client
-from chaos.errors import ClusterError, SetupError, UsageError
+from chaos.base.errors import ClusterError, SetupError, UsageError
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.kube_fake_gpu import OPERATOR_LABEL, RESOURCE, gpu_cluster, gpu_pod
 
@@ -39,7 +43,7 @@ def clock(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(kube_client, "DEFAULT_CLOCK", kube_client.Clock(
         monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + max(float(s), 0.01))))
-    # the rig's proof (chaos.faults) looks on the same clock: its own seam
+    # the rig's proof (chaos.scopes.faults) looks on the same clock: its own seam
     monkeypatch.setattr(faults.time, "monotonic", lambda: now[0])
     monkeypatch.setattr(faults.time, "sleep", lambda s: now.__setitem__(0, now[0] + max(float(s), 0.01)))
     fake_dashboard(monkeypatch, serve=details())

@@ -8,12 +8,14 @@ kubernetes client and the fake GPU cluster (tests/unit/kube_fake_gpu.py)."""
 import pytest
 from kubernetes import client
 
-from chaos import cli, faults, faults_accelerator, plan, provision, verdict
+from chaos.commands import cli
+from chaos.scopes import faults, faults_accelerator
+from chaos.core import plan, provision, verdict
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import marks as km
 from chaos.backends.kuberay import accelerators as acc
-from chaos.faults_accelerator import MAX_OUTAGE_S
-from chaos.errors import UsageError
+from chaos.scopes.faults_accelerator import MAX_OUTAGE_S
+from chaos.base.errors import UsageError
 from tests.unit.kube_fake_gpu import OPERATOR_LABEL, RESOURCE, gpu_cluster
 from tests.unit.test_accelerator_loss import NAME, PLUGIN_DS, alloc, clock, gpu, one_line, plugin_on, writes  # noqa: F401
 

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos import experiment, faults, plan, provision, records as rec, scopes
+from chaos.core import experiment, plan, provision
+from chaos.scopes import faults
+from chaos.recording import records as rec
+from chaos import scopes
 from chaos.backends import base
 from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import KubeRayBackend
 from chaos.backends.local.backend import LocalBackend
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from tests.unit import disk_full_scope
 from tests.unit.fake_backend import FakeBackend
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from chaos import analysis, bounds
-from chaos import records as rec
+from chaos import analysis
+from chaos.core import bounds
+from chaos.recording import records as rec
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS  # run start
@@ -376,7 +377,7 @@ def test_definitions_round_trip_and_are_in_the_summary():
 
 
 def test_unknown_population_is_refused():
-    from chaos.errors import UsageError
+    from chaos.base.errors import UsageError
 
     with pytest.raises(UsageError, match="population"):
         bounds.check({"faults": [{}]}, {"max_failed_requests": 1}, population="everyone")

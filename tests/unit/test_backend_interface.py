@@ -17,7 +17,7 @@ MEMBERS = [n for n in dir(Backend) if not n.startswith("_") and n not in ("name"
 def test_the_protocol_lists_what_the_faults_probes_and_control_call():
     """Every ``backend.X`` / ``b.X`` used by the faults, the Chaos Toolkit modules and the CLI commands is in the protocol."""
     used = set()
-    files = [ROOT / "chaos" / "faults.py", *(ROOT / "chaos" / "commands").glob("*.py"),
+    files = [ROOT / "chaos" / "scopes" / "faults.py", *(ROOT / "chaos" / "commands").glob("*.py"),
              *(ROOT / "chaos" / "ctk").glob("*.py")]
     for f in files:
         for node in ast.walk(ast.parse(f.read_text())):

@@ -1,4 +1,4 @@
-"""The baseline gate (chaos.baseline_gate): the experiment's steady state judged on the baseline's
+"""The baseline gate (chaos.core.baseline_gate): the experiment's steady state judged on the baseline's
 measured requests before the method. Out of steady state: the run stops before any fault (ERROR, no
 inject mark, the victim untouched) unless ``inject_anyway``; the judgement is always in summary.json."""
 
@@ -11,11 +11,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from chaos import baseline_gate as gate, cli, records as rec, runner, summary as summary_mod
+from chaos.core import baseline_gate as gate, runner, summary as summary_mod
+from chaos.commands import cli
+from chaos.recording import records as rec
 from chaos.analysis import SteadyState
 from chaos.commands.common import run_options
-from chaos.errors import UsageError
-from chaos.options import Options
+from chaos.base.errors import UsageError
+from chaos.core.options import Options
 from chaos.schemas import __file__ as schemas_init
 
 from .test_run import fake_system  # noqa: F401 - the fixture
@@ -212,7 +214,7 @@ def test_inject_anyway_injects_and_marks_the_run(tmp_path, fake_system):
 def test_plain_chaos_run_is_gated_too_and_reads_the_option_from_the_configuration(tmp_path, fake_system):
     from chaoslib.experiment import run_experiment as ctk_run
 
-    from chaos import experiment as exp_mod
+    from chaos.core import experiment as exp_mod
 
     out = tmp_path / "out"
     path = _experiment(tmp_path, configuration={"availproof_out": str(out), "availproof_inject_anyway": "false"})

@@ -1,4 +1,4 @@
-"""The capacity sweep's decision (chaos.capacity) at its edges, on synthetic steps and records, and
+"""The capacity sweep's decision (chaos.load.capacity) at its edges, on synthetic steps and records, and
 `availproof capacity` on a fake backend (no Ray)."""
 
 from __future__ import annotations
@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from chaos import capacity, cli, records as rec, schemas, validate
+from chaos.load import capacity
+from chaos.commands import cli
+from chaos.recording import records as rec
+from chaos import schemas
+from chaos.core import validate
 from chaos.analysis import SLO
-from chaos.capacity import Step, SweepPlan, decide
-from chaos.errors import UsageError
+from chaos.load.capacity import Step, SweepPlan, decide
+from chaos.base.errors import UsageError
 from chaos.load.workload import LoadShape
 
 from .test_run import _experiment, fake_system  # noqa: F401 - the fixture

@@ -1,4 +1,4 @@
-"""The replicas Serve replaced during a capacity sweep (chaos.capacity_run.ReplicaWatch): the watchdog's false
+"""The replicas Serve replaced during a capacity sweep (chaos.core.capacity_run.ReplicaWatch): the watchdog's false
 detections under load alone, counted per step, null with the reason when the replicas could not be listed."""
 
 import json
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import jsonschema
 
-from chaos.capacity_run import ReplicaWatch
+from chaos.core.capacity_run import ReplicaWatch
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "chaos" / "schemas" / "capacity.schema.json").read_text())
 

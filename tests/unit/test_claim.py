@@ -1,7 +1,7 @@
 """`availproof claim`: synthetic suites with known answers (chaos/claim/ defines every figure).
 
-Each run is written as the rig writes it: records.ndjson through chaos.records, summary.json derived from it by
-chaos.summary (the same code as at a run's end), with a run's context (experiment, scope, app, cluster,
+Each run is written as the rig writes it: records.ndjson through chaos.recording.records, summary.json derived from it by
+chaos.core.summary (the same code as at a run's end), with a run's context (experiment, scope, app, cluster,
 environment, verdict) as a real summary of 2026-12-04 has it. Requests go out at 10 per second per target
 (tests.unit.test_analysis.every), each taking 0.5 s, so a failed request is 0.1 s of the service lost.
 The statistics alone are tested in test_claim_predict.py, the integral in test_lost_service.py."""
@@ -14,7 +14,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from chaos import analysis, claim, cli, records as rec, summary as summary_mod, verdict as verdict_mod
+from chaos import analysis, claim
+from chaos.commands import cli
+from chaos.recording import records as rec
+from chaos.core import summary as summary_mod, verdict as verdict_mod
 from chaos.claim import document
 from chaos.reports import claim as claim_report
 from tests.unit.test_analysis import NS, T0, every, mark, req

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from chaos import cli
+from chaos.commands import cli
 from chaos.claim import calibrate
 from chaos.claim import calibrate_worlds as cw
 

@@ -10,7 +10,9 @@ import random
 
 import pytest
 
-from chaos import analysis, lost_service as ls, record_columns, records as rec
+from chaos import analysis
+from chaos.analysis import lost_service as ls
+from chaos.recording import record_columns, records as rec
 from chaos.claim import cost
 from tests.unit.test_analysis import NS, T0, every, mark, req
 from tests.unit.test_claim import ENVIRONMENT, outage_run, write_run

@@ -4,10 +4,10 @@ import time
 
 import pytest
 
-from chaos import topology
+from chaos.system import topology
 from chaos.backends.local import ports, procs
 from chaos.backends.local import state as st
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 def sample_state():

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from chaos import analysis, record_columns, records as rec
+from chaos import analysis
+from chaos.recording import record_columns, records as rec
 from chaos.load import continuity, integrity
 from chaos.load.sse import Chunk, MalformedStream
 from chaos.load.workload import LoadShape

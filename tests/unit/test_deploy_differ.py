@@ -1,4 +1,4 @@
-"""When an app already deployed must be deployed again (chaos.deploy.deployments_differ): the stream target's
+"""When an app already deployed must be deployed again (chaos.system.deploy.deployments_differ): the stream target's
 settings are in its deployments, the LLM app's in its arguments (``args.llm_configs[].deployment_config``):
 an experiment that turns the progress watchdog on (``stall_s``) must redeploy either."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos import deploy, ray_dashboard
+from chaos.system import deploy, ray_dashboard
 from serve_apps import config as serve_config
 
 

@@ -1,10 +1,13 @@
-"""No fault without proof (chaos.faults.prove, chaos.backends.local.effect): a fault looks at the system
+"""No fault without proof (chaos.scopes.faults.prove, chaos.backends.local.effect): a fault looks at the system
 until it sees itself in effect, within its scope's bound; what it saw, and when, is its `effect`."""
 
 import socket
 import threading
 
-from chaos import analysis, faults, records as rec, verdict
+from chaos import analysis
+from chaos.scopes import faults
+from chaos.recording import records as rec
+from chaos.core import verdict
 from chaos.backends.local import effect
 from chaos.scopes.node import kill_node
 

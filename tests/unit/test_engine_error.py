@@ -10,15 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from chaos import faults, plan, provision, records as rec, scopes
+from chaos.scopes import faults
+from chaos.core import plan, provision
+from chaos.recording import records as rec
+from chaos import scopes
 from chaos.backends import base, engine_faults
 from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import KubeRayBackend, engines as ke
 from chaos.backends.local import procs
 from chaos.backends.local.backend import LocalBackend
-from chaos.errors import ClusterError, UsageError
-from chaos.placement import Replica
+from chaos.base.errors import ClusterError, UsageError
+from chaos.system.placement import Replica
 from chaos.scopes.engine_error import error_engine
 from serve_apps import engine_faults as app_engine_faults
 from tests.unit.fake_backend import FakeBackend, TinyReplica
@@ -46,7 +49,7 @@ def test_the_scope_says_what_it_is_and_the_backends_run_it():
 def test_a_backend_without_it_is_refused_before_anything_starts(monkeypatch):
     """The capability check refuses a backend that did not register the scope (or lacks its method), in one
     line, before anything starts; the shipped experiment asks for it."""
-    from chaos import experiment
+    from chaos.core import experiment
     from tests.unit.test_adding_a_scope import ROOT
 
     settings = experiment.settings(experiment.load(ROOT / "experiments" / "engine-error.json"))

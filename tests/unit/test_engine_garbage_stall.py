@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos import records as rec, scopes
+from chaos.recording import records as rec
+from chaos import scopes
 from chaos.backends import base, engine_faults
 from chaos.backends.kuberay import KubeRayBackend, wedge as kw
 from chaos.backends.kuberay.kube import access as kube_access

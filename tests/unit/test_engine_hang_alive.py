@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from chaos import faults, records as rec
+from chaos.scopes import faults
+from chaos.recording import records as rec
 from chaos.backends.local import procs
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 from chaos.scopes.engine import hang_engine
 from tests.unit.fake_backend import TinyReplica
 from tests.unit.test_kuberay_backend import cluster, replica as kube_replica

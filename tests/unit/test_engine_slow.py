@@ -22,7 +22,7 @@ from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.local import engines
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.throttle import DutyCycle
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.scopes.engine_slow import slow_engine
 from serve_apps import engine_faults as app, held_faults
 from serve_apps.stream_engine import generate, wait_ready

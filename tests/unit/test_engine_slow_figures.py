@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from chaos import analysis, figures, records as rec, summary as summary_mod
+from chaos import analysis
+from chaos.analysis import figures
+from chaos.recording import records as rec
+from chaos.core import summary as summary_mod
 from chaos.analysis import slow_replica as st
 from chaos.reports import plane_rows
 from tests.unit.test_summary import DEFS, schema, write_run

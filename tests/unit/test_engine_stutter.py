@@ -10,7 +10,10 @@ import time
 
 import pytest
 
-from chaos import faults, plan, records as rec, scopes
+from chaos.scopes import faults
+from chaos.core import plan
+from chaos.recording import records as rec
+from chaos import scopes
 from chaos.backends import base, engine_faults
 from chaos.backends.kuberay.kube import access as kube_access, marks as km
 from chaos.backends.base import Implementation
@@ -19,8 +22,8 @@ from chaos.backends.kuberay import KubeRayBackend, engines as ke
 from chaos.backends.local import procs, throttle
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.scopes import Restore
-from chaos.errors import ClusterError, UsageError
-from chaos.placement import Replica
+from chaos.base.errors import ClusterError, UsageError
+from chaos.system.placement import Replica
 from chaos.scopes.engine_stutter import stutter_engine
 from tests.unit.fake_backend import FakeBackend, TinyReplica
 from tests.unit.test_kuberay_backend import cluster, replica as kube_replica

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos import faults, scopes
+from chaos.scopes import faults
+from chaos import scopes
 from chaos.backends import base, engine_faults
 from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.kuberay import KubeRayBackend, wedge as kw
@@ -212,7 +213,7 @@ def test_kuberay_recover_releases_any_run_s_held_faults_and_the_next_preparation
     leftovers, listed per pod and pid with their run), ``availproof recover`` (heal_all) removes them in every pod
     whatever run wrote them, and a preparation then goes on."""
     from chaos.backends.kuberay import engine_marks as em
-    from chaos.errors import SetupError
+    from chaos.base.errors import SetupError
     from chaos.scopes.engine_garbage import garble_engine
     from tests.unit.test_kuberay_backend import cluster
     from tests.unit.test_kuberay_leftovers import fresh
@@ -247,7 +248,7 @@ def test_local_recover_voids_a_request_never_taken_and_the_next_preparation_refu
     (``IN_POD_LEFTOVERS``' engine marks), the next preparation refuses while the request is pending, and
     ``availproof recover`` (heal_all) makes it void, whatever run left it; a void one is no leftover."""
     from chaos.backends.local import weights
-    from chaos.errors import SetupError
+    from chaos.base.errors import SetupError
     from tests.unit.fake_backend import TinyReplica
 
     with TinyReplica("stay") as t:

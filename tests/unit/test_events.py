@@ -1,11 +1,12 @@
-"""The record observers' one registry (chaos/events.py): every subscriber called, in order; one that fails is
+"""The record observers' one registry (chaos/recording/events.py): every subscriber called, in order; one that fails is
 logged and counted, the others still called, and the producer never sees the exception."""
 
 import logging
 import threading
 
-from chaos import faults, records as rec
-from chaos.events import Events
+from chaos.scopes import faults
+from chaos.recording import records as rec
+from chaos.recording.events import Events
 
 
 def test_a_failing_observer_is_logged_and_the_others_are_still_called(caplog):
@@ -17,7 +18,7 @@ def test_a_failing_observer_is_logged_and_the_others_are_still_called(caplog):
     ev.subscribe(ev.run_started, lambda h: seen.append(("first", h)))
     ev.subscribe(ev.run_started, broken)
     ev.subscribe(ev.run_started, lambda h: seen.append(("last", h)))
-    with caplog.at_level(logging.ERROR, logger="chaos.events"):
+    with caplog.at_level(logging.ERROR, logger="chaos.recording.events"):
         ev.emit(ev.run_started, {"run_id": "x"})  # raises nothing
         ev.emit(ev.run_started, {"run_id": "y"})
     assert seen == [("first", {"run_id": "x"}), ("last", {"run_id": "x"}),

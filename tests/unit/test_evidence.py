@@ -1,12 +1,13 @@
-"""The one evidence reader (chaos/evidence.py): the runs a directory holds, in its three layouts, and the one
+"""The one evidence reader (chaos/core/evidence.py): the runs a directory holds, in its three layouts, and the one
 version rule for summaries, as the report, the claim and analyse all apply it."""
 
 import json
 
 import pytest
 
-from chaos import analysis, evidence
-from chaos.errors import UsageError
+from chaos import analysis
+from chaos.core import evidence
+from chaos.base.errors import UsageError
 from tests.unit.test_claim import outage_run
 
 

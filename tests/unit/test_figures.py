@@ -1,4 +1,4 @@
-"""The figure catalogue (chaos/figures.py, issue 36): one definition per figure, which the summary's
+"""The figure catalogue (chaos/analysis/figures.py, issue 36): one definition per figure, which the summary's
 schema, the bounds and the report agree with; and a figure added through its entry and its
 derivation alone reaches the summary, the report's rows and the bound checks."""
 
@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos import analysis, bounds, figures, records as rec, schemas
-from chaos import summary as summary_mod
+from chaos import analysis, schemas
+from chaos.core import bounds
+from chaos.analysis import figures
+from chaos.recording import records as rec
+from chaos.core import summary as summary_mod
 from chaos.reports import cells, report
 from tests.unit.test_report import NS, STEADY, _page, _planes, _planes_table, _write_run
 
@@ -45,7 +48,7 @@ def test_every_number_of_a_plane_in_the_summary_schema_is_in_the_catalogue():
             key = f"service.retries.{name}" if plane == "retries" else f"{plane}.{name}"
             if {"number", "integer", "boolean"} & set(types) and figures.get(key) is None:
                 missing.append(f"{plane}.{name}")
-    assert not missing, f"add these to chaos/figures.py: {missing}"
+    assert not missing, f"add these to chaos/analysis/figures.py: {missing}"
 
 
 @pytest.mark.parametrize("key", list(figures.CATALOGUE))

@@ -1,4 +1,4 @@
-"""The front door's plain-Python core (chaos.frontdoor): HAProxy's configuration for each shape, its
+"""The front door's plain-Python core (chaos.system.frontdoor): HAProxy's configuration for each shape, its
 ``show stat`` read into a sample, and per fault what the balancer did, at the edges."""
 
 import shutil
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos import frontdoor, planes
-from chaos import records as rec
-from chaos.frontdoor import FrontSettings, Server
+from chaos.system import frontdoor
+from chaos.analysis import planes
+from chaos.recording import records as rec
+from chaos.system.frontdoor import FrontSettings, Server
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -102,7 +103,7 @@ def test_each_frontend_removes_the_token_once_checked_and_haproxy_accepts_it_wit
     binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
     if not Path(binary).exists():
         pytest.skip("haproxy is not installed: the rendered configuration is not validated")
-    from chaos import tls
+    from chaos.system import tls
 
     pem, _ = tls.make_certificate(tmp_path, "127.9.9.250")
     s = FrontSettings(tls=True, token_env="MY_TOKEN", retries=1)
@@ -472,7 +473,7 @@ def test_the_report_shows_an_upgrades_replacement():
 def test_the_suite_runs_each_experiment_once_per_front_door_side_by_side(monkeypatch, tmp_path):
     import json as _json
 
-    from chaos import cli
+    from chaos.commands import cli
     from chaos.commands import runs
 
     calls = []

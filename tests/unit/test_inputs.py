@@ -5,8 +5,10 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from chaos import cli, experiment, topology
-from chaos.errors import UsageError
+from chaos.commands import cli
+from chaos.core import experiment
+from chaos.system import topology
+from chaos.base.errors import UsageError
 
 GOOD = json.loads((experiment.Path(__file__).resolve().parents[2] / "experiments" / "replica-kill.json").read_text())
 
@@ -16,7 +18,7 @@ def ext(doc):
 
 
 def test_all_shipped_experiments_validate():
-    from chaos import suite
+    from chaos.core import suite
 
     for name in suite.FULL:
         exp = experiment.load(suite.experiment_path(name))
@@ -30,7 +32,7 @@ def test_all_shipped_experiments_validate():
 def test_with_vllm_a_bound_that_waits_for_a_replacement_gets_the_engine_start_and_says_so():
     """--app llm: the capacity bound and the recovery window longer by twice the measured engine start,
     the other bounds and the stream target's settings as written, the source saying where it comes from."""
-    from chaos import suite
+    from chaos.core import suite
 
     exp = experiment.load(suite.experiment_path("head-kill-gcs-ft"))
     stream, llm = experiment.settings(exp), experiment.settings(exp, app="llm")
@@ -84,7 +86,7 @@ def test_unreachable_cluster_is_one_line(tmp_path, capsys):
 
 
 def test_missing_model_is_one_line(tmp_path):
-    from chaos.errors import SetupError
+    from chaos.base.errors import SetupError
     from serve_apps import checkpoint
 
     with pytest.raises(SetupError, match="config.json missing"):
@@ -114,7 +116,7 @@ def _assert_well_typed(s: experiment.Settings) -> None:
     import math
     from dataclasses import fields
 
-    from chaos.records import SCOPES
+    from chaos.recording.records import SCOPES
     from chaos.load.workload import LoadShape
 
     assert s.scope in SCOPES and s.network in experiment.NETWORKS and s.targets in experiment.TARGET_SETS

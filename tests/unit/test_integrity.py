@@ -4,7 +4,7 @@ not (vLLM), and through the harness against a loopback server that truncates and
 
 import json
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load import integrity
 from chaos.load.sse import Chunk
 from chaos.load.workload import LoadShape

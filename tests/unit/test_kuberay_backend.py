@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from chaos import faults
+from chaos.scopes import faults
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km, partition as kp
 from chaos.backends.kuberay.kube import client as kube_client
-from chaos.errors import ClusterError, UsageError
-from chaos.placement import Replica
+from chaos.base.errors import ClusterError, UsageError
+from chaos.system.placement import Replica
 from chaos.scopes.engine import hang_engine
 from chaos.scopes.head import kill_head
 from chaos.scopes.node import kill_node

@@ -9,11 +9,13 @@ import threading
 
 import pytest
 
-from chaos import analysis, faults, verdict
+from chaos import analysis
+from chaos.scopes import faults
+from chaos.core import verdict
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, partition as kp
 from chaos.backends.kuberay.kube import client as kube_client
-from chaos.errors import ClusterError, UsageError
+from chaos.base.errors import ClusterError, UsageError
 from chaos.scopes.engine_crash import crash_engine
 from chaos.backends.kuberay.kills import Kills
 from chaos.scopes.head import kill_head
@@ -309,7 +311,8 @@ def test_a_node_changed_between_read_and_cordon_is_not_overwritten():
 def test_node_filter_is_the_default_everywhere(monkeypatch):
     import argparse
 
-    from chaos import cli, provision
+    from chaos.commands import cli
+    from chaos.core import provision
 
     assert kp.DEFAULT_METHOD == "node-filter" and kp.DEFAULT_METHOD in kp.METHODS
     s, b, _ = cluster()
@@ -367,7 +370,7 @@ def test_helpers_end_by_their_deadline_and_take_their_table_with_them():
 
 
 def _partition_with_the_hook(backend, marker, zone, duration_s=None):
-    """partition_zone with the hook this backend needs (chaos/faults.py, not this backend's to edit):
+    """partition_zone with the hook this backend needs (chaos/scopes/faults.py, not this backend's to edit):
     the set-up armed before the inject mark, the mark taken just before the cut."""
     cut = backend.partition_armer(zone, deadline_s=duration_s + 300 if duration_s else None)
     with marker.inject("partition", zone, [zone]) as f:
@@ -386,7 +389,7 @@ def test_the_partitions_mark_is_the_cut_its_helpers_and_probe_set_up_before_it(m
     clock = [1000.0]
     monkeypatch.setattr(b.kube, "clock", kube_client.Clock(monotonic=lambda: clock[0],
                                                          sleep=lambda seconds: clock.__setitem__(0, clock[0] + seconds)))
-    monkeypatch.setattr(faults.time, "monotonic", lambda: clock[0])  # the rig's marks (chaos.faults): its own seam
+    monkeypatch.setattr(faults.time, "monotonic", lambda: clock[0])  # the rig's marks (chaos.scopes.faults): its own seam
     s.clock = lambda: clock[0]
     s.pull_s = {kp.HELPER_IMAGE: 30.0}
     applied = []  # (what, instant) of each step of the cut, on the fake clock

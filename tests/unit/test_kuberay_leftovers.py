@@ -11,7 +11,7 @@ import pytest
 
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import marks as km, partition as kp
-from chaos.errors import SetupError
+from chaos.base.errors import SetupError
 from tests.unit.test_kuberay_backend import cluster, replica
 from tests.unit.test_kuberay_preflight import no_waiting  # noqa: F401 - the autouse fixture: no sleeping
 

@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos import analysis, faults, manifests, provision, records as rec, summary as summary_mod
+from chaos import analysis
+from chaos.scopes import faults
+from chaos.system import manifests
+from chaos.core import provision, summary as summary_mod
+from chaos.recording import records as rec
 from chaos.backends.kuberay.kube import access as kube_access, load as kl
-from chaos.errors import ClusterError, SetupError, UsageError
+from chaos.base.errors import ClusterError, SetupError, UsageError
 from chaos.load.pool import deal
 from chaos.load.workload import LoadShape, Router, Target, plan
 from chaos.schemas import __file__ as schemas_init
@@ -380,7 +384,7 @@ def test_a_share_too_large_for_a_configmap_is_refused_before_anything():
 
 
 def test_workers_on_kuberay_without_the_job_stay_processes_of_the_rig():
-    from chaos import experiment
+    from chaos.core import experiment
 
     doc = {"title": "t", "method": [{"type": "action", "name": "x", "provider": {"type": "python", "module": "m",
                                                                                  "func": "f"}}],
@@ -410,7 +414,7 @@ def test_an_image_that_cannot_read_the_rigs_load_fails_the_start_naming_why(serv
 def test_the_run_starts_the_job_pool_when_the_load_is_in_the_cluster_and_local_workers_otherwise(tmp_path):
     from types import SimpleNamespace
 
-    from chaos import experiment, run as run_mod
+    from chaos.core import experiment, run as run_mod
     from chaos.backends.kuberay.kube.load_pool import JobPool
     from chaos.load.workers import WorkerPool
 

@@ -5,7 +5,7 @@ import copy
 import pytest
 import yaml
 
-from chaos import manifests
+from chaos.system import manifests
 from serve_apps import kuberay
 
 OVERLAYS = ["stream-kind", "vllm-gpu"]

@@ -1,12 +1,13 @@
 """Issue 34: every object the KubeRay backend creates is valid against the Kubernetes schema, checked the
-way the manifests are (chaos.manifests.check_object: kubernetes-validate, strict; the vendored KubeRay CRDs for
+way the manifests are (chaos.system.manifests.check_object: kubernetes-validate, strict; the vendored KubeRay CRDs for
 a RayService). Each body the backend POSTs to the fake API server is captured and validated: the partition's
 helper pods (and a clean-up helper made by recover), its NetworkPolicy, the load Job (its dry run) and its
 ConfigMaps, a cluster upgrade's record; and the RayService as the upgrade's patch leaves it."""
 
 import pytest
 
-from chaos import faults, manifests
+from chaos.scopes import faults
+from chaos.system import manifests
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import load as kl, partition as kp
 from chaos.backends.kuberay.kube import client as kube_client

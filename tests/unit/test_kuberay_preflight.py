@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos import (cli, faults, faults_accelerator, plan, provision, ray_actor, records as rec,
-                   scopes as scope_registry)
+from chaos.commands import cli
+from chaos.scopes import faults, faults_accelerator
+from chaos.core import plan, provision
+from chaos.system import ray_actor
+from chaos.recording import records as rec
+from chaos import scopes as scope_registry
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import access as kube_access
 from chaos.backends.local import state as st
@@ -22,8 +26,8 @@ from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import LocalCluster
 from chaos.backends.kuberay.kube import client as kube_client
 from chaos.commands.common import kube_flags
-from chaos.errors import ClusterError, SetupError, UsageError
-from chaos.experiment import load
+from chaos.base.errors import ClusterError, SetupError, UsageError
+from chaos.core.experiment import load
 from chaos.scopes.drain import drain_node
 from chaos.scopes.engine import hang_engine
 from chaos.scopes.engine_crash import crash_engine
@@ -565,7 +569,7 @@ def test_availproof_run_plan_prints_the_table_and_exits_by_what_would_be_refused
 
 
 def test_the_local_plan_names_nodes_processes_and_links_without_touching_them(tmp_path):
-    from chaos import topology
+    from chaos.system import topology
 
     state = st.ClusterState(cluster_id="ap0c0ffe", topology=topology.load().to_doc(), topology_source="default.yaml",
                             gcs_fault_tolerance=True, temp_root=str(tmp_path), base_port=20000, netns_mode=True,

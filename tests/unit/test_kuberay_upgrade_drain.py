@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos import analysis, faults, placement, records as rec
+from chaos import analysis
+from chaos.scopes import faults
+from chaos.system import placement
+from chaos.recording import records as rec
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import marks as km
-from chaos.errors import ClusterError, SetupError, UsageError
+from chaos.base.errors import ClusterError, SetupError, UsageError
 from chaos.scopes.drain import drain_node
 from chaos.scopes.upgrade import upgrade_app
 from tests.unit.fake_dashboard import install as fake_dashboard

@@ -3,8 +3,8 @@ summary's ``learnt_at_heal``, apart from the faults' entries that the records al
 
 from types import SimpleNamespace
 
-from chaos import faults
-from chaos.run import learnt_at_heal
+from chaos.scopes import faults
+from chaos.core.run import learnt_at_heal
 
 
 def test_the_heal_s_findings_reach_the_summary_and_the_records_win_where_both_speak():

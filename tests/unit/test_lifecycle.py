@@ -1,4 +1,4 @@
-"""The run owns its lifecycle (chaos.run, chaos.ctk.control, chaos.runner): no fault without a
+"""The run owns its lifecycle (chaos.core.run, chaos.ctk.control, chaos.core.runner): no fault without a
 measuring run, a set-up that fails injects nothing (under `availproof run` and plain `chaos run`),
 the rollback heals exactly what the run injected, and what no rollback healed the run heals itself."""
 
@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from chaoslib.exceptions import ActivityFailed, InterruptExecution
 
-from chaos import faults, provision, run as core, runner
+from chaos.scopes import faults
+from chaos.core import provision, run as core, runner
 from chaos.backends import base
 from chaos.ctk import actions, session as ctk_session
-from chaos.errors import UsageError
-from chaos.experiment import settings as make_settings
-from chaos.options import Options
+from chaos.base.errors import UsageError
+from chaos.core.experiment import settings as make_settings
+from chaos.core.options import Options
 
 from .test_run import _experiment, fake_system  # noqa: F401 - the fixture
 
@@ -33,7 +34,7 @@ def _ctk(path: Path, strategy: str | None = None) -> dict:
     the environment (no availproof runner around it)."""
     from chaoslib.experiment import run_experiment as ctk_run
 
-    from chaos import experiment as exp_mod
+    from chaos.core import experiment as exp_mod
 
     settings = {"runtime": {"rollbacks": {"strategy": strategy}}} if strategy else {}
     return ctk_run(exp_mod.load(path), settings=settings)
@@ -189,7 +190,7 @@ def test_two_runs_in_one_process_never_see_each_others_run(tmp_path):
 
 def test_two_runs_opened_in_one_process_are_each_the_openers(tmp_path, fake_system):
     """No run is "the one in progress": two open at once, each closed by its opener, neither closing the other."""
-    from chaos import experiment as exp_mod
+    from chaos.core import experiment as exp_mod
 
     path = _experiment(tmp_path, baseline_s=0.2, method_s=0.1)
     a = core.open_run(exp_mod.load(path), Options(out_dir=tmp_path / "a"))
@@ -234,8 +235,8 @@ def test_a_scope_no_backend_declares_is_refused():
 
 
 def test_a_backend_without_the_whole_interface_is_refused_when_the_run_opens(tmp_path, monkeypatch):
-    from chaos import experiment as exp_mod
-    from chaos.errors import SetupError
+    from chaos.core import experiment as exp_mod
+    from chaos.base.errors import SetupError
 
     class Partial:  # 6 of the interface's members
         name, capabilities = "partial", frozenset()

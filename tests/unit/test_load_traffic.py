@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos import experiment, records as rec
-from chaos.errors import UsageError
+from chaos.core import experiment
+from chaos.recording import records as rec
+from chaos.base.errors import UsageError
 from chaos.load import arrivals, lengths, trace
 from chaos.load.workers import clock_offset, deal
 from chaos.load.workload import LoadShape, Router, Target, plan
@@ -400,7 +401,7 @@ def test_an_experiment_with_gamma_half_and_two_workers_validates(trace_file):
 def test_workers_beyond_one_run_on_kuberay_too():
     """Processes of the rig (outside the cluster, so outside every fault), or with kubernetes.load.in_cluster
     pods of a Job (tests/unit/test_kuberay_load_job.py)."""
-    from chaos import provision
+    from chaos.core import provision
 
     import dataclasses
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from chaos.backends.local.backend import LocalBackend
 from chaos.backends.local.cluster import NodeStatus
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 
 
 class FakeCluster:

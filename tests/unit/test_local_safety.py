@@ -16,7 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos import experiment, faults, frontdoor, placement, secret_env, tls, topology
+from chaos.core import experiment
+from chaos.scopes import faults
+from chaos.system import frontdoor, placement, secret_env, tls, topology
 from chaos.backends.local import haproxy, ports, procs
 from chaos.backends.local import state as st
 from chaos.backends.local.backend import LocalBackend

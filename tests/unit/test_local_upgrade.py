@@ -2,9 +2,9 @@
 
 import pytest
 
-from chaos import ray_dashboard
+from chaos.system import ray_dashboard
 from chaos.backends.local.backend import LocalBackend
-from chaos.errors import ClusterError, UsageError
+from chaos.base.errors import ClusterError, UsageError
 from tests.unit.fake_dashboard import install as fake_dashboard
 
 DEPLOYED = {"name": "llm", "route_prefix": "/", "import_path": "serve_apps.stream_target:app_builder",

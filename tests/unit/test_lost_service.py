@@ -1,10 +1,10 @@
-"""Lost service-seconds (chaos/lost_service.py) on synthetic requests with known answers: the time-bucket
+"""Lost service-seconds (chaos/analysis/lost_service.py) on synthetic requests with known answers: the time-bucket
 integral of an open loop for any arrival shape, a closed loop's users' lost seconds, the baseline taken off
 as a rate, empty buckets, and the clip at 0."""
 
 import pytest
 
-from chaos import lost_service as ls
+from chaos.analysis import lost_service as ls
 
 NS = ls.NS
 T0 = 1_000 * NS

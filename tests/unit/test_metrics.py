@@ -9,7 +9,8 @@ import math
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaos import metrics, records as rec
+from chaos.system import metrics
+from chaos.recording import records as rec
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -127,7 +128,7 @@ def test_requests_and_marks_still_exported_beside_the_samples():
 def test_the_dashboard_has_a_panel_for_each_sampled_plane():
     import json
 
-    from chaos import prometheus
+    from chaos.system import prometheus
 
     dash = json.loads(prometheus.DASHBOARD.read_text())
     exprs = " ".join(t["expr"] for p in dash["panels"] for t in p["targets"])

@@ -9,8 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos import cli, deploy, experiment, placement, provision, ray_dashboard
-from chaos.errors import UsageError
+from chaos.commands import cli
+from chaos.system import deploy, placement, ray_dashboard
+from chaos.core import experiment, provision
+from chaos.base.errors import UsageError
 from serve_apps import config as serve_config
 
 GOOD = json.loads((experiment.Path(__file__).resolve().parents[2] / "experiments" / "replica-kill.json").read_text())
@@ -50,10 +52,10 @@ def test_migration_with_the_vllm_app_is_refused_in_one_line():
 
 
 def test_migration_with_the_vllm_app_is_refused_by_the_run_s_spec_before_anything_starts():
-    """`availproof run --app llm` builds its spec (chaos.run_spec) from one parse: the refusal is there too, not at
+    """`availproof run --app llm` builds its spec (chaos.core.run_spec) from one parse: the refusal is there too, not at
     the deploy after the cluster came up."""
-    from chaos import run_spec
-    from chaos.options import Options
+    from chaos.core import run_spec
+    from chaos.core.options import Options
 
     doc = with_migration({"limit": 2})
     assert run_spec.of_document(doc, Options(app="stream")).settings.app == {"migration": {"limit": 2}}

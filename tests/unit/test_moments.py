@@ -1,4 +1,4 @@
-"""Chaos Toolkit as a thin edge (chaos.ctk.control, chaos.moments): plain `chaos run` (Chaos Toolkit's own
+"""Chaos Toolkit as a thin edge (chaos.ctk.control, chaos.core.moments): plain `chaos run` (Chaos Toolkit's own
 CLI, in this process) and `availproof run` give the same records, verdict and exit code; the exit code is
 the verdict's without the journal's status rewritten; a step that fails at the run's end is an ERROR with
 its reason in the summary and the journal; the control keeps no state of its own."""
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from chaos import records as rec, run as core, runner
+from chaos.recording import records as rec
+from chaos.core import run as core, runner
 from chaos.ctk import control
 
 from .test_run import _experiment as _stop_experiment, fake_system  # noqa: F401 - the fixture
@@ -92,7 +93,7 @@ def test_a_baseline_out_of_steady_state_exits_2_under_both(tmp_path, fake_system
 
 @pytest.mark.parametrize("step", ["heal_quietly", "close", "write_json"])
 def test_a_step_of_the_runs_end_that_fails_is_an_error_with_its_reason(tmp_path, fake_system, monkeypatch, step):
-    """The run's end (chaos.run.end) is guarded step by step: a step that fails (a defect in the heal, the
+    """The run's end (chaos.core.run.end) is guarded step by step: a step that fails (a defect in the heal, the
     records that cannot be closed, summary.json that cannot be written) is the verdict ERROR with its reason
     in the journal and the summary, under both drivers, and the rest of the end still runs."""
     real = getattr(core, step)
@@ -132,7 +133,7 @@ def test_a_set_up_error_under_plain_chaos_run_exits_2_with_the_reason_in_the_jou
 
 def test_the_control_keeps_no_state_of_its_own():
     """Every name of the control is a function, a class, a module or a constant string: a run's state is
-    its session's (chaos.moments.Session, kept in Chaos Toolkit's configuration) and its run's."""
+    its session's (chaos.core.moments.Session, kept in Chaos Toolkit's configuration) and its run's."""
     kinds = (types.FunctionType, types.ModuleType, type, str)
     state = {k: v for k, v in vars(control).items() if not k.startswith("__") and not isinstance(v, kinds)
              and getattr(v, "__module__", None) not in ("typing", "__future__")}

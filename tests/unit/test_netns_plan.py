@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from chaos import topology
+from chaos.system import topology
 from chaos.backends.local import cluster as cl
 from chaos.backends.local import netns, partition, ports
 from chaos.backends.local import state as st
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 def test_link_names_fit_linux_limit_and_namespaces_are_per_domain():

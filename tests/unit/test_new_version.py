@@ -2,7 +2,7 @@
 (chaos.analysis.new_version; issue 43): on synthetic records of a run with one upgrade at 10 s."""
 
 from chaos import analysis
-from chaos import records as rec
+from chaos.recording import records as rec
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -90,7 +90,7 @@ def test_an_upgrade_that_does_not_change_the_reported_version_says_so():
 
 
 def test_the_column_reader_gives_the_same_completion(tmp_path):
-    from chaos import record_columns
+    from chaos.recording import record_columns
 
     run = upgrade_run(version_at=26.0)
     path = tmp_path / "records.ndjson"

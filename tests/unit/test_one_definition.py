@@ -6,19 +6,20 @@ import json
 import re
 from pathlib import Path
 
-from chaos import frontdoor, options
+from chaos.system import frontdoor
+from chaos.core import options
 from chaos.backends import kuberay
 from chaos.backends.kuberay import settings as kuberay_settings
 from chaos.commands import parser
 from chaos.load import lengths
 
-CHAOS = Path(frontdoor.__file__).resolve().parent
+CHAOS = Path(frontdoor.__file__).resolve().parent.parent
 
 
 def test_fronts_is_defined_once_and_imported():
     defined = [str(p.relative_to(CHAOS)) for p in CHAOS.rglob("*.py")
                if re.search(r"^FRONTS\s*=", p.read_text(), re.MULTILINE)]
-    assert defined == ["frontdoor.py"], defined
+    assert defined == ["system/frontdoor.py"], defined
     assert parser.FRONTS is frontdoor.FRONTS and options.FRONTS is frontdoor.FRONTS
     schema = json.loads((CHAOS / "schemas" / "experiment-extension.schema.json").read_text())
     assert tuple(schema["properties"]["front"]["enum"]) == frontdoor.FRONTS  # the experiment file's list agrees

@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos import prometheus
+from chaos.system import prometheus
 from chaos.commands import parser
 from chaos.commands.common import run_options
 from chaos.ctk import probes
 from chaos.ctk.session import configuration_for
-from chaos.errors import UsageError
-from chaos.options import Options
+from chaos.base.errors import UsageError
+from chaos.core.options import Options
 
 
 def test_the_prometheus_url_is_an_option_from_the_command_or_the_configuration():

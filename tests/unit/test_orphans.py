@@ -1,4 +1,4 @@
-"""The orphan check (chaos.orphan_watch, issue 44): the engines of a replica a fault killed or replaced followed until
+"""The orphan check (chaos.system.orphan_watch, issue 44): the engines of a replica a fault killed or replaced followed until
 gone, the fault's ``orphans`` in the summary, and its bound ``max_orphan_s``."""
 
 import json
@@ -11,12 +11,16 @@ import time
 import pytest
 from pathlib import Path
 
-from chaos import bounds, experiment as exp_mod, faults, figures, orphan_watch as ow, records as rec
+from chaos.core import bounds, experiment as exp_mod
+from chaos.scopes import faults
+from chaos.analysis import figures
+from chaos.system import orphan_watch as ow
+from chaos.recording import records as rec
 import chaos.analysis.orphans as analysis_orphans
 from chaos.backends.kuberay import orphans as kube_orphans
 from chaos.backends.local import procs
 from chaos.backends.local.backend import LocalBackend
-from chaos.placement import Replica
+from chaos.system.placement import Replica
 from tests.unit.fake_backend import TinyReplica
 
 REPLICA, ENGINE = 100, 101
@@ -165,7 +169,7 @@ def test_the_default_orphan_bound_is_said_in_the_bounds_source():
     settings = exp_mod.settings(doc)
     assert settings.bounds["max_orphan_s"] == 30.0
     assert settings.bounds_source.endswith("max_orphan_s 30 by default: the fault kills or replaces a replica, "
-                                           "whose engines must go (chaos.orphan_watch).")
+                                           "whose engines must go (chaos.system.orphan_watch).")
 
 
 def test_the_watch_thread_stops_by_itself():

@@ -1,9 +1,11 @@
-"""Control plane and capacity per fault (chaos/planes.py) at their edges, on synthetic samples."""
+"""Control plane and capacity per fault (chaos/analysis/planes.py) at their edges, on synthetic samples."""
 
 import pytest
 
-from chaos import analysis, bounds, planes
-from chaos import records as rec
+from chaos import analysis
+from chaos.core import bounds
+from chaos.analysis import planes
+from chaos.recording import records as rec
 
 from tests.unit.fake_dashboard import install as fake_dashboard
 from tests.unit.test_analysis import NS, T0, every, mark, run
@@ -143,7 +145,7 @@ def test_samples_round_trip_through_the_records_file(tmp_path):
 def test_sampler_thread_records_every_tick_even_when_the_observation_fails():
     import time
 
-    from chaos.sampler import Sampler
+    from chaos.system.sampler import Sampler
 
     ev, seen = rec.Events(), []
     ev.sample_taken.append(seen.append)
@@ -178,7 +180,7 @@ def test_observe_dashboard_over_http_reads_each_probe_and_says_why_one_did_not_a
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from chaos import sampler
+    from chaos.system import sampler
 
     details = {"applications": {"llm": {"status": "DEPLOYING", "deployments": {
         "StreamTarget": {"replicas": [{"state": "RUNNING", "node_ip": "127.0.0.3"},
@@ -222,7 +224,7 @@ def test_observe_dashboard_over_http_reads_each_probe_and_says_why_one_did_not_a
 def test_replicas_recovering_after_a_controller_restart_are_unknown_not_lost(monkeypatch):
     """Seen after a Redis loss restarted the head: the controller answers with the app DEPLOYING and
     its live replicas RECOVERING for ~1.6 s. Capacity is unknown then, not 0."""
-    from chaos import sampler
+    from chaos.system import sampler
 
     rows = [{"state": "RECOVERING", "node_ip": "127.0.0.3"}, {"state": "RUNNING", "node_ip": "127.0.0.4"}]
     details = {"applications": {"llm": {"status": "DEPLOYING", "deployments": {
@@ -245,7 +247,7 @@ def test_an_app_listed_without_deployments_is_being_built_unknown_not_zero(monke
     """An upgrade's new code version: for ~3-4 s the controller lists the app (DEPLOYING) with no
     deployment while the old replicas serve (measured on Ray 2.60): capacity unknown, not 0; an app
     that is not listed at all (deleted) has none."""
-    from chaos import sampler
+    from chaos.system import sampler
 
     ids: dict = {}
     dashboard = fake_dashboard(monkeypatch, serve={"applications": {"llm": {"status": "DEPLOYING", "deployments": {}}}})
@@ -287,7 +289,7 @@ def test_a_sampling_gap_makes_both_planes_unmeasurable_not_never_down():
 def test_starting_replicas_count_once_allocated_on_a_node(monkeypatch):
     """Serve says STARTING both while a replica waits for a node (no node, no pid: e.g. its zone is
     down) and while its constructor runs on one (a vLLM engine starting): only the second is a start."""
-    from chaos import sampler
+    from chaos.system import sampler
 
     rows = [{"state": "RUNNING", "node_ip": "127.0.0.3", "replica_id": "r1", "node_id": "n1", "pid": 7},
             {"state": "STARTING", "replica_id": "waiting", "node_id": None, "pid": None},

@@ -1,14 +1,15 @@
-"""chaos.provision.ensure_local: a running cluster is reused only when it is what the experiment needs,
+"""chaos.core.provision.ensure_local: a running cluster is reused only when it is what the experiment needs,
 its topology file's content included (a file whose node sizes changed is not the cluster running)."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from chaos import provision, topology
-from chaos.errors import SetupError
-from chaos.experiment import Settings
-from chaos.options import Options
+from chaos.core import provision
+from chaos.system import topology
+from chaos.base.errors import SetupError
+from chaos.core.experiment import Settings
+from chaos.core.options import Options
 
 
 class Up(Exception):
@@ -67,7 +68,7 @@ def test_a_running_cluster_as_the_file_says_is_reused(monkeypatch, tmp_path):
 def test_a_topology_too_small_for_vllm_is_refused_before_any_cluster_is_looked_at(monkeypatch, tmp_path):
     import json
 
-    from chaos.errors import UsageError
+    from chaos.base.errors import UsageError
 
     doc = topology.load("default").to_doc()
     doc["regions"][0]["zones"][2]["nodes"][0]["cpus"] = 4

@@ -1,4 +1,4 @@
-"""chaos.ray_dashboard: the one module that calls a Ray dashboard (issue 36), through one seam."""
+"""chaos.system.ray_dashboard: the one module that calls a Ray dashboard (issue 36), through one seam."""
 
 import re
 import threading
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos import ray_dashboard as rd
-from chaos.errors import ClusterError
+from chaos.system import ray_dashboard as rd
+from chaos.base.errors import ClusterError
 from tests.unit.fake_dashboard import install as fake_dashboard
 
-CHAOS = Path(rd.__file__).resolve().parent
+CHAOS = Path(rd.__file__).resolve().parent.parent
 
 
 def test_no_other_module_builds_a_dashboard_url():

@@ -1,4 +1,4 @@
-"""The column reader (chaos.record_columns) against the line reader (chaos.records.read, the reference), and the
+"""The column reader (chaos.recording.record_columns) against the line reader (chaos.recording.records.read, the reference), and the
 figures computed on columns against the known answers of a synthetic run."""
 
 import json
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from bench import synthetic_run
-from chaos import analysis, record_columns, records as rec, request_columns as rc
+from chaos import analysis
+from chaos.recording import record_columns, records as rec, request_columns as rc
 
 NS = 1_000_000_000
 T0 = 1_780_000_000 * NS

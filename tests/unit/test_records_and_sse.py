@@ -3,7 +3,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load.sse import MalformedStream, SSEParser, parse_openai_event
 
 
@@ -74,7 +74,7 @@ def test_sse_parser_fuzz_never_raises_anything_but_malformed(chunks):
 def test_prometheus_exporter_counts_from_events():
     import httpx
 
-    from chaos import metrics
+    from chaos.system import metrics
 
     ev = rec.Events()
     exp = metrics.Exporter().attach(ev)

@@ -13,9 +13,12 @@ from html.parser import HTMLParser
 
 import pytest
 
-from chaos import analysis, bounds, cli, records as rec, suite
+from chaos import analysis
+from chaos.core import bounds, suite
+from chaos.commands import cli
+from chaos.recording import records as rec
 from chaos.reports import cells, report, timeline
-from chaos import summary as summary_mod
+from chaos.core import summary as summary_mod
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -27,7 +30,7 @@ def _write_run(d, outage_s, seed_shift=0.0, finish=True, bound_steady=20.0, zone
                header_definitions=True, bounds_extra=None, samples=None):
     """Requests every 0.1 s to each zone's target (``None``: a zone-less target) for ``end_s`` s; a fault
     at 10 s (or at each of ``faults``); requests to the ``down`` zones fail for ``outage_s`` after it.
-    ``samples``: a function of t giving a :class:`chaos.records.Sample` taken every 0.5 s (none by default)."""
+    ``samples``: a function of t giving a :class:`chaos.recording.records.Sample` taken every 0.5 s (none by default)."""
     d.mkdir(parents=True)
     w = rec.RecordWriter(d / "records.ndjson")
     header = {"kind": "run", "run_id": d.name, "started_ns": T0,
@@ -332,7 +335,7 @@ def test_suite_report_opens_with_the_overview_in_suite_order(tmp_path):
     _write_run(s / "my-own", outage_s=1.0)  # not a suite experiment: last
     (s / "suite.md").write_text("| table |")
     doc = report.build(s)
-    order = ["replica-kill", "worker-node-kill", "zone-loss", "my-own"]  # chaos/suite.py's order, then the rest
+    order = ["replica-kill", "worker-node-kill", "zone-loss", "my-own"]  # chaos/core/suite.py's order, then the rest
     assert [e["name"] for e in doc["experiments"]] == order
     assert [r["experiment"] for r in doc["overview"]] == order
     assert [e["partial"] for e in doc["experiments"]] == [False, False, True, False]
@@ -402,7 +405,7 @@ def test_old_format_run_is_rederived_from_its_records(tmp_path, header_definitio
     _assert_figures_equal_summary(_tables(_page(paths["html"]), "figures")[0], s["faults"][0])
     # no records to re-derive from: one clear line
     (d / "records.ndjson").unlink()
-    from chaos.errors import UsageError
+    from chaos.base.errors import UsageError
 
     with pytest.raises(UsageError, match="format 1 summary .* no records.ndjson"):
         report.build(d)
@@ -528,7 +531,7 @@ _lines = st.one_of(
                                          max_size=4).map(lambda d: json.dumps(d).encode())))
 def test_fuzz_report_on_damaged_run_directories(tmp_path_factory, lines, summary):
     """A damaged records file or summary gives a report or one UsageError line, never a traceback."""
-    from chaos.errors import UsageError
+    from chaos.base.errors import UsageError
 
     d = tmp_path_factory.mktemp("damaged")
     (d / "records.ndjson").write_bytes(b"\n".join(lines))
@@ -728,7 +731,7 @@ def test_a_capacity_sweeps_directory_is_not_a_run_of_the_suite(tmp_path):
     """`availproof capacity` writes records.ndjson (a run header per step) and capacity.json: the report, the
     claim and `analyse` of a suite directory leave it out (it measured no fault); a sweep cut short before
     its capacity.json is told by its records' first header."""
-    from chaos import records as rec
+    from chaos.recording import records as rec
 
     run, sweep, cut = tmp_path / "replica-kill", tmp_path / "capacity", tmp_path / "capacity-cut"
     for d in (run, sweep, cut):

@@ -7,10 +7,11 @@ import types
 
 import pytest
 
-from chaos import faults, records as rec
+from chaos.scopes import faults
+from chaos.recording import records as rec
 from chaos.backends import weights_source
 from chaos.backends.local import weights
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.scopes.restart_fails import fail_restart
 from serve_apps import stream_weights, weights_swap
 

@@ -2,7 +2,7 @@
 known answers: one failed start, two with a back-off, the weights never restored (null with the reason), a
 replacement that ran before the restore, the application gone unhealthy, and the whole run's summary."""
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.analysis import restart as restart_mod
 from chaos.analysis.windows import Fault
 
@@ -128,7 +128,7 @@ def test_only_the_failing_restart_scope_is_measured():
 def test_the_whole_runs_summary_has_the_restart_entry_and_validates(tmp_path):
     import json
 
-    from chaos import summary as summary_mod
+    from chaos.core import summary as summary_mod
     from tests.unit.test_analysis import every
     from tests.unit.test_summary import DEFS, schema, write_run
 

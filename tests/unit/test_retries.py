@@ -9,8 +9,8 @@ import httpx
 import numpy as np
 import pytest
 
-from chaos import records as rec
-from chaos.errors import UsageError
+from chaos.recording import records as rec
+from chaos.base.errors import UsageError
 from chaos.load import retry
 from chaos.load.harness import LoadRun
 from chaos.load.workload import LoadShape, Target
@@ -199,7 +199,10 @@ def test_a_session_keeps_its_shape_with_retries_on():
 
 
 # ---------------------------------------------------------------- the analysis: attempts grouped, amplification
-from chaos import analysis, bounds, figures, record_columns, request_columns as rc  # noqa: E402
+from chaos import analysis
+from chaos.core import bounds
+from chaos.analysis import figures
+from chaos.recording import record_columns, request_columns as rc  # noqa: E402
 from chaos.analysis import retries as retries_mod  # noqa: E402
 
 NS = 1_000_000_000
@@ -360,7 +363,7 @@ def test_the_schema_s_defaults_are_the_policy_s():
 
 
 def test_a_run_with_retries_matches_the_published_schemas(tmp_path):
-    from chaos import summary as summary_mod
+    from chaos.core import summary as summary_mod
     from tests.unit.test_summary import schema
 
     p = _write(tmp_path / "records.ndjson", hundred())

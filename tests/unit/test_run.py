@@ -1,4 +1,4 @@
-"""The core run (chaos.run) without a cluster: the stop conditions' decision, the Guard, and a
+"""The core run (chaos.core.run) without a cluster: the stop conditions' decision, the Guard, and a
 stop interrupting a real Chaos Toolkit run (chaoslib's run_experiment, our control, a fake
 backend whose proxies refuse connections, so every request fails)."""
 
@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos import experiment as exp_mod
-from chaos import provision, records as rec, run as core, runner
+from chaos.core import experiment as exp_mod
+from chaos.core import provision, run as core, runner
+from chaos.recording import records as rec
 from tests.unit.fake_backend import OneProxyBackend
-from chaos.faults import Marker
+from chaos.scopes.faults import Marker
 
 # ---------------------------------------------------------------- the decision, on a fake clock
 
@@ -260,8 +261,8 @@ class RefusingBackend(OneProxyBackend):
         return {}
 
     def observe(self, timeout: float):
-        """A control-plane sample (chaos.sampler) from a dashboard that is not there either."""
-        from chaos import sampler
+        """A control-plane sample (chaos.system.sampler) from a dashboard that is not there either."""
+        from chaos.system import sampler
 
         return sampler.observe_dashboard(f"http://127.0.0.1:{self.port}", {}, "availproof", timeout)
 
@@ -366,7 +367,7 @@ def test_the_control_never_sends_the_exit_signal_outside_chaos_toolkits_run():
     import signal
 
     from chaos.ctk import control
-    from chaos.moments import Session
+    from chaos.core.moments import Session
 
     s = Session(interrupt_activity=control._exit_activity)
     s.in_method = s.in_activity = True
@@ -383,7 +384,7 @@ def test_the_control_never_sends_the_exit_signal_outside_chaos_toolkits_run():
 
 
 def test_options_from_chaos_toolkit_configuration_and_the_kuberay_target():
-    from chaos.errors import UsageError
+    from chaos.base.errors import UsageError
 
     o = core.Options.from_configuration({"availproof_app": "llm", "availproof_out": "", "availproof_cluster_dir": "/x",
                                          "availproof_replace_cluster": True, "availproof_deploy_timeout_s": "30"})

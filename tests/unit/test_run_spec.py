@@ -1,4 +1,4 @@
-"""The run's spec (chaos.run_spec): parsed once per run, frozen, the one object validate builds and the run runs;
+"""The run's spec (chaos.core.run_spec): parsed once per run, frozen, the one object validate builds and the run runs;
 and the measure of issue 43: how often the path from `availproof run`'s arguments to the records file goes
 back to a chaos/ module it had left."""
 
@@ -13,9 +13,11 @@ from types import CodeType
 import pytest
 
 import chaos
-from chaos import experiment as exp_mod, provision, records as rec, run as core, run_spec, schemas, validate
+from chaos.core import experiment as exp_mod, provision, run as core, run_spec, validate
+from chaos.recording import records as rec
+from chaos import schemas
 from chaos.commands.parser import build_parser
-from chaos.options import Options
+from chaos.core.options import Options
 
 from .test_run import RefusingBackend, _experiment
 
@@ -122,7 +124,7 @@ def test_the_path_from_the_run_command_to_the_records_returns_to_few_modules(tmp
     entries_to_the_records(argv)  # caches warm (a schema read, a module imported late)
     entries = entries_to_the_records(argv)
     assert entries[0] == ("chaos.commands.runs", "chaos.commands.common", "run_options")
-    assert entries[-1][1] == "chaos.events"  # the records' events, made just before the writer
+    assert entries[-1][1] == "chaos.recording.events"  # the records' events, made just before the writer
     n = returns(entries)
     assert n <= 15, "\n".join(f"{by} -> {m}.{fn}" for by, m, fn in entries)
 
@@ -212,7 +214,7 @@ def test_open_run_writes_nothing_back_into_the_spec(tmp_path, monkeypatch):
 def test_validate_and_run_agree(tmp_path, capsys):
     """The same file: validate's problems are the run's refusal (its first line), and a good file's spec is the
     one `validate` checks (no problem, the same Settings for the run's app)."""
-    from chaos import cli
+    from chaos.commands import cli
 
     good = _experiment(tmp_path, baseline_s=0.3, method_s=0.1)
     assert validate.check_file(good) == []
@@ -234,8 +236,9 @@ def test_validate_and_run_agree(tmp_path, capsys):
 def test_a_suite_parses_each_file_once(tmp_path, monkeypatch):
     """`availproof suite` parses each experiment once, before the first runs (its utilization checked there),
     and each run runs that spec: the runner parses nothing again, also with several front doors."""
-    from chaos import cli, suite
-    from chaos.errors import SetupError
+    from chaos.commands import cli
+    from chaos.core import suite
+    from chaos.base.errors import SetupError
 
     paths = {}
     for name in ("one", "two"):
@@ -267,7 +270,7 @@ def test_the_settings_objects_are_read_only_and_still_json(tmp_path):
     import copy
     from types import SimpleNamespace
 
-    from chaos.options import kube_settings
+    from chaos.core.options import kube_settings
 
     path = _experiment(tmp_path, baseline_s=0.3, method_s=0.1)
     doc = json.loads(path.read_text())

@@ -14,10 +14,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 from jsonschema import Draft202012Validator
 
-from chaos import bounds, cli, experiment, schemas, topology, validate
+from chaos.core import bounds, experiment, validate
+from chaos.commands import cli
+from chaos import schemas
+from chaos.system import topology
 from chaos.analysis import SLO, SteadyState
-from chaos.errors import UsageError
-from chaos.records import SCOPES
+from chaos.base.errors import UsageError
+from chaos.recording.records import SCOPES
 from chaos.load.workload import LoadShape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +51,7 @@ def test_schema_is_valid_2020_12_with_id_title_description(name):
 
 
 def test_bound_names_are_chaos_bounds_BOUNDS():
-    # the lead adds bounds in chaos/bounds.py: when this fails, add the bound to the schema's $defs.bounds
+    # the lead adds bounds in chaos/core/bounds.py: when this fails, add the bound to the schema's $defs.bounds
     assert set(props("bounds")) == set(bounds.BOUNDS)
 
 

@@ -16,30 +16,30 @@ OWNERS = ("chaos/scopes/", "chaos/backends/")  # where a scope's name belongs
 
 # (module, literal) -> why the literal is not a scope's name, or why it stays
 ALLOWED = {
-    ("chaos/suite.py", "engine-crash"): "experiment names (experiments/engine-crash.json), the suite's --full list",
-    ("chaos/suite.py", "engine-error"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "engine-slow"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "engine-stutter"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "engine-wedge"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "engine-garbage"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "engine-stall"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "restart-fails"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "upgrade"): "an experiment's name, the suite's --full list",
-    ("chaos/suite.py", "drain"): "an experiment's name, the suite's --full list",
-    ("chaos/faults_accelerator.py", "accelerator"): "the accelerator's fault function, not yet moved into its "
+    ("chaos/core/suite.py", "engine-crash"): "experiment names (experiments/engine-crash.json), the suite's --full list",
+    ("chaos/core/suite.py", "engine-error"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "engine-slow"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "engine-stutter"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "engine-wedge"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "engine-garbage"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "engine-stall"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "restart-fails"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "upgrade"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "drain"): "an experiment's name, the suite's --full list",
+    ("chaos/scopes/faults_accelerator.py", "accelerator"): "the accelerator's fault function, not yet moved into its "
                                                     "module (another piece of work was changing it)",
-    ("chaos/faults_accelerator.py", "replica"): "a detail's field (the replica the node hosts)",
+    ("chaos/scopes/faults_accelerator.py", "replica"): "a detail's field (the replica the node hosts)",
     ("chaos/analysis/who_served.py", "zone"): "the failure domains whose locality is measured (topology words)",
     ("chaos/analysis/who_served.py", "region"): "the failure domains whose locality is measured (topology words)",
     ("chaos/reports/plane_rows.py", "zone"): "the failure domains whose locality is shown (topology words)",
     ("chaos/reports/plane_rows.py", "region"): "the failure domains whose locality is shown (topology words)",
-    ("chaos/record_columns.py", "zone"): "a request record's column",
-    ("chaos/record_columns.py", "region"): "a request record's column",
-    ("chaos/request_columns.py", "zone"): "a request record's column",
-    ("chaos/request_columns.py", "region"): "a request record's column",
-    ("chaos/metrics.py", "zone"): "a Prometheus label",
+    ("chaos/recording/record_columns.py", "zone"): "a request record's column",
+    ("chaos/recording/record_columns.py", "region"): "a request record's column",
+    ("chaos/recording/request_columns.py", "zone"): "a request record's column",
+    ("chaos/recording/request_columns.py", "region"): "a request record's column",
+    ("chaos/system/metrics.py", "zone"): "a Prometheus label",
     ("chaos/ctk/probes.py", "head"): "a probe's target: the head's proxy, not the head scope",
-    ("chaos/run.py", "head"): "the experiment's targets setting (the head's proxy), not the head scope",
+    ("chaos/core/run.py", "head"): "the experiment's targets setting (the head's proxy), not the head scope",
     ("chaos/claim/calibrate_worlds.py", "replica"): "a synthetic world's scope name for the claim's calibration "
                                                     "(any name serves; it is data, not a branch)",
 }
@@ -94,7 +94,7 @@ def test_no_module_outside_the_scopes_and_backends_names_a_scope():
     assert unexplained == [], "a scope's name outside its module: make it a Scope field, or say why in ALLOWED"
 
 
-@pytest.mark.parametrize("key", sorted(k for k in ALLOWED if k[0] != "chaos/faults_accelerator.py"))
+@pytest.mark.parametrize("key", sorted(k for k in ALLOWED if k[0] != "chaos/scopes/faults_accelerator.py"))
 def test_each_allowed_literal_is_still_there(key):
     """An entry whose literal went is stale: remove it (the accelerator's fault module may go at any time)."""
     path, name = key

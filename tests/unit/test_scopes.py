@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos import (analysis, bounds, experiment, faults, records as rec, schemas,
-                   scopes, suite, summary as summary_mod)
+from chaos import analysis, schemas, scopes
+from chaos.core import bounds, experiment, suite, summary as summary_mod
+from chaos.scopes import faults
+from chaos.recording import records as rec
 from chaos.backends.base import Backend
 from chaos.reports import cells, report
 from chaos.scopes import Scope
@@ -27,7 +29,7 @@ BUILTIN = ("replica", "engine", "engine-crash", "node", "head", "zone", "region"
 QUERIES = {"zones", "regions", "zones_in_region", "nodes_in", "zone_of", "targets", "head_target", "own_hosts",
            "describe", "topology_doc", "head_alive", "upgrade_variants", "graceful_shutdown", "front_door",
            "front_targets", "replicas", "pick_replica", "healthy", "wait_healthy", "app_status", "observe",
-           "effect_checks"}  # effect_checks: every fault's proof (chaos.faults.prove)
+           "effect_checks"}  # effect_checks: every fault's proof (chaos.scopes.faults.prove)
 
 
 # ---------------------------------------------------------------- the built-in scopes
@@ -88,7 +90,7 @@ def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     source = Path(inspect.getsourcefile(s.fault))
     defs = _functions(ast.parse(source.read_text()))
     fn = defs[s.fault.__name__]
-    # the fault lives in the scope's own module (the accelerator's: chaos/faults_accelerator.py until it moves)
+    # the fault lives in the scope's own module (the accelerator's: chaos/scopes/faults_accelerator.py until it moves)
     assert source.stem in (name.replace("-", "_"), "faults_accelerator")
     # the fault marks this scope, and names zones exactly when the entry says it does (an engine fault sent through
     # the app's hook marks it through chaos.scopes.engine_signal.signal_one_engine, given its SCOPE.name)

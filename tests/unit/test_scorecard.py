@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos import analysis, cli, records as rec
+from chaos import analysis
+from chaos.commands import cli
+from chaos.recording import records as rec
 from chaos.scorecard import cells, dimensions as dim, execute, figures, plan, table
 
 NS = 1_000_000_000

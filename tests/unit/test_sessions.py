@@ -10,8 +10,9 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from chaos import records as rec, schemas
-from chaos.errors import UsageError
+from chaos.recording import records as rec
+from chaos import schemas
+from chaos.base.errors import UsageError
 from chaos.load import served, sessions
 from chaos.load.workload import LoadShape, Target, request_body
 from serve_apps import served_by

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from chaos import provision
+from chaos.core import provision
 from chaos.backends import kuberay as kb
 from chaos.backends.kuberay.kube import load as kl
-from chaos.errors import UsageError, parse_bool
-from chaos.options import Options
+from chaos.base.errors import UsageError, parse_bool
+from chaos.core.options import Options
 
 WORDS = [("true", True), ("TRUE", True), ("True", True), ("1", True), ("yes", True), ("Yes", True), (" yes ", True),
          ("false", False), ("FALSE", False), ("False", False), ("0", False), ("no", False), ("NO", False),

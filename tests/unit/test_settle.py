@@ -1,7 +1,9 @@
-"""The recovery window's early end (chaos.settle): every plane back and steady for the settle time,
+"""The recovery window's early end (chaos.core.settle): every plane back and steady for the settle time,
 judged on synthetic records at its edges; a relapse one second after the settle time is reported."""
 
-from chaos import analysis, records as rec, settle
+from chaos import analysis
+from chaos.recording import records as rec
+from chaos.core import settle
 from tests.unit.test_analysis import NS, T0, mark, run, zones
 from tests.unit.test_planes import samples
 

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from chaos import analysis, records as rec
+from chaos import analysis
+from chaos.recording import records as rec
 from chaos.claim import theta as th
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.soak import check as ck, figures as fig
 from tests.unit.test_soak_figures import Planned, at, inject, load, records, schedule
 

@@ -9,7 +9,9 @@ import random
 
 import numpy as np
 
-from chaos import analysis, lost_service as ls, record_columns, records as rec
+from chaos import analysis
+from chaos.analysis import lost_service as ls
+from chaos.recording import record_columns, records as rec
 from chaos.soak import check as ck, figures as fig, report
 from chaos.soak.schedule import Planned
 from tests.unit.test_claim_columns import end_of, old_base_fraction, old_open_loop
@@ -140,7 +142,7 @@ def test_a_side_read_apart_does_not_put_out_the_commands_run(tmp_path):
 def test_analyse_reads_a_soaks_records_once_though_its_claim_reads_a_suite(tmp_path, monkeypatch):
     import json
 
-    from chaos import cli
+    from chaos.commands import cli
     from tests.unit.test_claim import outage_run
 
     outage_run(tmp_path / "suite" / "replica-kill", failed=20)

@@ -1,11 +1,11 @@
-"""The soak reads a run's summary through the one evidence reader (chaos.evidence; issue 43), not raw."""
+"""The soak reads a run's summary through the one evidence reader (chaos.core.evidence; issue 43), not raw."""
 
 import json
 
 import pytest
 
-from chaos import evidence
-from chaos.errors import UsageError
+from chaos.core import evidence
+from chaos.base.errors import UsageError
 from chaos.soak import report as soak_report, run as soak_run
 from tests.unit.test_soak_check import soak_records, soak_schedule, write_soak
 

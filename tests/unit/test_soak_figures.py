@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from chaos import records as rec
-from chaos.errors import UsageError
+from chaos.recording import records as rec
+from chaos.base.errors import UsageError
 from chaos.soak import check as soak_check, figures as fig
 from chaos.soak.schedule import Planned, Schedule, SoakFault
 

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos import cli, faults, provision, records as rec, run as core
-from chaos.placement import Replica
+from chaos.commands import cli
+from chaos.scopes import faults
+from chaos.core import provision, run as core
+from chaos.recording import records as rec
+from chaos.system.placement import Replica
 from chaos.soak import check as soak_check, figures, run as soak_run, spec
 from chaos.soak.schedule import apply_rules
 from tests.integration import sse_server
@@ -35,7 +38,7 @@ class ServingBackend(OneProxyBackend):
         self.replica_picks = 0
 
     def observe(self, timeout: float):
-        from chaos import sampler
+        from chaos.system import sampler
 
         return sampler.observe_dashboard("http://127.0.0.1:9", {}, "availproof", timeout)
 
@@ -47,7 +50,7 @@ class ServingBackend(OneProxyBackend):
     def pick_replica(self, zone=None, replica_id=None, deployment=None):
         self.replica_picks += 1
         if self.replica_picks in self.refuse:
-            from chaos.errors import UsageError
+            from chaos.base.errors import UsageError
 
             raise UsageError(f"no RUNNING replica in {zone}")
         return Replica("app", "Stream", f"r{self.replica_picks}", "RUNNING", None, None, 4242, "127.0.0.1", "worker-a",
@@ -113,7 +116,7 @@ def server():
 
 @pytest.fixture
 def opened_runs(monkeypatch):
-    """Every run opened (``chaos.run.open_run``) during the test; each must be closed by its end."""
+    """Every run opened (``chaos.core.run.open_run``) during the test; each must be closed by its end."""
     opened: list[core.Run] = []
     real_open = core.open_run
 
@@ -225,7 +228,7 @@ def test_a_soak_injects_on_its_clock_marks_overlaps_skips_and_heals(tmp_path, sy
     assert summary["verdict"]["word"] == "PASS" and code == 0
     import jsonschema
 
-    schema = json.loads((Path(cli.__file__).parent / "schemas" / "summary.schema.json").read_text())
+    schema = json.loads((Path(cli.__file__).parent.parent / "schemas" / "summary.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(json.loads((out / "summary.json").read_text()))
     # analyse derives the same soak object again from the records
     assert cli.main(["analyse", str(out)]) == 0

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from chaos.claim.rates import parse_rates
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 from chaos.soak import schedule as sch
 from chaos.soak.schedule import SoakFault
 

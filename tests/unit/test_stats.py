@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from chaos import stats
+from chaos.base import stats
 
 
 @pytest.mark.parametrize("k,n,lo,hi", [
@@ -39,7 +39,9 @@ def test_percentile_is_nearest_rank_always_a_value_seen():
 def test_every_figure_takes_its_percentiles_from_the_one_function():
     """Per-request ITL p95 (harness), run figures (analysis), the sampling resolution (planes) and the
     statistics over trials agree: the median gap of 4 samples 1, 2, 3 and 4 s apart is 2 s everywhere."""
-    from chaos import analysis, planes, records as rec
+    from chaos import analysis
+    from chaos.analysis import planes
+    from chaos.recording import records as rec
     from chaos.load import harness
 
     assert analysis.percentile is stats.percentile and harness.percentile is stats.percentile

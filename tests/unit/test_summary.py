@@ -6,7 +6,10 @@ from dataclasses import asdict
 import jsonschema
 import pytest
 
-from chaos import analysis, cli, records as rec, summary as summary_mod
+from chaos import analysis
+from chaos.commands import cli
+from chaos.recording import records as rec
+from chaos.core import summary as summary_mod
 from chaos.schemas import __file__ as schemas_init
 from pathlib import Path
 

@@ -5,7 +5,8 @@ import random
 import numpy as np
 
 from bench import synthetic_run
-from chaos import record_columns, stats
+from chaos.recording import record_columns
+from chaos.base import stats
 from chaos.reports import timeline
 
 NS = 1_000_000_000

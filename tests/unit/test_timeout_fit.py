@@ -1,11 +1,12 @@
-"""Does the load's timeout fit its outputs (chaos/timeout_fit.py): the token rate measured on answered
+"""Does the load's timeout fit its outputs (chaos/load/timeout_fit.py): the token rate measured on answered
 requests, the longest planned output from the load's own plan, and the one line that says what would fit."""
 
 import json
 
 import pytest
 
-from chaos import records as rec, timeout_fit
+from chaos.recording import records as rec
+from chaos.load import timeout_fit
 from chaos.load.workload import LoadShape
 from tests.unit.test_analysis import req
 

@@ -1,8 +1,8 @@
 import pytest
 import yaml
 
-from chaos import topology
-from chaos.errors import UsageError
+from chaos.system import topology
+from chaos.base.errors import UsageError
 
 
 def doc(**overrides):
@@ -90,7 +90,7 @@ def test_not_a_mapping_and_bad_yaml(tmp_path):
 
 
 def test_cli_exit_code_2_on_bad_topology(tmp_path, capsys):
-    from chaos import cli
+    from chaos.commands import cli
 
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump(doc(regions=[{"name": "r", "zones": [{"name": "z", "nodes": [{"name": "n", "cpus": 0}]}]}])))
@@ -115,7 +115,7 @@ def test_every_shipped_topology_holds_one_vllm_replica_per_worker_and_never_two(
     """A vLLM replica reserves 1 + its engine's bundle of logical CPUs (serve_apps.llm_app): it must fit
     every zone's worker, or Serve leaves it STARTING (two-regions had 4 CPUs: region-loss never deployed
     with vLLM), and two must not (that is what spreads them one per node)."""
-    from chaos.provision import check_llm_fits
+    from chaos.core.provision import check_llm_fits
     from serve_apps.config import LLMOptions
 
     t, llm = topology.load(name), LLMOptions()
@@ -124,8 +124,8 @@ def test_every_shipped_topology_holds_one_vllm_replica_per_worker_and_never_two(
 
 
 def test_a_topology_too_small_for_a_vllm_replica_is_refused_in_one_line():
-    from chaos.errors import UsageError
-    from chaos.provision import check_llm_fits
+    from chaos.base.errors import UsageError
+    from chaos.core.provision import check_llm_fits
     from serve_apps.config import LLMOptions
 
     d = topology.load("two-regions").to_doc()

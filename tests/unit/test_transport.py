@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.load.failures import classify_exception

@@ -1,4 +1,4 @@
-"""load.utilization (chaos.utilization): the rate as a share of a measured capacity; every refusal is one
+"""load.utilization (chaos.load.utilization): the rate as a share of a measured capacity; every refusal is one
 line naming the file and the field, exit 2, before anything runs; the run records what its rate came from."""
 
 from __future__ import annotations
@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from chaos import capacity, cli, experiment as exp_mod, run as core, runner, schemas, suite, utilization, validate as validate_mod
+from chaos.load import capacity, utilization
+from chaos.commands import cli
+from chaos.core import experiment as exp_mod, run as core, runner, suite, validate as validate_mod
+from chaos import schemas
 from chaos.analysis import SLO
-from chaos.capacity import Step, SweepPlan
-from chaos.errors import UsageError
+from chaos.load.capacity import Step, SweepPlan
+from chaos.base.errors import UsageError
 from chaos.load.workload import LoadShape
-from chaos.options import Options
+from chaos.core.options import Options
 
 from .test_run import _experiment, fake_system  # noqa: F401 - the fixture
 
@@ -77,7 +80,7 @@ def test_the_capacity_option_wins_over_load_capacity(tmp_path):
 
 
 def test_utilization_is_recorded_in_the_run_header_summary_and_report(tmp_path, fake_system):
-    from chaos import records as rec
+    from chaos.recording import records as rec
     from chaos.reports import report
 
     cap = capacity_file(tmp_path / "capacity.json")

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chaos import cli, timeout_fit, validate
+from chaos.commands import cli
+from chaos.load import timeout_fit
+from chaos.core import validate
 from chaos.load.workload import LoadShape
 from serve_apps.config import StreamOptions
 

@@ -1,11 +1,11 @@
-"""One verdict (chaos.verdict), decided once: every branch, and the report, the suite table, JUnit and
+"""One verdict (chaos.core.verdict), decided once: every branch, and the report, the suite table, JUnit and
 the exit code all saying the same."""
 
 import copy
 
 import pytest
 
-from chaos import runner, verdict
+from chaos.core import runner, verdict
 from chaos.reports import cells, report
 
 
@@ -90,7 +90,7 @@ def test_analyse_decides_the_verdict_again_from_the_new_summary_and_the_journal(
     """`availproof analyse` re-derives the verdict: an interrupted journal keeps it an ERROR."""
     import json
 
-    from chaos import summary as summary_mod
+    from chaos.core import summary as summary_mod
     from .test_summary import zone_loss_run  # a run directory of synthetic records
 
     run_dir = zone_loss_run(tmp_path / "run", {})
@@ -108,7 +108,9 @@ def test_analyse_keeps_the_error_a_run_ended_with(tmp_path, error):
     closed) stays ERROR when its summary is derived again from the records (issue 36)."""
     import json
 
-    from chaos import cli, records as rec, summary as summary_mod
+    from chaos.commands import cli
+    from chaos.recording import records as rec
+    from chaos.core import summary as summary_mod
     from .test_summary import DEFS, zone_loss_run
 
     met = {"max_failed_requests": 100_000}  # a bound the zone loss meets

@@ -3,8 +3,9 @@ max_cross_region_share), at their edges, on synthetic records."""
 
 import pytest
 
-from chaos import analysis, bounds
-from chaos import records as rec
+from chaos import analysis
+from chaos.core import bounds
+from chaos.recording import records as rec
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS

@@ -1,4 +1,4 @@
-"""Accelerator loss on KubeRay (scope ``accelerator``, :mod:`chaos.faults_accelerator`): the accelerator of a GPU
+"""Accelerator loss on KubeRay (scope ``accelerator``, :mod:`chaos.scopes.faults_accelerator`): the accelerator of a GPU
 replica's node lost to Kubernetes while the node's pods run.
 
 **How: what NVIDIA's own tooling does.** NVIDIA's MIG manager, to reconfigure a GPU under a running node, pauses
@@ -24,7 +24,7 @@ has no such label is refused in one line: NVIDIA's static manifest (no nodeSelec
 selected by any other label. So is a node that also runs another namespace's GPU pods (they lose scheduling too,
 and a container of theirs that restarts after the device manager's 5-minute grace fails), unless acknowledged
 (``acknowledge_other_gpu_pods``); the outage itself is capped below that grace
-(:data:`chaos.faults_accelerator.MAX_OUTAGE_S`).
+(:data:`chaos.scopes.faults_accelerator.MAX_OUTAGE_S`).
 
 **What it is not.** A device-plugin outage, not a device loss: the running engine keeps its GPU and a working CUDA
 context. The sticky device loss is the scope ``device-loss`` (to come).
@@ -62,8 +62,8 @@ from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import ZONE_LABEL, api_message, check, labels_of, limit, name_of, node_of
-from chaos.errors import ClusterError, UsageError
-from chaos.faults_accelerator import outage_refusal
+from chaos.base.errors import ClusterError, UsageError
+from chaos.scopes.faults_accelerator import outage_refusal
 
 RESOURCE = "nvidia.com/gpu"
 OPERATOR_LABEL = "nvidia.com/gpu.deploy.device-plugin"  # the GPU operator's switch for its device plugin

@@ -10,7 +10,7 @@ from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.kube import zone as kz
 from chaos.backends.kuberay.common import (KARPENTER_LABELS, UNSET_MAX_REPLICAS, ZONE_LABEL, is_not_found, labels_of,
                                            name_of)
-from chaos.errors import SetupError
+from chaos.base.errors import SetupError
 
 
 def autoscaling_signs(cluster_spec: dict | None) -> list[str]:

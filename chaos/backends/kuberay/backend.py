@@ -21,7 +21,7 @@ from chaos.backends.kuberay.lifecycle import Lifecycle
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.scopes import IMPLEMENTATIONS
 from chaos.backends.kuberay.target import Target
-from chaos.errors import UsageError, parse_bool
+from chaos.base.errors import UsageError, parse_bool
 
 
 def target_attribute(name: str) -> property:
@@ -393,8 +393,8 @@ class KubeRayBackend(base.ByScope):
         return super().plan(scope, arguments)
 
     def effect_checks(self, fault: dict) -> list[dict]:
-        """One look at whether ``fault`` (as :mod:`chaos.faults` builds it: ``scope``, ``target``, ``zones``, and
+        """One look at whether ``fault`` (as :mod:`chaos.scopes.faults` builds it: ``scope``, ``target``, ``zones``, and
         what the backend's call returned) is in effect: a list of ``{"check", "ok", "seen"}``. One or two API reads
-        (and an exec where only the inside of a pod tells), so that :func:`chaos.faults.prove` can call it until
+        (and an exec where only the inside of a pod tells), so that :func:`chaos.scopes.faults.prove` can call it until
         every check is ok; what each scope's proof looks at: :mod:`chaos.backends.kuberay.proofs`."""
         return super().effect_checks(fault)

@@ -9,7 +9,7 @@ import re
 from chaos.backends.kuberay.kube import autoscale as ka, marks as km
 from chaos.backends.kuberay.kube import zone as kz
 from chaos.backends.kuberay.kube.labels import REGION_LABEL, ZONE_LABEL
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 CORDON_MARK = km.CORDON_MARK  # annotation on a node a zone loss cordoned; its value: the run id

@@ -28,7 +28,7 @@ from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.tombstones import parse_tombstones, tombstones_script  # noqa: F401 (the engine-error proof's)
 from chaos.backends.kuberay.wedge import Wedges
 from chaos.backends.kuberay.weights import Weights
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 from serve_apps.engine_faults import tombstone_path
 
 THROTTLE = "availproof-throttle-"  # in the command line of a duty cycle's loop, before its id

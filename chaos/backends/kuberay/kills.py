@@ -14,7 +14,7 @@ from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import (CRASH_OK, CRASH_SCRIPT, REDIS_CRASH_SCRIPT, labels_of, limit,
                                            name_of, node_of, node_regions, node_zones, pod_ready, restarts, select)
-from chaos.errors import ClusterError, UsageError
+from chaos.base.errors import ClusterError, UsageError
 
 
 class Kills:
@@ -76,7 +76,7 @@ class Kills:
         return self.kill_pods(pods, f"kill of worker pod {node}")
 
     def _end_drain(self, node: str) -> list[str]:
-        """The deadline of a drain (:func:`chaos.faults.drain_node` kills the node then): the evicted
+        """The deadline of a drain (:func:`chaos.scopes.faults.drain_node` kills the node then): the evicted
         pod, still terminating, is force-deleted (grace 0: its grace period, the deadline, is over;
         the kubelet's SIGKILL comes now too); one already gone left before its deadline: nothing to
         kill, not an error. Only pods this backend evicted get here (checked at the eviction)."""
@@ -146,7 +146,7 @@ class Kills:
         return exited or self._head_restarted()
 
     def replicas(self, state: str | None = "RUNNING") -> list:
-        from chaos import placement, ray_dashboard
+        from chaos.system import placement, ray_dashboard
 
         self.pods.follow_active()
         nodes = self.pods.nodes()
@@ -165,7 +165,7 @@ class Kills:
         return [r for r in rows if state is None or r.state == state]
 
     def pick_replica(self, zone: str | None = None, replica_id: str | None = None, deployment: str | None = None):
-        from chaos import placement
+        from chaos.system import placement
 
         return placement.pick(self.replicas(), zone=zone, replica_id=replica_id, deployment=deployment)
 
@@ -186,10 +186,10 @@ class Kills:
 
     def _armed_actor_kill(self, r):
         """``ray.kill`` of the replica's actor through a Ray driver in the head container, connected *before*
-        the fault's instant (:func:`chaos.ray_actor.arm_script`: ``ray.init`` and the actor's lookup take
-        seconds); the returned callable fires it (:func:`chaos.ray_actor.fire_script`): one exec and the
+        the fault's instant (:func:`chaos.system.ray_actor.arm_script`: ``ray.init`` and the actor's lookup take
+        seconds); the returned callable fires it (:func:`chaos.system.ray_actor.fire_script`): one exec and the
         kill. A driver that could not connect raises here, before any mark."""
-        from chaos import ray_actor
+        from chaos.system import ray_actor
 
         if not r.actor_name:
             raise ClusterError(f"replica {r.replica_id} has no actor name: cannot kill it through Ray")

@@ -13,7 +13,7 @@ from chaos.backends.kuberay import engine_marks, weights
 from chaos.backends.kuberay.kube import load as kl, marks as km, partition as kp
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, api_message, is_not_found, labels_of, name_of,
                                            node_of)
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 
 
 def _row(kind: str, name: str, namespace: str | None, run_id, zone, what: str, expires=None, **extra) -> dict:

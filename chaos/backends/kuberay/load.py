@@ -8,7 +8,7 @@ from typing import Callable
 from chaos.backends.kuberay.kube import load as kl
 from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.common import api_message, name_of, node_of, node_zones
-from chaos.errors import SetupError, UsageError
+from chaos.base.errors import SetupError, UsageError
 
 
 class LoadJob:

@@ -1,4 +1,4 @@
-"""The orphan check's looks inside a pod (:mod:`chaos.orphan_watch`): a replica's engine children found before the
+"""The orphan check's looks inside a pod (:mod:`chaos.system.orphan_watch`): a replica's engine children found before the
 replica is killed (:func:`children_script`, ``pgrep -P PID -f EngineCore``), and which of some processes are still
 alive, with their resident memory (:func:`left_script`: /proc/PID/status, ``State`` and ``VmRSS``), one exec per
 pod; a pod gone takes its processes with it (all gone)."""

@@ -12,7 +12,7 @@ from chaos.backends.kuberay.load import LoadJob
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import api_message, is_not_found, labels_of, limit, name_of, node_of, pod_ips
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 
 
 class Partitions:

@@ -10,7 +10,7 @@ from chaos.backends.kuberay.kube import marks as km, partition as kp
 from chaos.backends.engine_faults import Throttle
 from chaos.backends.kuberay.common import (CORDON_MARK, CRASH_SCRIPT, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
                                            labels_of, limit, name_of, node_of, node_zones, pod_ips)
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 def row(self, kind: str, name: str, does: str, after: str, where: str | None = None) -> dict:

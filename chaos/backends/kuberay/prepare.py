@@ -9,7 +9,7 @@ from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import access as kube_access, marks as km
 from chaos.backends.kuberay.common import api_message
 from chaos.backends.kuberay.scopes import Reach, Restore
-from chaos.errors import SetupError
+from chaos.base.errors import SetupError
 
 
 def prepare(b, run_id: str, scope: str, faults: list[dict] | None = None) -> None:
@@ -21,7 +21,7 @@ def prepare(b, run_id: str, scope: str, faults: list[dict] | None = None) -> Non
     (:meth:`refuse_autoscaled_zone_loss`); refuse a ``cluster`` upgrade KubeRay would not roll out
     (:meth:`preflight_upgrade`); for a partition ask admission first (a dry-run create of every
     helper or policy), so nothing is half-applied. ``faults``: the experiment's planned faults
-    (:func:`chaos.plan.faults_of`: scope and arguments of each), which may name more scopes than
+    (:func:`chaos.core.plan.faults_of`: scope and arguments of each), which may name more scopes than
     ``scope`` (a second fault) and the variant, zones and methods."""
     b.run_id = run_id
     planned = list(faults or [])

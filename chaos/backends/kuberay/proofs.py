@@ -237,7 +237,7 @@ def head(self, fault: dict) -> list[dict]:
 
 
 def _head_state(self) -> list[dict]:
-    from chaos import sampler
+    from chaos.system import sampler
 
     was = self.kills.head_at_kill or {}
     what = "the head pod gone, replaced or restarted, or its GCS not answering"
@@ -302,7 +302,7 @@ def partition(self, fault: dict) -> list[dict]:
 
 
 def upgrade(self, fault: dict) -> list[dict]:
-    from chaos import ray_dashboard
+    from chaos.system import ray_dashboard
 
     variant, version = fault.get("target"), str(fault.get("version"))
     if variant == "cluster":

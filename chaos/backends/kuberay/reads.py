@@ -12,7 +12,7 @@ from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import (RAYSERVICE, api_message, ZONE_LABEL, cluster_name, expected_pods, is_not_found, labels_of,
                                            limit, name_of, node_of, node_regions, node_zones, pod_ready, ray_pods,
                                            select)
-from chaos.errors import ClusterError, UsageError
+from chaos.base.errors import ClusterError, UsageError
 
 
 class Pods:
@@ -189,7 +189,7 @@ class Pods:
         the Kubernetes API (a pod the kubelet reports Ready, as the serve Service's endpoints do)."""
         from dataclasses import replace
 
-        from chaos import sampler
+        from chaos.system import sampler
         from serve_apps.config import APP_NAME
 
         try:
@@ -235,7 +235,7 @@ class Pods:
         return {c.get("type", "?"): c.get("status", "?") for c in ((rs or {}).get("status") or {}).get("conditions") or []}
 
     def app_status(self) -> str | None:
-        from chaos import deploy
+        from chaos.system import deploy
 
         return deploy.app_status(self.dashboard_url)
 

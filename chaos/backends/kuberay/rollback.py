@@ -27,7 +27,7 @@ from chaos.backends.kuberay.common import RAYSERVICE, VERSION_ANNOTATION, api_me
 from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
-from chaos.errors import ClusterError, SetupError
+from chaos.base.errors import ClusterError, SetupError
 
 UPGRADE_LABEL = {kp.FAULT_LABEL: "upgrade"}  # on the record of a cluster upgrade
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")  # what a second cluster is checked against allocatable for
@@ -165,7 +165,7 @@ class Rollbacks:
         return out
 
     def roll_back_upgrade(self, fault: dict) -> dict:
-        """Roll back this run's ``cluster`` upgrade (``fault`` as :func:`chaos.faults.upgrade_app` made it)."""
+        """Roll back this run's ``cluster`` upgrade (``fault`` as :func:`chaos.scopes.faults.upgrade_app` made it)."""
         name = fault.get("record")
         if not name:
             return {}

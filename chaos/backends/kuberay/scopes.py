@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from chaos.backends import base
 from chaos.backends.base import Implementation
 from chaos.backends.kuberay import accelerators, plan, proofs, wedge, weights
-from chaos.errors import UsageError
-from chaos.faults_accelerator import outage_refusal
+from chaos.base.errors import UsageError
+from chaos.scopes.faults_accelerator import outage_refusal
 
 @dataclass
 class Restore(base.Joinable):
@@ -58,7 +58,7 @@ def heal_accelerator(self, fault: dict) -> Restore:
 
 def reach_accelerator(self, planned: dict) -> Reach:
     """A planned device-plugin outage: its ``outage_s`` given and within the device manager's grace (refused in
-    one line before any fault: :func:`chaos.faults_accelerator.outage_refusal`)."""
+    one line before any fault: :func:`chaos.scopes.faults_accelerator.outage_refusal`)."""
     refusal = outage_refusal((planned.get("arguments") or {}).get("outage_s"), required=bool(planned.get("action")))
     if refusal:
         raise UsageError(refusal)

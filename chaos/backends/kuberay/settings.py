@@ -1,13 +1,13 @@
 """The KubeRay backend's own settings from the experiment's ``kubernetes`` block: what the constructor takes
 beyond the target (``max_nodes``: the nodes a zone or region loss may cordon, default ``max_pods``;
 ``helper_image``: the node-filter partition helper's image, default a public one, for clusters that pull from
-their own registry only). Each checked in one line. ``chaos.provision.kuberay_backend`` passes
+their own registry only). Each checked in one line. ``chaos.core.provision.kuberay_backend`` passes
 ``**backend_settings(k)`` to :class:`~chaos.backends.kuberay.KubeRayBackend` (the hook is the shared module's)."""
 
 from __future__ import annotations
 
 from chaos.backends.kuberay.kube import partition as kp
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 def backend_settings(k: dict | None) -> dict:

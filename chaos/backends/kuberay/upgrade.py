@@ -17,7 +17,7 @@ from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import (DEFAULT_UPGRADE_STRATEGY, KUBERAY_ANSWER_S, KUBERAY_POLL_S,
                                            SERVE_SHUTDOWN_DEFAULTS, UPGRADE_VARIANTS, VERSION_ANNOTATION, VERSION_ENV,
                                            api_message, limit, name_of, node_of)
-from chaos.errors import ClusterError, UsageError
+from chaos.base.errors import ClusterError, UsageError
 
 
 def _load_serve_config(text: str | None, where: str) -> dict:
@@ -242,7 +242,7 @@ class Upgrades:
         the list is by labels, ``diff`` = desired - listed), so the replacement is created once the
         evicted pod is gone.
 
-        At the deadline :func:`chaos.faults.drain_node` calls :meth:`kill_node`: for a pod drained
+        At the deadline :func:`chaos.scopes.faults.drain_node` calls :meth:`kill_node`: for a pod drained
         here it force-deletes what is left of it and accepts that it is gone already."""
         pods = limit([p for p in self.pods.ray(node_type="worker") if name_of(p) == node], min(1, self.target.max_pods),
                      f"drain of worker pod {node}")

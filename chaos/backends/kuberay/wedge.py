@@ -20,7 +20,7 @@ from chaos.backends.kuberay import plan
 from chaos.backends.kuberay.common import name_of, proc_states_script
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 from serve_apps.engine_faults import WEDGE, mark_path, request_path
 
 

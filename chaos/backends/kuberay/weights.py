@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import shlex
 
-from chaos import ray_dashboard
+from chaos.system import ray_dashboard
 from chaos.backends import weights_source
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
-from chaos.errors import ClusterError, UsageError
+from chaos.base.errors import ClusterError, UsageError
 from serve_apps import weights_swap
 
 SWAP = "python -m serve_apps.weights_swap"

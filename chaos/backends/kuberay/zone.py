@@ -13,7 +13,7 @@ from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.common import (CORDON_MARK, ZONE_LABEL, check, labels_of, limit, name_of,
                                            node_of, pod_ready, select, zone_loss_nodes)
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 class ZoneLoss:

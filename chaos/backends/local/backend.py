@@ -9,12 +9,12 @@ from __future__ import annotations
 import signal
 from typing import Callable
 
-from chaos import placement
+from chaos.system import placement
 from chaos.backends import base, engine_faults
 from chaos.backends.local import effect, engines, procs, supervisor, throttle, weights
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
-from chaos.errors import ClusterError, SetupError, UsageError
+from chaos.base.errors import ClusterError, SetupError, UsageError
 from serve_apps import engine_faults as app_engine_faults
 
 
@@ -167,7 +167,7 @@ class LocalBackend(base.ByScope):
 
     # ---------------------------------------------------------------- replicas
     def replicas(self, state: str | None = "RUNNING") -> list[placement.Replica]:
-        """Serve's replicas in ``state`` (None: all); :class:`~chaos.placement.PlacementUnknown` when
+        """Serve's replicas in ``state`` (None: all); :class:`~chaos.system.placement.PlacementUnknown` when
         the dashboard does not answer (unknown, not none)."""
         return [r for r in placement.replicas(self.cluster) if state is None or r.state == state]
 
@@ -189,7 +189,7 @@ class LocalBackend(base.ByScope):
         if method == "sigkill":
             return lambda: procs.signal_pids([pid], signal.SIGKILL)
         if method == "actor":
-            from chaos.ray_actor import ActorKiller
+            from chaos.system.ray_actor import ActorKiller
 
             killer = ActorKiller(self.cluster.state.gcs_address, r.actor_name)
 
@@ -294,7 +294,7 @@ class LocalBackend(base.ByScope):
         return [p for p in self.cluster_processes() if procs.state(p) in ("T", "t")]
 
     def heal(self, faults: list[dict], timeout: float = 180.0) -> dict:
-        """Heal what ``faults`` (this run's, from :meth:`chaos.faults.Marker.unhealed`) broke, and
+        """Heal what ``faults`` (this run's, from :meth:`chaos.scopes.faults.Marker.unhealed`) broke, and
         nothing else: what each one's scope restores here (:class:`chaos.backends.local.scopes.Restore`:
         engines resumed, zones' partitions healed, Redis and the head restarted if a head or Redis fault
         left them down, nodes (node, drain; every node of a lost zone or region) restarted where down);
@@ -382,8 +382,8 @@ class LocalBackend(base.ByScope):
                 and (check is None or s.name in check) and s.name not in exclude]
 
     def observe(self, timeout: float):
-        """One sample of the control plane and capacity (chaos.sampler), through the dashboard."""
-        from chaos import sampler
+        """One sample of the control plane and capacity (chaos.system.sampler), through the dashboard."""
+        from chaos.system import sampler
         from serve_apps.config import APP_NAME
 
         from chaos.backends.local import haproxy
@@ -408,7 +408,7 @@ class LocalBackend(base.ByScope):
         application's ``runtime_env``: a new code version, so Serve replaces every replica in a
         rolling update (a ``user_config`` change would reconfigure replicas in place and replace
         none: it is not an upgrade of what runs)."""
-        from chaos import ray_dashboard
+        from chaos.system import ray_dashboard
         from serve_apps.config import APP_NAME
 
         if variant not in self.upgrade_variants():
@@ -463,7 +463,7 @@ class LocalBackend(base.ByScope):
 
     def graceful_shutdown(self) -> dict:
         """The deployments' graceful-shutdown settings as deployed (Serve's defaults where unset)."""
-        from chaos import ray_dashboard
+        from chaos.system import ray_dashboard
         from serve_apps.config import APP_NAME
 
         details = ray_dashboard.serve_details(self.dashboard_url) or {}
@@ -476,7 +476,7 @@ class LocalBackend(base.ByScope):
                                                         "about 20% of the target, at least one)"}
 
     def app_status(self) -> str | None:
-        from chaos import deploy
+        from chaos.system import deploy
 
         return deploy.app_status(self.dashboard_url)
 

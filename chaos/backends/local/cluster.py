@@ -15,7 +15,7 @@ cluster's address, leading its session; HAProxy: :func:`chaos.backends.local.hap
 process exited, its PID can be any other.
 
 Every process it starts gets the rig's environment without the variables that hold secrets
-(the bearer tokens: :mod:`chaos.secret_env`); the names are kept in the state file, so a later
+(the bearer tokens: :mod:`chaos.system.secret_env`); the names are kept in the state file, so a later
 handle (``availproof recover``) drops them too.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from chaos import ray_dashboard, secret_env, topology as topo
+from chaos.system import ray_dashboard, secret_env, topology as topo
 from chaos.backends.local import netns, ports, procs, redis
 from chaos.backends.local import state as st
 from chaos.backends.local.front import FrontDoor
@@ -38,7 +38,7 @@ from chaos.backends.local.nodes import HEAD, NodeProcesses, ray_binary
 from chaos.backends.local.partition import ZonePartitions, plan_netns
 from chaos.backends.local.redis_store import RedisStore
 from chaos.backends.local.state import ClusterState, NodeState, RedisState
-from chaos.errors import ClusterError, SetupError, UsageError
+from chaos.base.errors import ClusterError, SetupError, UsageError
 
 
 def default_cluster_dir() -> Path:
@@ -311,7 +311,7 @@ class LocalCluster(NodeProcesses, RedisStore, ZonePartitions, FrontDoor):
     # ------------------------------------------------------------------ environment
     def _child_env(self, extra: Iterable[str | None] = ()) -> dict[str, str]:
         """The environment for a process of this cluster: the rig's, without any secret variable
-        (:mod:`chaos.secret_env`: declared, listed, ``extra``, or named in the state file before).
+        (:mod:`chaos.system.secret_env`: declared, listed, ``extra``, or named in the state file before).
         The names go in the state (saved with the start that follows)."""
         drop = secret_env.names(self.state.secret_env + [n for n in extra if n])
         self.state.secret_env = sorted(drop)

@@ -1,7 +1,7 @@
 """What the local backend looks at to prove a fault took effect (:meth:`LocalBackend.effect_checks`).
 
 One call is one look: a list of checks ``{"check": what was looked at, "ok": bool, "seen": what was
-observed}``; :func:`chaos.faults.prove` calls it until every check is ok or the scope's bound passes.
+observed}``; :func:`chaos.scopes.faults.prove` calls it until every check is ok or the scope's bound passes.
 
 - replica: its worker process gone (SIGKILL leaves no process; a zombie counts as gone);
 - engine: each stopped engine process in state ``T`` (stopped, alive), and the replica's own process

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from chaos import placement
+from chaos.system import placement
 from chaos.backends import engine_faults
 from chaos.backends.local import procs
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 from serve_apps import engine_faults as app_engine_faults
 
 

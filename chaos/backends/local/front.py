@@ -21,7 +21,7 @@ class FrontDoor:
     def start_front(self, shape: str, settings, token: str | None = None):
         """Start the front door (replacing one of another shape or settings) in front of every
         worker's Serve proxy; its PID goes in the state file."""
-        from chaos import frontdoor
+        from chaos.system import frontdoor
         from chaos.backends.local import haproxy
 
         with self._lock:

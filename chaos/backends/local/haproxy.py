@@ -11,9 +11,9 @@ In ``--netns`` mode it runs in the root namespace and reaches the zones over the
 partitioned zone is cut off from the balancer as well.
 
 The balancer's expected bearer token (``token_env``) is passed in its environment, never
-written to its configuration file, under a name of the rig's (:data:`chaos.frontdoor.TOKEN_VAR`):
-its environment is otherwise the cluster's, without any secret variable (:mod:`chaos.secret_env`).
-The certificate for TLS is made for the run (:mod:`chaos.tls`), with its CA bundle beside it for
+written to its configuration file, under a name of the rig's (:data:`chaos.system.frontdoor.TOKEN_VAR`):
+its environment is otherwise the cluster's, without any secret variable (:mod:`chaos.system.secret_env`).
+The certificate for TLS is made for the run (:mod:`chaos.system.tls`), with its CA bundle beside it for
 the client; :meth:`FrontState.cert_valid_for_s` tells how long it has left, so a front door kept
 across runs can be replaced before it expires.
 """
@@ -30,13 +30,14 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos import frontdoor, records as rec, secret_env
+from chaos.system import frontdoor, secret_env
+from chaos.recording import records as rec
 from chaos.backends.local import ports as ports_mod, procs
-from chaos.errors import SetupError, UsageError
+from chaos.base.errors import SetupError, UsageError
 
 
 CONFIG_FILE = "haproxy.cfg"
-# a front door kept across runs (chaos.provision.ensure_front) whose certificate expires within this
+# a front door kept across runs (chaos.core.provision.ensure_front) whose certificate expires within this
 # is replaced, not reused: a run must not see its TLS handshakes start failing half-way
 CERT_RENEW_WITHIN_S = 24 * 3600.0
 
@@ -77,7 +78,7 @@ class FrontState:
         without TLS (nothing expires)."""
         if not self.settings.get("tls"):
             return math.inf
-        from chaos import tls
+        from chaos.system import tls
 
         not_after = tls.not_valid_after(Path(self.dir) / tls.SERVER_PEM)
         if not_after is None:
@@ -131,7 +132,7 @@ def start(shape: str, servers: list[frontdoor.Server], settings: frontdoor.Front
     listen = frontdoor.listeners(shape, servers, host, ports[:n])
     pem = ca = None
     if settings.tls:
-        from chaos import tls
+        from chaos.system import tls
 
         pem, ca = tls.make_certificate(d, host)
     st = FrontState(shape=shape, dir=str(d), host=host, listeners=[asdict(x) for x in listen],
@@ -210,7 +211,7 @@ def _ask(sock_path: str, command: str, timeout: float) -> str | None:
 
 
 def show_stat(st: FrontState, timeout: float = 1.0) -> dict[str, Any] | None:
-    """One sample of the balancer's servers and counters (:func:`chaos.frontdoor.parse_show_stat`),
+    """One sample of the balancer's servers and counters (:func:`chaos.system.frontdoor.parse_show_stat`),
     or None when it does not answer."""
     text = _ask(st.stats_socket, "show stat", timeout)
     read_ns = rec.now_ns()  # lastchg counts back from this instant, not from the sample's start

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from chaos.errors import SetupError
+from chaos.base.errors import SetupError
 
 HEAD_DOMAIN = "head"  # the namespace of the head node and Redis
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from chaos.backends.local import netns, procs
 from chaos.backends.local.state import NodeState
-from chaos.errors import ClusterError, SetupError
+from chaos.base.errors import ClusterError, SetupError
 
 HEAD = "head"
 WORKER_RECONNECT_TIMEOUT_S = 600  # what KubeRay injects into workers with GCS FT

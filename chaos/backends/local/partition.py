@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from chaos.backends.local import netns
 from chaos.backends.local.state import ClusterState
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 
 class ZonePartitions:

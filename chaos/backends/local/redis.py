@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from chaos.backends.local import procs
-from chaos.errors import SetupError
+from chaos.base.errors import SetupError
 
 
 def redis_binary() -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chaos.backends.local import netns, procs, redis
 from chaos.backends.local.nodes import HEAD
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 # Measured with Ray 2.60: the GCS exits about 4 s after its Redis connection breaks, even when
 # Redis is back within 0.1 s. After a Redis restart, watch the head this long (from the kill).

@@ -12,7 +12,7 @@ from chaos.backends import base, engine_faults
 from chaos.backends.base import Implementation
 from chaos.backends.local import effect, engines, throttle, weights
 from chaos.backends.local.cluster import HEAD
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 REPLICA_KILLS = {"sigkill": "SIGKILL of replica {r.replica_id}'s worker process",
                  "actor": "ray.kill of actor {r.actor_name} (a driver connected before the injection)"}
@@ -278,6 +278,6 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("region", plan_zone_loss, effect_zone_loss, heal_zone_loss),
     Implementation("partition", plan_partition, effect_partition, heal_partition),
     Implementation("redis", plan_redis, effect_redis, heal_redis),
-    Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.faults.upgrade_app); Serve replaces
+    Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.scopes.faults.upgrade_app); Serve replaces
     Implementation("drain", plan_drain, effect_node, heal_node),  # at its deadline the node is gone, as a node loss
 )

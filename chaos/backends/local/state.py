@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import UsageError
+from chaos.base.errors import UsageError
 
 VERSION = 1
 FILENAME = "state.json"
@@ -65,7 +65,7 @@ class ClusterState:
     links: dict[str, str] = field(default_factory=dict)  # zone (or "head") -> outer veth on the bridge
     partitioned: list[str] = field(default_factory=list)  # zones whose link is down
     front: dict[str, Any] | None = None  # the rig's HAProxy (chaos.backends.local.haproxy.FrontState)
-    secret_env: list[str] = field(default_factory=list)  # variables its processes never get (chaos.secret_env)
+    secret_env: list[str] = field(default_factory=list)  # variables its processes never get (chaos.system.secret_env)
     version: int = VERSION
 
     @property

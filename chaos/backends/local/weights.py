@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from chaos import ray_dashboard
+from chaos.system import ray_dashboard
 from chaos.backends import weights_source
 from chaos.backends.local import effect
-from chaos.errors import ClusterError, UsageError
+from chaos.base.errors import ClusterError, UsageError
 from serve_apps import stream_weights, weights_swap
 
 

@@ -164,7 +164,7 @@ def needed(scopes: Iterable[str], partition_method: str = "node-filter", load_in
     ``autoscalers`` (not acknowledged as autoscaled), the autoscaler reads: :data:`AUTOSCALERS`); each once. A
     scope that declares none adds nothing: every registered scope must declare some
     (tests/unit/test_kuberay_preflight.py checks :func:`chaos.scopes.names`)."""
-    from chaos import scope_registry as registry
+    from chaos.base import scope_registry as registry
 
     asked = Asked(partition_method, autoscalers)
     out: list[Access] = list(READS) + (list(LOAD_JOB) if load_in_cluster else [])

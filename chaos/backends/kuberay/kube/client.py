@@ -2,7 +2,7 @@
 CustomObjects, Authorization, Batch, exec's own CoreV1 and the ``kubernetes.stream.stream`` seam) and the clock the
 backend's parts read and sleep on. The unit tests hand in the fake API's clients (tests/unit/kube_fake.py) and a
 clock of their own (:data:`DEFAULT_CLOCK` for every backend made while it is replaced, or one backend's
-``kube.clock``): the backend's waits no longer need the process's :mod:`time` patched (chaos.faults still has
+``kube.clock``): the backend's waits no longer need the process's :mod:`time` patched (chaos.scopes.faults still has
 its own ``time`` seam)."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from typing import Any
 
 from chaos.backends.kuberay.kube import marks as km
 from chaos.backends.kuberay.kube.labels import ZONE_LABEL
-from chaos.errors import UsageError, parse_bool
+from chaos.base.errors import UsageError, parse_bool
 from chaos.load import pod_worker
 
 RUN_LABEL = "availproof.io/load-run"  # on the Job, its pods and ConfigMaps: the run id

@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from chaos import records as rec
+from chaos.recording import records as rec
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, load as kl
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 from chaos.load import pod_worker as pw
 from chaos.load.clock import best_offset
 from chaos.load.pool import LineBuffer, LoadPool

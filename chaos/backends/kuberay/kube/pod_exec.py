@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import yaml
 
-from chaos.errors import ClusterError
+from chaos.base.errors import ClusterError
 
 ERROR_CHANNEL = 3  # kubernetes.stream.ws_client.ERROR_CHANNEL
 

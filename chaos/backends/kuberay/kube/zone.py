@@ -184,7 +184,7 @@ class ZoneWatch:
         self.failed = 0
         self.last_error: str | None = None
         self.stopped_s: float | None = None
-        self.faults: list[dict] = []  # the fault dicts (chaos.faults) whose effect this watch proves
+        self.faults: list[dict] = []  # the fault dicts (chaos.scopes.faults) whose effect this watch proves
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -254,7 +254,7 @@ class ZoneWatch:
         return {"check": what, "ok": b is None, "seen": seen[:600]}
 
     def record(self, fault: dict) -> None:
-        """Write the finding into ``fault`` (the dict :mod:`chaos.faults` records at the heal's end mark):
+        """Write the finding into ``fault`` (the dict :mod:`chaos.scopes.faults` records at the heal's end mark):
         ``zone_watch``, and in its ``effect`` the watch's check; a breach makes the effect ``verified: false``
         (the run's verdict: ERROR, "fault not in effect"), with ``lost_until_s`` its instant."""
         f = self.finding()
