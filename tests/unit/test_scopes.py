@@ -90,7 +90,7 @@ def test_each_builtin_scope_is_true_to_its_fault_action_and_experiment(name):
     source = Path(inspect.getsourcefile(s.fault))
     defs = _functions(ast.parse(source.read_text()))
     fn = defs[s.fault.__name__]
-    # the fault lives in the scope's own module (the accelerator's: chaos/scopes/faults_accelerator.py until it moves)
+    # the fault lives in the scope's own module (the accelerator's beside it: chaos/scopes/faults_accelerator.py)
     assert source.stem in (name.replace("-", "_"), "faults_accelerator")
     # the fault marks this scope, and names zones exactly when the entry says it does (an engine fault sent through
     # the app's hook marks it through chaos.scopes.engine_signal.signal_one_engine, given its SCOPE.name)
