@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine  # noqa: E402
-from chaos.system import deploy, topology
-from chaos.recording import records as rec
+from chaos.system import deploy, topology  # noqa: E402
+from chaos.recording import records as rec  # noqa: E402
 from chaos.base import stats  # noqa: E402
 from chaos.backends.local import LocalCluster  # noqa: E402
 from chaos.backends.local.backend import LocalBackend  # noqa: E402

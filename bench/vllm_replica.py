@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine, pss_kib, rss_kib  # noqa: E402
 from chaos.base.stats import percentile  # noqa: E402
-from chaos.system import deploy, topology
+from chaos.system import deploy, topology  # noqa: E402
 from chaos.recording import records as rec  # noqa: E402
 from chaos.backends.local import LocalCluster, procs  # noqa: E402
 from chaos.core.provision import app_spec  # noqa: E402

@@ -102,7 +102,8 @@ def _orphans_freed(f: dict, p: dict) -> Any:
 NUMBER = {"type": ["number", "null"]}
 COUNT = {"type": ["integer", "null"]}
 NONNEG = {"type": "integer", "minimum": 0}
-POP_FN, CP_FN, CAP_FN = "chaos.analysis.analyse_fault", "chaos.analysis.planes.control_plane", "chaos.analysis.planes.capacity"
+POP_FN = "chaos.analysis.analyse_fault"
+CP_FN, CAP_FN = "chaos.analysis.planes.control_plane", "chaos.analysis.planes.capacity"
 
 
 def _s(description: str) -> dict[str, Any]:

@@ -181,7 +181,7 @@ class Backend(Protocol):
     def kill_redis(self) -> list: ...
     def start_redis(self) -> bool: ...  # True when the GCS exited meanwhile (and was restarted)
 
-    # the disruptions users cause themselves (chaos.scopes.faults.upgrade_app, drain_node)
+    # the disruptions users cause themselves (chaos.scopes.upgrade.upgrade_app, drain_node)
     def upgrade_app(self, variant: str, version: str) -> dict: ...  # start a rolling upgrade; what changed
     def upgrade_variants(self) -> tuple[str, ...]: ...  # the variants this backend can apply
     def drain_node(self, node: str, deadline_s: float) -> dict: ...  # a graceful drain notice with a deadline

@@ -831,7 +831,8 @@ class Kubelet:
             return "".join(f"{pid} SigBlk:0000000000000000 SigIgn:0000000001001000 SigCgt:"
                            f"{'0000000180004a02' if live[pid].get('hook', True) else '0000000180004802'} \n"
                            for pid in self._kids(live, int(m.group(1)))), "", 0
-        m = re.fullmatch(r"rm -f (?:/tmp/availproof-engine-error-\d+ ?)+; kill -USR1 ([\d ]+) && echo \1", script)
+        m = re.fullmatch(r"rm -f (?:/tmp/availproof-engine-(?:error-\d+|fault-\d+\.request) ?)+; kill -USR1 ([\d ]+) "
+                         r"&& echo \1", script)
         if m:
             pids = [int(x) for x in m.group(1).split()]
             for pid in pids:  # the stale tombstones removed first

@@ -184,6 +184,28 @@ def test_local_a_stale_tombstone_is_removed_before_the_signal(tmp_path):
             stale.unlink(missing_ok=True)
 
 
+def test_local_a_request_left_for_the_engine_is_removed_before_the_error_signal():
+    """A fault request left for the engine (a void one that recover wrote for an engine never signalled) would make
+    the engine's hook arm it at the error's SIGUSR1 instead of raising: the error's fire removes it first."""
+    with TinyReplica("record") as t:
+        b = t.backend()
+        (engine,) = b.engine_children(t.replica())
+        left = Path(app_engine_faults.request_path(engine))
+        left.write_text(engine_faults.void_request(None))
+        try:
+            assert b.error_engine(t.replica())() == [engine]
+            assert not left.exists()
+            checks = _until(lambda: b.effect_checks(_fault(b, t, [engine])))
+            assert [c["ok"] for c in checks] == [True, True], checks
+        finally:
+            left.unlink(missing_ok=True)
+
+
+def test_kuberay_the_error_script_removes_a_request_left_for_the_engine_too():
+    script = ke.error_script([4242])
+    assert app_engine_faults.request_path(4242) in script.split("kill -USR1")[0]
+
+
 def test_local_an_engine_that_records_nothing_is_unproven_and_the_real_proof_says_so(monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {NAME: 0.5}, raising=False)
     with TinyReplica("stay") as t:
@@ -249,7 +271,8 @@ def test_kuberay_the_look_then_the_signal_to_the_engine_children_only_and_the_pr
     f = {"scope": NAME, "target": "r1", "zones": ["zone-b"], "pid": 41, "pids": ["wb-1/57"]}
     s.kubelet.tombstones[("wb-1", 57)] = "1.000"  # a stale one, of an earlier process with the same pid
     assert fire() == ["wb-1/57"]
-    assert stream.calls[-1][2] == "rm -f /tmp/availproof-engine-error-57; kill -USR1 57 && echo 57"
+    assert stream.calls[-1][2] == ("rm -f /tmp/availproof-engine-error-57 /tmp/availproof-engine-fault-57.request; "
+                                   "kill -USR1 57 && echo 57")
     assert s.kubelet.erred["wb-1"] == ["VLLM::EngineCor"] and s.kubelet.fates.get("wb-1") is None  # it lives on
     checks = b.effect_checks(f)
     assert [c["ok"] for c in checks] == [True, True] and checks[0]["seen"] == "57 raised it"

@@ -29,7 +29,7 @@ from chaos.backends.kuberay.tombstones import parse_tombstones, tombstones_scrip
 from chaos.backends.kuberay.wedge import Wedges
 from chaos.backends.kuberay.weights import Weights
 from chaos.base.errors import ClusterError
-from serve_apps.engine_faults import tombstone_path
+from serve_apps.engine_faults import request_path, tombstone_path
 
 THROTTLE = "availproof-throttle-"  # in the command line of a duty cycle's loop, before its id
 SAMPLE = ": availproof-engine-stutter sample; "  # the look at a duty cycle
@@ -52,9 +52,11 @@ def masks_script(pid: int) -> str:
 
 
 def error_script(pids: list[int]) -> str:
-    """A stale tombstone of each engine removed (a reused pid's), then SIGUSR1 to them, their pids printed."""
+    """A stale tombstone of each engine removed (a reused pid's), and any fault request left for it (a void one from
+    recover: the signal would arm it instead of the error), then SIGUSR1 to them, their pids printed."""
     ps = " ".join(str(int(p)) for p in pids)
-    return f"rm -f {' '.join(tombstone_path(int(p)) for p in pids)}; kill -USR1 {ps} && echo {ps}"
+    stale = " ".join(f"{tombstone_path(int(p))} {request_path(int(p))}" for p in pids)
+    return f"rm -f {stale}; kill -USR1 {ps} && echo {ps}"
 
 
 def loop_script(t: Throttle) -> str:

@@ -76,7 +76,7 @@ class Kills:
         return self.kill_pods(pods, f"kill of worker pod {node}")
 
     def _end_drain(self, node: str) -> list[str]:
-        """The deadline of a drain (:func:`chaos.scopes.faults.drain_node` kills the node then): the evicted
+        """The deadline of a drain (:func:`chaos.scopes.drain.drain_node` kills the node then): the evicted
         pod, still terminating, is force-deleted (grace 0: its grace period, the deadline, is over;
         the kubelet's SIGKILL comes now too); one already gone left before its deadline: nothing to
         kill, not an error. Only pods this backend evicted get here (checked at the eviction)."""

@@ -165,7 +165,7 @@ class Rollbacks:
         return out
 
     def roll_back_upgrade(self, fault: dict) -> dict:
-        """Roll back this run's ``cluster`` upgrade (``fault`` as :func:`chaos.scopes.faults.upgrade_app` made it)."""
+        """Roll back this run's ``cluster`` upgrade (``fault`` as :func:`chaos.scopes.upgrade.upgrade_app` made it)."""
         name = fault.get("record")
         if not name:
             return {}

@@ -242,7 +242,7 @@ class Upgrades:
         the list is by labels, ``diff`` = desired - listed), so the replacement is created once the
         evicted pod is gone.
 
-        At the deadline :func:`chaos.scopes.faults.drain_node` calls :meth:`kill_node`: for a pod drained
+        At the deadline :func:`chaos.scopes.drain.drain_node` calls :meth:`kill_node`: for a pod drained
         here it force-deletes what is left of it and accepts that it is gone already."""
         pods = limit([p for p in self.pods.ray(node_type="worker") if name_of(p) == node], min(1, self.target.max_pods),
                      f"drain of worker pod {node}")

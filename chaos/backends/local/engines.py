@@ -52,6 +52,8 @@ def error(b, r: placement.Replica) -> Callable[[], list[int]]:
 
     def fire() -> list[int]:
         app_engine_faults.remove_tombstones(pids)  # a stale one (a reused pid) proves nothing
+        for p in pids:  # a request left (a void one from recover) would make the signal arm it instead of the error
+            Path(app_engine_faults.request_path(p)).unlink(missing_ok=True)
         return procs.signal_pids(pids, engine_faults.ERROR_SIGNAL)
     return fire
 

@@ -278,6 +278,6 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("region", plan_zone_loss, effect_zone_loss, heal_zone_loss),
     Implementation("partition", plan_partition, effect_partition, heal_partition),
     Implementation("redis", plan_redis, effect_redis, heal_redis),
-    Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.scopes.faults.upgrade_app); Serve replaces
+    Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.scopes.upgrade.upgrade_app); Serve replaces
     Implementation("drain", plan_drain, effect_node, heal_node),  # at its deadline the node is gone, as a node loss
 )
