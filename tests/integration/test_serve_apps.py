@@ -136,13 +136,13 @@ def test_experiment_with_real_vllm(name, shared_cluster, test_root):
     if deploy.deployed_app(shared_cluster) != "llm":
         deploy_app(shared_cluster, "llm")
     out = test_root / "runs" / f"llm-{name}"
-    # the client's timeout and the recovery window's settle 15 s (shipped: 30 s each; the settle is at least the
-    # timeout, and the stop waits for what is in flight) (CI time: ~15-25 s); the vLLM answers of this run took
-    # 3.1 s at most, p99 1.7 s (2026-12-06, a clean-clone suite)
+    # the client's timeout 10 s and the recovery window's settle 5 s (shipped: 30 s each; the window ends once
+    # every plane has been back for the settle, at least the timeout, and the stop waits for what is in flight)
+    # (CI time: ~25-30 s); the vLLM answers of this run took 3.1 s at most, p99 1.7 s (2026-12-06, a clean-clone suite)
     doc = json.loads(suite.experiment_path(name).read_text())
     llm = doc["extensions"][0]["llm"]
-    llm["load"] = {**llm["load"], "timeout_s": 15}
-    llm["recovery_settle_s"] = 15
+    llm["load"] = {**llm["load"], "timeout_s": 10}
+    llm["recovery_settle_s"] = 5
     path = test_root / "llm" / f"{name}.json"  # the shipped file's name, as the summary says it
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
