@@ -50,6 +50,11 @@ class StreamOptions:
     uncached_token_s: float = 0.002
     block_tokens: int = 16
     prefix_cache_blocks: int = 256
+    # how long a replica's start takes to read its weights before it knows whether they load (a vLLM start reads its
+    # checkpoint after its engine has initialised: tens of seconds on CPU). A start that failed in a tenth of a second
+    # ended between two of the sampler's samples (0.5 s): 0 of 7 failed starts seen in a CI run (2026-12-06), so
+    # restart-fails' failed_starts read 0 while Serve had failed 7 times
+    weights_load_s: float = 1.0
 
 
 @dataclass

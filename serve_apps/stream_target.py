@@ -90,11 +90,13 @@ class StreamReplica:
     def __init__(self, model: str = "availproof-tiny", prefill_s: float = 0.05, token_s: float = 0.02,
                  jitter: float = 0.2, max_tokens_cap: int = 512, max_model_len: int = 512,
                  uncached_token_s: float = 0.002, block_tokens: int = 16, prefix_cache_blocks: int = 256,
-                 weights_path: str | None = None):
+                 weights_path: str | None = None, weights_load_s: float = 0.0):
         # its weights read whole before anything starts, as vLLM reads its checkpoint: a replica that cannot load
-        # them refuses to start (raises; restart-fails, serve_apps.stream_weights); the rig's file by default
+        # them refuses to start (raises; restart-fails, serve_apps.stream_weights); the rig's file by default. The
+        # read takes weights_load_s (the deployed app's: serve_apps.config.StreamOptions), as a checkpoint's does
         self.weights_path = weights_path or stream_weights.default_path()
         stream_weights.provision(self.weights_path)  # only where absent (a node's first start): the rig's file
+        time.sleep(max(0.0, weights_load_s))
         self.weights_sha256 = stream_weights.load(self.weights_path)
         self.model = model
         self.max_model_len = max_model_len
