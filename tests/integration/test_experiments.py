@@ -278,6 +278,11 @@ EXPECTED = {
     # the replica moved off the drained node in time (0 failed), but Serve did not move it back to
     # zone-b when the node returned: the per-zone placement stays short (capacity not restored)
     "drain": runner.VIOLATED,
+    # a device that stays bad (issue 46): with the replicas pinned one per node the replacement crash-loops on the bad
+    # node past max_device_crashloop_s (VIOLATED by design); with the rig's remedy (the node cordoned) it lands on a
+    # healthy node (PASS). Not in CI yet (150 s outages): the main session decides
+    "device-loss": runner.VIOLATED,
+    "device-loss-remedy": runner.PASS,
 }
 
 
@@ -315,7 +320,7 @@ def assert_every_garbage_answer_caught(out: Path, f: dict) -> None:
 # kill with GCS FT (head-kill-gcs-ft, head-outage-second-fault), the node kill behind the balancer with and without
 # its retries.
 BY_HAND = ("head-kill-no-ft", "engine-wedge")
-NOT_IN_CI = ("engine-hang", "engine-stutter") + BY_HAND
+NOT_IN_CI = ("engine-hang", "engine-stutter", "device-loss", "device-loss-remedy") + BY_HAND
 SHARED = [name for name in suite.FULL
           if name not in ("replica-kill", "region-loss", "zone-partition") + NOT_IN_CI]
 
