@@ -111,7 +111,7 @@ def heal(backend, f: dict) -> None:
     """The marker removed (only while the fault's), then the cordon undone (only while the rig's); each outcome kept
     in the fault (a second call, the rollback's, keeps the first)."""
     f["device_restored"] = backend.restore_device(f)
-    if f.get("cordon") and not (f.get("uncordon") or {}).get("uncordoned"):
+    if (f.get("cordon") or {}).get("cordoned") and not (f.get("uncordon") or {}).get("uncordoned"):
         f["uncordon"] = backend.uncordon_device_node(f)
 
 
