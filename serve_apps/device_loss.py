@@ -116,7 +116,8 @@ def mode_of(marker: dict | None) -> str | None:
 
 # ---------------------------------------------------------------- the rig's side
 def set_marker(key: str, run: str, fault: str, token: str, mode: str, xid: int) -> dict:
-    """Write the node's marker (refused where one is already: another fault's, or one left behind); the mark."""
+    """Write the node's marker (refused where one is already: another fault's, or one left behind), the engines'
+    records of an earlier fault removed first; the mark."""
     if mode not in MODES:
         raise RuntimeError(f"device-loss: mode must be one of {', '.join(MODES)}, got {mode!r}")
     os.makedirs(node_dir(key), exist_ok=True)
@@ -124,6 +125,11 @@ def set_marker(key: str, run: str, fault: str, token: str, mode: str, xid: int) 
     if left is not None:
         raise RuntimeError(f"device-loss: a marker is already on this node ({marker_path(key)}, run "
                            f"{left.get('run')!r}): remove it first (availproof recover)")
+    for stale in glob.glob(f"{node_dir(key)}/failed-*.json") + glob.glob(f"{node_dir(key)}/hung-*.json"):
+        try:  # an earlier fault's engines' records prove nothing of this one
+            os.unlink(stale)
+        except OSError:
+            pass
     mark = {"run": run, "fault": fault, "token": token, "mode": mode, "xid": int(xid), "t": round(time.time(), 3)}
     write_atomically(marker_path(key), json.dumps(mark) + "\n")
     return {**mark, "path": marker_path(key), "node_key": key}

@@ -215,6 +215,7 @@ def test_a_refused_cordon_is_recorded_and_the_outage_goes_on(monkeypatch):
     f = lose_device(Backend(), faults.Marker(), zone="zone-a", remedy="cordon", outage_s=0.2, poll_s=0.02)
     assert not f["cordon"]["cordoned"] and "refused to drain" in f["cordon"]["error"]
     assert f["device_restored"]["removed"] and "uncordon" not in f
+    assert list(device.registry_dir().iterdir()) == []  # nothing of the rig's left to recover
 
 
 def test_recover_removes_a_killed_runs_marker_and_undoes_its_cordon(monkeypatch):

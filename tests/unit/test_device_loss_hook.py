@@ -188,3 +188,11 @@ def test_the_command_line_sets_looks_and_clears(node, capsys):
     assert dl.main(["clear", "--node", node, "--token", "k"]) == 0
     assert json.loads(capsys.readouterr().out)["removed"] is True
     assert dl.read_marker(node) is None
+
+
+def test_a_new_marker_clears_an_earlier_faults_records(node):
+    mark(node, token="a")
+    dl.record("failed", "step", dl.read_marker(node), node, pid=1)
+    dl.clear(node, "a")
+    mark(node, token="b")
+    assert dl.look(node)["failures"] == [] and dl.read_marker(node)["token"] == "b"

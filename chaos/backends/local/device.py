@@ -95,7 +95,7 @@ def restore(b, fault: dict) -> dict:
     if not mark.get("token"):
         return {"removed": False, "state": None, "why": "the fault recorded no marker: nothing written"}
     out = app.clear(mark.get("node_key") or fault["target"], mark["token"])
-    if not fault.get("cordon"):
+    if not (fault.get("cordon") or {}).get("cordoned"):  # a cordon's entry goes with its undoing
         registry_entry(b.run_id, fault["fault_id"]).unlink(missing_ok=True)
     return out
 
