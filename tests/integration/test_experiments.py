@@ -220,6 +220,20 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert rs["others_kept_serving"] is True, rs
         assert f["capacity"]["min_replicas"] == f["capacity"]["target_replicas"] - 1, f["capacity"]
         assert f["service"]["failed_total"] <= 5, f["service"]
+    if f["scope"] == "device-loss":
+        # the node's marker the fault's and an engine's own record of the lost device (the proof), held to the heal and
+        # removed by its token; where the replacements went (issue 46): without the remedy they crash-loop on the bad
+        # node (pinned one per node); with it the node is cordoned and the replacement answers from a healthy one
+        assert f["effect"]["verified"] and all(c["ok"] for c in f["effect"]["checks"]), f["effect"]
+        assert d["device_restored"]["removed"], d
+        dv = f["device"]
+        if d.get("remedy") == "cordon":
+            assert d["cordon"]["cordoned"] and dv["cordoned_s"] is not None, (d["cordon"], dv)
+            assert dv["time_to_healthy_replica_s"] is not None and dv["crashloop_s"] <= 120, (dv, f["unmeasurable"])
+            assert not [p for p in dv["placements"] if p["on_bad_node"] and p["t_s"] > dv["cordoned_s"] + 1], dv
+        else:
+            assert dv["failed_starts"] >= 1 and dv["moved_off_bad_node"] is False, (dv, f["unmeasurable"])
+            assert dv["crashloop_s"] is not None and dv["crashloop_s"] > 120, (dv, f["unmeasurable"])
     if f["scope"] in ("head", "redis"):
         assert d["pids"], d  # the head's processes (or Redis) were killed
     if name == "head-kill-gcs-ft":
