@@ -241,3 +241,25 @@ def test_the_shared_proof_reads_another_marker_and_an_old_record_as_no_proof():
     look = {"marker": {"token": "theirs", "run": "r9"}, "failures": [{"kind": "failed", "at": "init", "pid": 1, "t": 50.0}]}
     checks = shared.checks(fault, look)
     assert [c["ok"] for c in checks] == [False, False] and "another marker" in checks[0]["seen"]
+
+
+def test_the_local_backend_refuses_to_prepare_over_a_marker_and_its_heal_undoes_this_runs(monkeypatch):
+    from chaos.backends.local.backend import LocalBackend
+    from chaos.base.errors import SetupError
+
+    cluster = Cluster()
+    cluster.state.nodes = {}
+    cluster.partitioned_zones = lambda: []
+    b = LocalBackend(cluster, run_id="run-1")
+    monkeypatch.setattr(b, "node_id", lambda n: f"nid-{n.name}")
+    monkeypatch.setattr(b, "_restore", lambda done, **kw: done)
+    write = b.device_breaker(replica("r1", "worker-a"), "error", 79)
+    f = {"fault_id": "device-loss-9", "scope": "device-loss", "target": "worker-a", "zones": ["zone-a"],
+         "device": write("device-loss-9", "tok")}
+    f["cordon"] = b.cordon_device_node(f)  # the run stops here: its rollback heals
+    with pytest.raises(SetupError, match="device-loss marker on node worker-a"):
+        LocalBackend(cluster).prepare("run-2", "replica")
+    (done,) = b.heal([f])["devices"]
+    assert done["device_restored"]["removed"] and done["uncordon"]["uncordoned"]
+    assert app.read_marker("worker-a") is None and list(device.registry_dir().iterdir()) == []
+    LocalBackend(cluster).prepare("run-2", "replica")  # nothing left: no refusal
