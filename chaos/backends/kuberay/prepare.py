@@ -150,6 +150,7 @@ def heal_all(b, timeout: float = 300.0) -> dict:
     done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
     done["accelerators"] = [x["name"] for x in removed if x["kind"] == "Accelerator"]  # device plugins let back
     done["released"] = [x["name"] for x in removed if x["kind"] == "EngineMark"]  # held engine faults let go
+    done["devices"] = [x["name"] for x in removed if x["kind"] == "DeviceLoss"]  # device-loss markers removed
     done["removed"] = removed
     done["failed"] = result["failed"]
     if not done["failed"]:
