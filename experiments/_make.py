@@ -18,6 +18,7 @@ from chaos.system.frontdoor import FrontSettings  # noqa: E402
 
 import _engines as engines  # noqa: E402  (the engine faults' experiments)
 import _restarts as restarts  # noqa: E402  (restart-fails)
+import _devices as devices  # noqa: E402  (device-loss, with and without its remedy)
 
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
@@ -225,6 +226,7 @@ experiment(
 
 engines.make(experiment, action)
 restarts.make(experiment, action)
+devices.make(experiment, action)
 
 experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",

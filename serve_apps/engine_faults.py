@@ -90,7 +90,7 @@ import signal
 import threading
 import time
 
-from serve_apps import heartbeat, held_faults
+from serve_apps import device_loss, heartbeat, held_faults
 from serve_apps.held_faults import GARBAGE, SLOW, STALL, write_atomically
 
 ENV = "AVAILPROOF_ENGINE_FAULTS"
@@ -323,6 +323,7 @@ def _failing_step(step, trigger: Trigger):
     def wrapper(self, *args, **kwargs):
         beat = step_heartbeat()
         started = beat.begin()
+        device_loss.STEP.check()  # its node's device lost (device-loss): raises DeviceLost, or hangs, then raises
         if trigger.take():
             request = take_request()
             if request["fault"] == WEDGE:
@@ -377,10 +378,14 @@ def install(core_cls, loop_classes, trigger: Trigger | None = None) -> list[str]
 
 def register() -> bool:
     """The ``vllm.general_plugins`` entry point: with :data:`ENV` set, wrap vLLM's engine classes
-    (:func:`install`); without it do nothing. Never raises (a failing plugin would stop vLLM): a failure
-    is logged, and SIGUSR1 then keeps its default meaning."""
+    (:func:`install`); without it do nothing. A failure to wrap is logged, never raised (a failing plugin would
+    stop vLLM), and SIGUSR1 then keeps its default meaning. What it does raise, on purpose, is a lost device's
+    error (``device-loss``, :func:`serve_apps.device_loss.at_start`): vLLM loads its general plugins first in each
+    of its processes (the replica's, as it makes its engine's arguments; the engine's), so a new engine on a node
+    whose device is marked lost fails its start there (or waits while the marker says hang)."""
     if not enabled():
         return False
+    device_loss.at_start()
     try:
         from vllm.v1.engine import core
 

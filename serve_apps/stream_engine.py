@@ -28,6 +28,10 @@ kind of process on both apps:
     ``engine error (injected)``. Without the variable SIGUSR1 keeps its default meaning (the child
     terminates: ``dead``);
   - ``dead`` (for good): end of file without that report (the child died: a crash).
+  - ``errored`` by a lost device (``device-loss``, :mod:`serve_apps.device_loss`): the child looks at its node's
+    marker before its first step and every 20 steps; it then writes :data:`~serve_apps.device_loss.ERROR_BYTE` and
+    exits :data:`~serve_apps.device_loss.ERROR_EXIT` (at its start: its replica's constructor raises), or hangs
+    while the marker says hang.
   - and, with the hook on, a fault it *holds* while it steps on (``engine-garbage``, ``engine-stall``,
     ``engine-slow``: :mod:`serve_apps.held_faults`, the same request and marks as vLLM's hook): it says so through
     the pipe (:data:`HELD_ON`, :data:`HELD_OFF` when the rig removed the mark); from then on its steps' tokens are
@@ -62,7 +66,7 @@ import threading
 import time
 from typing import AsyncIterator, Callable, Iterable
 
-from serve_apps import engine_faults, heartbeat, held_faults
+from serve_apps import device_loss, engine_faults, heartbeat, held_faults
 
 STEP_S = 0.005  # the child's step: one byte to the pipe
 HUNG_AFTER_S = 1.0
@@ -96,6 +100,7 @@ _CHILD = ("import json, os, signal, sys, time\n"
           "        except BaseException:\n"
           "            pass\n"
           "        return False\n"
+          + device_loss.child_code() +  # a lost device (device-loss): device_check('init' | 'step')
           "def wedge(request):  # the step loop blocked (or spinning) for as long as the wedge mark exists\n"
           f"    path = {WEDGE!r} + str(os.getpid())\n"
           "    if not atomically(path, json.dumps({'run': request.get('run'), 't': round(time.time(), 3)}) + '\\n'):\n"
@@ -173,9 +178,13 @@ _CHILD = ("import json, os, signal, sys, time\n"
           f"        os.write(fd, {engine_faults.ERROR_BYTE!r})\n"
           f"        os._exit({engine_faults.ERROR_EXIT})\n"
           "    signal.signal(signal.SIGUSR1, fault)\n"
-          "n = 0\n"
+          "device_check('init')  # before its first step: a new engine on a lost device fails (or hangs) here\n"
+          "n = k = 0\n"
           "last = time.monotonic()\n"
           "while True:\n"
+          "    k += 1\n"
+          f"    if k % {HELD_LOOK_STEPS} == 0:\n"
+          "        device_check('step')\n"
           f"    os.write(fd, {STEP_BYTE!r})\n"
           "    now = time.monotonic()\n"
           "    took, last = now - last, now  # the step before this byte: its sleep and its work\n"
@@ -235,6 +244,8 @@ class Steps:
         with self._lock:
             if engine_faults.ERROR_BYTE in chunk:
                 self.error = engine_faults.MESSAGE
+            if device_loss.ERROR_BYTE in chunk:  # failed on its node's lost device (device-loss)
+                self.error = device_loss.MESSAGE
             n = chunk.count(STEP_BYTE)
             now = self.clock()
             if n:
@@ -301,10 +312,10 @@ class Steps:
         return "hung" if self.clock() - self.last > HUNG_AFTER_S else "ok"
 
     def reason(self) -> str | None:
-        """Why the engine is gone (``engine error (injected)``, ``engine process died``), or None."""
+        """Why the engine is gone (``engine error (injected)``, a lost device's, ``engine process died``), or None."""
         state = self.state()
         if state == "errored":
-            return engine_faults.MESSAGE
+            return self.error
         return DIED if state == "dead" else None
 
     async def wait(self, seen: int, timeout: float) -> None:
@@ -372,9 +383,9 @@ class EngineProcess:
     def error(self) -> str | None:
         """What the engine reported before it ended (through the pipe; or its exit status, when the pipe's reader has
         not read the report yet), or None."""
-        if self.steps.error is None and self.proc.poll() == engine_faults.ERROR_EXIT:
-            return engine_faults.MESSAGE
-        return self.steps.error
+        code = self.proc.poll() if self.steps.error is None else None
+        return {engine_faults.ERROR_EXIT: engine_faults.MESSAGE, device_loss.ERROR_EXIT: device_loss.MESSAGE}.get(
+            code, self.steps.error)
 
     @property
     def last_beat(self) -> float:
@@ -388,7 +399,7 @@ class EngineProcess:
         """``ok``, ``hung`` (alive, no step for :data:`HUNG_AFTER_S`), ``errored`` (it reported an error,
         for good) or ``dead`` (it ended without, for good)."""
         code = self.proc.poll()
-        if self.steps.error is not None or code == engine_faults.ERROR_EXIT:
+        if self.steps.error is not None or code in (engine_faults.ERROR_EXIT, device_loss.ERROR_EXIT):
             return "errored"
         if self.steps.ended is not None or code is not None:
             return "dead"
@@ -398,7 +409,7 @@ class EngineProcess:
         """Why the engine is gone (``engine error (injected)``, ``engine process died``), or None."""
         state = self.state()
         if state == "errored":
-            return engine_faults.MESSAGE
+            return self.error
         return DIED if state == "dead" else None
 
     def close(self) -> None:

@@ -25,7 +25,8 @@ pass ``max_model_len`` is refused with a 400, as vLLM refuses it.
 
 Each replica reads its weights whole at its start (:mod:`serve_apps.stream_weights`; the deployment's
 ``weights_path``, the rig's file by default) and refuses to start (its constructor raises, as vLLM's does on a
-truncated safetensors file) when they cannot be loaded: the ``restart-fails`` scope's hook.
+truncated safetensors file) when they cannot be loaded: the ``restart-fails`` scope's hook. It refuses to start too
+when its engine fails as it starts, its node's device lost (``device-loss``, :mod:`serve_apps.device_loss`).
 
 Each replica runs an engine child process (:mod:`serve_apps.stream_engine`) and depends on it as a
 vLLM replica depends on its EngineCore, every token of every request (streamed or not) going through it:
@@ -115,6 +116,9 @@ class StreamReplica:
         if not self.engine.wait_started():  # started: its engine-error hook is in place
             self.engine.close()
             raise RuntimeError(f"engine process {self.engine.pid} did not start")
+        if self.engine.error is not None:  # it failed as it started: its node's device is lost (device-loss)
+            self.engine.close()
+            raise RuntimeError(f"engine process {self.engine.pid} failed at its start: {self.engine.error}")
 
     def reconfigure(self, user_config, rank=None):
         """Serve's ``user_config``: ``stall_s`` turns the progress watchdog on (:mod:`serve_apps.watchdog`;

@@ -6,7 +6,8 @@ both), the service-wide ``failed`` counts, the ``control_plane``, ``capacity`` a
 slow replica's ``straggler`` (``engine-slow``, ``engine-stutter``), the streams' token ``continuity`` (the
 service's; the affected population's under ``continuity.affected`` where it differs), a client's ``retries`` (:data:`RETRIES`: an
 object in each population, ``load.retry``), and the ``orphans`` a killed or replaced replica's engines would be
-(:mod:`chaos.system.orphan_watch`), and a ``restart`` that fails (``restart-fails``: :mod:`chaos.analysis.restart`).
+(:mod:`chaos.system.orphan_watch`), a ``restart`` that fails (``restart-fails``: :mod:`chaos.analysis.restart`) and a
+``device`` that stays bad (``device-loss``: :mod:`chaos.analysis.device`).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
 ``service.time_to_steady_state_s``, ``service.retries.peak_amplification``), the key of its reason in the
 fault's ``unmeasurable`` map.
@@ -97,6 +98,11 @@ def _cross_region_share(f: dict, p: dict) -> Any:
 def _orphans_freed(f: dict, p: dict) -> Any:
     """Seconds from the replica's end to its last engine's (``orphans``); None when not measured or never freed."""
     return (f.get("orphans") or {}).get("seconds_until_freed")
+
+
+def _crashloop(f: dict, p: dict) -> Any:
+    """How long replacements kept failing on a node whose device stays bad (``device``); None when not measured."""
+    return (f.get("device") or {}).get("crashloop_s")
 
 
 NUMBER = {"type": ["number", "null"]}
@@ -301,6 +307,28 @@ RS_TTFS = _(Figure("restart", "time_to_first_success_s", "s", "time to first suc
     "from the weights' restore to the first sample with a new replica RUNNING; null with its reason (never restored, "
     "never RUNNING after it, or RUNNING before it)"), column="restart first success s", row=True))
 RS_RESOLUTION = _(Figure("restart", "resolution_s", "s", "resolution s (sampling period)", RS_FN, NUMBER))
+# ---------------------------------------------------------------- a device that stays bad (chaos.analysis.device)
+DV_FN = "chaos.analysis.device.device"
+DV_FAILED = _(Figure("device", "failed_starts", "count", "starts failed on the bad node", DV_FN, {
+    **COUNT, "minimum": 0, "description": "replacements placed on the bad node and gone without being seen RUNNING (a "
+    "lower bound: a start that failed between two looks is not seen); null with its reason"},
+    column="device failed starts", row=True))
+DV_HEALTHY = _(Figure("device", "time_to_healthy_replica_s", "s", "time to a healthy replica s", DV_FN, _s(
+    "from the injection to the first request a replacement answered from a healthy node (off the bad node, or on it "
+    "after the device's restore); null with its reason"), column="healthy replica s", row=True))
+DV_MOVED = _(Figure("device", "moved_off_bad_node", "bool", "Serve placed a replacement off the bad node by itself",
+                    DV_FN, {"type": ["boolean", "null"]}, row=True))
+DV_CRASHLOOP = _(Figure("device", "crashloop_s", "s", "crash loop on the bad node s", DV_FN, _s(
+    "how long replacements kept failing (or hanging) on the bad node: 0 without one, else until a healthy replica "
+    "answered, or the whole window when none did (crashloop_ongoing); null with its reason"),
+    column="crash loop s", row=True, bound="max_device_crashloop_s", comparison="<=", read=_crashloop))
+DV_ONGOING = _(Figure("device", "crashloop_ongoing", "bool", "crash loop still going at the window's end", DV_FN,
+                      {"type": ["boolean", "null"]}, row=True))
+DV_CORDONED = _(Figure("device", "cordoned_s", "s", "bad node cordoned by the remedy s", DV_FN, NUMBER, row=True))
+DV_RESTORED = _(Figure("device", "device_restored_s", "s", "device restored s", DV_FN, NUMBER, row=True))
+DV_RECORDS = _(Figure("device", "engine_failures", "count", "engines' records of the lost device", DV_FN,
+                      {"type": "integer", "minimum": 0}, row=True))
+DV_RESOLUTION = _(Figure("device", "resolution_s", "s", "resolution s (the watch's period)", DV_FN, NUMBER))
 del _
 
 # every plane back: the instant the recovery window may settle at (chaos.core.settle) and an event's span (chaos.claim)

@@ -59,6 +59,9 @@ class Scope:
     straggler: bool = False  # leaves what it hits serving, slowly: its share and latencies analysed (slow_replica)
     # leaves its replacement unable to start for a while: its failed starts measured (chaos.analysis.restart)
     failing_restart: bool = False
+    # leaves a node whose device stays bad: where its replacements land, their failed starts there and the time to a
+    # healthy replica measured, its bound max_device_crashloop_s applied by default (chaos.analysis.device)
+    bad_device: bool = False
     # kills a replica or its engine, or leaves it for a detector to replace: the replica's engine processes are
     # followed until gone, their bound max_orphan_s applied by default (chaos.system.orphan_watch, chaos.analysis.orphans)
     orphan_check: bool = False

@@ -31,6 +31,10 @@ policy (nothing was retried: nothing to bound), and :func:`with_defaults` states
 killed or replaced no replica, or its replica had no engine; unmeasurable where the engines could not be
 looked at; violated when an engine was left at the bound (never freed) or went later than it.
 
+``max_device_crashloop_s`` reads the fault's ``device`` (:mod:`chaos.analysis.device`): how long replacements kept
+failing on a node whose device stays bad; not applicable to a fault that leaves none; applied by default (120 s) to the
+scopes that do.
+
 ``max_cross_region_share`` (for users pinned to a region) reads the fault's ``locality``: the larger
 of the shares of requests served outside the client's region during the fault and after it.
 """
@@ -90,6 +94,8 @@ def _not_applicable(fig: figures.Figure, f: dict, p: dict) -> str | None:
         # of an unaffected zone exists to bound; zonal-lb and direct clients keep their zones
         return ("the client sends through one front door for every zone: its requests belong to no zone, "
                 "so there are no unaffected zones' users to bound (zonal-lb or direct keep the zones)")
+    if fig is figures.DV_CRASHLOOP and not isinstance(f.get("device"), dict):
+        return "the fault leaves no node whose device stays bad: no crash loop to bound"
     if fig is figures.ORPHANS_FREED and (f.get("orphans") or {}).get("status") in (None, *figures.ORPHANS_NOT_APPLICABLE):
         return (f.get("unmeasurable") or {}).get(fig.key()) or "no orphan check for this fault"
     return None

@@ -38,7 +38,7 @@ from typing import Any
 from chaos.core import bounds
 from chaos.system import orphan_watch, secret_env
 from chaos import schemas, scopes
-from chaos.analysis import SLO, SteadyState
+from chaos.analysis import SLO, SteadyState, device as device_figures
 from chaos.base.errors import UsageError, read_input
 from chaos.load.workload import LoadShape
 from chaos.base.readonly import freeze
@@ -228,6 +228,10 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
         added = " ".join(x for x in (added, f"max_orphan_s {with_orphans['max_orphan_s']:g} by default: the "
                                             "fault kills or replaces a replica, whose engines must go "
                                             "(chaos.system.orphan_watch).") if x)
+    if "max_device_crashloop_s" in with_orphans and "max_device_crashloop_s" not in bounds_spec:
+        added = " ".join(x for x in (added, f"max_device_crashloop_s {with_orphans['max_device_crashloop_s']:g} by "
+                                            "default: the fault leaves a node whose device stays bad, where "
+                                            "replacements must not crash-loop for longer (chaos.analysis.device).") if x)
     return Settings(
         scope=ext["scope"],
         topology=ext.get("topology", "default"),
@@ -260,10 +264,14 @@ def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:
 def default_bounds(scope: str, stated: dict[str, Any]) -> dict[str, Any]:
     """The experiment's bounds, with the ones the rig applies by default to its scope: ``max_orphan_s``
     (:data:`chaos.system.orphan_watch.DEFAULT_BOUND_S`) where the scope's fault kills or replaces a replica or its engine
-    (:attr:`chaos.scopes.Scope.orphan_check`), unless stated."""
+    (:attr:`chaos.scopes.Scope.orphan_check`), ``max_device_crashloop_s``
+    (:data:`chaos.analysis.device.DEFAULT_MAX_CRASHLOOP_S`) where it leaves a node whose device stays bad
+    (:attr:`chaos.scopes.Scope.bad_device`), unless stated."""
     out = dict(stated)
     if scopes.get(scope).orphan_check:
         out.setdefault("max_orphan_s", orphan_watch.DEFAULT_BOUND_S)
+    if scopes.get(scope).bad_device:
+        out.setdefault("max_device_crashloop_s", device_figures.DEFAULT_MAX_CRASHLOOP_S)
     return out
 
 

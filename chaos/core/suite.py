@@ -18,7 +18,8 @@ EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent.parent / "experiments"
 QUICK = ("replica-kill", "engine-hang", "worker-node-kill", "head-kill-gcs-ft", "zone-loss", "redis-loss")
 FULL = QUICK + ("engine-crash", "engine-error", "engine-slow", "engine-stutter", "engine-wedge",
                 "engine-wedge-watchdog", "engine-garbage", "engine-stall", "restart-fails",
-                "head-outage-second-fault", "upgrade", "drain", "head-kill-no-ft", "region-loss", "zone-partition")
+                "head-outage-second-fault", "upgrade", "drain", "head-kill-no-ft", "region-loss", "zone-partition",
+                "device-loss", "device-loss-remedy")
 
 
 def experiment_path(name: str) -> Path:

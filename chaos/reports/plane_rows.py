@@ -76,7 +76,7 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
     return (rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f) + straggler_rows(f) + orphan_rows(f)
-            + restart_rows(f))
+            + restart_rows(f) + device_rows(f))
 
 
 def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
@@ -107,6 +107,23 @@ def restart_rows(f: dict[str, Any]) -> list[list[str]]:
     gaps = rs.get("backoff_s")
     rows.append(["restart", "gaps between starts s", ", ".join(fmt(g) for g in gaps) if gaps is not None
                  else (_plane_note(f, "restart.backoff_s") or "n/a")])
+    return rows
+
+
+def device_rows(f: dict[str, Any]) -> list[list[str]]:
+    """A device that stays bad (:mod:`chaos.analysis.device`): where each replacement landed, then one row per figure of
+    the catalogue's ``device`` plane."""
+    dv = f.get("device")
+    if not isinstance(dv, dict):
+        return []
+    where = ", ".join(f"{str(p.get('replica'))[:8]}@{p.get('node')}/{p.get('zone')} {fmt(p.get('t_s'))} s "
+                      f"({p.get('outcome')})" for p in dv.get("placements") or []) or "none in the watch"
+    rows = [["device", f"bad node {dv.get('node')} ({dv.get('mode')}, XID {dv.get('xid')}, remedy "
+                       f"{dv.get('remedy') or 'none'}): replacements placed", where]]
+    for fig in F.of("device"):
+        v = dv.get(fig.name)
+        text = ("yes" if v else "no") if isinstance(v, bool) else fmt(v)
+        rows.append(["device", fig.label, text if v is not None else (_plane_note(f, fig.key()) or "n/a")])
     return rows
 
 

@@ -5,8 +5,8 @@ controller deletes the pod and keeps it off), so the kubelet marks the node's ``
 and its allocatable drops to 0: the cluster can place no new GPU pod there. What it is not: a device loss. The
 pods holding a GPU keep running with it (the plugin is not in their data path): the replica's engine keeps a
 working GPU and CUDA context and serves throughout. The sticky device loss (the engine's GPU gone under it, as an
-Xid fault or a fallen-off-the-bus device) is the scope ``device-loss`` (to come); the scope's name and its
-experiment (experiments/accelerator-loss.json) are kept. The proof is held to the heal (the label still the rig's
+Xid fault or a fallen-off-the-bus device) is the scope ``device-loss`` (:mod:`chaos.scopes.device_loss`); the
+scope's name and its experiment (experiments/accelerator-loss.json) are kept. The proof is held to the heal (the label still the rig's
 pause, the allocatable still 0), the outage is capped below the device manager's 5-minute grace, and a node that
 also runs other namespaces' GPU pods is refused unless acknowledged. The heal puts the label back (only while it
 still reads the rig's pause): the plugin's pod returns, registers again, and the allocatable comes back. No

@@ -2,7 +2,7 @@
 the node a GPU replica runs on kept off while the node's pods run, so Kubernetes can place no new GPU pod there
 (:mod:`chaos.scopes.faults` for the other scopes, and for :class:`~chaos.scopes.faults.Marker` and :func:`~chaos.scopes.faults.prove`).
 It is not a device loss: the replica's engine keeps its GPU and a working CUDA context throughout; the sticky
-device loss (the engine's GPU gone under it) is the scope ``device-loss`` (to come).
+device loss (the engine's GPU gone under it) is the scope ``device-loss`` (:mod:`chaos.scopes.device_loss`).
 
 Everything is checked before the mark (the replica's pod asks for a GPU, the node has some allocatable, the device
 plugin's pod is found on it and the GPU operator's own label pauses it alone, no other namespace's GPU pod is on

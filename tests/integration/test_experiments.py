@@ -220,6 +220,20 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert rs["others_kept_serving"] is True, rs
         assert f["capacity"]["min_replicas"] == f["capacity"]["target_replicas"] - 1, f["capacity"]
         assert f["service"]["failed_total"] <= 5, f["service"]
+    if f["scope"] == "device-loss":
+        # the node's marker the fault's and an engine's own record of the lost device (the proof), held to the heal and
+        # removed by its token; where the replacements went (issue 46): without the remedy they crash-loop on the bad
+        # node (pinned one per node); with it the node is cordoned and the replacement answers from a healthy one
+        assert f["effect"]["verified"] and all(c["ok"] for c in f["effect"]["checks"]), f["effect"]
+        assert d["device_restored"]["removed"], d
+        dv = f["device"]
+        if d.get("remedy") == "cordon":
+            assert d["cordon"]["cordoned"] and dv["cordoned_s"] is not None, (d["cordon"], dv)
+            assert dv["time_to_healthy_replica_s"] is not None and dv["crashloop_s"] <= 120, (dv, f["unmeasurable"])
+            assert not [p for p in dv["placements"] if p["on_bad_node"] and p["t_s"] > dv["cordoned_s"] + 1], dv
+        else:
+            assert dv["failed_starts"] >= 1 and dv["moved_off_bad_node"] is False, (dv, f["unmeasurable"])
+            assert dv["crashloop_s"] is not None and dv["crashloop_s"] > 120, (dv, f["unmeasurable"])
     if f["scope"] in ("head", "redis"):
         assert d["pids"], d  # the head's processes (or Redis) were killed
     if name in ("head-kill-gcs-ft", "head-outage-second-fault"):
@@ -280,6 +294,11 @@ EXPECTED = {
     # the replica moved off the drained node in time (0 failed), but Serve did not move it back to
     # zone-b when the node returned: the per-zone placement stays short (capacity not restored)
     "drain": runner.VIOLATED,
+    # a device that stays bad (issue 46): with the replicas pinned one per node the replacement crash-loops on the bad
+    # node past max_device_crashloop_s (VIOLATED by design); with the rig's remedy (the node cordoned) it lands on a
+    # healthy node (PASS). Not in CI yet (150 s outages): the main session decides
+    "device-loss": runner.VIOLATED,
+    "device-loss-remedy": runner.PASS,
 }
 
 
@@ -323,7 +342,9 @@ def assert_every_garbage_answer_caught(out: Path, f: dict) -> None:
 # backend's kill_zones and restore_zones, the same function), and zone-loss runs here on the shared cluster; the
 # two-region topology and the region's figures (cross-region share) run by hand (`availproof suite --full`).
 BY_HAND = ("head-kill-no-ft", "engine-wedge", "head-kill-gcs-ft", "region-loss")
-NOT_IN_CI = ("engine-hang", "engine-stutter") + BY_HAND
+# device-loss and device-loss-remedy (issue 46) run by hand: each holds its bad device for 150 s (a crash loop
+# measured against its 120 s bound) (CI time).
+NOT_IN_CI = ("engine-hang", "engine-stutter", "device-loss", "device-loss-remedy") + BY_HAND
 SHARED = [name for name in suite.FULL
           if name not in ("replica-kill", "region-loss", "zone-partition") + NOT_IN_CI]
 

@@ -852,6 +852,9 @@ class Kubelet:
         weights = self._weights_command(name, script)
         if weights is not None:
             return weights
+        device = self._device_command(name, live, script)
+        if device is not None:
+            return device
         m = re.match(r": availproof-engine-error proof; for p in ([\d ]+); do", script)
         if m:
             return "".join(f"tomb {p} {self.tombstones.get((name, int(p)), '')}\n" for p in m.group(1).split()), "", 0
@@ -910,6 +913,35 @@ class Kubelet:
                 os.environ.pop("AVAILPROOF_HOME", None)
             else:
                 os.environ["AVAILPROOF_HOME"] = old_home
+        return out.getvalue() + "\n", "", code
+
+    def _device_command(self, name: str, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
+        """device-loss's marker (chaos/backends/kuberay/device.py): the real serve_apps.device_loss run on the pod's
+        own /tmp (a directory of the pod's: :attr:`device_dir`); once set, the pod's hooked engine fails at its next
+        step and records it there, as the app's hook does."""
+        if not script.startswith(": availproof-device-loss; python -m serve_apps.device_loss "):
+            return None
+        import contextlib
+        import io
+        import os
+        import tempfile
+
+        from serve_apps import device_loss
+
+        if getattr(self, "device_dir", None) is None:
+            self.device_dir = tempfile.mkdtemp(prefix="availproof-kube-fake-device-")
+        args = shlex.split(script.split(";", 1)[1])[3:]
+        out, old = io.StringIO(), device_loss.DIR
+        device_loss.DIR = os.path.join(self.device_dir, name)  # the pod's own /tmp
+        os.makedirs(device_loss.DIR, exist_ok=True)
+        try:
+            with contextlib.redirect_stdout(out):
+                code = device_loss.main(args)
+            if args[0] == "set" and code == 0:
+                for pid in [p for p, x in live.items() if "EngineCor" in x["comm"]] or [0]:
+                    device_loss.record("failed", "step", device_loss.read_marker(""), "", pid=pid)
+        finally:
+            device_loss.DIR = old
         return out.getvalue() + "\n", "", code
 
     def _wedge_command(self, name: str, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:

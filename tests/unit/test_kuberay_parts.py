@@ -14,10 +14,10 @@ from tests.unit.test_kuberay_backend import cluster
 PACKAGE = Path(__file__).resolve().parents[2] / "chaos" / "backends" / "kuberay"
 PARTS = ("pods", "kills", "engines", "domains", "lifecycle", "accelerators")
 # the parts the families hold (family.part)
-HELD = ("pods.load", "engines.wedges", "engines.weights", "domains.zone_loss", "domains.partitions",
+HELD = ("pods.load", "engines.wedges", "engines.weights", "engines.devices", "domains.zone_loss", "domains.partitions",
         "domains.autoscalers", "lifecycle.upgrades", "lifecycle.rollbacks")
-# as the mixed-in class registered them (pinned before the change)
-CAPABILITIES = {"scope:accelerator", "scope:drain", "scope:engine", "scope:engine-crash", "scope:engine-error",
+# as the mixed-in class registered them (pinned before the change), and device-loss (issue 46) since
+CAPABILITIES = {"scope:accelerator", "scope:device-loss", "scope:drain", "scope:engine", "scope:engine-crash", "scope:engine-error",
                 "scope:engine-garbage", "scope:engine-slow", "scope:engine-stall", "scope:engine-stutter",
                 "scope:engine-wedge", "scope:head", "scope:node", "scope:partition", "scope:redis", "scope:region",
                 "scope:replica", "scope:restart-fails", "scope:upgrade", "scope:zone"}

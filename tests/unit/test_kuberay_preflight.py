@@ -28,6 +28,7 @@ from chaos.backends.kuberay.kube import client as kube_client
 from chaos.commands.common import kube_flags
 from chaos.base.errors import ClusterError, SetupError, UsageError
 from chaos.core.experiment import load
+from chaos.scopes.device_loss import lose_device
 from chaos.scopes.drain import drain_node
 from chaos.scopes.engine import hang_engine
 from chaos.scopes.engine_crash import crash_engine
@@ -159,6 +160,8 @@ def inject_and_heal(scope, s, b, monkeypatch):
         b.upgrade_app("cluster", "v9")
     elif scope == "accelerator":
         faults_accelerator.lose_accelerator(b, marker, zone="zone-b")
+    elif scope == "device-loss":  # with its remedy: the cordon and the pod's eviction are its calls too
+        lose_device(b, marker, zone="zone-b", remedy="cordon", outage_s=0.05, poll_s=0.001)
     else:
         raise AssertionError(f"scope {scope}: no injection here; add its fault (and its accesses to kube_access)")
     attempted = [f for f in marker.attempted.values()]

@@ -204,6 +204,7 @@ def test_ray_nodes_redis_and_haproxy_start_without_the_secret_variables(tmp_path
         assert not secrets & set(env), what
         assert env["PATH"] == os.environ["PATH"], what
     assert "AP_T_ONLY_FRONT" not in envs["haproxy"][0]
+    assert envs["ray"][0]["AVAILPROOF_NODE"] == "w"  # the node's name, device-loss's key (serve_apps/device_loss.py)
     # another process (``availproof recover`` in a shell that exports the tokens) has declared nothing:
     # the names the cluster was told of before are in its state file
     monkeypatch.setattr(secret_env, "_declared", set())

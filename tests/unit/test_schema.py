@@ -122,7 +122,7 @@ def test_validate_cli_accepts_every_shipped_file(capsys):
 
 def test_make_writes_the_shipped_experiments(tmp_path):
     """experiments/_make.py (which validates what it writes) reproduces the committed files."""
-    for name in ("_make.py", "_engines.py", "_restarts.py"):
+    for name in ("_make.py", "_engines.py", "_restarts.py", "_devices.py"):
         shutil.copy(ROOT / "experiments" / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / "_make.py")], check=True, cwd=ROOT, timeout=120)
     written = sorted(tmp_path.glob("*.json"))
@@ -460,7 +460,7 @@ KINDS = {
     **{f"bounds.{b}": "number" for b in ("max_time_to_first_success_s", "max_time_to_steady_state_s",
                                           "max_control_plane_outage_s", "max_time_to_capacity_restored_s",
                                           "max_time_to_capacity_lost_s", "max_orphan_s",
-                                          "min_capacity_ratio")},
+                                          "max_device_crashloop_s", "min_capacity_ratio")},
     **{f"bounds.{b}": "integer" for b in ("max_failed_requests", "max_failed_mid_stream",
                                            "max_failed_unaffected_zones", "max_relapses")},
     "bounds.max_failed_ratio": "number", "bounds.must_recover": "boolean", "bounds.max_amplification": "number",

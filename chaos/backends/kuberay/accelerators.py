@@ -27,7 +27,7 @@ and a container of theirs that restarts after the device manager's 5-minute grac
 (:data:`chaos.scopes.faults_accelerator.MAX_OUTAGE_S`).
 
 **What it is not.** A device-plugin outage, not a device loss: the running engine keeps its GPU and a working CUDA
-context. The sticky device loss is the scope ``device-loss`` (to come).
+context. The sticky device loss is the scope ``device-loss`` (:mod:`chaos.scopes.device_loss`).
 
 **Held to the heal, healed only where still the rig's.** The pause is looked at again during the outage
 (:meth:`Accelerators.hold_accelerator`) and at the heal: a label someone put back, or an allocatable back above 0,

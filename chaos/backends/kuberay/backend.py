@@ -277,6 +277,22 @@ class KubeRayBackend(base.ByScope):
     def restore_weights(self, fault):
         return self.engines.weights.restore_weights(fault)
 
+    # device-loss: the marker in the pod, the remedy's cordon (the engines part's devices, .device)
+    def device_breaker(self, r, mode, xid):
+        return self.engines.devices.device_breaker(r, mode, xid)
+
+    def device_look(self, fault):
+        return self.engines.devices.device_look(fault)
+
+    def restore_device(self, fault):
+        return self.engines.devices.restore_device(fault)
+
+    def cordon_device_node(self, fault):
+        return self.engines.devices.cordon_device_node(fault)
+
+    def uncordon_device_node(self, fault):
+        return self.engines.devices.uncordon_device_node(fault)
+
     # zone and region loss, partitions (the domains part)
     def kill_zones(self, zones):
         return self.domains.zone_loss.kill_zones(zones)

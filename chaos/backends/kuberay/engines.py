@@ -21,6 +21,7 @@ from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km
 from chaos.backends.engine_faults import ENGINE, Throttle
 from chaos.backends.kuberay.common import is_not_found, name_of, proc_states_script
+from chaos.backends.kuberay.device import Devices
 from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.orphans import children_script, left_script, parse_left
 from chaos.backends.kuberay.reads import Pods
@@ -114,12 +115,13 @@ class Engines:
     looks (:mod:`.orphans`). A part the backend holds (``backend.engines``): the engines this run stopped (``paused``,
     "pod/pid") and its duty cycles per pod (``throttles``); and the engine faults it serves, parts of its own: the
     held ones, wedge, garbage, stall, slow (``wedges``, :mod:`.wedge`, the engines found through this part), and
-    restart-fails' swapped weights (``weights``, :mod:`.weights`)."""
+    restart-fails' swapped weights (``weights``, :mod:`.weights`), device-loss's markers (``devices``, :mod:`.device`)."""
 
     def __init__(self, kube: KubeClient, target: Target, pods: Pods):
         self.kube, self.target, self.pods = kube, target, pods
         self.wedges = Wedges(target, pods, self)
         self.weights = Weights(target, pods)
+        self.devices = Devices(kube, target, pods, self)  # device-loss's marker in the pods, the remedy's cordon
         self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
         self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-stutter)
 

@@ -90,6 +90,11 @@ def heal(b, faults: list[dict], timeout: float = 300.0) -> dict:
     for f in want.weights:  # restart-fails not restored by its outage: put back where still the fault's
         f["weights_restored"] = b.restore_weights(f)
         done.setdefault("weights", []).append(f["weights_restored"])
+    for f in want.devices:  # device-loss not healed by its outage: the marker removed, the cordon lifted, where ours
+        from chaos.scopes import device_loss  # below the scopes' package, which loads this backend's access table
+
+        device_loss.heal(b, f)
+        done.setdefault("devices", []).append({"device_restored": f["device_restored"], "uncordon": f.get("uncordon")})
     for zone in sorted(want.cuts):
         b.heal_zone(zone)
         done["healed"].append(zone)
@@ -145,6 +150,7 @@ def heal_all(b, timeout: float = 300.0) -> dict:
     done["uncordoned"] = [x["name"] for x in removed if x["kind"] == "Node"]
     done["accelerators"] = [x["name"] for x in removed if x["kind"] == "Accelerator"]  # device plugins let back
     done["released"] = [x["name"] for x in removed if x["kind"] == "EngineMark"]  # held engine faults let go
+    done["devices"] = [x["name"] for x in removed if x["kind"] == "DeviceLoss"]  # device-loss markers removed
     done["removed"] = removed
     done["failed"] = result["failed"]
     if not done["failed"]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base
 from chaos.backends.base import Implementation
-from chaos.backends.kuberay import accelerators, plan, proofs, wedge, weights
+from chaos.backends.kuberay import accelerators, device, plan, proofs, wedge, weights
 from chaos.base.errors import UsageError
 from chaos.scopes.faults_accelerator import outage_refusal
 
@@ -26,6 +26,7 @@ class Restore(base.Joinable):
     upgrades: list[dict] = field(default_factory=list)  # upgrades with a record: rolled back unless complete
     accelerators: list[dict] = field(default_factory=list)  # accelerator losses: the device plugin let back
     weights: list[dict] = field(default_factory=list)  # restart-fails: the weights put back where still the fault's
+    devices: list[dict] = field(default_factory=list)  # device-loss: the marker removed, the cordon lifted, where ours
 
 
 def heal_engine(self, fault: dict) -> Restore:
@@ -50,6 +51,10 @@ def heal_upgrade(self, fault: dict) -> Restore:
 
 def heal_restart_fails(self, fault: dict) -> Restore:
     return Restore(weights=[fault] if (fault.get("weights") or {}).get("pods") else [])
+
+
+def heal_device_loss(self, fault: dict) -> Restore:
+    return Restore(devices=[fault] if (fault.get("device") or {}).get("token") else [])
 
 
 def heal_accelerator(self, fault: dict) -> Restore:
@@ -110,6 +115,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-slow", wedge.plan_rows, wedge.proof, heal_engine_wedge),  # the fault's heal: its duration
     # the stream target's weights swapped in the zone's pods, the replica killed; put back (outage_s, or the heal)
     Implementation("restart-fails", weights.plan, weights.effect, heal_restart_fails),
+    # the pod's device marker (exec), an engine's record of the loss; removed (and the cordon lifted) where still ours
+    Implementation("device-loss", device.plan, device.effect, heal_device_loss),
     Implementation("node", plan.node, proofs.pods_crashed),
     Implementation("head", plan.head, proofs.head),
     Implementation("zone", plan.zone_loss, proofs.zone_loss, heal_zone_loss, reach_zone_loss),

@@ -11,7 +11,7 @@ from typing import Callable
 
 from chaos.system import placement
 from chaos.backends import base, engine_faults
-from chaos.backends.local import effect, engines, procs, supervisor, throttle, weights
+from chaos.backends.local import device, effect, engines, procs, supervisor, throttle, weights
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.base.errors import ClusterError, SetupError, UsageError
@@ -21,7 +21,7 @@ from serve_apps import engine_faults as app_engine_faults
 SUPERVISE_AFTER_HEAL_S = 60.0  # how long a healed zone's nodes are watched (a raylet exited 24 s after a heal)
 
 
-class LocalBackend(base.ByScope):
+class LocalBackend(device.Methods, base.ByScope):  # device-loss's methods: chaos.backends.local.device
     name = "local"
     # beyond the scopes it implements (chaos.backends.base.capabilities_of): the rig's own
     # front door, clusters without GCS fault tolerance, load to the head
@@ -161,6 +161,7 @@ class LocalBackend(base.ByScope):
         left += [f"stopped process {p}" for p in self.stopped_processes()]
         left += [f"wedged engine {p}" for p in engines.wedged(self.cluster_processes())]
         left += [f"engine {p}'s fault request never taken" for p in engines.pending(self.cluster_processes())]
+        left += device.left_markers()  # a device-loss marker left: every new engine on its node would fail
         if left:
             raise SetupError(f"the cluster still has a fault of an earlier run in place ({', '.join(left)}): "
                              "run `availproof recover` first")
@@ -311,6 +312,7 @@ class LocalBackend(base.ByScope):
         for f in want.weights:  # restart-fails not restored by its outage: the original back where still the fault's
             f["weights_restored"] = self.restore_weights(f)
             done.setdefault("weights", []).append(f["weights_restored"])
+        device.heal(self, want.devices, done)  # device-loss: the marker removed, the cordon undone, where still ours
         return self._restore(done, partitions=[z for z in self.cluster.partitioned_zones() if z in want.partitions],
                              redis=want.redis, head=want.head, nodes=sorted(want.nodes),
                              check=None if want.head else set(want.nodes), timeout=timeout)
@@ -326,6 +328,7 @@ class LocalBackend(base.ByScope):
                                  "released": engines.unwedge(self.cluster_processes()),
                                  "voided": engines.void_requests(self.cluster_processes())}  # armed, never taken
         done["weights"] = [w for w in [weights.recover(self)] if w]  # a restart-fails run killed before its restore
+        done["devices"] = [d for d in [device.recover(self)] if d]  # device-loss markers and cordons left
         return self._restore(done, partitions=self.cluster.partitioned_zones(), redis=True, head=True,
                              nodes=[n.name for n in self.cluster.state.workers()], check=None, timeout=timeout)
 
@@ -444,7 +447,7 @@ class LocalBackend(base.ByScope):
         n = self.cluster.node(node)
         if n.role == "head":
             raise UsageError("the head cannot be drained (drain a worker node)")
-        node_id = self._node_id(n)
+        node_id = self.node_id(n)
         gcs = GcsClient(address=self.cluster.state.gcs_address)
         accepted, why = gcs.drain_node(node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
                                        f"availproof: drain of {node}", int(time.time() * 1000 + deadline_s * 1000))
@@ -452,7 +455,8 @@ class LocalBackend(base.ByScope):
             raise ClusterError(f"the GCS refused to drain {node}: {why}")
         return {"method": "ray drain-node", "reason": "PREEMPTION", "node_id": node_id}
 
-    def _node_id(self, n) -> str:
+    def node_id(self, n) -> str:
+        """The Ray node id of node ``n`` (its ALIVE raylet's, by address and port)."""
         summary = self.cluster.gcs_nodes() or []
         for entry in sorted(summary, key=lambda e: e.get("raylet", {}).get("startTimeMs", 0) or 0, reverse=True):
             raylet = entry.get("raylet", {})

@@ -151,6 +151,9 @@ class NodeProcesses:
             # without: the workers are then refused by their own head (InvalidAuthToken). The
             # user's own RAY_AUTH_MODE, when set, is kept (every node inherits it).
             "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
+            # the node's name, which every process it starts inherits: the key of its device-loss marker (the nodes
+            # share this machine's /tmp: serve_apps.device_loss)
+            "AVAILPROOF_NODE": node.name,
         })
         env.pop("RAY_num_workers_soft_limit", None)
         if self.topology.idle_workers_kept is not None:

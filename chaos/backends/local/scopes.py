@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base, engine_faults
 from chaos.backends.base import Implementation
-from chaos.backends.local import effect, engines, throttle, weights
+from chaos.backends.local import device, effect, engines, throttle, weights
 from chaos.backends.local.cluster import HEAD
 from chaos.base.errors import UsageError
 
@@ -216,6 +216,7 @@ class Restore(base.Joinable):
     tombstones: list = field(default_factory=list)  # engines whose engine-error tombstone is removed (left in /tmp)
     release: list = field(default_factory=list)  # wedge, garbage, stall: their engines released where this run's
     weights: list = field(default_factory=list)  # restart-fails: the weights put back where still the fault's
+    devices: list = field(default_factory=list)  # device-loss: the marker removed, the cordon undone, where still ours
 
 
 def heal_engine(b, fault: dict) -> Restore:
@@ -232,6 +233,10 @@ def heal_engine_wedge(b, fault: dict) -> Restore:
 
 def heal_restart_fails(b, fault: dict) -> Restore:
     return Restore(weights=[fault] if (fault.get("weights") or {}).get("path") else [])
+
+
+def heal_device_loss(b, fault: dict) -> Restore:
+    return Restore(devices=[fault] if (fault.get("device") or {}).get("token") else [])
 
 
 def heal_node(b, fault: dict) -> Restore:
@@ -272,6 +277,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-slow", plan_held, effect_held, heal_engine_wedge),
     # the weights swapped for a truncated copy, the replica killed; the original put back (outage_s, or the heal)
     Implementation("restart-fails", weights.plan_rows, weights.checks, heal_restart_fails),
+    # the node's device marker written (keyed by its name), an engine's record of the loss; removed where still ours
+    Implementation("device-loss", device.plan_rows, device.checks, heal_device_loss),
     Implementation("node", plan_node, effect_node, heal_node),
     Implementation("head", plan_head, effect_head, heal_head),
     Implementation("zone", plan_zone_loss, effect_zone_loss, heal_zone_loss),

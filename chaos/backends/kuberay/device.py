@@ -1,0 +1,213 @@
+"""``device-loss`` on KubeRay (:mod:`chaos.scopes.device_loss`): the marker in **the replica's Ray pod** (its own
+``/tmp``: a Ray node is a pod here), written, read and removed through exec of ``python -m serve_apps.device_loss`` in
+the pod's Ray container (one JSON line back; the same code, marker and records as on the local backend), as the
+engine faults' files and restart-fails' weights are placed today. Every new replica Serve starts in that pod fails
+(or hangs) as it starts, as on a node whose GPU stays bad.
+
+The marker is recorded on its pod too (:data:`~chaos.backends.kuberay.kube.marks.DEVICE_MARK`: the run, the fault,
+its token, a deadline), written before it, so a crashed run's marker is found by one read of the pods (no exec) and
+removed by ``availproof recover`` (:meth:`Devices.remove`).
+
+**The remedy** (the rig's own health monitor, ``remedy="cordon"``): the Kubernetes node the pod runs on cordoned
+(``spec.unschedulable``, annotated with the run as a zone loss's cordon: :data:`~chaos.backends.kuberay.kube.marks.
+CORDON_MARK`, which ``recover`` already lifts), then the pod evicted (policy/v1, its PodDisruptionBudgets checked, a
+grace of :data:`EVICT_GRACE_S`): cordon and drain, as a health monitor does; KubeRay's replacement pod cannot land on
+the cordoned node. A node someone else cordoned is left as it is (only the pod evicted), and never uncordoned by the
+heal; the heal uncordons only while the annotation still names the run (the node's resourceVersion as
+precondition). The evicted pod takes its ``/tmp``, the marker with it: the proof's hold ends at that eviction.
+
+Not done here (issue 46's "together with the device-plugin pause"): the GPU device plugin is not paused with the
+marker (the ``accelerator`` scope does that on a GPU cluster; the rig's KubeRay test clusters have no GPU)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+
+from chaos.backends import device_loss as shared
+from chaos.backends.kuberay.kube import marks as km
+from chaos.backends.kuberay.kube.client import KubeClient
+from chaos.backends.kuberay.common import CORDON_MARK, api_message, name_of, node_of
+from chaos.backends.kuberay.reads import Pods
+from chaos.backends.kuberay.target import Target
+from chaos.base.errors import ClusterError
+
+CLI = "python -m serve_apps.device_loss"
+EVICT_GRACE_S = 30.0  # the bad pod's eviction: its containers' SIGTERM, then SIGKILL after this
+
+
+def script(action: str, **args) -> str:
+    """The exec in the pod (the node key empty: the pod's own ``/tmp`` is its node's)."""
+    extra = "".join(f" --{k} {shlex.quote(str(v))}" for k, v in args.items())
+    return f": availproof-device-loss; {CLI} {action} --node ''{extra}"
+
+
+def parse(out: str) -> dict:
+    """The command's one JSON line (the last line that parses)."""
+    for line in reversed((out or "").strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {"error": f"no answer from {CLI}: {(out or '').strip()[:200]!r}"}
+
+
+class Devices:
+    """The marker in the pods, the remedy's cordon and its undoing: held by the engines part
+    (``backend.engines.devices``), which checks the engine's hook for it."""
+
+    def __init__(self, kube: KubeClient, target: Target, pods: Pods, engines):
+        self.kube, self.target, self.pods, self.engines = kube, target, pods, engines
+
+    def pod(self, name: str) -> dict | None:
+        return next((p for p in self.pods.ray() if name_of(p) == name), None)
+
+    def run(self, pod: str, action: str, **args) -> dict:
+        return parse(self.pods.exec(pod, script(action, **args), ok_codes=(0, 1)))
+
+    def device_breaker(self, r, mode: str, xid: int):
+        """Everything but the marker done: the replica's pod found, its engine's hook on (it takes SIGUSR1), no
+        marker in the pod already (one exec). The callable records the marker on the pod, then writes it (exec)."""
+        shared.check_arguments(mode, xid, None, 1.0)
+        if self.pod(r.node) is None:
+            raise ClusterError(f"device-loss: replica {r.replica_id}'s pod {r.node} is not one of the cluster's Ray pods")
+        self.engines.hooked_engines(r, "fail on its lost device", "fail")
+        left = self.run(r.node, "look")
+        if left.get("error") or left.get("marker") is not None:
+            raise ClusterError(f"device-loss: pod {r.node}: " + (str(left["error"]) if left.get("error") else
+                               f"a marker is already there (run {(left['marker'] or {}).get('run')!r}): run "
+                               "`availproof recover` first"))
+
+        def write(fault_id: str, token: str) -> dict:
+            self.annotate(r.node, km.record(self.target.run_id, self.target.helper_deadline_s, fault=fault_id,
+                                            token=token))
+            mark = self.run(r.node, "set", run=self.target.run_id, fault=fault_id, token=token, mode=mode, xid=xid)
+            if mark.get("error"):
+                self.annotate(r.node, None)
+                raise ClusterError(f"device-loss: pod {r.node}: {mark['error']}")
+            return {**mark, "pod": r.node, "where": f"pod {r.node} (its /tmp)"}
+        return write
+
+    def annotate(self, pod: str, value: str | None) -> None:
+        self.kube.core.patch_namespaced_pod(pod, self.target.namespace,
+                                            {"metadata": {"annotations": {km.DEVICE_MARK: value}}})
+
+    def device_look(self, fault: dict) -> dict:
+        """The marker and the engines' records in the fault's pod (one exec); the pod gone: said (its /tmp with it)."""
+        pod = fault["target"]
+        try:
+            return self.run(pod, "look")
+        except Exception as e:  # noqa: BLE001 - ApiException or ExecError: the pod gone, or the exec refused
+            if self.pod(pod) is None:
+                return {"error": f"pod {pod} is gone, its /tmp (the marker) with it"}
+            return {"error": f"{type(e).__name__}: {e}"[:200]}
+
+    def restore_device(self, fault: dict) -> dict:
+        """The marker removed while it holds the fault's token (one exec), its record on the pod dropped; the first
+        outcome kept (the rollback's second call does not overwrite the outage's)."""
+        first = fault.get("device_restored") or {}
+        if first.get("state") in ("ours", "gone", "another"):
+            return first
+        token, pod = (fault.get("device") or {}).get("token"), fault["target"]
+        if not token:
+            return {"removed": False, "state": None, "why": "the fault recorded no marker: nothing written"}
+        if self.pod(pod) is None:
+            return {"removed": False, "state": "gone", "why": f"pod {pod} is gone, the marker with it"}
+        out = self.run(pod, "clear", token=token)
+        if out.get("error"):
+            return {"removed": False, "state": None, "why": str(out["error"])[:300]}
+        self.annotate(pod, None)
+        return out
+
+    def node_named(self, name: str | None) -> dict | None:
+        return next((n for n in self.pods.nodes() if name_of(n) == name), None)
+
+    def cordon_device_node(self, fault: dict) -> dict:
+        """The remedy: the pod's Kubernetes node cordoned (annotated with the run; one someone else cordoned left as
+        it is), then the pod evicted (:data:`EVICT_GRACE_S`); the load workers' nodes are refused."""
+        pod = self.pod(fault["target"])
+        if pod is None:
+            raise ClusterError(f"device-loss remedy: pod {fault['target']} is gone: nothing to cordon")
+        node = node_of(pod)
+        self.pods.load.refuse_reaching(f"device-loss remedy on pod {name_of(pod)}", nodes=[node])
+        n = self.node_named(node)
+        if n is None:
+            raise ClusterError(f"device-loss remedy: node {node} of pod {name_of(pod)} could not be read")
+        theirs = bool((n.get("spec") or {}).get("unschedulable")) and km.annotations(n).get(CORDON_MARK) != self.target.run_id
+        if not theirs:
+            self.pods.patch_node(n, {"metadata": {"annotations": {CORDON_MARK: self.target.run_id, km.CORDON_EXPIRES:
+                                                                  km.deadline(self.target.helper_deadline_s)}},
+                                     "spec": {"unschedulable": True}})
+        grace = max(1, math.ceil(EVICT_GRACE_S))
+        from kubernetes import client as k8s
+
+        body = k8s.V1Eviction(api_version="policy/v1", kind="Eviction",
+                              metadata=k8s.V1ObjectMeta(name=name_of(pod), namespace=self.target.namespace),
+                              delete_options=k8s.V1DeleteOptions(grace_period_seconds=grace))
+        try:
+            self.kube.core.create_namespaced_pod_eviction(name_of(pod), self.target.namespace, body)
+            evicted = [name_of(pod)]
+        except Exception as e:  # noqa: BLE001 - ApiException: the cordon stands, the eviction said
+            status = getattr(e, "status", None)
+            if status is None:
+                raise
+            return {"cordoned": True, "method": "cordon (the eviction refused)", "k8s_node": node,
+                    "cordoned_by_rig": not theirs, "evicted": [],
+                    "eviction_error": f"HTTP {status}: {api_message(e)}"[:300]}
+        return {"cordoned": True, "method": "cordon and evict", "k8s_node": node, "cordoned_by_rig": not theirs,
+                "evicted": evicted, "grace_period_s": grace}
+
+    def uncordon_device_node(self, fault: dict) -> dict:
+        """The remedy's cordon lifted, only while the node's annotation still names the run (a node someone else
+        cordoned, or uncordoned since, is left as it is)."""
+        c = fault.get("cordon") or {}
+        if not c.get("cordoned_by_rig"):
+            return {"uncordoned": False, "why": "the rig did not cordon the node (someone else had, or the remedy "
+                                                "did nothing)"}
+        n = self.node_named(c.get("k8s_node"))
+        if n is None or km.annotations(n).get(CORDON_MARK) != self.target.run_id:
+            return {"uncordoned": False, "why": f"node {c.get('k8s_node')}'s cordon is no longer the rig's: left as it is"}
+        body: dict = {"metadata": {"annotations": {CORDON_MARK: None, km.CORDON_EXPIRES: None}}}
+        if (n.get("spec") or {}).get("unschedulable"):
+            body["spec"] = {"unschedulable": False}
+        self.pods.patch_node(n, body)
+        return {"uncordoned": True, "how": f"node {c.get('k8s_node')} uncordoned (its annotation still the run's)"}
+
+    def leftovers(self, pods: list[dict]) -> list[dict]:
+        """The pods whose annotation records a device-loss marker (any run's): kind ``DeviceLoss``."""
+        out = []
+        for p in pods:
+            mark = km.read(km.annotations(p).get(km.DEVICE_MARK))
+            if mark.get("token"):
+                out.append({"kind": "DeviceLoss", "name": name_of(p), "namespace": self.target.namespace,
+                            "run_id": mark.get("run"), "zone": None, "expires": mark.get("expires"),
+                            "what": f"device-loss marker in the pod's /tmp (fault {mark.get('fault')})"})
+        return out
+
+    def remove(self, x: dict) -> None:
+        """``recover``: the pod's marker removed whatever run wrote it, then its record on the pod dropped; raises when
+        the marker could not be removed."""
+        out = self.run(x["name"], "clear-any")
+        if out.get("error"):
+            raise ClusterError(f"pod {x['name']}: {out['error']}")
+        self.annotate(x["name"], None)
+
+
+def plan(self, scope: str, a: dict) -> list[dict]:
+    r = self.pick_replica(zone=a.get("zone"))
+    rows = [{"kind": "file", "name": "/tmp/availproof-device-loss/marker.json", "where": f"pod {r.node}",
+             "does": f"written through exec: the pod's device marked lost ({a.get('mode', 'error')}, XID "
+                     f"{a.get('xid', 79)}), recorded on the pod", "after": "removed after outage_s, only while the "
+                                                                          "fault's token"}]
+    if a.get("remedy") == "cordon":
+        rows.append({"kind": "Node", "name": "the pod's node", "where": f"pod {r.node}'s",
+                     "does": "on the first engine's device error: cordoned (annotated with the run) and the pod evicted",
+                     "after": "uncordoned at the heal, only while its annotation is the run's"})
+    return rows
+
+
+def effect(self, fault: dict) -> list[dict]:
+    return shared.checks(fault, self.engines.devices.device_look(fault))
