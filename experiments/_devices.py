@@ -65,5 +65,7 @@ def make(experiment, action):
         "one engine: no two fit on a node, and placement groups rule out max_replicas_per_node): the replacement "
         "stays pending until the heal; the vLLM row is the one without the remedy.",
         recovery_window_s=RECOVERY_WINDOW_S, app={"max_replicas_per_node": 2},
-        hypothesis_wait_s=0,  # zone-a keeps no replica (Serve does not move one back): nothing to wait for, as drain
+        # zone-a keeps no replica (Serve does not move one back when the node returns, as after drain): the hypothesis
+        # asks for the app's three replicas serving wherever they run (its capacity), not one in every zone
+        hypothesis_wait_s=30, serving_anywhere=3,
     )

@@ -84,10 +84,17 @@ def action(name, func, **arguments):
     return a
 
 
-def experiment(name, title, description, scope, method, bounds, bounds_source, hypothesis_wait_s=240, **ext):
+def experiment(name, title, description, scope, method, bounds, bounds_source, hypothesis_wait_s=240,
+               serving_anywhere=None, **ext):
     """``hypothesis_wait_s``: how long the hypothesis probe after the method waits for every zone to
     serve again (a contrast case that cannot recover before its rollback need not wait: its recovery window
-    already gave capacity its time)."""
+    already gave capacity its time). ``serving_anywhere``: the hypothesis asks for that many RUNNING replicas of
+    every deployment wherever they run instead of one in every zone (a remedy that moved a replica to another zone,
+    which Serve does not move back)."""
+    serving_probe = (probe("every-zone-serving", "every_zone_serving", wait_s=hypothesis_wait_s)
+                     if serving_anywhere is None else
+                     probe("every-replica-serving", "every_replica_serving", min_running=serving_anywhere,
+                           wait_s=hypothesis_wait_s))
     extension = {"name": "availproof", "scope": scope, "topology": ext.pop("topology", "default"),
                  "targets": ext.pop("targets", "workers"), "load": ext.pop("load", LOAD),
                  "baseline_s": ext.pop("baseline_s", 10), "recovery_window_s": ext.pop("recovery_window_s", 30),
@@ -107,8 +114,9 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, h
         "extensions": [extension],
         "controls": [{"name": "availproof", "provider": {"type": "python", "module": "chaos.ctk.control"}}],
         "steady-state-hypothesis": {
-            "title": "every zone serves, requests succeed, recovery within the stated bounds",
-            "probes": [probe("every-zone-serving", "every_zone_serving", wait_s=hypothesis_wait_s),
+            "title": ("every zone serves" if serving_anywhere is None else "every replica serves") +
+                     ", requests succeed, recovery within the stated bounds",
+            "probes": [serving_probe,
                        probe("requests-succeed", "requests_succeed"),
                        probe("recovery-within-bounds", "recovery_within_bounds")],
         },

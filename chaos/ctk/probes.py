@@ -45,6 +45,28 @@ def every_zone_serving(min_per_zone: int = 1, wait_s: float = 0.0, configuration
         time.sleep(2.0)
 
 
+def every_replica_serving(min_running: int, wait_s: float = 0.0, configuration: dict | None = None) -> bool:
+    """True when every deployment of the app has at least ``min_running`` RUNNING replicas, wherever they run,
+    within ``wait_s`` seconds: the app's capacity back, not its spread (after a remedy moved a replica to another
+    zone, which Serve does not move back: device-loss-remedy)."""
+    import time
+
+    b = backend_for(configuration)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            rows = b.replicas(state=None)
+        except placement.PlacementUnknown:
+            rows = []
+        deployments = {r.deployment for r in rows}
+        if deployments and all(sum(r.state == "RUNNING" and r.deployment == d for r in rows) >= min_running
+                               for d in deployments):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(2.0)
+
+
 def cluster_healthy(configuration: dict | None = None) -> bool:
     """Every node healthy (local: ALIVE in the GCS with live processes; KubeRay: every Ray pod
     Running and ready), and Redis up when GCS fault tolerance is on."""
