@@ -66,6 +66,7 @@ def make(experiment, action):
         "stays pending until the heal; the vLLM row is the one without the remedy.",
         recovery_window_s=RECOVERY_WINDOW_S, app={"max_replicas_per_node": 2},
         # zone-a keeps no replica (Serve does not move one back when the node returns, as after drain): the hypothesis
-        # asks for the app's three replicas serving wherever they run (its capacity), not one in every zone
-        hypothesis_wait_s=30, serving_anywhere=3,
+        # asks for the app's three replicas serving wherever they run (its capacity), not one in every zone; and its
+        # requests go through the front door: zone-a's proxy, on a node left with no replica, is drained by Serve (503)
+        hypothesis_wait_s=30, serving_anywhere=3, requests_via="front",
     )

@@ -85,12 +85,13 @@ def action(name, func, **arguments):
 
 
 def experiment(name, title, description, scope, method, bounds, bounds_source, hypothesis_wait_s=240,
-               serving_anywhere=None, **ext):
+               serving_anywhere=None, requests_via=None, **ext):
     """``hypothesis_wait_s``: how long the hypothesis probe after the method waits for every zone to
     serve again (a contrast case that cannot recover before its rollback need not wait: its recovery window
     already gave capacity its time). ``serving_anywhere``: the hypothesis asks for that many RUNNING replicas of
     every deployment wherever they run instead of one in every zone (a remedy that moved a replica to another zone,
-    which Serve does not move back)."""
+    which Serve does not move back). ``requests_via``: where the hypothesis' requests go (the probe's ``via``: front,
+    the front door users reach, where a node left with no replica has its proxy drained)."""
     serving_probe = (probe("every-zone-serving", "every_zone_serving", wait_s=hypothesis_wait_s)
                      if serving_anywhere is None else
                      probe("every-replica-serving", "every_replica_serving", min_running=serving_anywhere,
@@ -117,7 +118,7 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, h
             "title": ("every zone serves" if serving_anywhere is None else "every replica serves") +
                      ", requests succeed, recovery within the stated bounds",
             "probes": [serving_probe,
-                       probe("requests-succeed", "requests_succeed"),
+                       probe("requests-succeed", "requests_succeed", **({"via": requests_via} if requests_via else {})),
                        probe("recovery-within-bounds", "recovery_within_bounds")],
         },
         "method": method,

@@ -103,12 +103,16 @@ async def _sample(urls: list[str], n: int, timeout_s: float, model: str) -> list
 def _urls(b, which: str) -> list[str]:
     if which == "head":
         return [b.head_target()[1]]
+    if which == "front":
+        return [t[1] for t in b.front_targets()]
     return [t[1] for t in b.targets()]
 
 
 def requests_succeed(n: int = 3, via: str = "workers", timeout_s: float = 30.0,
                      configuration: dict | None = None) -> bool:
-    """``n`` streaming chat requests through each worker proxy (or the head's) all succeed."""
+    """``n`` streaming chat requests through each worker proxy (``via`` workers), the head's (head) or each listener
+    of the front door (front: what users reach; a node with no replica has its proxy drained by Serve, 503, which
+    the front door takes out of rotation) all succeed."""
     b = backend_for(configuration)
     model = (configuration or {}).get("availproof_model", "availproof-tiny")
     results = asyncio.run(_sample(_urls(b, via), n, timeout_s, model))

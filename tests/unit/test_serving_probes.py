@@ -45,3 +45,20 @@ def test_every_deployment_must_have_its_count(monkeypatch):
     assert probes.every_replica_serving(3) is False
     with_backend(monkeypatch, [])
     assert probes.every_replica_serving(1) is False  # nothing deployed: nothing serves
+
+
+def test_requests_go_where_they_are_told(monkeypatch):
+    class Doors(FakeBackend):
+        def targets(self):
+            return [("worker-a", "http://127.0.0.3:8000", "zone-a", None), ("worker-b", "http://127.0.0.4:8000", "zone-b", None)]
+
+        def head_target(self):
+            return ("head", "http://127.0.0.2:8000", None, None)
+
+        def front_targets(self):
+            return [("lb", "http://127.0.0.9:9000", None, None)]
+
+    b = Doors([])
+    assert probes._urls(b, "front") == ["http://127.0.0.9:9000"]
+    assert probes._urls(b, "head") == ["http://127.0.0.2:8000"]
+    assert probes._urls(b, "workers") == ["http://127.0.0.3:8000", "http://127.0.0.4:8000"]
