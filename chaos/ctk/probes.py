@@ -22,12 +22,11 @@ def replicas_per_zone(configuration: dict | None = None) -> dict:
     return placement.zones_of(backend_for(configuration).replicas())
 
 
-def every_zone_serving(min_per_zone: int = 1, wait_s: float = 0.0, configuration: dict | None = None) -> bool:
-    """True when every deployment of the app has ``min_per_zone`` RUNNING replicas in every zone,
-    within ``wait_s`` seconds (capacity must come back, e.g. a killed replica be replaced)."""
+def _serving_within(b, wait_s: float, serving) -> bool:
+    """Ask ``b`` for its replicas (every state) every 2 s until some deployment is listed and ``serving(deployments,
+    the RUNNING rows)`` holds (True), or ``wait_s`` has passed (False)."""
     import time
 
-    b = backend_for(configuration)
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -35,36 +34,28 @@ def every_zone_serving(min_per_zone: int = 1, wait_s: float = 0.0, configuration
         except placement.PlacementUnknown:
             rows = []  # no answer yet: not serving as far as anyone can tell; asked again
         deployments = {r.deployment for r in rows}
-        running = [r for r in rows if r.state == "RUNNING"]
-        if deployments and all(
-                placement.zones_of([r for r in running if r.deployment == d]).get(z, 0) >= min_per_zone
-                for d in deployments for z in b.zones()):
+        if deployments and serving(deployments, [r for r in rows if r.state == "RUNNING"]):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(2.0)
+
+
+def every_zone_serving(min_per_zone: int = 1, wait_s: float = 0.0, configuration: dict | None = None) -> bool:
+    """True when every deployment of the app has ``min_per_zone`` RUNNING replicas in every zone,
+    within ``wait_s`` seconds (capacity must come back, e.g. a killed replica be replaced)."""
+    b = backend_for(configuration)
+    return _serving_within(b, wait_s, lambda deployments, running: all(
+        placement.zones_of([r for r in running if r.deployment == d]).get(z, 0) >= min_per_zone
+        for d in deployments for z in b.zones()))
 
 
 def every_replica_serving(min_running: int, wait_s: float = 0.0, configuration: dict | None = None) -> bool:
     """True when every deployment of the app has at least ``min_running`` RUNNING replicas, wherever they run,
     within ``wait_s`` seconds: the app's capacity back, not its spread (after a remedy moved a replica to another
     zone, which Serve does not move back: device-loss-remedy)."""
-    import time
-
-    b = backend_for(configuration)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            rows = b.replicas(state=None)
-        except placement.PlacementUnknown:
-            rows = []
-        deployments = {r.deployment for r in rows}
-        if deployments and all(sum(r.state == "RUNNING" and r.deployment == d for r in rows) >= min_running
-                               for d in deployments):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(2.0)
+    return _serving_within(backend_for(configuration), wait_s, lambda deployments, running: all(
+        sum(r.deployment == d for r in running) >= min_running for d in deployments))
 
 
 def cluster_healthy(configuration: dict | None = None) -> bool:

@@ -62,3 +62,25 @@ def test_requests_go_where_they_are_told(monkeypatch):
     assert probes._urls(b, "front") == ["http://127.0.0.9:9000"]
     assert probes._urls(b, "head") == ["http://127.0.0.2:8000"]
     assert probes._urls(b, "workers") == ["http://127.0.0.3:8000", "http://127.0.0.4:8000"]
+
+
+def test_both_probes_ask_again_until_their_wait_is_over(monkeypatch):
+    answers = [[replica("a1", "zone-a", state="STARTING"), replica("b1", "zone-b"), replica("c1", "zone-c")],
+               [replica("a1", "zone-a"), replica("b1", "zone-b"), replica("c1", "zone-c")]]
+
+    class Later(FakeBackend):
+        def replicas(self, state="RUNNING"):
+            self.rows = answers[min(self.asked, 1)]
+            self.asked += 1
+            return super().replicas(state)
+
+    for probe in (lambda: probes.every_zone_serving(wait_s=10), lambda: probes.every_replica_serving(3, wait_s=10)):
+        b = Later([])
+        b.asked = 0
+        monkeypatch.setattr(probes, "backend_for", lambda configuration: b)
+        monkeypatch.setattr("time.sleep", lambda s: None)
+        assert probe() is True and b.asked == 2  # STARTING at the first look, RUNNING at the second
+    b = Later([])
+    b.asked = 0
+    monkeypatch.setattr(probes, "backend_for", lambda configuration: b)
+    assert probes.every_replica_serving(3, wait_s=0) is False and b.asked == 1  # no wait: one look
