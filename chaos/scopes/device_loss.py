@@ -40,6 +40,7 @@ from chaos.scopes import faults
 from chaos.backends import device_loss as shared
 from chaos.backends.kuberay.kube.access import CORDON, EXEC, Access
 from chaos.base.scope_registry import Scope
+from chaos.system import orphan_watch
 
 
 def lose_device(backend, marker: faults.Marker, zone: str | None = None, mode: str = "error", xid: int = 79,
@@ -51,6 +52,7 @@ def lose_device(backend, marker: faults.Marker, zone: str | None = None, mode: s
     mark (the replicas' placement, the node's marker free, the engine's hook on)."""
     shared.check_arguments(mode, xid, remedy, outage_s, poll_s)
     r = backend.pick_replica(zone=zone)
+    engines, why = orphan_watch.engines_before_kill(backend, r)  # the failed engine must go with its replica
     before = [shared.placed(x) for x in backend.replicas(state=None)]  # unknown: raises, nothing to compare with
     breaker = backend.device_breaker(r, mode, xid)  # checked, nothing written yet
     token = secrets.token_hex(8)
@@ -58,6 +60,7 @@ def lose_device(backend, marker: faults.Marker, zone: str | None = None, mode: s
                        {"node": r.node, "replica": r.replica_id, "pid": r.pid, "deployment": r.deployment,
                         "mode": mode, "xid": xid, "remedy": remedy, "outage_s": outage_s}) as f:
         f["replicas_at_injection"] = before
+        orphan_watch.record_victim(f, r, engines, why)
         f["device"] = breaker(f["fault_id"], token)
         faults.prove(backend, marker, f)
     watch(backend, marker, f, remedy, outage_s, poll_s)
@@ -120,6 +123,7 @@ SCOPE = Scope(
     action_omits=("poll_s",),  # the watch's period (a test's)
     # a replica's node: Serve routes to its replica from every zone's proxy; the marks name the node's zone
     zoned=True, every_target_affected=True,
+    orphan_check=True,  # the replaced replica's engines must be gone (chaos.system.orphan_watch)
     bad_device=True,  # its replacements' placements and failed starts measured (chaos.analysis.device)
     # the engine looks at its marker from its step (the stream target's every ~0.1 s; vLLM's at its next request)
     effect_bound_s=30.0,

@@ -144,7 +144,7 @@ def test_the_bound_is_violated_past_its_limit_met_within_it_and_not_applicable_w
     (r,) = bounds.check(entry(None, with_device=False), {"max_device_crashloop_s": 120})
     assert r["status"] == bounds.NOT_APPLICABLE
     # applied by default (120 s) to the scope, and said
-    assert experiment.default_bounds("device-loss", {}) == {"max_device_crashloop_s": 120.0}
+    assert experiment.default_bounds("device-loss", {}) == {"max_device_crashloop_s": 120.0, "max_orphan_s": 30.0}
     assert "max_device_crashloop_s" not in experiment.default_bounds("replica", {})
 
 

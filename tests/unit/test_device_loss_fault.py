@@ -263,3 +263,14 @@ def test_the_local_backend_refuses_to_prepare_over_a_marker_and_its_heal_undoes_
     assert done["device_restored"]["removed"] and done["uncordon"]["uncordoned"]
     assert app.read_marker("worker-a") is None and list(device.registry_dir().iterdir()) == []
     LocalBackend(cluster).prepare("run-2", "replica")  # nothing left: no refusal
+
+
+def test_the_fault_records_its_replicas_engines_for_the_orphan_check():
+    """A replica whose engine failed on the lost device is replaced: its engines must go with it (``orphans``)."""
+    from chaos import scopes
+
+    b, marker = Backend(), faults.Marker()
+    b.engine_children = lambda r: [4242]
+    f = lose_device(b, marker, zone="zone-a", outage_s=0.05, poll_s=0.02)
+    assert scopes.get("device-loss").orphan_check
+    assert f["victim"]["engines"] == [4242] and f["victim"]["node"] == "worker-a", f["victim"]

@@ -12,6 +12,7 @@ from typing import Callable
 from chaos.system import placement
 from chaos.backends import base, engine_faults
 from chaos.backends.local import device, effect, engines, procs, supervisor, throttle, weights
+from chaos.backends.local.nodes import request_drain
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
 from chaos.base.errors import ClusterError, SetupError, UsageError
@@ -439,20 +440,14 @@ class LocalBackend(device.Methods, base.ByScope):  # device-loss's methods: chao
     def drain_node(self, node: str, deadline_s: float) -> dict:
         """Ray's drain-node API (what autoscaler v2 and a preemption notice use), reason PREEMPTION,
         with the deadline; Ray does not kill the node at the deadline: the caller does."""
-        import time
-
         from ray._raylet import GcsClient
-        from ray.core.generated import autoscaler_pb2
 
         n = self.cluster.node(node)
         if n.role == "head":
             raise UsageError("the head cannot be drained (drain a worker node)")
         node_id = self.node_id(n)
-        gcs = GcsClient(address=self.cluster.state.gcs_address)
-        accepted, why = gcs.drain_node(node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
-                                       f"availproof: drain of {node}", int(time.time() * 1000 + deadline_s * 1000))
-        if not accepted:
-            raise ClusterError(f"the GCS refused to drain {node}: {why}")
+        request_drain(GcsClient(address=self.cluster.state.gcs_address), node_id, node,
+                      f"availproof: drain of {node}", deadline_s)
         return {"method": "ray drain-node", "reason": "PREEMPTION", "node_id": node_id}
 
     def node_id(self, n) -> str:

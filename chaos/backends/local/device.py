@@ -21,12 +21,11 @@ from __future__ import annotations
 import glob
 import json
 import os
-import time
 from pathlib import Path
 from typing import Callable
 
 from chaos.backends import device_loss as shared
-from chaos.backends.local import engines
+from chaos.backends.local import engines, nodes
 from chaos.base.errors import ClusterError, UsageError
 from serve_apps import device_loss as app
 
@@ -110,15 +109,10 @@ def gcs_client(b):
 def cordon(b, fault: dict) -> dict:
     """Ray's drain of the bad node (reason PREEMPTION, deadline :data:`CORDON_DEADLINE_S` out); its session recorded
     (in the registry too) for the heal and ``recover``."""
-    from ray.core.generated import autoscaler_pb2
-
     n = b.cluster.node(fault["target"])
     node_id = b.node_id(n)
-    accepted, why = gcs_client(b).drain_node(
-        node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
-        f"availproof: device-loss remedy, the device of {n.name} is lost", int((time.time() + CORDON_DEADLINE_S) * 1000))
-    if not accepted:
-        raise ClusterError(f"the GCS refused to drain {n.name}: {why}")
+    nodes.request_drain(gcs_client(b), node_id, n.name, f"availproof: device-loss remedy, the device of {n.name} is lost",
+                        CORDON_DEADLINE_S)
     done = {"cordoned": True, "method": "ray drain-node (PREEMPTION)", "node": n.name, "node_id": node_id,
             "sid": n.sid, "starts": n.starts}
     entry = registry_entry(b.run_id, fault["fault_id"])

@@ -222,3 +222,17 @@ class NodeProcesses:
                 return True
             time.sleep(1.0)
         return False
+
+
+def request_drain(gcs, node_id: str, name: str, message: str, deadline_s: float) -> None:
+    """Ray's drain-node request for ``node_id`` through the GCS client ``gcs`` (what autoscaler v2 and a preemption
+    notice use), reason PREEMPTION, its deadline ``deadline_s`` from now; Ray does not kill the node at the deadline.
+    Raises ClusterError when the GCS refuses it."""
+    from ray.core.generated import autoscaler_pb2
+
+    from chaos.base.errors import ClusterError
+
+    accepted, why = gcs.drain_node(node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+                                   message, int((time.time() + deadline_s) * 1000))
+    if not accepted:
+        raise ClusterError(f"the GCS refused to drain {name}: {why}")
