@@ -24,6 +24,11 @@ Request migration (issue 47) is off unless ``AppSpec.migration_limit`` is set (a
 their options (placement, health checks, the watchdog's ``user_config``); the ingress is placed as they are, one
 per zone (an ingress in one zone would be a single point of failure), with half a CPU. Off, the config is the
 same as before migration existed. The vLLM app has no migrating ingress yet: refused.
+
+A small KV cache (issue 48's KV pressure) is off unless ``AppSpec.kv_cache_blocks`` is set (an experiment's
+``app.kv_cache: {blocks: N}``): then the vLLM engine has exactly N blocks and exports its metrics
+(:mod:`serve_apps.kv_cache`). Off, the config is the same as before it existed. The stream target has no KV cache:
+refused.
 """
 
 from __future__ import annotations
@@ -86,6 +91,8 @@ class AppSpec:
     watchdog: int | None = None  # 2: the watchdog v2 (serve_apps/watchdog_v2.py); None or 1: v1
     # request migration (serve_apps/migrating_ingress.py): at most this many per request; None: off
     migration_limit: int | None = None
+    # the vLLM app's KV cache in blocks (serve_apps/kv_cache.py: app.kv_cache, KV pressure); None: vLLM's own sizing
+    kv_cache_blocks: int | None = None
     stream: StreamOptions = field(default_factory=StreamOptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
 
@@ -127,6 +134,9 @@ def serve_config(spec: AppSpec) -> dict[str, Any]:
     limit = spec.migration_limit
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ValueError(f"migration limit must be a positive integer, got {limit!r}")
+    if spec.app == "stream" and spec.kv_cache_blocks is not None:
+        raise ValueError("kv_cache: the stream target has no KV cache (issue 48's KV pressure is vLLM's): run it with "
+                         "--app llm")
     if spec.app == "stream":
         common = _deployment_common(spec)
         application = {

@@ -23,12 +23,17 @@ What this module adds is that and the CPU-sized configuration:
   ``LLMConfig.callback_config``): ~15 s of every engine replica's start on two cores;
 - ``AVAILPROOF_ENGINE_FAULTS=1``: the rig's vLLM plugin (:mod:`serve_apps.engine_faults`) installs its
   ``engine-error`` hook in the engine process; with ``AppSpec.stall_s`` the engine deployment gets the
-  progress watchdog's ``user_config`` (:mod:`serve_apps.watchdog`, read by :mod:`serve_apps.llm_served`).
+  progress watchdog's ``user_config`` (:mod:`serve_apps.watchdog`, read by :mod:`serve_apps.llm_served`);
+- with ``AppSpec.kv_cache_blocks`` (``app.kv_cache``), a KV cache of exactly that many blocks and the engine's
+  metrics exported (:mod:`serve_apps.kv_cache`); the ``kv_cache_memory_bytes`` above is overridden in any case by
+  the env's ``VLLM_CPU_KVCACHE_SPACE`` (1 GiB: vLLM's CPU platform sets the bytes from it when it is set).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from serve_apps import kv_cache
 
 ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -64,7 +69,7 @@ def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
     o = spec.llm
     deployment = {k: v for k, v in common.items() if k != "max_replicas_per_node"}
     deployment["ray_actor_options"] = {"num_cpus": 1}
-    return {
+    config = {
         "model_loading_config": {"model_id": o.model_id, "model_source": o.model_path},
         "accelerator_config": {"kind": "cpu"},
         "placement_group_config": {"bundles": [{"CPU": o.num_cpus}], "strategy": "PACK"},
@@ -85,6 +90,9 @@ def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
         "runtime_env": {"env_vars": dict(ENV)},
         "log_engine_metrics": False,
     }
+    if spec.kv_cache_blocks is not None:  # a small KV cache, its metrics exported (serve_apps/kv_cache.py)
+        kv_cache.apply(config, spec.kv_cache_blocks)
+    return config
 
 
 def application_config(spec, common: dict[str, Any], zone_selector: dict[str, str]) -> dict[str, Any]:

@@ -202,10 +202,14 @@ def load_shape(experiment: dict[str, Any], source: str = "experiment", app: str 
 
 def check_app_options(s: Settings, app: str, source: str) -> None:
     """What the chosen app cannot do, refused in one line before anything starts: ``app.migration`` with the vLLM app
-    (only the stream target has a migrating ingress so far, issue 47)."""
+    (only the stream target has a migrating ingress so far, issue 47); ``app.kv_cache`` with the stream target (it has
+    no KV cache: serve_apps/kv_cache.py)."""
     if app == "llm" and s.app.get("migration"):
         raise UsageError(f"{source}: {_prefix()}.app.migration: the vLLM app has no migrating ingress yet (issue 47): "
                          "run it with --app stream")
+    if app != "llm" and s.app.get("kv_cache"):
+        raise UsageError(f"{source}: {_prefix()}.app.kv_cache: the stream target has no KV cache (KV pressure is "
+                         "vLLM's): run it with --app llm")
 
 
 def _settings(ext: dict[str, Any], source: str, app: str) -> Settings:

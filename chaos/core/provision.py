@@ -46,6 +46,8 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
             setattr(spec, key, overrides[key])
     if overrides.get("migration"):  # request migration (serve_apps/migrating_ingress.py), validated by the schema
         spec.migration_limit = int(overrides["migration"]["limit"])
+    if overrides.get("kv_cache"):  # a small vLLM KV cache (serve_apps/kv_cache.py), validated by the schema
+        spec.kv_cache_blocks = int(overrides["kv_cache"]["blocks"])
     if app == "llm":
         from serve_apps import checkpoint
 
