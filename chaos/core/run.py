@@ -47,6 +47,7 @@ from chaos.load.workload import Target
 from chaos.core.options import Options
 from chaos.core.run_spec import RunSpec
 from chaos.core.run_state import Run, Stopped, default_out_dir, log, write_json
+from chaos.system import engine_metrics
 from chaos.system.sampler import Sampler
 from chaos.core.stop_conditions import Guard, StopConditions
 
@@ -126,7 +127,9 @@ def start_load(run: Run) -> None:
     the baseline is out of steady state (nothing may be injected)."""
     s = run.settings
     shape = s.load  # the model the load asks for: the spec's (chaos.core.run_spec)
-    run.sampler = Sampler(run.backend.observe, run.events, period_s=s.sample_period_s)
+    # the backend's observation; with a small vLLM KV cache, the engines' preemption counters too
+    run.sampler = Sampler(engine_metrics.observer(run.backend, run.app, s.app), run.events,
+                          period_s=s.sample_period_s)
     run.sampler.start()
     run.orphans = orphan_watch.OrphanWatch(run.backend, run.marker)  # follows the engines of replicas killed
     run.orphans.start()

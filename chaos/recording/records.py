@@ -179,6 +179,7 @@ class Sample:
     replica_ids: dict[str, list[str]] | None = None  # serving replicas' ids per deployment (upgrades)
     starting_ids: dict[str, list[str]] | None = None  # STARTING replicas' ids per deployment (engine starts)
     front: dict[str, Any] | None = None  # the balancer's servers and counters (chaos.system.frontdoor.parse_show_stat)
+    engine: dict[str, Any] | None = None  # vLLM's counters under a small KV cache (chaos.system.engine_metrics)
     kind: str = "sample"
 
     @property
@@ -335,7 +336,7 @@ _SAMPLE_TYPES = {"t_ns": int, "took_s": _NUM, "gcs_ok": bool, "gcs_latency_s": _
                  "app_status": (str, type(None)), "replicas": (dict, type(None)), "nodes_alive": (dict, type(None)),
                  "errors": dict, "conditions": (dict, type(None)), "replica_ids": (dict, type(None)),
                  "starting_ids": (dict, type(None)),
-                 "front": (dict, type(None))}
+                 "front": (dict, type(None)), "engine": (dict, type(None))}
 _MARK_TYPES = {"event": str, "fault_id": str, "scope": str, "target": str, "t_ns": int, "zones": list,
                "detail": dict}
 
