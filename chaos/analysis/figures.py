@@ -7,7 +7,8 @@ slow replica's ``straggler`` (``engine-slow``, ``engine-stutter``), the streams'
 service's; the affected population's under ``continuity.affected`` where it differs), a client's ``retries`` (:data:`RETRIES`: an
 object in each population, ``load.retry``), and the ``orphans`` a killed or replaced replica's engines would be
 (:mod:`chaos.system.orphan_watch`), a ``restart`` that fails (``restart-fails``: :mod:`chaos.analysis.restart`) and a
-``device`` that stays bad (``device-loss``: :mod:`chaos.analysis.device`).
+``device`` that stays bad (``device-loss``: :mod:`chaos.analysis.device`), and the ``kv_pressure`` of a small vLLM KV
+cache (``app.kv_cache``: :mod:`chaos.analysis.kv_pressure`).
 Its dotted key is ``<plane>.<name>`` (``capacity.time_to_restored_s``,
 ``service.time_to_steady_state_s``, ``service.retries.peak_amplification``), the key of its reason in the
 fault's ``unmeasurable`` map.
@@ -329,6 +330,25 @@ DV_RESTORED = _(Figure("device", "device_restored_s", "s", "device restored s", 
 DV_RECORDS = _(Figure("device", "engine_failures", "count", "engines' records of the lost device", DV_FN,
                       {"type": "integer", "minimum": 0}, row=True))
 DV_RESOLUTION = _(Figure("device", "resolution_s", "s", "resolution s (the watch's period)", DV_FN, NUMBER))
+# ---------------------------------------------------------------- KV pressure (chaos.analysis.kv_pressure)
+KV_FN = "chaos.analysis.kv_pressure.kv_pressure"
+KV_LATENCY = {"type": ["number", "null"], "minimum": 0}
+KV_PREEMPTIONS = _(Figure("kv_pressure", "preemptions", "count", "engine preemptions in the window", KV_FN, {
+    **COUNT, "minimum": 0, "description": "the engines' preemptions from the injection to the window's end: the sum of "
+    "each series' increases (a counter that started again, or a replacement's new series, counts from 0; a lower "
+    "bound: what a killed engine counted after Ray's last export is not read); null with its reason when no sample in "
+    "the window read a counter"}, column="preemptions", row=True))
+KV_BEFORE = _(Figure("kv_pressure", "preemptions_before", "count", "engine preemptions before the injection", KV_FN, {
+    **COUNT, "minimum": 0, "description": "the same from the first measured request to the injection: the cache's "
+    "pressure without the fault"}, row=True))
+KV_REQUESTS = _(Figure("kv_pressure", "requests", "requests", "requests under KV pressure", KV_FN, NONNEG, row=True))
+KV_FAILED = _(Figure("kv_pressure", "failed", "requests", "requests failed under KV pressure", KV_FN, NONNEG,
+                     column="KV pressure failed", row=True))
+KV_TTFT50, KV_TTFT99, KV_ITL50, KV_ITL99 = (
+    _(Figure("kv_pressure", name, "s", label, KV_FN, KV_LATENCY, row=True)) for name, label in (
+        ("ttft_p50_s", "TTFT p50 s under KV pressure"), ("ttft_p99_s", "TTFT p99 s under KV pressure"),
+        ("itl_p50_s", "mean ITL p50 s under KV pressure"), ("itl_p99_s", "mean ITL p99 s under KV pressure")))
+KV_RESOLUTION = _(Figure("kv_pressure", "resolution_s", "s", "resolution s (the counters' reads)", KV_FN, NUMBER))
 del _
 
 # every plane back: the instant the recovery window may settle at (chaos.core.settle) and an event's span (chaos.claim)

@@ -86,6 +86,7 @@ Service-wide figures of a fault
 A client's retries (each population's ``retries``: logical requests and the amplification):
 :mod:`chaos.analysis.retries`.
 A device that stays bad (``device``: placements, failed starts, time to a healthy replica): :mod:`chaos.analysis.device`.
+KV pressure (``kv_pressure``: preemptions, TTFT and ITL under a small vLLM KV cache): :mod:`chaos.analysis.kv_pressure`.
 Who served (``locality``, ``warmup``; a straggler's ``straggler``), token continuity (``continuity``) and the
 load as sent (``arrivals``): :mod:`chaos.analysis.who_served`, :mod:`chaos.analysis.cold_cache`,
 :mod:`chaos.analysis.slow_replica`, :mod:`chaos.analysis.continuity`, :mod:`chaos.analysis.sending`.
@@ -104,6 +105,7 @@ from chaos.analysis.cold_cache import warmup
 from chaos.analysis.continuity import token_continuity
 from chaos.analysis.orphans import orphans_of
 from chaos.analysis.sending import arrivals
+from chaos.analysis import kv_pressure as kv_pressure_mod
 from chaos.analysis import device as device_mod, new_version, restart as restart_mod, retries as retries_mod, slow_replica
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
@@ -365,6 +367,10 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         if device_mod.applies(f.scope):  # a node whose device stays bad: where its replacements went, and when
             fault["device"] = device_mod.device(f, measured.records(np.concatenate((in_flight, rows))), window_end,
                                                 fault["unmeasurable"])
+        if kv_pressure_mod.applies(run.samples):  # a small vLLM KV cache: its preemptions and latencies
+            fault["kv_pressure"] = kv_pressure_mod.kv_pressure(f.inject_ns, measured, np.concatenate((in_flight, rows)),
+                                                               run.samples, measure_start, window_end,
+                                                               fault["unmeasurable"])
         if slow_replica.applies(f.scope):  # a replica slowed down: its share and latency against the others'
             fault["straggler"] = slow_replica.straggler(fault, measured.records(rows), window_end)
         results.append(fault)

@@ -76,7 +76,7 @@ def plane_rows(f: dict[str, Any], front: dict[str, Any] | None = None) -> list[l
                  _per_zone(per_zone) if isinstance(per_zone, dict)
                  else (_plane_note(f, "capacity.nodes_min_alive") or "n/a")])
     return (rows + replacement_rows(f) + front_door_rows(f, front) + served_rows(f) + straggler_rows(f) + orphan_rows(f)
-            + restart_rows(f) + device_rows(f))
+            + restart_rows(f) + device_rows(f) + kv_pressure_rows(f))
 
 
 def straggler_rows(f: dict[str, Any]) -> list[list[str]]:
@@ -108,6 +108,16 @@ def restart_rows(f: dict[str, Any]) -> list[list[str]]:
     rows.append(["restart", "gaps between starts s", ", ".join(fmt(g) for g in gaps) if gaps is not None
                  else (_plane_note(f, "restart.backoff_s") or "n/a")])
     return rows
+
+
+def kv_pressure_rows(f: dict[str, Any]) -> list[list[str]]:
+    """KV pressure (:mod:`chaos.analysis.kv_pressure`, a small vLLM KV cache): one row per figure of the catalogue's
+    ``kv_pressure`` plane."""
+    kv = f.get("kv_pressure")
+    if not isinstance(kv, dict):
+        return []
+    return [["kv_pressure", fig.label, fmt(kv.get(fig.name)) if kv.get(fig.name) is not None
+             else (_plane_note(f, fig.key()) or "n/a")] for fig in F.of("kv_pressure")]
 
 
 def device_rows(f: dict[str, Any]) -> list[list[str]]:
