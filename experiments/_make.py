@@ -19,6 +19,7 @@ from chaos.system.frontdoor import FrontSettings  # noqa: E402
 import _engines as engines  # noqa: E402  (the engine faults' experiments)
 import _restarts as restarts  # noqa: E402  (restart-fails)
 import _devices as devices  # noqa: E402  (device-loss, with and without its remedy)
+import _kv_pressure as kv_pressure  # noqa: E402  (replica-kill-kv-pressure: a small vLLM KV cache)
 
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
@@ -103,7 +104,10 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, h
                  "bounds_source": bounds_source,
                  "front": ext.pop("front", "lb"), "front_door": ext.pop("front_door", FRONT_DOOR), **ext}
     llm_settle_s = extension.pop("llm_settle_s", None)
+    llm_load = extension.pop("llm_load", None)
     extension["llm"] = llm_block(bounds, bounds_source, extension["recovery_window_s"])
+    if llm_load is not None:  # an experiment of the vLLM app's own (its load as --app llm runs it)
+        extension["llm"]["load"] = llm_load
     if llm_settle_s is not None:  # a vLLM replacement's first seconds of serving are later and slower
         extension["llm"]["recovery_settle_s"] = llm_settle_s
     doc = {
@@ -236,6 +240,7 @@ experiment(
 engines.make(experiment, action)
 restarts.make(experiment, action)
 devices.make(experiment, action)
+kv_pressure.make(experiment, action, LOAD)
 
 experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",
