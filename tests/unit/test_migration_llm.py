@@ -144,7 +144,8 @@ class Stream:
         after, how = self.brk or (None, None)
         events = []
         if self.chat:  # vLLM opens a chat stream with the role
-            events.append(self._event("", None, 0, usage).replace('"content": ""', '"role": "assistant", "content": ""'))
+            opening = self._event("", None, 0, usage)
+            events.append(opening.replace('"content": ""', '"role": "assistant", "content": ""'))
         done, g = 0, 0
         while done < n:
             size = min(GROUPS[g % len(GROUPS)], n - done)
