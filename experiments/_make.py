@@ -207,19 +207,21 @@ experiment(
     llm_settle_s=30,
 )
 
-# Request migration (issue 47, serve_apps/migrating_ingress.py): an ingress in front of the engine replicas sends a
-# stream that broke on its replica to another one, with the tokens so far, at most twice per request.
+# Request migration (issue 47, serve_apps/migrating_ingress.py; the vLLM app's: serve_apps/llm_migrating.py): an
+# ingress in front of the engine replicas sends a stream that broke on its replica to another one, with the tokens so
+# far, at most twice per request.
 MIGRATION = {"limit": 2}
 
 experiment(
     "replica-kill-migration", "SIGKILL one Serve replica under steady load, the streams it served migrated",
-    "replica-kill with request migration on (app.migration, limit 2; the stream target app only): a MigratingIngress "
-    "deployment, one replica per zone, stands in front of the StreamTarget engine replicas and the kill takes an "
+    "replica-kill with request migration on (app.migration, limit 2): on the stream target a MigratingIngress "
+    "deployment, one replica per zone, stands in front of the StreamTarget engine replicas; with --app llm Serve LLM's "
+    "OpenAI ingress (one per zone) is the migrating one, in front of the LLMServer replicas; the kill takes an "
     "engine replica, never the ingress. Each stream the killed replica was serving goes on from another replica: the "
     "original request plus the tokens already streamed, max_tokens reduced, the first event of the continuation "
     "marked (\"migrated\": 1), its token indices going on without a gap. summary.json's continuity says per fault "
     "the streams migrated, the tokens lost, duplicated and corrupted, the migration gap (p50, p99) and the streams "
-    "refused migration (guided output, n > 1; none in this load).",
+    "refused migration (guided output, n > 1, vLLM's sampling above temperature 0; none in this load, greedy).",
     "replica", [action("kill-one-replica-in-zone-a", "kill_replica", zone="zone-a")],
     {"max_failed_requests": 0, "max_time_to_steady_state_s": 30,
      "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
@@ -233,7 +235,10 @@ experiment(
     "measured yet. The other bounds are replica-kill's (the same fault at the same 8 req/s): steady state within "
     "30 s, the control plane untouched (5 s allows a slow health answer), 2 of 3 engine replicas at worst, the "
     "replacement RUNNING within 60 s. A violation is a finding about the ingress, with the failed requests' "
-    "migration_refused saying which were refused and why. --app llm is refused (no migrating ingress for vLLM yet).",
+    "migration_refused saying which were refused and why. With --app llm the same claim (max_failed_requests 0), "
+    "not measured either: the load is greedy (temperature 0), so no request is refused sampling; a continuation "
+    "re-sends the text so far, which vLLM tokenizes again, so the tokens after a seam are to be checked against a "
+    "greedy golden answer (tokens_corrupted), not assumed to match.",
     app={"migration": MIGRATION},
 )
 

@@ -22,8 +22,10 @@ Request migration (issue 47) is off unless ``AppSpec.migration_limit`` is set (a
 {limit: N}``): then the stream target app is ``serve_apps.migrating_ingress:app_builder``, two deployments, the
 ``MigratingIngress`` (the route prefix's ingress) in front of the ``StreamTarget`` engine replicas, which keep
 their options (placement, health checks, the watchdog's ``user_config``); the ingress is placed as they are, one
-per zone (an ingress in one zone would be a single point of failure), with half a CPU. Off, the config is the
-same as before migration existed. The vLLM app has no migrating ingress yet: refused.
+per zone (an ingress in one zone would be a single point of failure), with half a CPU. The vLLM app keeps its
+two deployments and their options; its OpenAI ingress's class is the migrating one (``ingress_cls_config``:
+:data:`serve_apps.llm_app.MIGRATING_INGRESS_CLS`, ``ingress_extra_kwargs: {"migration_limit": N}``,
+:mod:`serve_apps.llm_migrating`). Off, either app's config is the same as before migration existed.
 
 A small KV cache (issue 48's KV pressure) is off unless ``AppSpec.kv_cache_blocks`` is set (an experiment's
 ``app.kv_cache: {blocks: N}``): then the vLLM engine has exactly N blocks and exports its metrics
@@ -156,12 +158,11 @@ def serve_config(spec: AppSpec) -> dict[str, Any]:
             ingress = {k: v for k, v in common.items() if k != "user_config"}  # the watchdog is the engines'
             ingress["ray_actor_options"] = {"num_cpus": 0.5, "label_selector": _zone_selector(spec.zones)}
             application["deployments"].append({"name": INGRESS_DEPLOYMENT, **ingress})
-    elif limit is not None:
-        raise ValueError("migration: the vLLM app has no migrating ingress yet (issue 47): run it with --app stream")
     else:
         from serve_apps import llm_app
 
-        application = llm_app.application_config(spec, _deployment_common(spec), _zone_selector(spec.zones))
+        application = llm_app.application_config(spec, _deployment_common(spec), _zone_selector(spec.zones),
+                                                 migration_limit=limit)
     return {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": spec.http_port},

@@ -7,15 +7,17 @@ What the ingress sends (vLLM's API):
 - **chat**: the original messages with the partial answer appended as an assistant message, and
   ``continue_final_message: true, add_generation_prompt: false`` (vLLM then continues that message instead of
   opening a new one); when the original request already ended with such a message (a prefilled answer), the text
-  so far is appended to it;
-- **completions**: the prompt followed by the text so far, and the field :data:`PROMPT_CHARS`
-  (``continuation_of_prompt_chars``: the length in characters of the original prompt, where the text so far
-  begins);
-- both: ``max_tokens`` (or ``max_completion_tokens``) reduced by the tokens already streamed; always streamed.
+  so far is appended to it; no ``echo`` (vLLM's chat echo would send that message, the text so far, again);
+- **completions**: the prompt followed by the text so far, and, for the stream target only (``mark_prompt``), the
+  field :data:`PROMPT_CHARS` (``continuation_of_prompt_chars``: the length in characters of the original prompt,
+  where the text so far begins);
+- both: ``max_tokens`` (or ``max_completion_tokens``) reduced by the tokens already streamed, ``min_tokens`` too
+  (not below 0); always streamed.
 
 vLLM needs neither the field nor anything else: greedy decoding of the prompt + the text so far continues the
-same answer (the ingress refuses to migrate sampling that is not greedy, :mod:`serve_apps.migration_refusal`);
-vLLM ignores the field. The stream target's answer is a function of the prompt and the token's index
+same answer (the ingress refuses to migrate sampling that is not greedy, :mod:`serve_apps.migration_refusal`),
+as long as the text so far tokenizes back into the tokens that made it (``docs/migration.md`` says where it may
+not). The stream target's answer is a function of the prompt and the token's index
 (:mod:`serve_apps.stream_tokens`), so it must be told which part of its prompt is the original prompt and at which
 index to go on: :func:`target_prompt`. A character offset, not a word count, because the stream target's answer
 starts without a space: the original prompt's last word and the answer's first run together in prompt + text.
@@ -47,10 +49,13 @@ def remaining(body: dict[str, Any], tokens: int, default: int | None) -> int | N
     return None if budget is None else budget - tokens
 
 
-def body(original: dict[str, Any], chat: bool, text: str, tokens: int, default_max_tokens: int | None) -> dict[str, Any]:
+def body(original: dict[str, Any], chat: bool, text: str, tokens: int, default_max_tokens: int | None,
+         mark_prompt: bool = True) -> dict[str, Any]:
     """The continuation of ``original`` after ``text`` (``tokens`` tokens) was streamed; ``default_max_tokens``:
     the app's budget when the request gives none (16 for the stream target; None for vLLM, whose limit is the
-    context). Raises ValueError when nothing remains to generate (the caller finishes the stream instead)."""
+    context); ``mark_prompt``: a completion says where its original prompt ends (:data:`PROMPT_CHARS`, the stream
+    target's; vLLM's continuation goes without). Raises ValueError when nothing remains to generate (the caller
+    finishes the stream instead)."""
     out = copy.deepcopy(original)
     left = remaining(original, tokens, default_max_tokens)
     if left is not None and left < 1:
@@ -58,6 +63,9 @@ def body(original: dict[str, Any], chat: bool, text: str, tokens: int, default_m
     if left is not None:
         key = next((k for k in MAX_KEYS if k in original), "max_tokens")
         out[key] = left
+    least = original.get("min_tokens")
+    if isinstance(least, int) and not isinstance(least, bool):
+        out["min_tokens"] = max(0, least - tokens)
     out["stream"] = True
     if chat:
         messages = out.get("messages") or []
@@ -69,11 +77,12 @@ def body(original: dict[str, Any], chat: bool, text: str, tokens: int, default_m
         out["messages"] = messages
         out["continue_final_message"] = True
         out["add_generation_prompt"] = False
+        out.pop("echo", None)
     else:
         prompt = str(original.get("prompt") or "")
         out["prompt"] = prompt + text
-        # where the original prompt ends (a request that was itself a continuation: where it said)
-        out[PROMPT_CHARS] = original.get(PROMPT_CHARS, len(prompt))
+        if mark_prompt:  # where the original prompt ends (a request that was itself a continuation: where it said)
+            out[PROMPT_CHARS] = original.get(PROMPT_CHARS, len(prompt))
     return out
 
 

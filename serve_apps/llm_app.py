@@ -21,6 +21,9 @@ What this module adds is that and the CPU-sized configuration:
 - Ray Serve LLM's node initialization (a Ray task per node that "downloads" the model) is skipped
   when the checkpoint is a directory already on the node (:mod:`serve_apps.llm_node_init`, through
   ``LLMConfig.callback_config``): ~15 s of every engine replica's start on two cores;
+- request migration (issue 47, ``AppSpec.migration_limit``): the OpenAI ingress's class is the migrating one
+  (:data:`MIGRATING_INGRESS_CLS`, :mod:`serve_apps.llm_migrating`), the limit in Serve LLM's
+  ``ingress_extra_kwargs``; the rest of the config as without it;
 - ``AVAILPROOF_ENGINE_FAULTS=1``: the rig's vLLM plugin (:mod:`serve_apps.engine_faults`) installs its
   ``engine-error`` hook in the engine process; with ``AppSpec.stall_s`` the engine deployment gets the
   progress watchdog's ``user_config`` (:mod:`serve_apps.watchdog`, read by :mod:`serve_apps.llm_served`);
@@ -61,6 +64,8 @@ ENV = {
 # deployments keep theirs (LLMServer:<model>, OpenAiIngress)
 SERVER_CLS = "serve_apps.llm_served:LLMServer"
 INGRESS_CLS = "serve_apps.llm_served:OpenAiIngress"
+# the same with request migration (issue 47): its chat and completions continue a broken stream on another replica
+MIGRATING_INGRESS_CLS = "serve_apps.llm_migrating:OpenAiIngress"
 NODE_INIT_CLS = "serve_apps.llm_node_init:LocalCheckpoint"
 
 
@@ -95,19 +100,25 @@ def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def application_config(spec, common: dict[str, Any], zone_selector: dict[str, str]) -> dict[str, Any]:
-    """The Serve application entry for the LLM app: engines spread by size, ingress by label."""
+def application_config(spec, common: dict[str, Any], zone_selector: dict[str, str],
+                       migration_limit: int | None = None) -> dict[str, Any]:
+    """The Serve application entry for the LLM app: engines spread by size, ingress by label; with
+    ``migration_limit`` the ingress migrates broken streams (up to that many times a request)."""
     if not spec.llm.model_path:
         raise ValueError("the llm app needs a model path (build the tiny one with `availproof checkpoint`)")
     ingress = {k: v for k, v in common.items() if k in ("num_replicas", "max_replicas_per_node",
                                                            "max_ongoing_requests", "health_check_period_s",
                                                            "health_check_timeout_s", "graceful_shutdown_timeout_s")}
     ingress["ray_actor_options"] = {"num_cpus": 0.5, "label_selector": zone_selector}
+    ingress_cls = {"ingress_cls": INGRESS_CLS}
+    if migration_limit is not None:
+        ingress_cls = {"ingress_cls": MIGRATING_INGRESS_CLS,
+                       "ingress_extra_kwargs": {"migration_limit": migration_limit}}
     return {
         "name": "llm",
         "route_prefix": "/",
         "import_path": "ray.serve.llm:build_openai_app",
         # the OpenAI ingress is a deployment of its own: one per zone too, or it is a single point of failure
         "args": {"llm_configs": [llm_config(spec, common)], "ingress_deployment_config": ingress,
-                 "ingress_cls_config": {"ingress_cls": INGRESS_CLS}},
+                 "ingress_cls_config": ingress_cls},
     }

@@ -17,8 +17,10 @@ says the markers (``"migrated": k``, ``"migration_refused": why``), the routing 
 continuation that lands on it, or fails before its first token, is sent again within 10 s, not counted as a
 migration) and what is refused (:mod:`serve_apps.migration_refusal`).
 
-A non-streamed request migrates too: the ingress asks the engine for a stream (with its usage) and collects it
-(:func:`serve_apps.migration_splice.collect`) into the JSON answer, which carries ``"migrated": k`` when it did.
+The HTTP answer is :func:`serve_apps.migration_response.respond`'s (the vLLM app's migrating ingress,
+:mod:`serve_apps.llm_migrating`, shares it). A non-streamed request migrates too: the ingress asks the engine for
+a stream (with its usage) and collects it (:func:`serve_apps.migration_splice.collect`) into the JSON answer, which
+carries ``"migrated": k`` when it did.
 
 Served-by headers (:mod:`serve_apps.served_by`) name the engine replica, never the ingress: a non-streamed
 answer's the last one's (after a migration, the one that finished it); a stream's are sent before its first event,
@@ -28,15 +30,12 @@ so they name the replica that began it, and each continuation's first event name
 
 from __future__ import annotations
 
-import contextlib
-import json
-
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from ray import serve
 
-from serve_apps import served_by
-from serve_apps.migration_splice import DONE, Event, Policy, Response, Served, Splice, collect
+from serve_apps.migration_response import respond
+from serve_apps.migration_splice import Policy
 from serve_apps.stream_target import StreamEngine
 
 api = FastAPI(title="availproof migrating ingress")
@@ -51,55 +50,6 @@ class HandleTransport:
 
     def open(self, body: dict, chat: bool):
         return self.handle.answer.remote(body, chat)
-
-
-def _sse(data) -> str:
-    return f"data: {data if data == DONE else json.dumps(data)}\n\n"
-
-
-def _headers(desc: dict | None) -> dict[str, str]:
-    return served_by.headers((desc or {}).get("identity") or {}, (desc or {}).get("engine")) if desc else {}
-
-
-# defined before the deployment: Serve pickles the class at its decoration, with the globals it names then
-async def respond(transport, body: dict, chat: bool, policy: Policy):
-    """The HTTP answer to ``body`` through ``transport``, spliced over migrations: a stream when it asked for one,
-    else the collected JSON; an error before the first event as the engine's JSON answer (or the refusal's 500)."""
-    streamed = bool(body.get("stream"))
-    if not streamed:  # asked of the engine as a stream, with its usage, and collected
-        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-    splice = Splice(transport, body, chat, policy)
-    items = splice.run()
-    served, first = None, None
-    async for item in items:
-        if isinstance(item, Served):
-            served = item.desc
-        elif isinstance(item, Response):
-            await items.aclose()
-            return JSONResponse(item.payload, status_code=item.status, headers=_headers(served))
-        elif isinstance(item, Event):
-            first = item
-            break
-    if first is None:
-        return JSONResponse({"error": {"message": "no answer from the engine", "type": "EngineDeadError"}}, 500)
-    if streamed:
-        return StreamingResponse(_stream(first, items), media_type="text/event-stream", headers=_headers(served))
-    events = [first.data]
-    async for item in items:
-        if isinstance(item, Served):
-            served = item.desc
-        elif isinstance(item, Event):
-            events.append(item.data)
-    status, payload = collect(events, chat)
-    return JSONResponse(payload, status_code=status, headers=_headers(served))
-
-
-async def _stream(first: Event, items):
-    async with contextlib.aclosing(items):  # the client gone: the engine's stream closed with it
-        yield _sse(first.data)
-        async for item in items:
-            if isinstance(item, Event):
-                yield _sse(item.data)
 
 
 @serve.deployment(name="MigratingIngress")

@@ -9,11 +9,13 @@ or the SSE chunks of a stream (``"data: {...}\\n\\n"``, ``"data: [DONE]\\n\\n"``
 stream (a non-streamed request is collected by the ingress, so it migrates too).
 
 **A break**: the transport raises (the replica died: Serve's handle raises ``ActorDiedError`` and the like), an
-error event or answer of type ``EngineDeadError`` (its engine errored or died; a watchdog's take-out ends in one
-of the two), or the stream ends without its last token (no ``finish_reason``). Then, unless the request is
-refused migration (:func:`serve_apps.migration_refusal.refusal`, or ``limit``: it migrated ``limit`` times
-already), a **continuation** goes out (:func:`serve_apps.continuation.body`: the original request plus the text
-so far, ``max_tokens`` reduced by the tokens so far; a break before any token re-sends the original request).
+error event or answer of the server's (type ``EngineDeadError``, or a code or status of 500 and up: vLLM's dead
+engine says ``InternalServerError``, 500, "EngineCore encountered an issue"; its engine errored or died, and a
+watchdog's take-out ends in one of these), or the stream ends without its last token (no ``finish_reason``).
+Then, unless the request is refused migration (:func:`serve_apps.migration_refusal.refusal`, or ``limit``: it
+migrated ``limit`` times already), a **continuation** goes out (:func:`serve_apps.continuation.body`: the
+original request plus the text so far, ``max_tokens`` reduced by the tokens so far; a break before any token
+re-sends the original request).
 Its first event with a token carries ``"migrated": k`` (k the migrations so far) and ``"served_by"`` (the replica
 serving from there: the response's headers were sent with the first one's); the events keep the first answer's
 ``id`` and ``created``; a continuation's role-only opening event is dropped; its usage counts the whole answer
@@ -29,8 +31,12 @@ migrations (no marker, not counted against the limit; :attr:`Splice.retries` cou
 the stream fails with ``migration_refused: "no-replica"``. A continuation the engine answers with another error
 (a 4xx) fails the stream with ``migration_refused: "continuation-failed"``.
 
-Tokens are counted one per event with text: exact for the stream target; vLLM may put several tokens in one
-event (a held-back multi-byte character), so its count, and with it the continuation's budget, can fall short.
+Tokens are counted one per event with text (exact for the stream target), or, with :attr:`Policy.usage_tokens`
+(the vLLM app), from the engine's own count: the engine is asked for its usage on every event
+(``stream_options: {include_usage, continuous_usage_stats}``), each event's ``usage.completion_tokens`` is the
+tokens of that answer so far (vLLM may put several tokens in one event, or none in an event it holds back), and
+the usage is taken off the events again where the client did not ask for it (the usage-only last event kept when
+it asked for ``include_usage``, the usage on every event when it asked for ``continuous_usage_stats``).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class Policy:
     default_max_tokens: int | None = 16  # the app's budget when a request gives none (vLLM: None, the context)
     retry_deadline_s: float = 10.0  # routing away: how long after a break a continuation may be sent again
     backoff_s: tuple[float, float] = (0.2, 1.0)  # routing away: the first wait, and the most
+    usage_tokens: bool = False  # count tokens by the engine's usage on every event (vLLM), not one per text event
 
 
 @dataclass
@@ -93,9 +100,13 @@ def replica_of(desc: dict[str, Any] | None) -> str | None:
     return ((desc or {}).get("identity") or {}).get("replica")
 
 
-def _dead(payload: Any) -> bool:
+def _dead(payload: Any, status: Any = None) -> bool:
+    """Whether an error (event, or answer with ``status``) is the server's: a break, not the request's fault."""
     err = payload.get("error") if isinstance(payload, dict) else None
-    return isinstance(err, dict) and err.get("type") == ENGINE_DEAD
+    if not isinstance(err, dict):
+        return False
+    codes = [c for c in (status, err.get("code")) if isinstance(c, int) and not isinstance(c, bool)]
+    return err.get("type") == ENGINE_DEAD or any(c >= 500 for c in codes)
 
 
 def _message(payload: Any) -> str:
@@ -211,7 +222,8 @@ class Splice:
             else:
                 try:
                     request = continuation.body(self.original, self.chat, self.text, self.tokens,
-                                                self.policy.default_max_tokens)
+                                                self.policy.default_max_tokens,
+                                                mark_prompt=self.policy.app == "stream")
                 except ValueError:  # the budget is spent: the answer is complete
                     yield Event(self._stamp({"choices": [self._finish_choice()]}))
                     yield Event(DONE)
@@ -245,6 +257,9 @@ class Splice:
         """One answer from the engine, its events given on (marked, stamped); ``a`` says how it ended."""
         base = self.tokens
         marked = self.migrations == 0  # the original answer carries no marker
+        if self.policy.usage_tokens:
+            request = {**request, "stream_options": {**(request.get("stream_options") or {}), "include_usage": True,
+                                                     "continuous_usage_stats": True}}
         stream = self.transport.open(request, self.chat)
         try:
             while True:
@@ -271,7 +286,7 @@ class Splice:
                     continue
                 if isinstance(item, dict) and "status" in item:  # an answer that is not a stream
                     payload = item.get("json") or {}
-                    if _dead(payload):
+                    if _dead(payload, item.get("status")):
                         a.error = _message(payload)
                     elif self.sent == 0 and self.migrations == 0:
                         a.outcome = "answered"
@@ -306,6 +321,9 @@ class Splice:
                             yield Event(DONE)
                         return
                     text, finish = _choice(event)
+                    counted = self._engine_count(event) if self.policy.usage_tokens else None
+                    if self.policy.usage_tokens and not event.get("choices") and not self._asked("include_usage"):
+                        continue  # the usage-only last event, asked for the count's sake only
                     usage = event.get("usage")
                     if not marked and not text and finish is None and not usage:
                         continue  # a continuation's opening (the role): the client has had it
@@ -318,6 +336,10 @@ class Splice:
                         marked = True
                     if text:
                         self.text += text
+                    if counted is not None:  # the engine's count of this answer's tokens so far
+                        a.tokens = max(a.tokens, counted)
+                        self.tokens = base + a.tokens
+                    elif text:
                         self.tokens += 1
                         a.tokens += 1
                     self.finished = self.finished or finish is not None
@@ -325,6 +347,23 @@ class Splice:
                     yield Event(event)
         finally:
             await _close(stream)
+
+    def _engine_count(self, event: dict[str, Any]) -> int | None:
+        """The engine's count of the answer's tokens at ``event`` (its ``usage.completion_tokens`` on an event with
+        a choice), None on an event without one; the usage taken off where the client did not ask for it."""
+        usage = event.get("usage")
+        counted = None
+        if event.get("choices") and isinstance(usage, dict):
+            value = usage.get("completion_tokens")
+            counted = value if isinstance(value, int) and not isinstance(value, bool) else None
+            if not (self._asked("include_usage") and self._asked("continuous_usage_stats")):
+                event.pop("usage")
+        return counted
+
+    def _asked(self, option: str) -> bool:
+        """Whether the client's request set ``stream_options.<option>``."""
+        options = self.original.get("stream_options")
+        return bool(options.get(option)) if isinstance(options, dict) else False
 
     @staticmethod
     def _whole_usage(usage: dict[str, Any], base: int) -> None:

@@ -182,14 +182,10 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     The variables its tokens are read from (``auth_token_env``, ``front_door.token_env``) are
     declared secrets for the rest of the process (:mod:`chaos.system.secret_env`): no process the rig
     starts for the experiment (a Ray node, Redis, HAProxy) inherits them.
-
-    ``app.migration`` (request migration, issue 47) is refused with ``app="llm"``: only the stream target has a
-    migrating ingress so far.
     """
     ext = _extension(experiment, source)
     _raise_first(ext, source, _prefix())
     s = _settings(ext, source, app)
-    check_app_options(s, app, source)
     secret_env.declare(s.auth_token_env, s.front_door.get("token_env"))
     return s
 
@@ -201,12 +197,8 @@ def load_shape(experiment: dict[str, Any], source: str = "experiment", app: str 
 
 
 def check_app_options(s: Settings, app: str, source: str) -> None:
-    """What the chosen app cannot do, refused in one line before anything starts: ``app.migration`` with the vLLM app
-    (only the stream target has a migrating ingress so far, issue 47); ``app.kv_cache`` with the stream target (it has
-    no KV cache: serve_apps/kv_cache.py)."""
-    if app == "llm" and s.app.get("migration"):
-        raise UsageError(f"{source}: {_prefix()}.app.migration: the vLLM app has no migrating ingress yet (issue 47): "
-                         "run it with --app stream")
+    """What the chosen app cannot do, refused in one line before anything starts: ``app.kv_cache`` with the stream
+    target (it has no KV cache: serve_apps/kv_cache.py)."""
     if app != "llm" and s.app.get("kv_cache"):
         raise UsageError(f"{source}: {_prefix()}.app.kv_cache: the stream target has no KV cache (KV pressure is "
                          "vLLM's): run it with --app llm")

@@ -44,7 +44,7 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
                 "graceful_shutdown_timeout_s", "graceful_shutdown_wait_loop_s", "stall_s", "watchdog"):
         if key in overrides:
             setattr(spec, key, overrides[key])
-    if overrides.get("migration"):  # request migration (serve_apps/migrating_ingress.py), validated by the schema
+    if overrides.get("migration"):  # request migration (serve_apps/migrating_ingress.py, llm_migrating.py), validated
         spec.migration_limit = int(overrides["migration"]["limit"])
     if overrides.get("kv_cache"):  # a small vLLM KV cache (serve_apps/kv_cache.py), validated by the schema
         spec.kv_cache_blocks = int(overrides["kv_cache"]["blocks"])

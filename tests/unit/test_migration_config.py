@@ -1,8 +1,9 @@
 """``app.migration: {limit: N}`` (issue 47) from the experiment to the Serve config: validated by the schema (bad
-input one line, exit 2, before anything runs), refused with --app llm, off when absent (the config as before), and on:
-the MigratingIngress as the route prefix's ingress in front of the StreamTarget engine replicas, which keep their
-options; the rig still picks the engine replicas, never the ingress; a deployed app with the ingress is the stream
-app, and turning migration on or off deploys again."""
+input one line, exit 2, before anything runs), off when absent (the config as before, either app), and on: the
+stream target's MigratingIngress as the route prefix's ingress in front of the StreamTarget engine replicas, which
+keep their options; the vLLM app's OpenAI ingress the migrating one (serve_apps/llm_migrating.py), nothing else
+changed; the rig still picks the engine replicas, never the ingress; a deployed app with the ingress is the same app,
+and turning migration on or off deploys again."""
 
 import json
 from types import SimpleNamespace
@@ -12,7 +13,6 @@ import pytest
 from chaos.commands import cli
 from chaos.system import deploy, placement, ray_dashboard
 from chaos.core import experiment, provision
-from chaos.base.errors import UsageError
 from serve_apps import config as serve_config
 
 GOOD = json.loads((experiment.Path(__file__).resolve().parents[2] / "experiments" / "replica-kill.json").read_text())
@@ -42,25 +42,45 @@ def test_bad_migration_one_line_exit_2(tmp_path, capsys, migration, needle):
     assert rc == 2 and len(err) == 1 and needle in err[0] and "bad.json" in err[0], err
 
 
-def test_migration_with_the_vllm_app_is_refused_in_one_line():
-    doc = with_migration({"limit": 2})
-    assert experiment.settings(doc).app == {"migration": {"limit": 2}}
-    with pytest.raises(UsageError, match="app.migration: the vLLM app has no migrating ingress yet"):
-        experiment.settings(doc, app="llm")
-    with pytest.raises(ValueError, match="vLLM app"):
-        serve_config.serve_config(serve_config.AppSpec(app="llm", migration_limit=1))
-
-
-def test_migration_with_the_vllm_app_is_refused_by_the_run_s_spec_before_anything_starts():
-    """`availproof run --app llm` builds its spec (chaos.core.run_spec) from one parse: the refusal is there too, not at
-    the deploy after the cluster came up."""
+def test_migration_with_the_vllm_app_is_accepted_by_the_settings_and_the_run_s_spec():
+    """Refused until the vLLM app had its migrating ingress; `availproof run --app llm` builds its spec
+    (chaos.core.run_spec) from one parse, the shipped experiment included."""
     from chaos.core import run_spec
     from chaos.core.options import Options
 
     doc = with_migration({"limit": 2})
-    assert run_spec.of_document(doc, Options(app="stream")).settings.app == {"migration": {"limit": 2}}
-    with pytest.raises(UsageError, match="app.migration: the vLLM app has no migrating ingress yet"):
-        run_spec.of_document(doc, Options(app="llm"))
+    assert experiment.settings(doc, app="llm").app == {"migration": {"limit": 2}}
+    for app in ("stream", "llm"):
+        assert run_spec.of_document(doc, Options(app=app)).settings.app == {"migration": {"limit": 2}}
+    text = (experiment.Path(__file__).resolve().parents[2] / "experiments" / "replica-kill-migration.json").read_text()
+    assert run_spec.of_document(json.loads(text), Options(app="llm")).settings.app == {"migration": {"limit": 2}}
+    assert "no migrating ingress" not in text
+
+
+def llm_spec(**kw):
+    spec = serve_config.AppSpec(app="llm", **kw)
+    spec.llm.model_path = "/tmp/model"
+    return spec
+
+
+def test_the_vllm_app_without_migration_is_what_it_was():
+    cfg = serve_config.serve_config(llm_spec())["applications"][0]
+    assert cfg["import_path"] == "ray.serve.llm:build_openai_app"
+    assert cfg["args"]["ingress_cls_config"] == {"ingress_cls": "serve_apps.llm_served:OpenAiIngress"}
+    assert set(cfg["args"]) == {"llm_configs", "ingress_deployment_config", "ingress_cls_config"}
+
+
+def test_the_vllm_app_with_migration_changes_its_ingress_class_and_nothing_else():
+    off = serve_config.serve_config(llm_spec(stall_s=8.0))
+    on = serve_config.serve_config(llm_spec(stall_s=8.0, migration_limit=2))
+    app_on, app_off = on["applications"][0], off["applications"][0]
+    assert app_on["args"]["ingress_cls_config"] == {"ingress_cls": "serve_apps.llm_migrating:OpenAiIngress",
+                                                    "ingress_extra_kwargs": {"migration_limit": 2}}
+    app_on["args"]["ingress_cls_config"] = app_off["args"]["ingress_cls_config"]
+    assert on == off  # engines (placement, watchdog's user_config), the ingress's placement, name and route
+    serve_config.validate(serve_config.serve_config(llm_spec(migration_limit=2)))
+    with pytest.raises(ValueError):
+        serve_config.serve_config(llm_spec(migration_limit=0))
 
 
 def test_off_the_config_is_what_it_was():
@@ -90,13 +110,16 @@ def test_the_experiment_reaches_the_app_spec():
     assert provision.app_spec("stream", cluster, {}).migration_limit is None
 
 
-def test_the_rig_picks_an_engine_replica_never_the_ingress():
+@pytest.mark.parametrize("ingress, engine", [("MigratingIngress", "StreamTarget"),
+                                             ("OpenAiIngress", "LLMServer:availproof-tiny")])
+def test_the_rig_picks_an_engine_replica_never_the_ingress(ingress, engine):
+    """The vLLM app's migrating ingress keeps Ray's class name, so its deployment is OpenAiIngress, as without it."""
     def row(dep, rid):
         return placement.Replica(app="llm", deployment=dep, replica_id=rid, state="RUNNING", actor_name=None,
                                  actor_id=None, pid=1, node_ip=None, node="w", zone="zone-a", region=None)
 
-    rows = [row("MigratingIngress", "a-ingress"), row("StreamTarget", "b-engine")]
-    assert placement.pick(rows).deployment == "StreamTarget"
+    rows = [row(ingress, "a-ingress"), row(engine, "b-engine")]
+    assert placement.pick(rows).deployment == engine
     assert placement.pick(rows, zone="zone-a").replica_id == "b-engine"
 
 
@@ -111,3 +134,15 @@ def test_a_deployed_migrating_app_is_the_stream_app_and_switching_migration_rede
     assert not deploy.deployments_differ(cluster, serve_config.AppSpec(migration_limit=2))
     assert deploy.deployments_differ(cluster, serve_config.AppSpec())
     assert deploy.deployments_differ(cluster, serve_config.AppSpec(migration_limit=1))
+
+
+def test_a_deployed_migrating_vllm_app_is_the_llm_app_and_switching_migration_redeploys(monkeypatch):
+    cluster = SimpleNamespace(state=SimpleNamespace(dashboard_url="http://127.0.0.1:1",
+                                                    head=SimpleNamespace(serve_port=8000)))
+    app = serve_config.serve_config(llm_spec(migration_limit=2, http_port=8000))["applications"][0]
+    monkeypatch.setattr(ray_dashboard, "serve_details",
+                        lambda url: {"applications": {serve_config.APP_NAME: {"deployed_app_config": app}}})
+    assert deploy.deployed_app(cluster) == "llm"
+    assert not deploy.deployments_differ(cluster, llm_spec(migration_limit=2))
+    assert deploy.deployments_differ(cluster, llm_spec())
+    assert deploy.deployments_differ(cluster, llm_spec(migration_limit=1))
