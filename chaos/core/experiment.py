@@ -186,6 +186,7 @@ def settings(experiment: dict[str, Any], source: str = "experiment", app: str = 
     ext = _extension(experiment, source)
     _raise_first(ext, source, _prefix())
     s = _settings(ext, source, app)
+    check_app_options(s, app, source)
     secret_env.declare(s.auth_token_env, s.front_door.get("token_env"))
     return s
 
