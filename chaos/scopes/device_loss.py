@@ -10,7 +10,9 @@ fault's token (the heal never undoes what someone else set).
 
 Where the marker is: on the local backend a file under ``/tmp`` keyed by the Ray node's name (the local nodes are
 raylets on one machine; each raylet and every process it starts carries its name, ``AVAILPROOF_NODE``); on KubeRay
-in the node's pod (its own ``/tmp``), written and read through exec of ``python -m serve_apps.device_loss``.
+in a hostPath directory of the Kubernetes node that every Ray worker pod mounts (the shipped manifests), written and
+read through exec of ``python -m serve_apps.device_loss`` in any Ray pod of the rig on that node: the device stays bad
+for every pod placed there, a replacement included.
 
 The proof, before the inject end mark: the marker the fault's, and an engine on the node that failed or hung on it
 (its own record, at its step or at its start). It is **held to the heal**: every ``poll_s`` during the outage and
@@ -38,7 +40,7 @@ import time
 
 from chaos.scopes import faults
 from chaos.backends import device_loss as shared
-from chaos.backends.kuberay.kube.access import CORDON, EXEC, Access
+from chaos.backends.kuberay.kube.access import EXEC, Access
 from chaos.base.scope_registry import Scope
 from chaos.system import orphan_watch
 
@@ -127,9 +129,9 @@ SCOPE = Scope(
     bad_device=True,  # its replacements' placements and failed starts measured (chaos.analysis.device)
     # the engine looks at its marker from its step (the stream target's every ~0.1 s; vLLM's at its next request)
     effect_bound_s=30.0,
-    kube_access=EXEC + CORDON + (
-        Access("patch", "pods", why="the marker recorded on its pod, for recover, and dropped at the heal "
-                                    "(device_breaker, restore_device)"),
+    kube_access=EXEC + (
+        Access("patch", "nodes", namespaced=False, why="the marker recorded on its Kubernetes node, for recover, and "
+               "dropped at the heal (device_breaker, restore_device); the remedy's cordon and uncordon"),
         Access("create", "pods", subresource="eviction", why="the remedy's drain of the bad node's Ray pod "
                                                              "(cordon_device_node)")),
     heal_args=("outage_s",), conflict_class="replica-level",

@@ -1,12 +1,15 @@
-"""``device-loss`` on KubeRay (:mod:`chaos.scopes.device_loss`): the marker in **the replica's Ray pod** (its own
-``/tmp``: a Ray node is a pod here), written, read and removed through exec of ``python -m serve_apps.device_loss`` in
-the pod's Ray container (one JSON line back; the same code, marker and records as on the local backend), as the
-engine faults' files and restart-fails' weights are placed today. Every new replica Serve starts in that pod fails
-(or hangs) as it starts, as on a node whose GPU stays bad.
+"""``device-loss`` on KubeRay (:mod:`chaos.scopes.device_loss`): the marker in **the replica's Kubernetes node**: a
+hostPath directory of the node (``/var/lib/availproof/device-loss``) that every Ray worker pod mounts at
+:data:`NODE_DIR` (the shipped manifests, ``serve_apps.kuberay``), where the engines' hook reads it (the node key empty).
+It is written, read and removed through exec of ``python -m serve_apps.device_loss`` (one JSON line back; the same
+code, marker and records as on the local backend) in the replica's pod, or, once that pod is gone, in any Ray pod of
+the rig on that node. Every new replica Serve starts on that node fails (or hangs) as it starts, in a replacement pod
+KubeRay places there too, as on a node whose GPU stays bad.
 
-The marker is recorded on its pod too (:data:`~chaos.backends.kuberay.kube.marks.DEVICE_MARK`: the run, the fault,
-its token, a deadline), written before it, so a crashed run's marker is found by one read of the pods (no exec) and
-removed by ``availproof recover`` (:meth:`Devices.remove`).
+The marker is recorded on its node too (:data:`~chaos.backends.kuberay.kube.marks.DEVICE_MARK`: the run, the fault,
+its token, the pod written through, a deadline), written before it, so a crashed run's marker is found by one read of
+the nodes (no exec) and removed by ``availproof recover`` (:meth:`Devices.remove`) through any Ray pod of the rig on the
+node; with none left there, recover says so and the marker stays in the node's directory.
 
 **The remedy** (the rig's own health monitor, ``remedy="cordon"``): the Kubernetes node the pod runs on cordoned
 (``spec.unschedulable``, annotated with the run as a zone loss's cordon: :data:`~chaos.backends.kuberay.kube.marks.
@@ -14,7 +17,8 @@ CORDON_MARK`, which ``recover`` already lifts), then the pod evicted (policy/v1,
 grace of :data:`EVICT_GRACE_S`): cordon and drain, as a health monitor does; KubeRay's replacement pod cannot land on
 the cordoned node. A node someone else cordoned is left as it is (only the pod evicted), and never uncordoned by the
 heal; the heal uncordons only while the annotation still names the run (the node's resourceVersion as
-precondition). The evicted pod takes its ``/tmp``, the marker with it: the proof's hold ends at that eviction.
+precondition). The marker stays in the cordoned node's directory: the proof's hold ends at the eviction, and the
+heal removes it only through a Ray pod of the rig still on the node (none: said, the node's record kept for recover).
 
 Not done here (issue 46's "together with the device-plugin pause"): the GPU device plugin is not paused with the
 marker (the ``accelerator`` scope does that on a GPU cluster; the rig's KubeRay test clusters have no GPU)."""
@@ -34,11 +38,12 @@ from chaos.backends.kuberay.target import Target
 from chaos.base.errors import ClusterError
 
 CLI = "python -m serve_apps.device_loss"
+NODE_DIR = "/tmp/availproof-device-loss"  # where the Ray pods mount their node's directory (node_dir(""))
 EVICT_GRACE_S = 30.0  # the bad pod's eviction: its containers' SIGTERM, then SIGKILL after this
 
 
 def script(action: str, **args) -> str:
-    """The exec in the pod (the node key empty: the pod's own ``/tmp`` is its node's)."""
+    """The exec in a Ray pod (the node key empty: :data:`NODE_DIR` is the node's directory, mounted)."""
     extra = "".join(f" --{k} {shlex.quote(str(v))}" for k, v in args.items())
     return f": availproof-device-loss; {CLI} {action} --node ''{extra}"
 
@@ -56,7 +61,7 @@ def parse(out: str) -> dict:
 
 
 class Devices:
-    """The marker in the pods, the remedy's cordon and its undoing: held by the engines part
+    """The marker in the nodes' directories, the remedy's cordon and its undoing: held by the engines part
     (``backend.engines.devices``), which checks the engine's hook for it."""
 
     def __init__(self, kube: KubeClient, target: Target, pods: Pods, engines):
@@ -65,61 +70,97 @@ class Devices:
     def pod(self, name: str) -> dict | None:
         return next((p for p in self.pods.ray() if name_of(p) == name), None)
 
+    def pods_on(self, node: str | None, first: str | None = None) -> list[str]:
+        """The rig's Ray pods (not terminating) on Kubernetes node ``node``, the pod ``first`` first: any of them
+        reaches the node's marker."""
+        names = [name_of(p) for p in self.pods.ray() if node and node_of(p) == node]
+        return sorted(names, key=lambda n: (n != first, n))
+
     def run(self, pod: str, action: str, **args) -> dict:
         return parse(self.pods.exec(pod, script(action, **args), ok_codes=(0, 1)))
 
     def device_breaker(self, r, mode: str, xid: int):
-        """Everything but the marker done: the replica's pod found, its engine's hook on (it takes SIGUSR1), no
-        marker in the pod already (one exec). The callable records the marker on the pod, then writes it (exec)."""
+        """Everything but the marker done: the replica's pod and its node found, its engine's hook on (it takes
+        SIGUSR1), no marker on the node already (its annotation, then one exec). The callable records the marker on
+        the node, then writes it (exec in the replica's pod, into the node's directory)."""
         shared.check_arguments(mode, xid, None, 1.0)
-        if self.pod(r.node) is None:
+        pod = self.pod(r.node)
+        if pod is None:
             raise ClusterError(f"device-loss: replica {r.replica_id}'s pod {r.node} is not one of the cluster's Ray pods")
+        node = node_of(pod)
+        n = self.node_named(node)
+        if n is None:
+            raise ClusterError(f"device-loss: node {node} of pod {r.node} could not be read")
         self.engines.hooked_engines(r, "fail on its lost device", "fail")
-        left = self.run(r.node, "look")
+        held = km.read(km.annotations(n).get(km.DEVICE_MARK))
+        left = {"marker": held} if held.get("token") else self.run(r.node, "look")
         if left.get("error") or left.get("marker") is not None:
-            raise ClusterError(f"device-loss: pod {r.node}: " + (str(left["error"]) if left.get("error") else
-                               f"a marker is already there (run {(left['marker'] or {}).get('run')!r}): run "
-                               "`availproof recover` first"))
+            raise ClusterError(f"device-loss: node {node} (pod {r.node}): " + (
+                str(left["error"]) if left.get("error") else f"a marker is already there (run "
+                f"{(left['marker'] or {}).get('run')!r}): run `availproof recover` first"))
 
         def write(fault_id: str, token: str) -> dict:
-            self.annotate(r.node, km.record(self.target.run_id, self.target.helper_deadline_s, fault=fault_id,
-                                            token=token))
+            self.annotate(node, km.record(self.target.run_id, self.target.helper_deadline_s, fault=fault_id,
+                                          token=token, pod=r.node))
             mark = self.run(r.node, "set", run=self.target.run_id, fault=fault_id, token=token, mode=mode, xid=xid)
             if mark.get("error"):
-                self.annotate(r.node, None)
-                raise ClusterError(f"device-loss: pod {r.node}: {mark['error']}")
-            return {**mark, "pod": r.node, "where": f"pod {r.node} (its /tmp)"}
+                self.annotate(node, None)
+                raise ClusterError(f"device-loss: node {node} (pod {r.node}): {mark['error']}")
+            return {**mark, "pod": r.node, "k8s_node": node,
+                    "where": f"node {node} (its {NODE_DIR} directory, mounted in its Ray pods: written through pod "
+                             f"{r.node})"}
         return write
 
-    def annotate(self, pod: str, value: str | None) -> None:
-        self.kube.core.patch_namespaced_pod(pod, self.target.namespace,
-                                            {"metadata": {"annotations": {km.DEVICE_MARK: value}}})
+    def annotate(self, node: str, value: str | None) -> None:
+        """The node's :data:`~chaos.backends.kuberay.kube.marks.DEVICE_MARK` set or dropped (read first: its
+        resourceVersion the precondition)."""
+        n = self.node_named(node)
+        if n is None:
+            raise ClusterError(f"device-loss: node {node} could not be read")
+        self.pods.patch_node(n, {"metadata": {"annotations": {km.DEVICE_MARK: value}}})
+
+    def drop_mark(self, node: str, token: str | None) -> None:
+        """The node's record dropped while it holds ``token`` (None: whatever it holds)."""
+        n = self.node_named(node)
+        mark = km.read(km.annotations(n).get(km.DEVICE_MARK)) if n is not None else {}
+        if n is not None and km.DEVICE_MARK in km.annotations(n) and (token is None or mark.get("token") == token):
+            self.pods.patch_node(n, {"metadata": {"annotations": {km.DEVICE_MARK: None}}})
+
+    @staticmethod
+    def node_of_fault(fault: dict) -> str | None:
+        return (fault.get("device") or {}).get("k8s_node")
 
     def device_look(self, fault: dict) -> dict:
-        """The marker and the engines' records in the fault's pod (one exec); the pod gone: said (its /tmp with it)."""
-        pod = fault["target"]
+        """The marker and the engines' records in the fault's node's directory (one exec, through the fault's pod or
+        any Ray pod of the rig on that node); none left there: said (the marker stays in the node's directory)."""
+        node = self.node_of_fault(fault)
+        pods = self.pods_on(node, first=fault["target"])
+        if not pods:
+            return {"error": f"no Ray pod of the rig on node {node} any more (the marker stays in its directory)"}
         try:
-            return self.run(pod, "look")
+            return self.run(pods[0], "look")
         except Exception as e:  # noqa: BLE001 - ApiException or ExecError: the pod gone, or the exec refused
-            if self.pod(pod) is None:
-                return {"error": f"pod {pod} is gone, its /tmp (the marker) with it"}
-            return {"error": f"{type(e).__name__}: {e}"[:200]}
+            return {"error": f"pod {pods[0]}: {type(e).__name__}: {e}"[:200]}
 
     def restore_device(self, fault: dict) -> dict:
-        """The marker removed while it holds the fault's token (one exec), its record on the pod dropped; the first
-        outcome kept (the rollback's second call does not overwrite the outage's)."""
+        """The marker removed while it holds the fault's token (one exec through any Ray pod of the rig on the
+        fault's node: the original may be gone, replaced), its record on the node dropped; the first outcome kept
+        (the rollback's second call does not overwrite the outage's)."""
         first = fault.get("device_restored") or {}
         if first.get("state") in ("ours", "gone", "another"):
             return first
-        token, pod = (fault.get("device") or {}).get("token"), fault["target"]
+        token, node = (fault.get("device") or {}).get("token"), self.node_of_fault(fault)
         if not token:
             return {"removed": False, "state": None, "why": "the fault recorded no marker: nothing written"}
-        if self.pod(pod) is None:
-            return {"removed": False, "state": "gone", "why": f"pod {pod} is gone, the marker with it"}
-        out = self.run(pod, "clear", token=token)
+        pods = self.pods_on(node, first=fault["target"])
+        if not pods:
+            return {"removed": False, "state": None, "why": f"no Ray pod of the rig on node {node} any more: the "
+                    f"marker stays in the node's {NODE_DIR} directory (recorded on the node: `availproof recover` "
+                    "once a Ray pod runs there)"}
+        out = self.run(pods[0], "clear", token=token)
         if out.get("error"):
-            return {"removed": False, "state": None, "why": str(out["error"])[:300]}
-        self.annotate(pod, None)
+            return {"removed": False, "state": None, "why": f"pod {pods[0]}: {out['error']}"[:300]}
+        self.drop_mark(node, token)
         return out
 
     def node_named(self, name: str | None) -> dict | None:
@@ -176,32 +217,39 @@ class Devices:
         self.pods.patch_node(n, body)
         return {"uncordoned": True, "how": f"node {c.get('k8s_node')} uncordoned (its annotation still the run's)"}
 
-    def leftovers(self, pods: list[dict]) -> list[dict]:
-        """The pods whose annotation records a device-loss marker (any run's): kind ``DeviceLoss``."""
+    def leftovers(self, nodes: list[dict]) -> list[dict]:
+        """The nodes whose annotation records a device-loss marker (any run's): kind ``DeviceLoss``."""
         out = []
-        for p in pods:
-            mark = km.read(km.annotations(p).get(km.DEVICE_MARK))
+        for n in nodes:
+            mark = km.read(km.annotations(n).get(km.DEVICE_MARK))
             if mark.get("token"):
-                out.append({"kind": "DeviceLoss", "name": name_of(p), "namespace": self.target.namespace,
+                out.append({"kind": "DeviceLoss", "name": name_of(n), "namespace": None,
                             "run_id": mark.get("run"), "zone": None, "expires": mark.get("expires"),
-                            "what": f"device-loss marker in the pod's /tmp (fault {mark.get('fault')})"})
+                            "what": f"device-loss marker in the node's {NODE_DIR} directory (fault {mark.get('fault')}, "
+                                    f"written through pod {mark.get('pod')})"})
         return out
 
     def remove(self, x: dict) -> None:
-        """``recover``: the pod's marker removed whatever run wrote it, then its record on the pod dropped; raises when
-        the marker could not be removed."""
-        out = self.run(x["name"], "clear-any")
+        """``recover``: the node's marker removed whatever run wrote it (exec through any Ray pod of the rig on the
+        node), then its record on the node dropped; raises when the marker could not be removed (no such pod left:
+        the marker stays in the node's directory)."""
+        pods = self.pods_on(x["name"])
+        if not pods:
+            raise ClusterError(f"node {x['name']}: no Ray pod of the rig runs there any more: the device-loss marker "
+                               f"stays in the node's hostPath directory (mounted at {NODE_DIR}); run recover again "
+                               "once one runs there, or remove it on the node")
+        out = self.run(pods[0], "clear-any")
         if out.get("error"):
-            raise ClusterError(f"pod {x['name']}: {out['error']}")
-        self.annotate(x["name"], None)
+            raise ClusterError(f"node {x['name']} (pod {pods[0]}): {out['error']}")
+        self.drop_mark(x["name"], None)
 
 
 def plan(self, scope: str, a: dict) -> list[dict]:
     r = self.pick_replica(zone=a.get("zone"))
-    rows = [{"kind": "file", "name": "/tmp/availproof-device-loss/marker.json", "where": f"pod {r.node}",
-             "does": f"written through exec: the pod's device marked lost ({a.get('mode', 'error')}, XID "
-                     f"{a.get('xid', 79)}), recorded on the pod", "after": "removed after outage_s, only while the "
-                                                                          "fault's token"}]
+    rows = [{"kind": "file", "name": f"{NODE_DIR}/marker.json", "where": f"pod {r.node}'s node",
+             "does": f"written through exec into the node's directory (every Ray pod there sees it): the node's device "
+                     f"marked lost ({a.get('mode', 'error')}, XID {a.get('xid', 79)}), recorded on the node",
+             "after": "removed after outage_s (through any Ray pod on the node), only while the fault's token"}]
     if a.get("remedy") == "cordon":
         rows.append({"kind": "Node", "name": "the pod's node", "where": f"pod {r.node}'s",
                      "does": "on the first engine's device error: cordoned (annotated with the run) and the pod evicted",

@@ -88,7 +88,7 @@ def find(b, in_pods: bool = True) -> list[dict]:
                             f"nft table inet {kp.TABLE} of a partition of {mark.get('zone')} on the node",
                             mark.get("expires")))
     out += b.accelerators.leftovers(b.pods.nodes())  # device plugins an accelerator loss paused
-    out += b.engines.devices.leftovers(pods)  # device-loss markers in pods (recorded on the pod: no exec)
+    out += b.engines.devices.leftovers(b.pods.nodes())  # device-loss markers in nodes' directories (no exec)
     out += b.lifecycle.rollbacks.leftovers()
     for _kind, find, _undo in IN_POD_LEFTOVERS if in_pods else ():  # inside the Ray pods: engine marks (and
         out += find(b)  # what plugs in)
@@ -154,8 +154,8 @@ def remove(b, found: list[dict] | None = None, keep_going: bool = False) -> dict
             attempt(f"node {x['name']} (uncordon)", [x], b.domains.zone_loss.uncordon, nodes[x["name"]])
     for x in of("Accelerator"):  # the device plugins' labels put back, while still the rig's pause
         attempt(f"node {x['name']} (device plugin)", [x], b.accelerators.remove, x)
-    for x in of("DeviceLoss"):  # the marker removed from the pod's /tmp, whatever run wrote it
-        attempt(f"pod {x['name']} (device-loss marker)", [x], b.engines.devices.remove, x)
+    for x in of("DeviceLoss"):  # the marker removed from the node's directory (any Ray pod there), whatever run
+        attempt(f"node {x['name']} (device-loss marker)", [x], b.engines.devices.remove, x)
     for x in of("Upgrade"):
         attempt(f"upgrade record {x['name']}", [x], b.lifecycle.rollbacks.roll_back_record, json.loads(x["record"]), x["name"])
     for kind, _find, undo in IN_POD_LEFTOVERS:  # one call per pod: every one of the kind there, any run's
