@@ -82,10 +82,11 @@ def test_the_remedy_cordons_the_pods_node_evicts_the_pod_and_the_heal_uncordons_
     assert c["cordoned"] and c["cordoned_by_rig"] and c["k8s_node"] == "k-a1" and c["evicted"] == ["wa-1"]
     assert ("POST", "/api/v1/namespaces/availproof/pods/wa-1/eviction") in writes(s)
     patches = [(m, p) for m, p in writes(s) if p.startswith("/api/v1/nodes/k-a1")]
-    assert len(patches) == 3  # the marker recorded, cordoned, then uncordoned at the heal
-    # the evicted pod was the rig's only one on the node: the marker stays in the node's directory, recorded there
-    assert f["device_restored"]["state"] is None and "no Ray pod of the rig on node k-a1" in f["device_restored"]["why"]
-    assert km.read(km.annotations(node(s, "k-a1"))[km.DEVICE_MARK])["token"] == f["device"]["token"]
+    assert len(patches) == 4  # the marker recorded, cordoned, its record dropped, then uncordoned at the heal
+    # the evicted pod was the rig's only one on the node: the marker cleared through a helper pod pinned there
+    assert f["device_restored"] == {"removed": True, "state": "ours", "why": None}
+    assert ("POST", "/api/v1/namespaces/availproof/pods") in writes(s)
+    assert km.DEVICE_MARK not in km.annotations(node(s, "k-a1"))
     assert not node(s, "k-a1")["spec"].get("unschedulable") and CORDON_MARK not in km.annotations(node(s, "k-a1"))
     assert f["uncordon"]["uncordoned"] and f["effect"]["verified"] is not False
 
@@ -126,8 +127,8 @@ def test_a_killed_runs_marker_is_a_leftover_and_recover_removes_it(kube):
 def test_the_plan_names_the_marker_and_the_remedys_cordon(kube):
     _, b, _ = kube
     rows = b.plan("device-loss", {"zone": "zone-a", "remedy": "cordon"})
-    assert rows[0]["where"] == "pod wa-1's node" and "marked lost" in rows[0]["does"]
-    assert rows[1]["kind"] == "Node" and "evicted" in rows[1]["does"]
+    assert rows[0]["where"] == "pod wa-1's node k-a1" and "marked lost" in rows[0]["does"]
+    assert [r["kind"] for r in rows if "evicted" in r["does"]] == ["Node"]
 
 
 def test_a_replacement_pod_on_the_bad_node_sees_the_marker_and_a_pod_on_another_node_does_not(kube):
@@ -158,10 +159,14 @@ def test_recover_clears_the_marker_through_another_pod_of_the_node_and_says_when
     write("device-loss-6", "t6")  # the run dies here
     replace_pod(s, "wa-1", "wa-3", "k-a1")
     del s.pods["wa-3"]  # no Ray pod of the rig on the node (the stranger's is another cluster's)
+    s.pull_s["availproof:dev"] = 1e9  # and its helper pod never runs there (its image not pullable)
+    b.engines.devices.helpers.run_s, b.engines.devices.helpers.poll_s = 0.05, 0.01
     out = b.remove_leftovers(keep_going=True)
     (line,) = out["failed"]
     assert "node k-a1" in line and "no Ray pod of the rig runs there" in line and "hostPath" in line
+    assert "did not run within 0.05 s (phase Pending)" in line
     assert [x for x in b.leftovers(in_pods=False) if x["kind"] == "DeviceLoss"][0]["name"] == "k-a1"  # still there
+    assert not [p for p in s.pods if p.startswith("availproof-device-loss-")]  # the helper deleted all the same
     s.pods["wa-4"] = mount_nodes_directory(ray_pod("wa-4", "k-a1", "10.0.1.8"))  # a Ray pod on the node again
     out = b.remove_leftovers()
     assert [x["name"] for x in out["removed"] if x["kind"] == "DeviceLoss"] == ["k-a1"] and out["failed"] == []
