@@ -7,9 +7,9 @@ the rig on that node. Every new replica Serve starts on that node fails (or hang
 KubeRay places there too, as on a node whose GPU stays bad.
 
 The marker is recorded on its node too (:data:`~chaos.backends.kuberay.kube.marks.DEVICE_MARK`: the run, the fault,
-its token, the pod written through, a deadline), written before it, so a crashed run's marker is found by one read of
-the nodes (no exec) and removed by ``availproof recover`` (:meth:`Devices.remove`) through any Ray pod of the rig on the
-node; with none left there, recover says so and the marker stays in the node's directory.
+its token, the pod written through and its image, whether the node was tainted, a deadline), written before it, so a
+crashed run's marker is found by one read of the nodes (no exec) and removed by ``availproof recover``
+(:meth:`Devices.remove`) through any Ray pod of the rig on the node, else through a helper pod pinned to it.
 
 **The remedy** (the rig's own health monitor, ``remedy="cordon"``): the Kubernetes node the pod runs on cordoned
 (``spec.unschedulable``, annotated with the run as a zone loss's cordon: :data:`~chaos.backends.kuberay.kube.marks.
