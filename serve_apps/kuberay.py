@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from serve_apps.config import AppSpec, LLMOptions, serve_config
+from serve_apps.device_loss import node_dir
 from serve_apps.engine_faults import ENV as ENGINE_FAULTS_ENV
 from serve_apps.llm_app import ENV as LLM_ENV
 
@@ -70,6 +71,10 @@ case "${MODEL_URL:-}" in
 esac
 test -f "$dest/config.json" || { echo "no config.json at the top of $dest after fetching $MODEL_URL" >&2; exit 3; }
 '''
+# device-loss's marker (serve_apps.device_loss) lives in a directory of the Kubernetes node, mounted in every Ray
+# worker pod where the engines' hook reads it (node_dir(""), the key empty on KubeRay): a device marked lost stays
+# lost for every pod placed on that node, a replacement included (the head runs no replica: num-cpus 0)
+DEVICE_LOSS_HOST_DIR = "/var/lib/availproof/device-loss"
 RAY_VERSION = "2.60.0"
 # The GPU overlay's engine faults and progress watchdog (docs/apps.md), set here (or by the flags of `python -m
 # serve_apps.kuberay`, below) and rendered into its serveConfigV2: the engine-error hook's variable in the engines'
@@ -97,7 +102,8 @@ def _container(name: str, cpu: str, memory: str) -> dict[str, Any]:
 
 def worker_group(zone: str) -> dict[str, Any]:
     c = _container("ray-worker", "1", "2Gi")
-    c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "device-loss", "mountPath": node_dir("")}]
     return {
         "groupName": f"workers-{zone}",
         "replicas": 1,
@@ -109,7 +115,8 @@ def worker_group(zone: str) -> dict[str, Any]:
             "nodeSelector": {"topology.kubernetes.io/zone": zone},
             "containers": [c],
             # Ray's object store and vLLM use /dev/shm; the container runtime's default is 64 MiB
-            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                        {"name": "device-loss", "hostPath": {"path": DEVICE_LOSS_HOST_DIR, "type": "DirectoryOrCreate"}}],
         }},
     }
 

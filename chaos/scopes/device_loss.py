@@ -10,7 +10,9 @@ fault's token (the heal never undoes what someone else set).
 
 Where the marker is: on the local backend a file under ``/tmp`` keyed by the Ray node's name (the local nodes are
 raylets on one machine; each raylet and every process it starts carries its name, ``AVAILPROOF_NODE``); on KubeRay
-in the node's pod (its own ``/tmp``), written and read through exec of ``python -m serve_apps.device_loss``.
+in a hostPath directory of the Kubernetes node that every Ray worker pod mounts (the shipped manifests), written and
+read through exec of ``python -m serve_apps.device_loss`` in any Ray pod of the rig on that node: the device stays bad
+for every pod placed there, a replacement included.
 
 The proof, before the inject end mark: the marker the fault's, and an engine on the node that failed or hung on it
 (its own record, at its step or at its start). It is **held to the heal**: every ``poll_s`` during the outage and
@@ -29,6 +31,14 @@ and drains does (NVIDIA's NVSentinel is reported to detect in ~15 s and cordon a
 monitor looks every ``poll_s``). The heal undoes only what is still the rig's: locally the drained node's raylet is
 restarted (Ray has no undrain) only while it is still the one the remedy drained; on KubeRay the node uncordoned only
 while its annotation still names the run.
+
+On KubeRay, beside the marker (:mod:`chaos.backends.kuberay.device_node`): the node's NVIDIA device plugin paused the
+way the ``accelerator`` scope pauses it (so the node's allocatable ``nvidia.com/gpu`` drops to 0), where the node
+carries the GPU operator's label (skipped and said where it does not: ``device.plugin`` null, ``plugin_why``), held
+with the marker and given back at the heal only while still the rig's pause; with ``taint`` the node tainted
+``availproof.io/device-lost:NoSchedule`` as a health monitor (NVSentinel, node-problem-detector) would, removed at the
+heal only while still the run's. The marker of a node with no Ray pod of the rig left is cleared through a helper pod
+pinned to the node.
 """
 
 from __future__ import annotations
@@ -38,27 +48,32 @@ import time
 
 from chaos.scopes import faults
 from chaos.backends import device_loss as shared
-from chaos.backends.kuberay.kube.access import CORDON, EXEC, Access
+from chaos.backends.kuberay.kube.access import EXEC, Access
 from chaos.base.scope_registry import Scope
 from chaos.system import orphan_watch
 
 
 def lose_device(backend, marker: faults.Marker, zone: str | None = None, mode: str = "error", xid: int = 79,
-                remedy: str | None = None, outage_s: float = 150.0, poll_s: float = 1.0) -> dict:
+                remedy: str | None = None, outage_s: float = 150.0, poll_s: float = 1.0, taint: bool = False,
+                acknowledge_other_gpu_pods: bool = False) -> dict:
     """Mark the device of the node one RUNNING replica (of ``zone``) runs on as lost, ``mode`` ``error`` or ``hang``,
     as NVIDIA XID ``xid`` (79, 48, 94, 95); watch the node and the replicas every ``poll_s`` (with ``remedy``
     ``"cordon"``: cordon the node once an engine's device error is seen); remove the marker ``outage_s`` after the
     injection (and undo the cordon), only while they are still the rig's. Everything is read and checked before the
-    mark (the replicas' placement, the node's marker free, the engine's hook on)."""
+    mark (the replicas' placement, the node's marker free, the engine's hook on). On KubeRay also: the node's device
+    plugin paused where the GPU operator's label is on it (another namespace's GPU pods there refused unless
+    ``acknowledge_other_gpu_pods``), and with ``taint`` the node tainted as a health monitor would (KubeRay only)."""
     shared.check_arguments(mode, xid, remedy, outage_s, poll_s)
     r = backend.pick_replica(zone=zone)
     engines, why = orphan_watch.engines_before_kill(backend, r)  # the failed engine must go with its replica
     before = [shared.placed(x) for x in backend.replicas(state=None)]  # unknown: raises, nothing to compare with
-    breaker = backend.device_breaker(r, mode, xid)  # checked, nothing written yet
+    breaker = backend.device_breaker(r, mode, xid, outage_s=outage_s, taint=taint,  # checked, nothing written yet
+                                     acknowledge_other_gpu_pods=acknowledge_other_gpu_pods)
     token = secrets.token_hex(8)
     with marker.inject(SCOPE.name, r.node, [r.zone] if r.zone else [],
                        {"node": r.node, "replica": r.replica_id, "pid": r.pid, "deployment": r.deployment,
-                        "mode": mode, "xid": xid, "remedy": remedy, "outage_s": outage_s}) as f:
+                        "mode": mode, "xid": xid, "remedy": remedy, "outage_s": outage_s,
+                        **({"taint": True} if taint else {})}) as f:
         f["replicas_at_injection"] = before
         orphan_watch.record_victim(f, r, engines, why)
         f["device"] = breaker(f["fault_id"], token)
@@ -127,10 +142,16 @@ SCOPE = Scope(
     bad_device=True,  # its replacements' placements and failed starts measured (chaos.analysis.device)
     # the engine looks at its marker from its step (the stream target's every ~0.1 s; vLLM's at its next request)
     effect_bound_s=30.0,
-    kube_access=EXEC + CORDON + (
-        Access("patch", "pods", why="the marker recorded on its pod, for recover, and dropped at the heal "
-                                    "(device_breaker, restore_device)"),
+    kube_access=EXEC + (
+        Access("patch", "nodes", namespaced=False, why="the marker recorded on its Kubernetes node, for recover, and "
+               "dropped at the heal (device_breaker, restore_device); the remedy's cordon and uncordon"),
         Access("create", "pods", subresource="eviction", why="the remedy's drain of the bad node's Ray pod "
-                                                             "(cordon_device_node)")),
+                                                             "(cordon_device_node)"),
+        Access("create", "pods", why="the helper pod pinned to the node that clears the marker once no Ray pod of the "
+                                     "rig is there (restore_device, recover)"),
+        Access("delete", "pods", why="that helper pod deleted once done"),
+        Access("list", "pods", namespaced=False,
+               why="the pods on a GPU node in every namespace, before its device plugin is paused with the marker "
+                   "(the device plugin's, any other the paused label would select, other namespaces' GPU pods)")),
     heal_args=("outage_s",), conflict_class="replica-level",
 )

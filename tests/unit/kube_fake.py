@@ -917,8 +917,10 @@ class Kubelet:
 
     def _device_command(self, name: str, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
         """device-loss's marker (chaos/backends/kuberay/device.py): the real serve_apps.device_loss run on the pod's
-        own /tmp (a directory of the pod's: :attr:`device_dir`); once set, the pod's hooked engine fails at its next
-        step and records it there, as the app's hook does."""
+        own /tmp (a directory of the pod's under :attr:`device_dir`); where the pod's container mounts a hostPath
+        volume at the hook's directory (serve_apps.device_loss.node_dir(""), as the shipped manifests do), that
+        directory is its node's, shared by every pod on the node (a symlink to ``nodes/<node>/<hostPath>``); once
+        set, the pod's hooked engine fails at its next step and records it there, as the app's hook does."""
         if not script.startswith(": availproof-device-loss; python -m serve_apps.device_loss "):
             return None
         import contextlib
@@ -931,9 +933,17 @@ class Kubelet:
         if getattr(self, "device_dir", None) is None:
             self.device_dir = tempfile.mkdtemp(prefix="availproof-kube-fake-device-")
         args = shlex.split(script.split(";", 1)[1])[3:]
+        host = self._device_host_path(self.s.pods[name], device_loss.node_dir(""))
         out, old = io.StringIO(), device_loss.DIR
-        device_loss.DIR = os.path.join(self.device_dir, name)  # the pod's own /tmp
+        device_loss.DIR = os.path.join(self.device_dir, "pods", name)  # the pod's own /tmp
         os.makedirs(device_loss.DIR, exist_ok=True)
+        mount = device_loss.node_dir("")
+        if os.path.islink(mount):
+            os.unlink(mount)  # a pod of that name on another node before
+        if host is not None:  # the node's directory, mounted: the node's (spec.nodeName) hostPath
+            shared = os.path.join(self.device_dir, "nodes", self.s.pods[name]["spec"]["nodeName"], host.strip("/"))
+            os.makedirs(shared, exist_ok=True)
+            os.symlink(shared, mount)
         try:
             with contextlib.redirect_stdout(out):
                 code = device_loss.main(args)
@@ -943,6 +953,18 @@ class Kubelet:
         finally:
             device_loss.DIR = old
         return out.getvalue() + "\n", "", code
+
+    @staticmethod
+    def _device_host_path(pod: dict, mount_path: str) -> str | None:
+        """The hostPath a Ray container of ``pod`` mounts at ``mount_path`` (None: no such mount, the pod's own)."""
+        spec = pod.get("spec") or {}
+        volumes = {v.get("name"): v for v in spec.get("volumes") or []}
+        for c in spec.get("containers") or []:
+            for m in c.get("volumeMounts") or []:
+                host = (volumes.get(m.get("name")) or {}).get("hostPath")
+                if m.get("mountPath") == mount_path and host:
+                    return host["path"]
+        return None
 
     def _wedge_command(self, name: str, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
         """engine-wedge's commands (chaos/backends/kuberay/wedge.py): the request written and ``kill -USR1`` (a

@@ -1,6 +1,8 @@
 """device-loss on KubeRay (chaos/backends/kuberay/device.py) over the in-memory API server and its kubelet
-(tests/unit/kube_fake.py: the real serve_apps.device_loss run in each pod's own /tmp): the marker written in the
-replica's pod and recorded on it, proven, removed only by its token; the remedy's cordon of the pod's node and the
+(tests/unit/kube_fake.py: the real serve_apps.device_loss run in each pod's /tmp, the directory the shipped manifests
+mount from the node shared by the node's pods): the marker written through the replica's pod into its node's
+directory and recorded on the node, proven, seen by a replacement pod on the node (not by a pod on another node),
+removed only by its token, through any Ray pod of the rig on the node; the remedy's cordon of the pod's node and the
 pod's eviction, the heal's uncordon only while the annotation is the run's (a node someone else cordoned left as it
 is); a killed run's marker found by the leftovers (no exec) and removed by recover."""
 
@@ -11,7 +13,9 @@ from chaos.backends.kuberay.common import CORDON_MARK
 from chaos.backends.kuberay.kube import marks as km
 from chaos.base.errors import ClusterError
 from chaos.scopes.device_loss import lose_device
+from serve_apps import kuberay as manifests
 from tests.unit.fake_dashboard import install as fake_dashboard
+from tests.unit.kube_fake import ray_pod
 from tests.unit.test_kuberay_backend import cluster, replica, writes
 from tests.unit.test_kuberay_preflight import SERVE
 
@@ -21,7 +25,25 @@ def kube(monkeypatch):
     fake_dashboard(monkeypatch, serve=SERVE)  # r1 in wa-1 (node k-a1), r2 in wb-1, r3 in wc-1
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {"device-loss": 1.0})
     s, b, stream = cluster()
+    for p in s.pods.values():
+        mount_nodes_directory(p)
     return s, b, stream
+
+
+def mount_nodes_directory(pod):
+    """A Ray worker as the shipped manifests make it: the node's device-loss directory mounted (hostPath)."""
+    if (pod["metadata"].get("labels") or {}).get("ray.io/node-type") != "worker":
+        return pod
+    template = manifests.worker_group("zone-a")["template"]["spec"]
+    pod["spec"]["volumes"] = template["volumes"]
+    pod["spec"]["containers"][0]["volumeMounts"] = template["containers"][0]["volumeMounts"]
+    return pod
+
+
+def replace_pod(s, old, new, node_name):
+    """KubeRay's replacement of pod ``old`` by ``new`` on ``node_name`` (the old one gone)."""
+    del s.pods[old]
+    s.pods[new] = mount_nodes_directory(ray_pod(new, node_name, "10.0.1.9"))
 
 
 def node(s, name):
@@ -35,7 +57,7 @@ def test_the_marker_is_written_in_the_replicas_pod_proven_and_removed_by_its_tok
     assert f["effect"]["verified"] and [c["ok"] for c in f["effect"]["checks"]] == [True, True, True]
     assert f["device_restored"] == {"removed": True, "state": "ours", "why": None}
     assert b.device_look(f)["marker"] is None  # gone from the pod's /tmp
-    assert km.DEVICE_MARK not in km.annotations(s.pods["wa-1"])  # and its record from the pod
+    assert km.DEVICE_MARK not in km.annotations(node(s, "k-a1"))  # and its record from the node
     assert [c[2].split(";")[0] for c in stream.calls if "device-loss" in c[2]][:1] == [": availproof-device-loss"]
     assert "cordon" not in f and not node(s, "k-a1")["spec"].get("unschedulable")
 
@@ -59,8 +81,12 @@ def test_the_remedy_cordons_the_pods_node_evicts_the_pod_and_the_heal_uncordons_
     c = f["cordon"]
     assert c["cordoned"] and c["cordoned_by_rig"] and c["k8s_node"] == "k-a1" and c["evicted"] == ["wa-1"]
     assert ("POST", "/api/v1/namespaces/availproof/pods/wa-1/eviction") in writes(s)
-    cordons = [(m, p) for m, p in writes(s) if p.startswith("/api/v1/nodes/k-a1")]
-    assert len(cordons) == 2  # cordoned, then uncordoned at the heal
+    patches = [(m, p) for m, p in writes(s) if p.startswith("/api/v1/nodes/k-a1")]
+    assert len(patches) == 4  # the marker recorded, cordoned, its record dropped, then uncordoned at the heal
+    # the evicted pod was the rig's only one on the node: the marker cleared through a helper pod pinned there
+    assert f["device_restored"] == {"removed": True, "state": "ours", "why": None}
+    assert ("POST", "/api/v1/namespaces/availproof/pods") in writes(s)
+    assert km.DEVICE_MARK not in km.annotations(node(s, "k-a1"))
     assert not node(s, "k-a1")["spec"].get("unschedulable") and CORDON_MARK not in km.annotations(node(s, "k-a1"))
     assert f["uncordon"]["uncordoned"] and f["effect"]["verified"] is not False
 
@@ -90,16 +116,59 @@ def test_a_killed_runs_marker_is_a_leftover_and_recover_removes_it(kube):
     f = {"fault_id": "device-loss-3", "target": "wa-1", "device": write("device-loss-3", "t")}  # the run dies here
     n = len(stream.calls)
     (row,) = [x for x in b.leftovers(in_pods=False) if x["kind"] == "DeviceLoss"]
-    assert len(stream.calls) == n  # found by the pod's annotation: no exec
-    assert row["name"] == "wa-1" and row["run_id"] == b.run_id
+    assert len(stream.calls) == n  # found by the node's annotation: no exec
+    assert row["name"] == "k-a1" and row["run_id"] == b.run_id
     out = b.remove_leftovers()
     assert row["name"] in [x["name"] for x in out["removed"] if x["kind"] == "DeviceLoss"] and out["failed"] == []
-    assert b.device_look(f)["marker"] is None and km.DEVICE_MARK not in km.annotations(s.pods["wa-1"])
+    assert b.device_look(f)["marker"] is None and km.DEVICE_MARK not in km.annotations(node(s, "k-a1"))
     assert [x for x in b.leftovers(in_pods=False) if x["kind"] == "DeviceLoss"] == []
 
 
 def test_the_plan_names_the_marker_and_the_remedys_cordon(kube):
     _, b, _ = kube
     rows = b.plan("device-loss", {"zone": "zone-a", "remedy": "cordon"})
-    assert rows[0]["where"] == "pod wa-1" and "marked lost" in rows[0]["does"]
-    assert rows[1]["kind"] == "Node" and "evicted" in rows[1]["does"]
+    assert rows[0]["where"] == "pod wa-1's node k-a1" and "marked lost" in rows[0]["does"]
+    assert [r["kind"] for r in rows if "evicted" in r["does"]] == ["Node"]
+
+
+def test_a_replacement_pod_on_the_bad_node_sees_the_marker_and_a_pod_on_another_node_does_not(kube):
+    s, b, _ = kube
+    write = b.device_breaker(replica(), "error", 79)
+    f = {"fault_id": "device-loss-4", "target": "wa-1", "device": write("device-loss-4", "t4")}
+    assert f["device"]["k8s_node"] == "k-a1"
+    replace_pod(s, "wa-1", "wa-3", "k-a1")  # KubeRay's replacement, on the same bad node
+    assert b.engines.devices.run("wa-3", "look")["marker"]["token"] == "t4"
+    assert b.engines.devices.run("wa-2", "look")["marker"] is None  # zone-a's other node (k-a2)
+    assert b.device_look(f)["marker"]["token"] == "t4"  # the proof's look, through the replacement
+
+
+def test_the_heal_clears_the_marker_through_another_pod_of_the_node_once_the_original_is_gone(kube):
+    s, b, stream = kube
+    write = b.device_breaker(replica(), "error", 79)
+    f = {"fault_id": "device-loss-5", "target": "wa-1", "device": write("device-loss-5", "t5")}
+    replace_pod(s, "wa-1", "wa-3", "k-a1")
+    assert b.restore_device(f) == {"removed": True, "state": "ours", "why": None}
+    assert ("wa-3", "ray-worker") == stream.calls[-1][:2]  # through the replacement, never the stranger's pod
+    assert b.engines.devices.run("wa-3", "look")["marker"] is None
+    assert km.DEVICE_MARK not in km.annotations(node(s, "k-a1"))
+
+
+def test_recover_clears_the_marker_through_another_pod_of_the_node_and_says_when_none_is_left(kube):
+    s, b, _ = kube
+    write = b.device_breaker(replica(), "hang", 94)
+    write("device-loss-6", "t6")  # the run dies here
+    replace_pod(s, "wa-1", "wa-3", "k-a1")
+    del s.pods["wa-3"]  # no Ray pod of the rig on the node (the stranger's is another cluster's)
+    s.pull_s["availproof:dev"] = 1e9  # and its helper pod never runs there (its image not pullable)
+    b.engines.devices.helpers.run_s, b.engines.devices.helpers.poll_s = 0.05, 0.01
+    out = b.remove_leftovers(keep_going=True)
+    (line,) = out["failed"]
+    assert "node k-a1" in line and "no Ray pod of the rig runs there" in line and "hostPath" in line
+    assert "did not run within 0.05 s (phase Pending)" in line
+    assert [x for x in b.leftovers(in_pods=False) if x["kind"] == "DeviceLoss"][0]["name"] == "k-a1"  # still there
+    assert not [p for p in s.pods if p.startswith("availproof-device-loss-")]  # the helper deleted all the same
+    s.pods["wa-4"] = mount_nodes_directory(ray_pod("wa-4", "k-a1", "10.0.1.8"))  # a Ray pod on the node again
+    out = b.remove_leftovers()
+    assert [x["name"] for x in out["removed"] if x["kind"] == "DeviceLoss"] == ["k-a1"] and out["failed"] == []
+    assert b.engines.devices.run("wa-4", "look")["marker"] is None
+    assert [x for x in b.leftovers(in_pods=False) if x["kind"] == "DeviceLoss"] == []

@@ -234,3 +234,19 @@ def test_a_gpu_worker_fits_the_common_one_gpu_nodes_of_8_vcpu_and_32_gib(rendere
         need_mem = max([gib(main["memory"])] + [gib(r["memory"]) for r in inits if "memory" in r])
         assert need_cpu <= 6.9 and need_mem <= 26, (g["groupName"], main)
         assert main["nvidia.com/gpu"] == "1" and g["rayStartParams"]["num-cpus"] == main["cpu"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_worker_mounts_its_nodes_device_loss_directory_where_the_hook_reads_it(overlay, rendered):
+    """device-loss's marker is the Kubernetes node's (issue 46): a hostPath directory of the node, mounted in every
+    Ray worker at serve_apps.device_loss.node_dir("") (the key empty on KubeRay), so a replacement pod placed on the
+    bad node sees it too; the head runs no replica (num-cpus 0) and has none."""
+    from serve_apps.device_loss import node_dir
+
+    cs = rayservice(rendered[overlay])["spec"]["rayClusterConfig"]
+    for g in cs["workerGroupSpecs"]:
+        spec = g["template"]["spec"]
+        (volume,) = [v for v in spec["volumes"] if "hostPath" in v]
+        assert volume["hostPath"] == {"path": kuberay.DEVICE_LOSS_HOST_DIR, "type": "DirectoryOrCreate"}
+        mounts = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+        assert mounts == [{"name": volume["name"], "mountPath": node_dir("")}], g["groupName"]

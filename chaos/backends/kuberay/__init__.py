@@ -66,7 +66,7 @@ a family's part holds the parts it serves:
 - ``engines`` (:mod:`.engines`, with the orphan check's looks of :mod:`.orphans`): engine hang, crash, error,
   stutter, and the engine faults it serves: the held ones, wedge, garbage, stall, slow (``engines.wedges``,
   :mod:`.wedge`), restart-fails' swapped weights (``engines.weights``, :mod:`.weights`), device-loss's markers in
-  the pods and its remedy's cordon (``engines.devices``, :mod:`.device`);
+  the nodes' directories and its remedy's cordon (``engines.devices``, :mod:`.device`);
 - ``domains`` (:mod:`.domains`): zone and region loss (``domains.zone_loss``, :mod:`.zone`), partitions
   (``domains.partitions``, :mod:`.partition`), the autoscalers that would end a zone loss (``domains.autoscalers``,
   :mod:`.autoscaling`);

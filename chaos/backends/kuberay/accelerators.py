@@ -202,11 +202,18 @@ class Accelerators:
         if requested(pod) < 1:
             raise UsageError(f"replica {r.replica_id}: its pod {r.node} asks for no {RESOURCE}, so there is no "
                              "accelerator to lose (the GPU overlay, kuberay/overlays/vllm-gpu, gives each worker one)")
-        node = node_of(pod)
+        return self.node_target(node_of(pod), acknowledge_other_gpu_pods, f"replica {r.replica_id}")
+
+    def node_target(self, node: str, acknowledge_other_gpu_pods: bool = False, who: str = "") -> dict:
+        """Reads only: everything a pause of the device plugin on Kubernetes node ``node`` needs, checked (some
+        allocatable, no pause of the rig's yet, the device plugin's pod there and the GPU operator's label pausing
+        it alone, no other namespace's GPU pod unless acknowledged); refused in one line otherwise. Shared by the
+        ``accelerator`` scope (:meth:`target_for`) and ``device-loss``'s pause beside its marker
+        (:mod:`chaos.backends.kuberay.device_node`); ``who``: what the node hosts, for the refusals."""
         n = self.node_named(node) or {}
         have = quantity((n.get("status") or {}).get("allocatable"))
         if not have:
-            raise UsageError(f"node {node} (replica {r.replica_id}): allocatable {RESOURCE} is "
+            raise UsageError(f"node {node}{f' ({who})' if who else ''}: allocatable {RESOURCE} is "
                              f"{'absent' if have is None else have}: no accelerator to lose there")
         mark = km.read(km.annotations(n).get(km.ACCELERATOR_MARK))
         if mark:
@@ -239,22 +246,24 @@ class Accelerators:
         refuses it). The DaemonSet's controller then deletes the plugin's pod; the kubelet does the rest."""
         t = self.target_for(r, acknowledge_other_gpu_pods)
         info = {k: t[k] for k in ("plugin", "label", "was", "gpus", "gpu_pods", "other_gpu_pods") if k in t}
+        return Loss(t["node"], t["zone"], info, lambda: self.pause(t))
 
-        def fire() -> dict:
-            n = self.node_named(t["node"]) or {}
-            if labels_of(n).get(t["label"]) != t["was"]:
-                raise ClusterError(f"node {t['node']}: label {t['label']} changed to {labels_of(n).get(t['label'])!r} "
-                                   f"since it was read ({t['was']!r}): nothing was changed")
-            mark = km.record(self.target.run_id, self.target.helper_deadline_s, label=t["label"], was=t["was"], plugin=t["plugin"],
-                             gpus=t["gpus"])
-            self.pods.patch_node(n, {"metadata": {"labels": {t["label"]: PAUSED},
+    def pause(self, t: dict) -> dict:
+        """The pause of :meth:`node_target`'s ``t``: the label set to :data:`PAUSED` and the mark written in one patch,
+        on the node as just read again (its label still the value seen, its resourceVersion the precondition)."""
+        n = self.node_named(t["node"]) or {}
+        if labels_of(n).get(t["label"]) != t["was"]:
+            raise ClusterError(f"node {t['node']}: label {t['label']} changed to {labels_of(n).get(t['label'])!r} "
+                               f"since it was read ({t['was']!r}): nothing was changed")
+        mark = km.record(self.target.run_id, self.target.helper_deadline_s, label=t["label"], was=t["was"],
+                         plugin=t["plugin"], gpus=t["gpus"])
+        self.pods.patch_node(n, {"metadata": {"labels": {t["label"]: PAUSED},
                                               "annotations": {km.ACCELERATOR_MARK: mark}}})
-            self._paused_at()[t["node"]] = self.kube.monotonic()  # the hold's instants count from here
-            out = {"plugin_pod": t["plugin"], "label": t["label"], "was": t["was"], "set": PAUSED,
-                   "allocatable_before": t["gpus"], "gpu_pods": t["gpu_pods"]}
-            return {**out, "other_gpu_pods": t["other_gpu_pods"]} if "other_gpu_pods" in t else out
+        self.paused_at[t["node"]] = self.kube.monotonic()  # the hold's instants count from here
+        out = {"plugin_pod": t["plugin"], "label": t["label"], "was": t["was"], "set": PAUSED,
+               "allocatable_before": t["gpus"], "gpu_pods": t["gpu_pods"]}
+        return {**out, "other_gpu_pods": t["other_gpu_pods"]} if "other_gpu_pods" in t else out
 
-        return Loss(t["node"], t["zone"], info, fire)
 
     def _outage_seen(self, node: str) -> dict:
         """What the cluster did while the accelerator was lost, looked at before it is given back: the GPU pods
@@ -270,32 +279,32 @@ class Accelerators:
         return {"gpu_pods_running": sorted(where(p) for p in on if requested(p) and running(p)),
                 "gpu_pods_pending": pending}
 
-    def _paused_at(self) -> dict[str, float]:
-        """node -> the monotonic instant this backend paused its plugin (the hold's instants count from it)."""
-        return self.paused_at
-
-    def _held(self, n: dict | None, node: str) -> dict:
-        """One look at the hold, of the node as read: the label still the rig's pause, the allocatable still 0."""
+    def held(self, n: dict | None, node: str, allocatable_zero: bool = True) -> dict:
+        """One look at the hold, of the node as read: the label still the rig's pause and (``allocatable_zero``) the
+        allocatable still 0; without it the allocatable is only said (device-loss looks from its first second, before
+        the kubelet's status update can have dropped it: :mod:`chaos.backends.kuberay.device_node`)."""
         if n is None:
             return check(f"node {node}: {HELD}", False, "the node is gone")
         key = km.read(km.annotations(n).get(km.ACCELERATOR_MARK)).get("label") or OPERATOR_LABEL
         value, have = labels_of(n).get(key), quantity((n.get("status") or {}).get("allocatable"))
-        return check(f"node {node}: {HELD} (label {key}={PAUSED}, allocatable {RESOURCE} 0)",
-                     value == PAUSED and not have,
+        return check(f"node {node}: {HELD} (label {key}={PAUSED}" + (f", allocatable {RESOURCE} 0)" if allocatable_zero
+                                                                     else ")"),
+                     value == PAUSED and (not have or not allocatable_zero),
                      f"label {key} reads {value!r}, allocatable {RESOURCE} {'absent' if have is None else have}")
 
-    def _record_hold(self, fault: dict, c: dict) -> None:
+    def record_hold(self, fault: dict, c: dict, node: str | None = None) -> None:
         """A look at the hold written into the fault's effect (a copy: the inject end mark keeps the proof of its
         instant); the first look that saw the pause gone makes it ``verified: false`` with ``lost_until_s`` (as a
         zone loss's watch: :meth:`chaos.backends.kuberay.kube.zone.ZoneWatch.record`), and stays."""
-        started = self._paused_at().get(fault["target"])
+        node = node or fault["target"]
+        started = self.paused_at.get(node)
         c = dict(c, t_s=round(self.kube.monotonic() - started, 3) if started is not None else None)
         effect = copy.deepcopy(fault.get("effect")) if isinstance(fault.get("effect"), dict) else {
             "verified": None, "time_to_effect_s": None, "bound_s": None, "checks": []}
         if effect.get("came_back"):
             return  # lost already: the first look that saw it is the one that counts
         effect["checks"] = [x for x in effect.get("checks") or [] if not x.get("check", "").startswith(
-            f"node {fault['target']}: {HELD}")] + [c]
+            f"node {node}: {HELD}")] + [c]
         if not c["ok"]:
             effect["verified"] = False
             effect["lost_until_s"] = c["t_s"]
@@ -303,13 +312,13 @@ class Accelerators:
         fault["effect"] = effect
 
     def hold_accelerator(self, fault: dict) -> dict:
-        """One look, during the outage, at whether the pause still holds (:meth:`_held`), written into the fault
-        (:meth:`_record_hold`). A look that fails proves nothing either way: said in the check, not a loss."""
+        """One look, during the outage, at whether the pause still holds (:meth:`held`), written into the fault
+        (:meth:`record_hold`). A look that fails proves nothing either way: said in the check, not a loss."""
         try:
-            c = self._held(self.node_named(fault["target"]), fault["target"])
+            c = self.held(self.node_named(fault["target"]), fault["target"])
         except Exception as e:  # noqa: BLE001 - a failed read is no finding; the heal looks again
             return check(f"node {fault['target']}: {HELD}", True, f"the look failed ({_failed(e)})")
-        self._record_hold(fault, c)
+        self.record_hold(fault, c)
         return c
 
     def restore_accelerator(self, node: str, wait_s: float | None = None, fault: dict | None = None,
@@ -329,7 +338,7 @@ class Accelerators:
         mark = km.read(km.annotations(n or {}).get(km.ACCELERATOR_MARK))
         if n is None or not mark.get("label"):
             if fault is not None:
-                self._record_hold(fault, self._held(n, node))
+                self.record_hold(fault, self.held(n, node))
             return {"node": node, "note": "no pause of the rig's on the node" if n is not None else "the node is gone"}
         out = {"node": node, "label": f"{mark['label']}={mark.get('was')}"}
         if look:
@@ -338,7 +347,7 @@ class Accelerators:
             except Exception as e:  # noqa: BLE001 - recorded; the label goes back all the same
                 out["outage_seen_error"] = _failed(e)
         if fault is not None:
-            self._record_hold(fault, self._held(n, node))
+            self.record_hold(fault, self.held(n, node))
         put_back, out["note"] = self._put_label_back(n, mark)
         wait = self.accelerator_restore_s if wait_s is None else wait_s
         if wait and put_back:

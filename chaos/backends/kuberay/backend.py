@@ -121,10 +121,10 @@ class KubeRayBackend(base.ByScope):
         t = self.target
         self.pods = Pods(self.kube, t, load if load is not None and load.in_cluster else None)  # and the load Job
         self.kills = Kills(self.kube, t, self.pods, self.pods.load)
-        self.engines = Engines(self.kube, t, self.pods)  # and the wedges, the weights
+        self.accelerators = Accelerators(self.kube, t, self.pods)
+        self.engines = Engines(self.kube, t, self.pods, self.accelerators)  # and the wedges, the weights, the devices
         self.domains = Domains(self.kube, t, self.pods, self.kills, zone_watch_poll_s)  # zone loss, partitions, autoscalers
         self.lifecycle = Lifecycle(self.kube, t, self.pods, self.kills)  # upgrades and drains, rollbacks
-        self.accelerators = Accelerators(self.kube, t, self.pods)
 
     # the fault interface and what the rest of the rig calls, each handed to the part that owns it
     # reads, domains, health (the pods part)
@@ -278,8 +278,8 @@ class KubeRayBackend(base.ByScope):
         return self.engines.weights.restore_weights(fault)
 
     # device-loss: the marker in the pod, the remedy's cordon (the engines part's devices, .device)
-    def device_breaker(self, r, mode, xid):
-        return self.engines.devices.device_breaker(r, mode, xid)
+    def device_breaker(self, r, mode, xid, outage_s=None, taint=False, acknowledge_other_gpu_pods=False):
+        return self.engines.devices.device_breaker(r, mode, xid, outage_s, taint, acknowledge_other_gpu_pods)
 
     def device_look(self, fault):
         return self.engines.devices.device_look(fault)

@@ -117,11 +117,13 @@ class Engines:
     held ones, wedge, garbage, stall, slow (``wedges``, :mod:`.wedge`, the engines found through this part), and
     restart-fails' swapped weights (``weights``, :mod:`.weights`), device-loss's markers (``devices``, :mod:`.device`)."""
 
-    def __init__(self, kube: KubeClient, target: Target, pods: Pods):
+    def __init__(self, kube: KubeClient, target: Target, pods: Pods, accelerators=None):
         self.kube, self.target, self.pods = kube, target, pods
         self.wedges = Wedges(target, pods, self)
         self.weights = Weights(target, pods)
-        self.devices = Devices(kube, target, pods, self)  # device-loss's marker in the pods, the remedy's cordon
+        # device-loss's marker in the pods, the remedy's cordon; the device plugin paused beside it (``accelerators``:
+        # the backend's part, :class:`~chaos.backends.kuberay.accelerators.Accelerators`)
+        self.devices = Devices(kube, target, pods, self, accelerators)
         self.paused: list[str] = []  # "pod/pid" of engines we stopped (or throttle)
         self.throttles: dict[str, list[str]] = {}  # pod -> the ids of the duty cycles running there (engine-stutter)
 

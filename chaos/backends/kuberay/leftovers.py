@@ -47,6 +47,7 @@ def find(b, in_pods: bool = True) -> list[dict]:
         out.append(_row("Pod", name_of(p), b.namespace, lab.get(kp.RUN_KEY), lab.get(kp.ZONE_KEY),
                         f"partition helper of {lab.get(kp.ZONE_KEY)} on node {node_of(p)} "
                         f"({(p.get('status') or {}).get('phase')})", km.annotations(p).get(km.EXPIRES)))
+    out += b.engines.devices.helpers.leftovers()  # device-loss's helper pods (the marker cleared on a node)
     selector = ",".join(f"{k}={v}" for k, v in kp.POLICY_LABEL.items())
     for pol in b.kube.net.list_namespaced_network_policy(b.namespace, label_selector=selector).items:
         pol = pol.to_dict()
@@ -88,7 +89,7 @@ def find(b, in_pods: bool = True) -> list[dict]:
                             f"nft table inet {kp.TABLE} of a partition of {mark.get('zone')} on the node",
                             mark.get("expires")))
     out += b.accelerators.leftovers(b.pods.nodes())  # device plugins an accelerator loss paused
-    out += b.engines.devices.leftovers(pods)  # device-loss markers in pods (recorded on the pod: no exec)
+    out += b.engines.devices.leftovers(b.pods.nodes())  # device-loss markers in nodes' directories (no exec)
     out += b.lifecycle.rollbacks.leftovers()
     for _kind, find, _undo in IN_POD_LEFTOVERS if in_pods else ():  # inside the Ray pods: engine marks (and
         out += find(b)  # what plugs in)
@@ -133,6 +134,9 @@ def remove(b, found: list[dict] | None = None, keep_going: bool = False) -> dict
     if helpers:
         attempt(f"partition helpers {', '.join(x['name'] for x in helpers)}", helpers, b.domains.partitions.remove_helpers,
                 [x["name"] for x in helpers])
+    for x in of("Pod"):  # device-loss's helper pods, before any marker is cleared through a new one
+        if x["what"].startswith("device-loss helper"):
+            attempt(f"device-loss helper {x['name']}", [x], b.engines.devices.helpers.delete, x["name"])
     tables = {x["name"]: x for x in of("NftTable")}
     nodes: dict[str, dict] = {}
     if tables or of("Node"):
@@ -154,8 +158,9 @@ def remove(b, found: list[dict] | None = None, keep_going: bool = False) -> dict
             attempt(f"node {x['name']} (uncordon)", [x], b.domains.zone_loss.uncordon, nodes[x["name"]])
     for x in of("Accelerator"):  # the device plugins' labels put back, while still the rig's pause
         attempt(f"node {x['name']} (device plugin)", [x], b.accelerators.remove, x)
-    for x in of("DeviceLoss"):  # the marker removed from the pod's /tmp, whatever run wrote it
-        attempt(f"pod {x['name']} (device-loss marker)", [x], b.engines.devices.remove, x)
+    # the marker removed from the node's directory (any Ray pod there, else a helper pod pinned to it), whatever run
+    for x in of("DeviceLoss"):
+        attempt(f"node {x['name']} (device-loss marker)", [x], b.engines.devices.remove, x)
     for x in of("Upgrade"):
         attempt(f"upgrade record {x['name']}", [x], b.lifecycle.rollbacks.roll_back_record, json.loads(x["record"]), x["name"])
     for kind, _find, undo in IN_POD_LEFTOVERS:  # one call per pod: every one of the kind there, any run's

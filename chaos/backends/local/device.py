@@ -204,7 +204,11 @@ def plan_rows(b, scope: str, a: dict) -> list[dict]:
 class Methods:
     """The backend's methods of device-loss (:class:`chaos.backends.base.Backend`), each one of the functions above."""
 
-    def device_breaker(self, r, mode: str, xid: int) -> Callable[[str, str], dict]:
+    def device_breaker(self, r, mode: str, xid: int, outage_s: float | None = None, taint: bool = False,
+                       acknowledge_other_gpu_pods: bool = False) -> Callable[[str, str], dict]:
+        if taint:
+            raise UsageError("device-loss: taint is a Kubernetes node taint (availproof.io/device-lost): KubeRay only; "
+                             "the local backend has no node to taint")
         return breaker(self, r, mode, xid)
 
     def device_look(self, fault: dict) -> dict:

@@ -124,7 +124,7 @@ ZONE_LOSS = EXEC + DELETE_PODS + CORDON  # the crash of the zone's pods, the cor
 # missing one said in one line (what then stays undone), recover doing what it may
 RECOVER = READS + EXEC + (
     _a("patch", "nodes", namespaced=False, why="cordons lifted, device plugins' labels put back, nft table marks "
-       "dropped (_uncordon, restore_accelerator, _unmark_table)"),
+       "and device-loss marks dropped (_uncordon, restore_accelerator, _unmark_table, Devices.remove)"),
     _a("create", "pods", why="a clean-up helper for an nft table whose helper died (_remove_table)"),
     _a("delete", "pods", why="partition helpers (_remove_helpers)"),
     _a("patch", "pods", why="the pods' partition labels removed (_unlabel)"),

@@ -8,7 +8,7 @@ Where each mark lives: a cordon, the annotations :data:`CORDON_MARK` (the run id
 there); a pod labelled for a networkpolicy partition, :data:`MEMBER_MARK`; an engine stopped (SIGSTOP),
 :data:`PAUSED_MARK` on its pod (the pids, for a SIGCONT through exec); an accelerator loss,
 :data:`ACCELERATOR_MARK` on its node (the device plugin's label and the value to put back, written with the
-pause itself); a device-loss marker in a pod's ``/tmp``, :data:`DEVICE_MARK` on the pod; helper pods, NetworkPolicies, the load Job and its ConfigMaps, the upgrade's record and the pod
+pause itself); a device-loss marker in a node's directory, :data:`DEVICE_MARK` on the node; helper pods, NetworkPolicies, the load Job and its ConfigMaps, the upgrade's record and the pod
 templates of a ``cluster`` upgrade (so the pending RayCluster KubeRay makes of them), the label or annotation
 :data:`RUN` and :data:`EXPIRES`."""
 
@@ -27,7 +27,8 @@ MEMBER_MARK = "availproof.io/partition-member"  # on a pod labelled for a partit
 PAUSED_MARK = "availproof.io/paused"  # on a pod with engine processes stopped: {"run", "pids", "expires"}
 # on a node whose device plugin an accelerator loss paused: {"run", "label", "was", "plugin", "gpus", "expires"}
 ACCELERATOR_MARK = "availproof.io/accelerator-lost"
-# on a pod in whose /tmp a device-loss fault wrote its marker: {"run", "fault", "token", "expires"}
+# on a node in whose directory (mounted in its Ray pods) a device-loss fault wrote its marker:
+# {"run", "fault", "token", "pod", "expires"}
 DEVICE_MARK = "availproof.io/device-lost"
 
 
