@@ -9,6 +9,8 @@ The parts, one module each:
 - :mod:`chaos.core.evidence` (shared with the report and ``analyse``): the suite's runs, summaries and records.
 - :mod:`chaos.claim.cost`: each run's cost, lost service-seconds net of its baseline, for any load shape
   (:mod:`chaos.analysis.lost_service`), and whether the run counts.
+- :mod:`chaos.claim.counted`: what a run's requests are counted in: as recorded, or logical requests when its client
+  retried (said as ``counted_in``).
 - :mod:`chaos.claim.coverage`: whether a stated outage length was tested, and the line through the costs
   of the lengths that were.
 - :mod:`chaos.claim.scope_entry`: one scope's runs, costs and event model.

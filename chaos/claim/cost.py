@@ -6,6 +6,9 @@ from the run's records, net of its baseline, with whether the run counts as a tr
   records the cost is null, with the reason.
 - The load's shape (the run header's ``load.mode``) picks the model: ``closed`` (``concurrency`` users) the
   failed requests' spans; any other the time-bucket integral by send instant.
+- A run whose client retried (``load.retry``) is counted in **logical requests** (:mod:`chaos.claim.counted`): one
+  fails only when its last attempt failed, and it spans from its first attempt's send to its final answer; its
+  ``counted_in`` (the run's) and ``attempts`` (each fault's) say so. A run without retries has neither key.
 - ``lost_service_s`` counts failed requests; ``slo_lost_service_s`` every request that did not meet the run's
   SLO (failed, or late), so it is never below it.
 - The baseline: the population's measured requests that ended by the first injection (those in flight at it
@@ -30,6 +33,7 @@ import numpy as np
 
 from chaos import analysis, scopes
 from chaos.analysis import figures, lost_service as ls
+from chaos.claim import counted as counted_mod
 from chaos.recording import records as rec, request_columns as rc
 
 NS = analysis.NS
@@ -75,11 +79,13 @@ def _in_zones(zone: rc.Coded, zones: set[str]) -> np.ndarray:
 
 
 class _Run:
-    """What every fault of a run reads of its requests: the columns (:mod:`chaos.recording.request_columns`), which are
-    measured, which failed, which missed the SLO."""
+    """What every fault of a run reads of its requests: the columns (:mod:`chaos.recording.request_columns`), one row
+    per request, or per logical request when the run's client retried (:mod:`chaos.claim.counted`, the one place
+    that is chosen), which are measured, which failed, which missed the SLO."""
 
     def __init__(self, records: rec.RunRecords, slo: analysis.SLO, columns: rc.RequestColumns | None = None):
-        self.c = columns if columns is not None else rc.of(records)
+        self.counted = counted_mod.counted(records, columns)
+        self.c = self.counted.columns
         self.measured = self.c.measure
         self.failed = ~self.c.ok
         self.missed = ~self.c.slo_met(slo)  # failed, or outside the SLO
@@ -117,6 +123,8 @@ def fault_lost(records: rec.RunRecords, f: dict[str, Any], window_end_ns: int, z
         "baseline": {"requests": n_base, "failed": count(base, run.failed), "slo_missed": count(base, run.missed),
                      "span_s": round(base_span_s, 4)},
         "model": ls.CLOSED if closed else ls.OPEN}
+    if run.counted.logical:  # requests counted are logical requests: the attempts sent for them besides
+        out["attempts"] = run.counted.attempts_of(in_window)
     if not n_in:
         out["why"] = "no request of the population in the fault's window"
         return out
@@ -198,6 +206,7 @@ def fault_cost(f: dict[str, Any], population: str, lost: dict[str, Any] | None, 
         "recovered": recovered, "lower_bound": "; ".join(lower) or None,
         "outage_tested_s": outage, "span_s": _span_s(f, population),
         "unmeasurable": unmeasurable,
+        **({} if lost is None or "attempts" not in lost else {"attempts": lost["attempts"]}),
     }
 
 
@@ -248,6 +257,9 @@ def run_cost(name: str, trial: int | None, run_dir: str, summary: dict[str, Any]
         "span_s": max((c["span_s"] for c in costs if c["span_s"] is not None), default=None),
         "load_mode": (_load(records).get("mode") or "open") if records is not None else None,
     }
+    counted_in = None if run is None else run.counted.counted_in()
+    if counted_in is not None:  # its client retried: every request figure above is of logical requests
+        out["counted_in"] = counted_in
     lower = [c["lower_bound"] for c in costs[-1:] if c["lower_bound"]]  # the incident: the last fault's window
     if out["stop_reason"]:
         lower.append(f"stopped early: {out['stop_reason']}")
@@ -285,6 +297,8 @@ def run_cost(name: str, trial: int | None, run_dir: str, summary: dict[str, Any]
         out["quiet"] = {"requests": int(np.count_nonzero(q.measured)),
                         "failed": int(np.count_nonzero(q.measured & q.failed)),
                         "slo_missed": int(np.count_nonzero(q.measured & q.missed))}
+        if q.counted.logical:
+            out["counted_in"] = q.counted.counted_in()
     out["measurement"] = why_not is None and never_back is None  # the run measured its fault (its outage tested)
     if why_not is None and never_back is None and out["lost_service_s"] is None:
         why_not = "its cost could not be measured: " + out["unmeasurable"].get("lost_service_s", "no reason")

@@ -81,7 +81,13 @@ def worst_zone(runs: list[dict[str, Any]], rates: Rates) -> dict[str, Any] | Non
             "availability": round(1 - zones[worst]["expected_lost_s"] / rates.period_s, 9), "zones": zones}
 
 
-def assumptions(population: str) -> list[str]:
+RETRIES_ASSUMPTION = (
+    "a run whose client retried (load.retry) is counted in logical requests (chaos.claim.counted): a logical request "
+    "fails only when its last attempt failed, and it spans from its first attempt's send to its final answer, so "
+    "its cost is what the users saw with those retries; a different retry policy would cost differently")
+
+
+def assumptions(population: str, retried: bool = False) -> list[str]:
     out = [
         "events of different scopes, and of one scope, are independent and arrive as Poisson processes; a point "
         "rate is taken as exact, an observed history's rate is uncertain (Gamma posterior, Jeffreys prior)",
@@ -106,6 +112,8 @@ def assumptions(population: str) -> list[str]:
         "untested causes (software and configuration errors, dependencies outside the rig, scopes with no rate) are "
         "not in the figures: the availability is an upper bound",
     ]
+    if retried:
+        out.append(RETRIES_ASSUMPTION)
     if population == "affected":
         out.append("affected population: every event of a scope is charged in full to the users of one lost "
                    "domain, so the figure is that of a zone hit by every event (the worst case for any zone)")
@@ -331,7 +339,10 @@ def build(runs: list[dict[str, Any]], summaries: list[dict[str, Any]], rates: Ra
            + "; ".join(", ".join(f"{k} {v}" for k, v in o.items() if v is not None) for o in e["load"]["offered"])
            + "): a cost depends on the load it was measured at" for n, e in entries.items()
            if len(e["load"]["offered"]) > 1]
+        + [f"{n}: its costs pool runs with and without client retries ({e['counted_in']['statement']}): retries "
+           "hide failures, so a cost depends on the policy it was measured with" for n, e in entries.items()
+           if e.get("counted_in") and e["counted_in"]["runs"] < e["counted_in"]["of"]]
         + background_warning(bg, credibility, period_s, budget),
-        "assumptions": assumptions(population),
+        "assumptions": assumptions(population, any(r.get("counted_in") for r in runs)),
         "unmeasurable": unmeasurable,
     }

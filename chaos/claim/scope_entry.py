@@ -10,6 +10,7 @@ from chaos.claim import coverage as cov
 from chaos.claim.model import ScopeModel
 from chaos.claim.unrecovered import Prior
 from chaos.claim.cost import run_name
+from chaos.claim.counted import scope_counted_in
 from chaos.claim.rates import Rate
 
 ENV_FIELDS = {"backend": ("cluster", "backend"), "topology": ("cluster", "topology"),
@@ -70,6 +71,7 @@ def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str
     lower = [r for r in counted if r["lower_bound"]]
     n, u = len(counted), len(lower)
     covers = cov.coverage(None if rate is None else rate.duration_s, counted)
+    counted_in = scope_counted_in(counted)
     return {
         "scope": scope, "label": scopes.label(scope) or scope,
         "rate": None if rate is None else rate.to_dict(),
@@ -92,6 +94,8 @@ def scope_entry(scope: str, runs: list[dict[str, Any]], summaries: list[dict[str
         "span_s": max(spans) if spans else None,
         "load": {"offered": offered_load(summaries), "measured_rps": rnd(mean(rates_rps), 4), "utilization": None},
         "_counted": counted, "_use": covers["use"],  # removed before the claim is returned
+        # its runs' client retried: its costs are counted in logical requests (absent when none did)
+        **({} if counted_in is None else {"counted_in": counted_in}),
     }
 
 

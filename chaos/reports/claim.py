@@ -165,12 +165,18 @@ def run_rows(doc: dict[str, Any]) -> list[list[str]]:
             rows.append([
                 _run_name(r) + (f" fault {i + 1}" if len(r["faults"]) > 1 else ""), f["scope"], str(r["verdict"]),
                 "yes" if r["counted"] else "no",
-                f"{_num(f['failed'])} / {_num(f['requests'])}", _num(f["window_s"]),
+                f"{_num(f['failed'])} / {_num(f['requests'])}"
+                + (f" logical ({_num(f['attempts'])} attempts)" if "attempts" in f else ""), _num(f["window_s"]),
                 f"{base['failed']} / {base['requests']}" if base else "n/a", _model(f["model"]), lost,
                 _num(f["slo_lost_service_s"]) if f["slo_lost_service_s"] is not None else "unmeasurable",
                 (r["not_counted"] or r["lower_bound"] or "-") if i == len(r["faults"]) - 1 else "",
             ])
     return rows
+
+
+def counted_lines(doc: dict[str, Any]) -> list[str]:
+    """Per scope whose runs' client retried, what its costs are counted in (none when no run retried)."""
+    return [f"{n}: {e['counted_in']['statement']}" for n, e in doc["scopes"].items() if e.get("counted_in")]
 
 
 def plan_rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -275,6 +281,7 @@ def markdown(doc: dict[str, Any]) -> str:
     if doc["scopes"]:
         lines += ["![expected loss per scope against the error budget](claim.svg)", ""]
     lines += ["## Per scope", ""] + md_table(SCOPE_COLUMNS, scope_rows(doc)) + [""]
+    lines += [f"- {x}" for x in counted_lines(doc)] + ([""] if counted_lines(doc) else [])
     if doc["plan"]:
         lines += ["## Plan: the next trials", ""] + md_table(PLAN_COLUMNS, plan_rows(doc)) + [""]
     lines += ["## Runs", "", RUNS_NOTE + " Population: " + doc["population"] + ".", ""]
@@ -296,7 +303,8 @@ def html(doc: dict[str, Any]) -> str:
              "<h2>Figures</h2>" + html_table(FIGURE_COLUMNS, figure_rows(doc), "figures")]
     if doc["scopes"]:
         parts.append(svg(doc))
-    parts.append("<h2>Per scope</h2>" + html_table(SCOPE_COLUMNS, scope_rows(doc), "scopes"))
+    parts.append("<h2>Per scope</h2>" + html_table(SCOPE_COLUMNS, scope_rows(doc), "scopes")
+                 + (html_list(counted_lines(doc)) if counted_lines(doc) else ""))
     if doc["plan"]:
         parts.append("<h2>Plan: the next trials</h2>" + html_table(PLAN_COLUMNS, plan_rows(doc), "plan"))
     parts.append(f"<h2>Runs</h2><p>{escape_html(RUNS_NOTE)} Population: {escape_html(doc['population'])}.</p>"

@@ -4,7 +4,9 @@
 :func:`chaos.analysis.lost_service.open_loop` over the measured requests, from the first injection (its
 ``inject_start`` mark, with the requests in flight at it, as the rig's figure starts) to the run's end
 (:func:`chaos.analysis.run_end_ns`), the baseline taken off as a rate: the failed fraction of the measured
-requests sent and ended before the first injection. ``total`` is that integral over the whole soak.
+requests sent and ended before the first injection. ``total`` is that integral over the whole soak. A soak whose
+client retried is counted in logical requests, as the claim it is checked against counts its runs
+(:mod:`chaos.claim.counted`).
 A fault's **window** runs from its ``inject_start`` mark to its heal's end (its ``heal_end`` mark, else its
 ``heal_start``; a fault with no heal of its own: its injection plus its occupancy bound ``heal_s``, or its heal
 marks when sooner: the soak's closing rollback marks every fault healed at the soak's end) plus its
@@ -38,8 +40,8 @@ import numpy as np
 
 from chaos import analysis
 from chaos.analysis import lost_service as ls
-from chaos.recording import records as rec, request_columns as rc
-from chaos.claim import predict
+from chaos.recording import records as rec
+from chaos.claim import counted, predict
 from chaos.claim.cost import run_name
 from chaos.claim.rates import DAY_S, DEFAULT_UNRECOVERED_COST_S
 from chaos.claim.unrecovered import Prior
@@ -100,7 +102,7 @@ def parts(records: rec.RunRecords, schedule: Schedule) -> dict[str, Any]:
         return {"unmeasurable": "a closed loop's soak: its figure is the open loop's time-bucket integral"}
     if not injects:
         return {"unmeasurable": "no fault was injected"}
-    c = rc.of(records)
+    c = counted.counted(records).columns  # logical requests when its client retried, as the claim counts
     rows = np.flatnonzero(c.measure)
     sent, ended, bad = c.sent_ns[rows], c.end_ns[rows], ~c.ok[rows]
     t0, end = min(injects), analysis.run_end_ns(records, c)
