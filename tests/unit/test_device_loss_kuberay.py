@@ -77,7 +77,7 @@ def test_the_heal_leaves_a_marker_that_is_not_the_faults(kube):
 
 def test_the_remedy_cordons_the_pods_node_evicts_the_pod_and_the_heal_uncordons_it(kube):
     s, b, _ = kube
-    f = lose_device(b, faults.Marker(), zone="zone-a", remedy="cordon", outage_s=0.1, poll_s=0.005)
+    f = lose_device(b, faults.Marker(), zone="zone-a", remedy="cordon", outage_s=1.5, poll_s=0.005)  # room for the remedy under load
     c = f["cordon"]
     assert c["cordoned"] and c["cordoned_by_rig"] and c["k8s_node"] == "k-a1" and c["evicted"] == ["wa-1"]
     assert ("POST", "/api/v1/namespaces/availproof/pods/wa-1/eviction") in writes(s)
@@ -94,7 +94,7 @@ def test_the_remedy_cordons_the_pods_node_evicts_the_pod_and_the_heal_uncordons_
 def test_a_node_someone_else_cordoned_is_left_cordoned(kube):
     s, b, _ = kube
     node(s, "k-a1")["spec"]["unschedulable"] = True  # an operator's cordon, before the fault
-    f = lose_device(b, faults.Marker(), zone="zone-a", remedy="cordon", outage_s=0.1, poll_s=0.005)
+    f = lose_device(b, faults.Marker(), zone="zone-a", remedy="cordon", outage_s=1.5, poll_s=0.005)  # room for the remedy under load
     assert f["cordon"]["cordoned"] and not f["cordon"]["cordoned_by_rig"] and f["cordon"]["evicted"] == ["wa-1"]
     assert node(s, "k-a1")["spec"]["unschedulable"] and CORDON_MARK not in km.annotations(node(s, "k-a1"))
     assert "uncordon" not in f or not f["uncordon"]["uncordoned"]
