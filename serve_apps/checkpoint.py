@@ -41,23 +41,12 @@ def corpus(seed: int, lines: int = 4000) -> list[str]:
     return out
 
 
-def build(out_dir: str | Path = DEFAULT_DIR, seed: int = 0, vocab_size: int = 1024, hidden: int = 128,
-          layers: int = 2, heads: int = 4, kv_heads: int = 2, intermediate: int = 256,
-          max_positions: int = 1024) -> Path:
-    """Write the checkpoint into ``out_dir`` (idempotent for the same parameters)."""
-    import torch
+def build_tokenizer(out_dir: str | Path, seed: int = 0, vocab_size: int = 1024):
+    """Train the checkpoint's tokenizer (byte-level BPE on :func:`corpus`) and save it into ``out_dir``; returns it.
+    Offline and deterministic: the same seed gives the same vocabulary (the load harness builds it alone to
+    pick its whole-word tokens, :mod:`chaos.load.golden`, when no checkpoint is on the rig's machine)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    out = Path(out_dir)
-    params = {"seed": seed, "vocab_size": vocab_size, "hidden": hidden, "layers": layers, "heads": heads,
-              "kv_heads": kv_heads, "intermediate": intermediate, "max_positions": max_positions}
-    marker = out / MARKER
-    if marker.exists() and json.loads(marker.read_text()).get("params") == params:
-        return out
-    if hidden // heads < 32:
-        raise ValueError("vLLM's CPU attention needs head_dim = hidden / heads >= 32")
-    out.mkdir(parents=True, exist_ok=True)
+    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -69,7 +58,29 @@ def build(out_dir: str | Path = DEFAULT_DIR, seed: int = 0, vocab_size: int = 10
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
                                    unk_token="<|endoftext|>", pad_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(out)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def build(out_dir: str | Path = DEFAULT_DIR, seed: int = 0, vocab_size: int = 1024, hidden: int = 128,
+          layers: int = 2, heads: int = 4, kv_heads: int = 2, intermediate: int = 256,
+          max_positions: int = 1024) -> Path:
+    """Write the checkpoint into ``out_dir`` (idempotent for the same parameters)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    out = Path(out_dir)
+    params = {"seed": seed, "vocab_size": vocab_size, "hidden": hidden, "layers": layers, "heads": heads,
+              "kv_heads": kv_heads, "intermediate": intermediate, "max_positions": max_positions}
+    marker = out / MARKER
+    if marker.exists() and json.loads(marker.read_text()).get("params") == params:
+        return out
+    if hidden // heads < 32:
+        raise ValueError("vLLM's CPU attention needs head_dim = hidden / heads >= 32")
+    out.mkdir(parents=True, exist_ok=True)
+
+    fast = build_tokenizer(out, seed, vocab_size)
 
     torch.manual_seed(seed)
     config = LlamaConfig(

@@ -41,7 +41,7 @@ from chaos.backends import base
 from chaos.core.client_security import client_ca, client_headers, client_transport
 from chaos.base.errors import SetupError
 from chaos.scopes.faults import Marker
-from chaos.load import served
+from chaos.load import golden, served
 from chaos.load.harness import LoadRun
 from chaos.load.workload import Target
 from chaos.core.options import Options
@@ -126,7 +126,9 @@ def start_load(run: Run) -> None:
     :class:`Stopped` when a stop condition trips meanwhile, :class:`chaos.core.baseline_gate.Unsteady` when
     the baseline is out of steady state (nothing may be injected)."""
     s = run.settings
-    shape = s.load  # the model the load asks for: the spec's (chaos.core.run_spec)
+    # the model the load asks for: the spec's (chaos.core.run_spec); on vLLM its answers constrained and checked
+    # against golden answers recorded in the warm-up (chaos.load.golden)
+    shape = golden.for_app(s.load, run.app, run.options.model_path, log=log)
     # the backend's observation; with a small vLLM KV cache, the engines' preemption counters too
     run.sampler = Sampler(engine_metrics.observer(run.backend, run.app, s.app), run.events,
                           period_s=s.sample_period_s)

@@ -19,14 +19,16 @@ import httpx
 from chaos.recording import records as rec
 from chaos.load import continuity, integrity, served as served_mod
 from chaos.load.failures import http_failure
+from chaos.load.golden import Goldens
 from chaos.load.sse import DONE, SSEParser, cached_tokens
 
 
 async def read_stream(client: httpx.AsyncClient, request: httpx.Request, body: dict[str, Any], r: rec.RequestRecord,
                       token_times: list[float], engines_seen: set[str], clock_ns: Callable[[], int],
-                      goldens: dict[str, str], reply: list[str] | None = None) -> None:
+                      goldens: Goldens, reply: list[str] | None = None) -> None:
     """Send ``request`` streamed and read its events into ``r``; ``goldens``: the run's golden answers
-    (by :func:`chaos.load.continuity.golden_key`), the reference a vLLM stream's corrupted tokens are counted by."""
+    (:mod:`chaos.load.golden`): a complete warm-up answer may become one; a vLLM stream is checked against its
+    prompt's."""
     resp = await client.send(request, stream=True)  # what client.stream() does, the request built before
     check, done = None, False
     try:
@@ -60,13 +62,14 @@ async def read_stream(client: httpx.AsyncClient, request: httpx.Request, body: d
         if not token_times and not r.output_tokens:
             r.failure, r.detail = rec.MALFORMED, "stream finished without any output"
             return
-        wrong = check.verdict(r.output_tokens)
+        wrong = check.verdict(r.output_tokens) or goldens.verdict(body, check.texts)
         if wrong:
             r.failure, r.detail = wrong
             return
         r.ok = True
+        goldens.learn(body, check.texts, r.phase)  # the first complete warm-up answer to its prompt
     finally:
-        continuity.fill(r, check, token_times, done, goldens.get(continuity.golden_key(body)))
+        continuity.fill(r, check, token_times, done, *goldens.reference(body))
         await resp.aclose()
 
 

@@ -35,7 +35,7 @@ from chaos.recording import records as rec
 from chaos.load._timer import PreciseTimer
 from chaos.load._transport import LeanTransport
 from chaos.base.stats import percentile
-from chaos.load import answers, continuity, sessions as sessions_mod
+from chaos.load import answers, continuity, golden, sessions as sessions_mod
 from chaos.load.failures import classify_exception
 from chaos.load.retry import CANCELLED, Retrying
 from chaos.load.workload import LoadShape, PlannedRequest, Router, Target, check_target_allowed, plan, request_body
@@ -89,7 +89,7 @@ class LoadRun:
         self._lean: LeanTransport | None = None  # the run's transport, when it can open connections ahead
         # the client's retries (load.retry, chaos.load.retry): None sends every request once
         self._retrying = Retrying(shape.retry, shape.seed) if shape.retry is not None else None
-        self.goldens: dict[str, str] = {}  # golden answers by continuity.golden_key (vLLM corruption; none: unmeasured)
+        self.goldens = golden.Goldens(shape.constraint)  # vLLM's golden answers, from the warm-up (chaos.load.golden)
 
     # ---------------------------------------------------------------- public
     def header(self) -> dict[str, Any]:
@@ -182,6 +182,8 @@ class LoadRun:
             "elapsed_s": round(time.monotonic() - self.t0, 6),
             **self.counts,
         }
+        if self.goldens.constraint is not None:
+            footer["goldens"] = self.goldens.to_dict()
         self.events.emit(self.events.run_stopped, footer)
         return footer
 

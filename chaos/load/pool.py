@@ -228,7 +228,8 @@ class LoadPool:
                 "cpu_s": None if cpu is None else round(cpu, 3), "reason": footer.get("reason") if footer else None,
                 "error": err, "forwarded": self.forwarded[w],
                 "clock_start": self.clock_start[w] if w < len(self.clock_start) else None,
-                "clock_end": self.clock_end[w] if w < len(self.clock_end) else None}
+                "clock_end": self.clock_end[w] if w < len(self.clock_end) else None,
+                **({"goldens": footer["goldens"]} if footer and footer.get("goldens") else {})}  # chaos.load.golden
 
     def end(self, per_worker: list[dict], problems: list[str], **extra: Any) -> None:
         """The run's footer (totals, why it stopped, each worker's line), published; problems raise at join()."""

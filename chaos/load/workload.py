@@ -61,6 +61,11 @@ class LoadShape:
     utilization: float | None = None
     capacity: str | None = None  # the capacity file (availproof capacity), relative to the experiment file
     retry: RetryPolicy | None = None  # the client's retry policy (chaos.load.retry); None: every request sent once
+    # the requests cycle through this many distinct (prompt, max_tokens) pairs drawn from the seed (None: each
+    # request draws its own); with ``constraint``, vLLM's answers constrained to whole-word tokens, greedy, so that
+    # each stream is checked against a golden answer (chaos.load.golden; both set by the rig for --app llm)
+    prompt_set: int | None = None
+    constraint: dict | None = None
 
     def __post_init__(self):
         self.prompt_words = tuple(self.prompt_words)
@@ -158,10 +163,27 @@ def _more_problems(shape: "LoadShape") -> list[str]:
         out.append(f"burstiness shapes gamma arrivals only; arrival is {shape.arrival!r}")
     if shape.utilization is not None:
         out += _utilization_problems(shape)
+    out += _prompt_set_problems(shape)
     if not isinstance(shape.workers, int) or not 1 <= shape.workers <= 64:
         out.append(f"workers must be 1..64, got {shape.workers!r}")
     elif shape.mode == "closed" and shape.concurrency < shape.workers:
         out.append(f"closed loop: concurrency ({shape.concurrency}) must be at least workers ({shape.workers})")
+    return out
+
+
+def _prompt_set_problems(shape: "LoadShape") -> list[str]:
+    """``prompt_set`` draws prompts as the plan does (not a trace's, not sessions'); ``constraint`` is well formed."""
+    from chaos.load import golden
+
+    out = golden.problems(shape.constraint)
+    n = shape.prompt_set
+    if n is None:
+        return out
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
+        return out + [f"prompt_set must be 1..10000 or null, got {n!r}"]
+    clash = [k for k in ("trace", "sessions") if getattr(shape, k) is not None]
+    if clash:
+        out.append(f"prompt_set: cycles through prompts the plan draws; {clash[0]} brings its own: remove one")
     return out
 
 
@@ -252,7 +274,8 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
     ``seed``, prompts and lengths from ``seed + 1``; a trace (:mod:`chaos.load.trace`) gives both, and
     a trace row whose first prefix block (``hash_ids[0]``) another row shares is a prefix-sharing request:
     its ``prefix_group`` is that block's id (shared ids are shared prompt text, so the prefix cache can
-    reuse them: the warm-up figure counts these requests as it counts sessions' turns).
+    reuse them: the warm-up figure counts these requests as it counts sessions' turns). With ``prompt_set``, that
+    many (prompt, max_tokens) pairs are drawn first and request i sends the (i mod prompt_set)-th.
     """
     from chaos.load import arrivals, lengths, trace as trace_mod
 
@@ -270,6 +293,19 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
                                  shape.stages)
     p_len = lengths.sampler(shape.prompt_len, prompts) if shape.prompt_len else None
     o_len = lengths.sampler(shape.output_len, prompts) if shape.output_len else None
+
+    def draw() -> tuple[int | None, str, int, str | None]:
+        """One request's (prompt tokens planned, prompt, max_tokens, what the context cut)."""
+        if p_len is None:
+            n, text = None, prompt_text(prompts, *shape.prompt_words)
+        else:
+            n, text = p_len(), None
+        out = o_len() if o_len is not None else prompts.randint(*shape.max_tokens)
+        n, out, cut = lengths.clip(n, out, budget, shape.clip)
+        return n, text if text is not None else lengths.token_prompt(prompts, n), out, cut
+
+    # a prompt set: drawn once, each request the next of it in turn (chaos.load.golden: each seen in the warm-up)
+    pool = [draw() for _ in range(shape.prompt_set)] if shape.prompt_set and rows is None else None
     for i in range(shape.max_requests):
         if rows is not None:
             t, row = next(rows, (None, None))
@@ -282,14 +318,7 @@ def plan(shape: LoadShape, router: Router) -> Iterator[PlannedRequest]:
             t = (next(times, None) if shape.mode == "open" else 0.0)
             if t is None:
                 return
-            if p_len is None:
-                n, text = None, prompt_text(prompts, *shape.prompt_words)
-            else:
-                n, text = p_len(), None
-            out = o_len() if o_len is not None else prompts.randint(*shape.max_tokens)
-            n, out, cut = lengths.clip(n, out, budget, shape.clip)
-            if text is None:
-                text = lengths.token_prompt(prompts, n)
+            n, text, out, cut = pool[i % len(pool)] if pool else draw()
             group = None
         yield PlannedRequest(id=i, offset_s=t, target=router.pick(), prompt=text, max_tokens=out, prompt_len=n,
                              clipped=cut, prefix_group=group)
@@ -299,6 +328,10 @@ def request_body(shape: LoadShape, req: PlannedRequest) -> tuple[str, dict[str, 
     """(path, JSON body) of the OpenAI-compatible request."""
     body: dict[str, Any] = {"model": shape.model, "max_tokens": req.max_tokens, "stream": shape.stream,
                             "temperature": 0.0}
+    if shape.constraint:  # whole-word tokens, greedy: a golden answer per prompt (chaos.load.golden)
+        from chaos.load import golden
+
+        body.update(golden.body_fields(shape.constraint))
     if shape.stream:
         body["stream_options"] = {"include_usage": True}
     if shape.route == "chat":

@@ -8,8 +8,8 @@ its next step on the engine's tokens are wrong (vLLM: the step's output token id
 target: its engine child says its steps are corrupted, and every token they let out is ``!``), for as long as its
 garbage mark exists. **The rig never ends it during the run**: the replica keeps its share of requests and every
 answer it gives is wrong (the stream target's exact check, ``chaos.load.integrity`` and ``chaos.load.continuity``,
-counts them: failure class ``corrupted``; on vLLM only a golden answer could, and none is recorded yet, so its
-corrupted count is null with the reason). The run's end releases it, only while its mark still names the run."""
+counts them: failure class ``corrupted``; on vLLM the golden answers recorded in the warm-up do,
+``chaos.load.golden``, and a prompt without one is null with the reason). The run's end releases it, only while its mark still names the run."""
 
 from __future__ import annotations
 

@@ -443,7 +443,8 @@ KINDS = {
     "load.burstiness": "number", "load.stages": "list", "load.max_model_len": "integer",
     "load.template_tokens": "integer", "load.clip": "enum", "load.trace": "string|null", "load.trace_speed": "number",
     "load.trace_end": "enum", "load.trace_block_tokens": "integer", "load.workers": "integer",
-    "load.utilization": "number|null", "load.capacity": "string|null",
+    "load.utilization": "number|null", "load.capacity": "string|null", "load.prompt_set": "integer|null",
+    "load.constraint": "object|null",
     **{f"load.retry.{k}": kind for k, kind in (
         ("attempts", "integer"), ("per_attempt_timeout_s", "number|null"), ("backoff_base_s", "number"),
         ("backoff_cap_s", "number"), ("jitter", "enum"), ("retry_on", "list"), ("after_first_token", "boolean"),
@@ -517,6 +518,8 @@ WRONG = {
     "list": TRICKY.filter(lambda v: not isinstance(v, list)) | anything.filter(lambda v: not isinstance(v, list)),
     "enum": TRICKY | anything.filter(lambda v: not isinstance(v, str)) | st.text(max_size=12).filter(str.isupper),
     "object": TRICKY.filter(lambda v: not isinstance(v, dict)) | anything.filter(lambda v: not isinstance(v, dict)),
+    "object|null": TRICKY.filter(lambda v: v is not None and not isinstance(v, dict))
+                   | anything.filter(lambda v: v is not None and not isinstance(v, dict)),
 }
 
 
