@@ -23,12 +23,16 @@ What this module adds is that and the CPU-sized configuration:
   ``LLMConfig.callback_config``): ~15 s of every engine replica's start on two cores;
 - ``AVAILPROOF_ENGINE_FAULTS=1``: the rig's vLLM plugin (:mod:`serve_apps.engine_faults`) installs its
   ``engine-error`` hook in the engine process; with ``AppSpec.stall_s`` the engine deployment gets the
-  progress watchdog's ``user_config`` (:mod:`serve_apps.watchdog`, read by :mod:`serve_apps.llm_served`).
+  progress watchdog's ``user_config`` (:mod:`serve_apps.watchdog`, read by :mod:`serve_apps.llm_served`);
+- with ``AppSpec.admission`` (:mod:`serve_apps.admission`) the engines take its ``max_ongoing_requests`` and the
+  ingress, which Serve's proxies call, its queue limit and refusal (``backpressure_config``).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from serve_apps.admission import ingress_options
 
 ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -94,6 +98,7 @@ def application_config(spec, common: dict[str, Any], zone_selector: dict[str, st
     ingress = {k: v for k, v in common.items() if k in ("num_replicas", "max_replicas_per_node",
                                                            "max_ongoing_requests", "health_check_period_s",
                                                            "health_check_timeout_s", "graceful_shutdown_timeout_s")}
+    ingress.update(ingress_options(spec.admission))  # the proxies call it: the queue limit and refusal its
     ingress["ray_actor_options"] = {"num_cpus": 0.5, "label_selector": zone_selector}
     return {
         "name": "llm",
