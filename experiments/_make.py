@@ -19,6 +19,7 @@ from chaos.system.frontdoor import FrontSettings  # noqa: E402
 import _engines as engines  # noqa: E402  (the engine faults' experiments)
 import _restarts as restarts  # noqa: E402  (restart-fails)
 import _devices as devices  # noqa: E402  (device-loss, with and without its remedy)
+import _overload as overload  # noqa: E402  (overload: a load step above capacity)
 
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
@@ -85,13 +86,14 @@ def action(name, func, **arguments):
 
 
 def experiment(name, title, description, scope, method, bounds, bounds_source, hypothesis_wait_s=240,
-               serving_anywhere=None, requests_via=None, **ext):
+               serving_anywhere=None, requests_via=None, needs_capacity=False, **ext):
     """``hypothesis_wait_s``: how long the hypothesis probe after the method waits for every zone to
     serve again (a contrast case that cannot recover before its rollback need not wait: its recovery window
     already gave capacity its time). ``serving_anywhere``: the hypothesis asks for that many RUNNING replicas of
     every deployment wherever they run instead of one in every zone (a remedy that moved a replica to another zone,
     which Serve does not move back). ``requests_via``: where the hypothesis' requests go (the probe's ``via``: front,
-    the front door users reach, where a node left with no replica has its proxy drained)."""
+    the front door users reach, where a node left with no replica has its proxy drained). ``needs_capacity``: its
+    load states shares of a measured capacity, given at the run (``--capacity FILE``): not checked here."""
     serving_probe = (probe("every-zone-serving", "every_zone_serving", wait_s=hypothesis_wait_s)
                      if serving_anywhere is None else
                      probe("every-replica-serving", "every_replica_serving", min_running=serving_anywhere,
@@ -125,6 +127,8 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, h
         "rollbacks": [action("heal-all", "heal_all")],
     }
     found = problems(doc, f"{name}.json")
+    if needs_capacity:  # its load is a share of a capacity measured on the run's machine: given at the run
+        found = [p for p in found if "needs a capacity file" not in p]
     if found:
         raise SystemExit("\n".join(found))
     (HERE / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -236,6 +240,7 @@ experiment(
 engines.make(experiment, action)
 restarts.make(experiment, action)
 devices.make(experiment, action)
+overload.make(experiment, action, LOAD, STEADY)
 
 experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",

@@ -92,7 +92,8 @@ def derive(shape: LoadShape, app: str | None = None, capacity: str | Path | None
         raise UsageError(f"{path}: sustained_rps: null, nothing was sustained ({doc['sustained_reason']}); "
                          "no rate to take a share of: measure again or state load.rate")
     rate_from = {"utilization": shape.utilization, "capacity": str(path), "sustained_rps": doc["sustained_rps"],
-                 "measured_at": doc["measured_at"], "rate_rps": shape.utilization * doc["sustained_rps"],
+                 "measured_at": doc["measured_at"],
+                 "rate_rps": None if stepped else shape.utilization * doc["sustained_rps"],
                  "app": doc["app"], "front": doc["front"], "topology": doc["topology"],
                  "capacity_is_lower_bound": bool(doc.get("sustained_is_lower_bound"))}
     if stepped:
