@@ -86,14 +86,13 @@ def action(name, func, **arguments):
 
 
 def experiment(name, title, description, scope, method, bounds, bounds_source, hypothesis_wait_s=240,
-               serving_anywhere=None, requests_via=None, needs_capacity=False, **ext):
+               serving_anywhere=None, requests_via=None, **ext):
     """``hypothesis_wait_s``: how long the hypothesis probe after the method waits for every zone to
     serve again (a contrast case that cannot recover before its rollback need not wait: its recovery window
     already gave capacity its time). ``serving_anywhere``: the hypothesis asks for that many RUNNING replicas of
     every deployment wherever they run instead of one in every zone (a remedy that moved a replica to another zone,
     which Serve does not move back). ``requests_via``: where the hypothesis' requests go (the probe's ``via``: front,
-    the front door users reach, where a node left with no replica has its proxy drained). ``needs_capacity``: its
-    load states shares of a measured capacity, given at the run (``--capacity FILE``): not checked here."""
+    the front door users reach, where a node left with no replica has its proxy drained)."""
     serving_probe = (probe("every-zone-serving", "every_zone_serving", wait_s=hypothesis_wait_s)
                      if serving_anywhere is None else
                      probe("every-replica-serving", "every_replica_serving", min_running=serving_anywhere,
@@ -126,9 +125,7 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, h
         "method": method,
         "rollbacks": [action("heal-all", "heal_all")],
     }
-    found = problems(doc, f"{name}.json")
-    if needs_capacity:  # its load is a share of a capacity measured on the run's machine: given at the run
-        found = [p for p in found if "needs a capacity file" not in p]
+    found = problems(doc, f"{name}.json")  # a load step's capacity is the run's (--capacity FILE): not needed here
     if found:
         raise SystemExit("\n".join(found))
     (HERE / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -35,5 +35,5 @@ def make(experiment, action, load, steady):
         steady_state=steady,
         app={"admission": ADMISSION},
         recovery_window_s=AFTER_S - 10,  # the load runs to the schedule's end: the step's end + AFTER_S
-        hypothesis_wait_s=60, needs_capacity=True,
+        hypothesis_wait_s=60,
     )
