@@ -20,6 +20,7 @@ import _engines as engines  # noqa: E402  (the engine faults' experiments)
 import _restarts as restarts  # noqa: E402  (restart-fails)
 import _devices as devices  # noqa: E402  (device-loss, with and without its remedy)
 import _kv_pressure as kv_pressure  # noqa: E402  (replica-kill-kv-pressure: a small vLLM KV cache)
+import _overload as overload  # noqa: E402  (overload: a load step above capacity)
 
 CONFIG = {
     "availproof_cluster_dir": {"type": "env", "key": "AVAILPROOF_CLUSTER_DIR", "default": ""},
@@ -128,7 +129,7 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, h
         "method": method,
         "rollbacks": [action("heal-all", "heal_all")],
     }
-    found = problems(doc, f"{name}.json")
+    found = problems(doc, f"{name}.json")  # a load step's capacity is the run's (--capacity FILE): not needed here
     if found:
         raise SystemExit("\n".join(found))
     (HERE / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -246,6 +247,7 @@ engines.make(experiment, action)
 restarts.make(experiment, action)
 devices.make(experiment, action)
 kv_pressure.make(experiment, action, LOAD)
+overload.make(experiment, action, LOAD, STEADY)
 
 experiment(
     "worker-node-kill", "kill every process of the zone-b worker node, restart it after 20 s",

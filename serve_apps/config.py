@@ -31,12 +31,20 @@ A small KV cache (issue 48's KV pressure) is off unless ``AppSpec.kv_cache_block
 ``app.kv_cache: {blocks: N}``): then the vLLM engine has exactly N blocks and exports its metrics
 (:mod:`serve_apps.kv_cache`). Off, the config is the same as before it existed. The stream target has no KV cache:
 refused.
+
+Admission limits (issue 48) are Serve's unless ``AppSpec.admission`` is set (an experiment's ``app.admission``,
+:mod:`serve_apps.admission`): then every deployment takes its ``max_ongoing_requests`` and the deployment the
+proxies call (the stream target; the migrating ingress; vLLM's ingress) its ``max_queued_requests`` and the
+refusal's ``backpressure_config`` (fast refusal: a 503 with ``Retry-After``). Unset, the config is byte-identical
+to what it was before.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from serve_apps.admission import Admission, engine_options, ingress_options
 
 APPS = ("stream", "llm")
 APP_NAME = "llm"  # the Serve application name, whichever backs it
@@ -95,6 +103,8 @@ class AppSpec:
     migration_limit: int | None = None
     # the vLLM app's KV cache in blocks (serve_apps/kv_cache.py: app.kv_cache, KV pressure); None: vLLM's own sizing
     kv_cache_blocks: int | None = None
+    # admission limits and fast refusal (serve_apps/admission.py); None: Serve's, as before
+    admission: Admission | None = None
     stream: StreamOptions = field(default_factory=StreamOptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
 
@@ -124,6 +134,7 @@ def _deployment_common(spec: AppSpec) -> dict[str, Any]:
     }
     if spec.watchdog not in (None, 1, 2):
         raise ValueError(f"watchdog must be 1 or 2, got {spec.watchdog!r}")
+    common.update(engine_options(spec.admission))
     if spec.stall_s:
         common["user_config"] = {"stall_s": spec.stall_s, **({"watchdog": 2} if spec.watchdog == 2 else {})}
     return common
@@ -152,10 +163,13 @@ def serve_config(spec: AppSpec) -> dict[str, Any]:
                 "ray_actor_options": {"num_cpus": 1, "label_selector": _zone_selector(spec.zones)},
             }],
         }
+        if limit is None:  # the stream target is the proxies' ingress: the queue limit and the refusal its
+            application["deployments"][0].update(ingress_options(spec.admission))
         if limit is not None:
             application["import_path"] = MIGRATING_IMPORT
             application["args"]["migration"] = {"limit": limit}
             ingress = {k: v for k, v in common.items() if k != "user_config"}  # the watchdog is the engines'
+            ingress.update(ingress_options(spec.admission))
             ingress["ray_actor_options"] = {"num_cpus": 0.5, "label_selector": _zone_selector(spec.zones)}
             application["deployments"].append({"name": INGRESS_DEPLOYMENT, **ingress})
     else:

@@ -30,6 +30,8 @@ What this module adds is that and the CPU-sized configuration:
 - with ``AppSpec.kv_cache_blocks`` (``app.kv_cache``), a KV cache of exactly that many blocks and the engine's
   metrics exported (:mod:`serve_apps.kv_cache`); the ``kv_cache_memory_bytes`` above is overridden in any case by
   the env's ``VLLM_CPU_KVCACHE_SPACE`` (1 GiB: vLLM's CPU platform sets the bytes from it when it is set).
+- with ``AppSpec.admission`` (:mod:`serve_apps.admission`) the engines take its ``max_ongoing_requests`` and the
+  ingress, which Serve's proxies call, its queue limit and refusal (``backpressure_config``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from serve_apps import kv_cache
+from serve_apps.admission import ingress_options
 
 ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -109,6 +112,7 @@ def application_config(spec, common: dict[str, Any], zone_selector: dict[str, st
     ingress = {k: v for k, v in common.items() if k in ("num_replicas", "max_replicas_per_node",
                                                            "max_ongoing_requests", "health_check_period_s",
                                                            "health_check_timeout_s", "graceful_shutdown_timeout_s")}
+    ingress.update(ingress_options(spec.admission))  # the proxies call it: the queue limit and refusal its
     ingress["ray_actor_options"] = {"num_cpus": 0.5, "label_selector": zone_selector}
     ingress_cls = {"ingress_cls": INGRESS_CLS}
     if migration_limit is not None:

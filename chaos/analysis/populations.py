@@ -107,6 +107,7 @@ from chaos.analysis.orphans import orphans_of
 from chaos.analysis.sending import arrivals
 from chaos.analysis import kv_pressure as kv_pressure_mod
 from chaos.analysis import device as device_mod, new_version, restart as restart_mod, retries as retries_mod, slow_replica
+from chaos.analysis import overload as overload_mod
 from chaos.analysis.who_served import locality
 from chaos.analysis.windows import (FORMAT_VERSION, INSUFFICIENT, NS, SLO, Definitions, Fault, SteadyState,
                                     faults_from_marks, run_end_ns, window_states)
@@ -379,7 +380,7 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         by_scope.setdefault(r["scope"], []).append(r)
     baseline_end = faults[0].inject_ns if faults else end_ns
     ok = int(np.count_nonzero(measured.ok))
-    return {
+    out = {
         "format_version": FORMAT_VERSION,
         "run_id": run.header.get("run_id"),
         "partial": run.partial,
@@ -397,3 +398,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         "faults": results,
         "by_scope": by_scope,
     }
+    # a load step above capacity: goodput, refusals and timeouts per phase, the time to goodput recovered
+    stepped = overload_mod.overload(run.header, every, steady.min_success_ratio, steady.window_s)
+    if stepped is not None:
+        out["overload"] = stepped
+    return out

@@ -110,8 +110,10 @@ def problems(experiment: Any, source: str = "experiment", capacity: str | Path |
     the Chaos Toolkit keys the rig relies on, the extension against its schema, then (when the
     schema passes) the load's cross-field rules with and without the ``llm`` overrides, and the
     capacity file a ``load.utilization`` takes its share of (:mod:`chaos.load.utilization`; ``capacity``
-    over ``load.capacity``, which is relative to ``experiment_file``; the app is checked by the run)."""
-    return parse(experiment, source, capacity, experiment_file).problems
+    over ``load.capacity``, which is relative to ``experiment_file``; the app is checked by the run). A load step's
+    stages stating utilizations (``overload``) without any capacity file is no problem of the file: that capacity is
+    the machine's, given when it runs (``--capacity FILE``), and the run refuses it missing."""
+    return parse(experiment, source, capacity, experiment_file, step_capacity_at_run=True).problems
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,13 @@ class Parsed:
 
 
 def parse(experiment: Any, source: str = "experiment", capacity: str | Path | None = None,
-          experiment_file: str | Path | None = None, rates: bool = True, apps: tuple[str, ...] | None = None) -> Parsed:
+          experiment_file: str | Path | None = None, rates: bool = True, apps: tuple[str, ...] | None = None,
+          step_capacity_at_run: bool = False) -> Parsed:
     """The experiment document read once (:func:`problems` says what it checks): the extension against its
     schema once, the Settings of both apps once each (``apps``: only those, a run's case: `availproof validate`
     checks both), each app's capacity file once (``rates`` False: no ``load.utilization`` is taken a share of,
-    ``availproof capacity``'s case). Without an ``llm`` block the llm app's Settings are the stream target's. The
+    ``availproof capacity``'s case; ``step_capacity_at_run``: a load step without a capacity file is left to the
+    run, :func:`problems`). Without an ``llm`` block the llm app's Settings are the stream target's. The
     Settings of a document with problems are not given."""
     if not isinstance(experiment, dict):
         return Parsed([f"{source}: an experiment is a JSON object"])
@@ -158,6 +162,9 @@ def parse(experiment: Any, source: str = "experiment", capacity: str | Path | No
                 out.append(str(e))
     rate_from: dict[str, dict[str, Any] | None] = {}
     for app, s in by_app.items() if rates else ():
+        if (step_capacity_at_run and s.load.utilization is None and utilization.stage_utilizations(s.load)
+                and utilization.capacity_file(s.load, capacity, experiment_file) is None):
+            continue  # a load step's capacity is the run's machine's (--capacity FILE): checked when it runs
         try:
             rate_from[app] = utilization.derive(s.load, None, capacity, experiment_file, source)
         except UsageError as e:

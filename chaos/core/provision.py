@@ -21,6 +21,7 @@ from chaos.base.errors import SetupError, UsageError, parse_bool
 from chaos.system.frontdoor import FrontSettings
 from chaos.core.options import KUBE_FLAGS, backend_kind, kube_settings  # noqa: F401 - KUBE_FLAGS: provision's name too
 from chaos.base.readonly import thaw
+from serve_apps.admission import Admission
 from serve_apps.config import AppSpec, LLMOptions
 
 if TYPE_CHECKING:
@@ -48,6 +49,11 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
         spec.migration_limit = int(overrides["migration"]["limit"])
     if overrides.get("kv_cache"):  # a small vLLM KV cache (serve_apps/kv_cache.py), validated by the schema
         spec.kv_cache_blocks = int(overrides["kv_cache"]["blocks"])
+    if overrides.get("admission"):  # admission limits and fast refusal (serve_apps/admission.py)
+        try:
+            spec.admission = Admission.from_dict(overrides["admission"])
+        except ValueError as e:
+            raise UsageError(f"app.{e}") from None
     if app == "llm":
         from serve_apps import checkpoint
 

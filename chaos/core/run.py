@@ -141,6 +141,7 @@ def start_load(run: Run) -> None:
         header["rate_from"] = run.rate_from
     header.update(run.header_extra or {})
     run.load = new_load(run, shape, header).start()
+    run.marker.load_started_mono = getattr(run.load, "t0", None)  # the schedule's origin (a load step's marks)
     Guard(run).start()
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
         f"{'req/s' if shape.mode == 'open' else 'in flight'}"

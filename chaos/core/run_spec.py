@@ -109,8 +109,12 @@ def of_document(doc: Any, options: Options, source: str | None = None,
     if rate_from is not None:  # load.utilization: the rate a share of a measured capacity, for this app
         utilization.check_app(rate_from, options.app)
         load_changes.update(rate=rate_from["rate_rps"], capacity=rate_from["capacity"])
-    elif not rates and (s.load.utilization is not None or s.load.capacity):
+        if rate_from.get("stages"):  # a load step: the stages stating their utilization at their rates
+            load_changes["stages"] = utilization.resolved_stages(rate_from)
+    elif not rates and (s.load.utilization is not None or s.load.capacity or utilization.stage_utilizations(s.load)):
         load_changes.update(utilization=None, capacity=None)
+        if utilization.stage_utilizations(s.load):  # `availproof capacity` sets its own rates, no stages
+            load_changes["stages"] = ()
     if options.model:
         load_changes["model"] = options.model
     if load_changes:

@@ -79,6 +79,8 @@ def experiment_warnings(doc: dict[str, Any], source: str = "experiment", capacit
         measured_for = None
     if (app or measured_for or "stream") != "stream":
         return []
+    if cap is None and utilization.stage_utilizations(shape):  # a load step's rates are known at its run only
+        return []
     rate_from = utilization.derive(shape, None, capacity, experiment_file, source)  # problems() passed it
     if rate_from is not None:  # the plan at the run's rate: utilization x sustained_rps
         shape = utilization.applied(shape, rate_from)

@@ -12,7 +12,9 @@ other, each at its own rate; the schedule ends with the last stage. Across stage
 made in *operational time* (the expected number of arrivals so far, the integral of the rate): a
 gap of mean 1 is drawn there and mapped back through the piecewise-constant rate, which keeps
 the stated burstiness inside every stage and lets a gap run across a boundary (a stage of rate
-0 is a pause). With stages the first request comes one gap after 0, as a renewal process.
+0 is a pause). With stages the first request comes one gap after 0, as a renewal process. A stage may state its
+``utilization`` (a share of the measured capacity) instead of its rate: a load step (:mod:`chaos.load.utilization`
+resolves it to a rate before anything is drawn).
 
 Everything is drawn from one ``random.Random(seed)``: the same seed gives the same schedule.
 """
@@ -24,6 +26,7 @@ import random
 from typing import Iterator, Sequence
 
 ARRIVALS = ("poisson", "constant", "gamma")
+MAX_STAGE_UTILIZATION = 10.0  # a stage's share of the measured capacity at most (a load step: 2 is twice it)
 
 
 def _unit_gap(rng: random.Random, arrival: str, burstiness: float) -> float:
@@ -100,14 +103,19 @@ def check(arrival: str, burstiness: float, stages: Sequence | None) -> list[str]
     if not (isinstance(burstiness, (int, float)) and 0 < burstiness <= 1000):
         out.append(f"burstiness must be in (0, 1000], got {burstiness!r}")
     for i, st in enumerate(stages or ()):
-        if not isinstance(st, dict) or set(st) != {"rate", "duration_s"}:
-            out.append(f"stages[{i}] must be {{rate, duration_s}}, got {st!r}")
+        if not isinstance(st, dict) or set(st) not in ({"rate", "duration_s"}, {"utilization", "duration_s"}):
+            out.append(f"stages[{i}] must be {{rate, duration_s}} or {{utilization, duration_s}}, got {st!r}")
             continue
-        r, d = st["rate"], st["duration_s"]
-        if not (isinstance(r, (int, float)) and 0 <= r <= 5000):
+        r, d = st.get("rate"), st["duration_s"]
+        u = st.get("utilization")
+        if "utilization" in st and not (isinstance(u, (int, float)) and not isinstance(u, bool)
+                                        and 0 <= u <= MAX_STAGE_UTILIZATION):
+            out.append(f"stages[{i}].utilization must be in [0, {MAX_STAGE_UTILIZATION:g}] (a share of the measured "
+                       f"capacity), got {u!r}")
+        if "rate" in st and not (isinstance(r, (int, float)) and 0 <= r <= 5000):
             out.append(f"stages[{i}].rate must be in [0, 5000] req/s, got {r!r}")
         if not (isinstance(d, (int, float)) and 0 < d <= 86400):
             out.append(f"stages[{i}].duration_s must be in (0, 86400], got {d!r}")
-    if stages and not out and not any(st["rate"] > 0 for st in stages):
+    if stages and not out and not any((st.get("rate") or st.get("utilization") or 0) > 0 for st in stages):
         out.append("stages: at least one stage needs a rate above 0")
     return out

@@ -32,8 +32,23 @@ def classify_exception(exc: BaseException, got_first_token: bool) -> tuple[str, 
     return rec.OTHER, detail
 
 
+# what Ray Serve's proxy answers a request refused because the deployment's queue is full (BackPressureError's
+# message, ray/serve/exceptions.py), with or without a Retry-After header (backpressure_config.retry_after_s)
+SERVE_BACKPRESSURE = "Request dropped due to backpressure"
+
+
+def refused(status: int, text: str, headers: httpx.Headers) -> bool:
+    """An answer that refuses because the service is full (``refused``, issue 48): a 429, or a 503 with a
+    ``Retry-After`` header or Ray Serve's backpressure message. Any other 503 (a balancer with no server up, a
+    deployment unavailable) is the server's failure (``http_5xx``)."""
+    if status == 429:
+        return True
+    return status == 503 and (headers.get("retry-after") is not None or SERVE_BACKPRESSURE in text)
+
+
 def http_failure(r: rec.RequestRecord, status: int, text: str, headers: httpx.Headers, now_s: float) -> None:
     """An HTTP error answer: its class and detail on the record, and the wait its ``Retry-After`` asked for."""
-    r.failure = rec.HTTP_5XX if status >= 500 else rec.HTTP_4XX
+    r.failure = (rec.REFUSED if refused(status, text, headers) else
+                 rec.HTTP_5XX if status >= 500 else rec.HTTP_4XX)
     r.detail = f"HTTP {status}: {text[:160]}"
     r.retry_after_s = retry_after_s(headers.get("retry-after"), now_s)

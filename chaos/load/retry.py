@@ -12,7 +12,8 @@ request's ``id`` and its ``attempt`` number (1, 2, ...), to the same target as t
   backs off the same way whatever the order requests finish in.
 - ``retry_on``: the failure classes retried (:data:`RETRY_CLASSES`): ``connect`` (refused, connect
   timeout), ``reset`` (the connection closed before the first token), ``timeout`` (no bytes within the read
-  timeout, or the attempt's deadline), ``5xx`` (any HTTP 5xx), ``503`` and ``429`` (those statuses alone).
+  timeout, or the attempt's deadline), ``5xx`` (any HTTP 5xx, a refusal's 503 too), ``503`` and ``429`` (those
+  statuses alone, refusals or not), ``refused`` (a refusal, :data:`chaos.recording.records.REFUSED`: 429 or 503).
   Malformed, truncated, corrupted or aborted answers and other 4xx are never retried.
 - ``after_first_token``: false (the default) never retries a request whose first token reached the client
   (what a streaming client that showed the text cannot take back); true retries such a failure too when its
@@ -47,6 +48,7 @@ RETRY_CLASSES: dict[str, tuple[str, ...]] = {
     "5xx": (rec.HTTP_5XX,),
     "503": (),
     "429": (),
+    "refused": (rec.REFUSED,),
 }
 STATUS_CLASSES = {"503": 503, "429": 429}
 RETRY_AFTER_STATUSES = (429, 503)
@@ -141,6 +143,8 @@ class RetryPolicy:
                     return True
             elif r.failure in RETRY_CLASSES[name]:
                 return True
+            elif name == "5xx" and r.failure == rec.REFUSED and (r.status or 0) >= 500:
+                return True  # a refusal's 503 is a 5xx still: a policy retrying 5xx retries it as before
         return False
 
 

@@ -16,6 +16,13 @@ Refused with one line naming the file and the field (exit 2), before anything ru
 
 What the rate was derived from (:func:`derive`: utilization, capacity file, sustained_rps,
 measured_at, the rate) is recorded in the run header and the summary as ``rate_from``.
+
+**A load step** (issue 48, the ``overload`` experiment): a stage of ``load.stages`` may state its
+``utilization`` (a share of the same capacity, up to :data:`MAX_STAGE_UTILIZATION`: 2 is twice the capacity)
+instead of its ``rate``; :func:`derive` then needs the capacity file as above, and resolves each such stage to
+``rate = utilization x sustained_rps`` (:func:`applied`). ``rate_from`` then says the first stage's utilization and
+rate, and every stage's (``stages``: ``{utilization, rate_rps, duration_s}``, utilization null for a stage that
+stated its rate). The schedule is the stages' (:mod:`chaos.load.arrivals`): deterministic, from the load's seed.
 """
 
 from __future__ import annotations
@@ -27,9 +34,17 @@ from typing import Any
 
 from chaos import schemas
 from chaos.base.errors import UsageError, read_input
+from chaos.load import arrivals
 from chaos.load.workload import LoadShape
 
 FIELD = "extensions[availproof].load.utilization"
+STAGES_FIELD = "extensions[availproof].load.stages[].utilization"
+MAX_STAGE_UTILIZATION = arrivals.MAX_STAGE_UTILIZATION
+
+
+def stage_utilizations(shape: LoadShape) -> bool:
+    """Whether a stage of the load states its utilization (a load step as a share of the capacity)."""
+    return any(isinstance(st, dict) and st.get("utilization") is not None for st in shape.stages or ())
 
 
 def capacity_file(shape: LoadShape, capacity: str | Path | None = None,
@@ -65,20 +80,30 @@ def derive(shape: LoadShape, app: str | None = None, capacity: str | Path | None
     """What the run's rate is derived from (None when the load states no utilization): the utilization,
     the capacity file, its sustained_rps, app and measured_at, and the rate. ``app``: the run's (None:
     not checked). Raises a one-line :class:`UsageError` for each refusal of the module's docstring."""
-    if shape.utilization is None:
+    stepped = stage_utilizations(shape)
+    if shape.utilization is None and not stepped:
         return None
     path = capacity_file(shape, capacity, experiment_file)
     if path is None:
-        raise UsageError(f"{source}: {FIELD}: needs a capacity file to take its share of: load.capacity (a "
+        raise UsageError(f"{source}: {STAGES_FIELD if stepped else FIELD}: needs a capacity file to take its share of: load.capacity (a "
                          "capacity.json of `availproof capacity`, relative to the experiment file) or --capacity FILE")
     doc = read(path)
     if doc["sustained_rps"] is None:
         raise UsageError(f"{path}: sustained_rps: null, nothing was sustained ({doc['sustained_reason']}); "
                          "no rate to take a share of: measure again or state load.rate")
     rate_from = {"utilization": shape.utilization, "capacity": str(path), "sustained_rps": doc["sustained_rps"],
-                 "measured_at": doc["measured_at"], "rate_rps": shape.utilization * doc["sustained_rps"],
+                 "measured_at": doc["measured_at"],
+                 "rate_rps": None if stepped else shape.utilization * doc["sustained_rps"],
                  "app": doc["app"], "front": doc["front"], "topology": doc["topology"],
                  "capacity_is_lower_bound": bool(doc.get("sustained_is_lower_bound"))}
+    if stepped:
+        rate_from["stages"] = stages = [
+            {"utilization": st.get("utilization"), "duration_s": st["duration_s"],
+             "rate_rps": (st["utilization"] * doc["sustained_rps"] if st.get("utilization") is not None
+                          else st["rate"])} for st in shape.stages]
+        rate_from["utilization"], rate_from["rate_rps"] = stages[0]["utilization"], stages[0]["rate_rps"]
+        if rate_from["utilization"] is None:  # the first stage stated its rate: its share said all the same
+            rate_from["utilization"] = stages[0]["rate_rps"] / doc["sustained_rps"]
     if app is not None:
         check_app(rate_from, app)
     return rate_from
@@ -93,8 +118,17 @@ def check_app(rate_from: dict[str, Any], app: str) -> None:
 
 
 def applied(shape: LoadShape, rate_from: dict[str, Any]) -> LoadShape:
-    """A new load shape at the derived rate, naming the capacity file it was derived from (``shape`` unchanged)."""
-    return dataclasses.replace(shape, rate=rate_from["rate_rps"], capacity=rate_from["capacity"])
+    """A new load shape at the derived rate, naming the capacity file it was derived from (``shape`` unchanged);
+    stages stating their utilization at their derived rates (:func:`resolved_stages`)."""
+    changes: dict[str, Any] = {"rate": rate_from["rate_rps"], "capacity": rate_from["capacity"]}
+    if rate_from.get("stages"):
+        changes["stages"] = resolved_stages(rate_from)
+    return dataclasses.replace(shape, **changes)
+
+
+def resolved_stages(rate_from: dict[str, Any]) -> tuple[dict[str, float], ...]:
+    """The load's stages as the arrivals play them, ``{rate, duration_s}`` each, from ``rate_from["stages"]``."""
+    return tuple({"rate": st["rate_rps"], "duration_s": st["duration_s"]} for st in rate_from.get("stages") or ())
 
 
 def describe(rate_from: dict[str, Any]) -> str:
@@ -104,6 +138,12 @@ def describe(rate_from: dict[str, Any]) -> str:
         return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
 
     bound = " (a lower bound: the sweep stopped at its own limit)" if rate_from.get("capacity_is_lower_bound") else ""
+    if rate_from.get("stages"):
+        steps = ", then ".join(f"{st['rate_rps']:.4g} req/s" + (f" ({st['utilization']:g} x)" if st["utilization"]
+                                                                   is not None else "") + f" for {st['duration_s']:g} s"
+                               for st in rate_from["stages"])
+        return (f"stages {steps}, of {num('sustained_rps')} req/s sustained{bound} ({rate_from.get('capacity')}, "
+                f"measured {rate_from.get('measured_at')})")
     return (f"{num('rate_rps')} req/s = {num('utilization')} x {num('sustained_rps')} req/s sustained{bound} "
             f"({rate_from.get('capacity')}, measured {rate_from.get('measured_at')})")
 

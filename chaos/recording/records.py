@@ -45,6 +45,9 @@ READ_TIMEOUT = "read_timeout"
 DEADLINE = "deadline"  # the per-request overall timeout expired
 HTTP_5XX = "http_5xx"
 HTTP_4XX = "http_4xx"
+# refused at once because the service is full (issue 48): a 429, or a 503 that says so (a Retry-After header, or
+# Ray Serve's backpressure message; chaos.load.failures.refused), not a timeout and not a broken server
+REFUSED = "refused"
 CONNECTION_CLOSED = "connection_closed"  # closed/reset before the first token
 STREAM_BROKEN = "stream_broken"  # failed after the first token: a mid-stream failure
 MALFORMED = "malformed_response"
@@ -53,7 +56,7 @@ CORRUPTED = "corrupted"  # content that differs from what it must be, or more to
 ABORTED = "aborted"  # ended with finish_reason abort or error: the server gave the answer up (chaos.load.integrity)
 OTHER = "other"
 FAILURE_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, READ_TIMEOUT, DEADLINE, HTTP_5XX, HTTP_4XX,
-                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, TRUNCATED, CORRUPTED, ABORTED, OTHER)
+                   CONNECTION_CLOSED, STREAM_BROKEN, MALFORMED, TRUNCATED, CORRUPTED, ABORTED, OTHER, REFUSED)
 
 # Fault mark events and scopes.
 INJECT_START, INJECT_END, HEAL_START, HEAL_END = "inject_start", "inject_end", "heal_start", "heal_end"

@@ -46,6 +46,9 @@ class Marker:
         self.attempted: dict[str, dict[str, Any]] = {}
         self.healed: set[str] = set()
         self.started: dict[str, float] = {}  # fault id -> monotonic instant of its injection
+        # the load's start on the monotonic clock (chaos.core.run.start_load), the instant its schedule counts
+        # from: a fault that is a step of the load itself marks its instants from it (chaos.scopes.overload)
+        self.load_started_mono: float | None = None
 
     def since_inject(self, fault: dict) -> float:  # seconds since the fault's injection instant
         return time.monotonic() - self.started[fault["fault_id"]]

@@ -122,7 +122,7 @@ def test_validate_cli_accepts_every_shipped_file(capsys):
 
 def test_make_writes_the_shipped_experiments(tmp_path):
     """experiments/_make.py (which validates what it writes) reproduces the committed files."""
-    for name in ("_make.py", "_engines.py", "_restarts.py", "_devices.py", "_kv_pressure.py"):
+    for name in ("_make.py", "_engines.py", "_restarts.py", "_devices.py", "_kv_pressure.py", "_overload.py"):
         shutil.copy(ROOT / "experiments" / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / "_make.py")], check=True, cwd=ROOT, timeout=120)
     written = sorted(tmp_path.glob("*.json"))
@@ -420,6 +420,8 @@ KINDS = {
     "app.graceful_shutdown_wait_loop_s": "number", "app.stall_s": "number", "app.watchdog": "integer",
     "app.migration.limit": "integer",
     "app.kv_cache.blocks": "integer",
+    "app.admission.max_ongoing_requests": "integer", "app.admission.max_queued_requests": "integer",
+    "app.admission.status_code": "enum", "app.admission.retry_after_s": "number|null",
     "targets": "enum", "routing": "enum", "front": "enum",
     "front_door.check_interval_s": "number", "front_door.fall": "integer", "front_door.rise": "integer",
     "front_door.check_timeout_s": "number", "front_door.passive": "boolean",

@@ -100,6 +100,12 @@ def reach_upgrade(self, planned: dict) -> Reach:
     return Reach(cluster_upgrade=(planned.get("arguments") or {}).get("variant") == "cluster")
 
 
+def plan_overload(self, scope: str, a: dict) -> list[dict]:
+    return [{"kind": "load", "name": "the run's own load", "where": "the rig's load harness (or its Job)",
+             "does": f"steps above the measured capacity {a.get('at_s', 0)} s after the load's start (load.stages)",
+             "after": f"steps back down after {a.get('step_s', 30)} s; nothing in the cluster is touched"}]
+
+
 IMPLEMENTATIONS = base.implementations(
     Implementation("replica", plan.replica, proofs.replica),
     Implementation("engine", plan.engine, proofs.engine, heal_engine),
@@ -125,6 +131,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("redis", plan.redis, proofs.pods_crashed),
     Implementation("upgrade", plan.upgrade, proofs.upgrade, heal_upgrade, reach_upgrade),
     Implementation("drain", plan.drain, proofs.drain),
+    # the load's own step above capacity: nothing in the cluster touched, proves itself by the rate sent
+    Implementation("overload", plan_overload),
     Implementation("accelerator", accelerators.plan, accelerators.effect, heal_accelerator,  # the plugin paused
                    reach_accelerator),
 )

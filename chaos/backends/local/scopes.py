@@ -141,6 +141,12 @@ def plan_upgrade(b, scope: str, a: dict) -> list[dict]:
              "after": "Serve replaces every replica"}]
 
 
+def plan_overload(b, scope: str, a: dict) -> list[dict]:
+    return [{"kind": "load", "name": "the run's own load", "where": "the rig's load harness",
+             "does": f"steps above the measured capacity {a.get('at_s', 0)} s after the load's start (load.stages)",
+             "after": f"steps back down after {a.get('step_s', 30)} s; nothing on the cluster is touched"}]
+
+
 # ---------------------------------------------------------------- proofs
 def _pids(fault: dict) -> list:
     return list(fault.get("pids") or [])
@@ -285,6 +291,7 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("region", plan_zone_loss, effect_zone_loss, heal_zone_loss),
     Implementation("partition", plan_partition, effect_partition, heal_partition),
     Implementation("redis", plan_redis, effect_redis, heal_redis),
+    Implementation("overload", plan_overload),  # the load's step: proves itself by the rate sent (chaos.scopes.overload)
     Implementation("upgrade", plan_upgrade),  # proves itself at its end (chaos.scopes.upgrade.upgrade_app); Serve replaces
     Implementation("drain", plan_drain, effect_node, heal_node),  # at its deadline the node is gone, as a node loss
 )
