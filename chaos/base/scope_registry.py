@@ -56,6 +56,8 @@ class Scope:
     # what its fault and heal need on KubeRay (chaos.backends.kuberay.kube.access.needed): a tuple of
     # kube_access.Access, or a function of kube_access.Asked (the backend's partition method, ...) giving one
     kube_access: tuple | Callable[[Any], tuple] = ()
+    # its fault touches nothing on the cluster (the load's own step above capacity): no access beyond the reads
+    touches_nothing: bool = False
     straggler: bool = False  # leaves what it hits serving, slowly: its share and latencies analysed (slow_replica)
     # leaves its replacement unable to start for a while: its failed starts measured (chaos.analysis.restart)
     failing_restart: bool = False

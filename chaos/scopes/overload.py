@@ -96,5 +96,6 @@ SCOPE = Scope(
     action_omits=("proof_wait_s",),
     every_target_affected=True,  # every zone's users meet the full queues: Serve routes from any proxy to any replica
     effect_bound_s=60.0,  # the window's sends seen once they ended: a request that waits ends at its timeout
+    touches_nothing=True,  # the load steps up; no Kubernetes call beyond the reads every run makes
     heal_args=("step_s",), conflict_class=None,
 )

@@ -19,7 +19,7 @@ HELD = ("pods.load", "engines.wedges", "engines.weights", "engines.devices", "do
 # as the mixed-in class registered them (pinned before the change), and device-loss (issue 46) since
 CAPABILITIES = {"scope:accelerator", "scope:device-loss", "scope:drain", "scope:engine", "scope:engine-crash", "scope:engine-error",
                 "scope:engine-garbage", "scope:engine-slow", "scope:engine-stall", "scope:engine-stutter",
-                "scope:engine-wedge", "scope:head", "scope:node", "scope:partition", "scope:redis", "scope:region",
+                "scope:engine-wedge", "scope:head", "scope:node", "scope:overload", "scope:partition", "scope:redis", "scope:region",
                 "scope:replica", "scope:restart-fails", "scope:upgrade", "scope:zone"}
 
 

@@ -55,6 +55,7 @@ def test_the_llm_app_names_the_callback_and_ray_can_load_it():
     from ray.llm._internal.common.utils.import_utils import load_class  # how LLMConfig loads callback_class
 
     spec = SimpleNamespace(llm=SimpleNamespace(model_id="m", model_path="/models/m", num_cpus=1, dtype="float32",
-                                               max_model_len=512, kv_cache_bytes=1, ), stall_s=None)
+                                               max_model_len=512, kv_cache_bytes=1, ), stall_s=None,
+                           kv_cache_blocks=None)
     conf = llm_app.llm_config(spec, {"num_replicas": 3})
     assert load_class(conf["callback_config"]["callback_class"]) is LocalCheckpoint
