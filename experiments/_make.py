@@ -111,6 +111,9 @@ def experiment(name, title, description, scope, method, bounds, bounds_source, h
         extension["llm"]["load"] = llm_load
     if llm_settle_s is not None:  # a vLLM replacement's first seconds of serving are later and slower
         extension["llm"]["recovery_settle_s"] = llm_settle_s
+    # an experiment whose vLLM figures are its own, not the stream target's plus twice an engine start (restart-fails:
+    # its hold lasts until a vLLM start failed): its llm bounds, recovery window and bounds_source as it says
+    extension["llm"].update(extension.pop("llm_overrides", None) or {})
     doc = {
         "version": "1.0.0",
         "title": f"{name}: {title}",

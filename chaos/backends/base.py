@@ -214,6 +214,10 @@ class Backend(Protocol):
     # (for fault id), what it did back (its mark: what the restore needs)
     def weights_breaker(self, r: Any) -> Callable[[str], dict]: ...
     def restore_weights(self, fault: dict) -> dict: ...  # the original back, only where still the fault's copy
+    # and its hold (chaos.scopes.restart_fails): one live look at ``deployment``'s replicas through the dashboard's
+    # Serve details, id -> state (a STARTING one with no process on a node yet left out; None: no answer), what
+    # chaos.system.start_watch.StartWatch tells the failed starts from
+    def replica_states(self, deployment: str | None) -> dict[str, str] | None: ...
     # the orphan check (chaos.system.orphan_watch): the replica's engine processes (pids in its node: its pod on KubeRay),
     # found before a fault kills it; one look at which of ``pids`` in ``node`` still live (a zombie, or a pod gone,
     # is gone), each with its resident memory in MB (None: unreadable)

@@ -764,7 +764,9 @@ def test_the_backends_leftovers_and_recover_see_the_swapped_weights_in_the_pods(
 
 def test_a_restore_at_the_outage_is_not_overwritten_by_the_rollbacks_on_kuberay(monkeypatch):
     s, b, _ = restart_fails_cluster(monkeypatch)
-    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=0.0)
-    assert f["weights_restored"]["restored"]
+    # no replacement's start fails in the fake (its Serve details stay as they are): held to the cap, restored then
+    f = fail_restart(b, faults.Marker(), zone="zone-a", outage_s=0.0, max_outage_s=0.1, poll_s=0.01)
+    assert f["weights_restored"]["restored"] and f["held_until"] == "cap" and f["effect"]["verified"] is False
+    assert f["hold"]["looks"] > 0 and f["hold"]["unknown"] == 0  # KubeRay's replica_states answered by the dashboard
     f["weights_restored"] = b.restore_weights(f)  # the rollback's second call (prepare.heal)
     assert f["weights_restored"]["restored"]

@@ -277,6 +277,11 @@ class KubeRayBackend(base.ByScope):
     def restore_weights(self, fault):
         return self.engines.weights.restore_weights(fault)
 
+    def replica_states(self, deployment):  # restart-fails' hold: through the dashboard, no pod read
+        from chaos.system import start_watch
+
+        return start_watch.replica_states(self.pods.dashboard_url, deployment)
+
     # device-loss: the marker in the pod, the remedy's cordon (the engines part's devices, .device)
     def device_breaker(self, r, mode, xid, outage_s=None, taint=False, acknowledge_other_gpu_pods=False):
         return self.engines.devices.device_breaker(r, mode, xid, outage_s, taint, acknowledge_other_gpu_pods)

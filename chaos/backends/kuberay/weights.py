@@ -134,7 +134,8 @@ def plan(self, scope: str, a: dict) -> list[dict]:
     r = self.pick_replica(zone=a.get("zone"))
     rows = [{"kind": "file", "name": w["path"], "where": f"pod {p} (zone {r.zone})",
              "does": "swapped for a truncated copy of itself (the original copied aside, a mark naming the run)",
-             "after": "the original put back after outage_s (or at the rollback)"}
+             "after": "the original put back once a replacement's start failed hold_until_failed_starts times "
+                      "and outage_s passed, at most max_outage_s after the injection (outage_s null: at the rollback)"}
             for p in self.nodes_in(zone=r.zone)]
     return rows + [{"kind": "process", "name": f"{r.node}/{r.pid}", "where": f"pod {r.node}",
                     "does": f"SIGKILL of replica {r.replica_id}'s worker process",

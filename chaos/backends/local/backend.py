@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 from typing import Callable
 
-from chaos.system import placement
+from chaos.system import placement, start_watch
 from chaos.backends import base, engine_faults
 from chaos.backends.local import device, effect, engines, procs, supervisor, throttle, weights
 from chaos.backends.local.nodes import request_drain
@@ -253,6 +253,9 @@ class LocalBackend(device.Methods, base.ByScope):  # device-loss's methods: chao
 
     def restore_weights(self, fault: dict) -> dict:
         return weights.restore(self, fault)
+
+    def replica_states(self, deployment: str | None) -> dict[str, str] | None:  # restart-fails' hold
+        return start_watch.replica_states(self.dashboard_url, deployment)
 
     def release_engine(self, pids: list[int], fault: str = "wedge") -> list[dict]:
         return engines.release(self.run_id, pids, fault)

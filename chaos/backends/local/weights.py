@@ -131,12 +131,14 @@ def checks(b, fault: dict) -> list[dict]:
 def plan_rows(b, scope: str, a: dict) -> list[dict]:
     r = b.pick_replica(zone=a.get("zone"))
     w = weights_file(b)
-    outage = a.get("outage_s", 30.0)
+    outage, starts, cap = a.get("outage_s", 30.0), a.get("hold_until_failed_starts", 1), a.get("max_outage_s", 600.0)
+    hold = (f"the original put back once a replacement's start failed {starts} time(s) and at least {outage} s after "
+            f"the injection, at most {cap} s after it" if starts else f"the original put back {outage} s after the "
+            "injection")
     return [{"kind": "file", "name": w["path"], "where": "this machine (shared by every local node)",
              "does": f"swapped for a truncated copy of itself (the {w['app']} app's weights; the original copied "
                      "aside, a mark naming the run)",
-             "after": f"the original put back {outage} s after the injection" if outage else
-                      "the original put back at the rollback"},
+             "after": hold if outage is not None else "the original put back at the rollback"},
             {"kind": "process", "name": str(r.pid), "where": f"node {r.node} (zone {r.zone})",
              "does": f"SIGKILL of replica {r.replica_id}'s worker process",
              "after": "Serve's replacement fails to start until the weights are back"}]
