@@ -145,7 +145,7 @@ def start_load(run: Run) -> None:
     Guard(run).start()
     log(f"load on: {shape.mode} loop, {shape.rate if shape.mode == 'open' else shape.concurrency} "
         f"{'req/s' if shape.mode == 'open' else 'in flight'}"
-        f"{f' ({shape.utilization:g} of the capacity measured)' if run.rate_from else ''}"
+        f"{capacity_share(shape) if run.rate_from else ''}"
         f" over {len(run.load.targets)} targets"
         f"{f' from {shape.workers} worker processes' if shape.workers > 1 else ''}; "
         f"warm-up {shape.warmup_s:.0f} s + baseline {s.baseline_s:.0f} s before the method")
@@ -153,6 +153,13 @@ def start_load(run: Run) -> None:
     gate.check_timeout(run, log=log)  # a timeout the warm-up shows too short: refused now, not after the baseline
     wait(run, s.baseline_s)
     gate.check(run, log=log)
+
+
+def capacity_share(shape) -> str:
+    """What the load's rate is of the measured capacity, for the log: one share, or its stages' (a load step)."""
+    if shape.utilization is not None:
+        return f" ({shape.utilization:g} of the capacity measured)"
+    return " (stages of the capacity measured: see rate_from.stages)"
 
 
 def new_load(run: Run, shape, header: dict[str, Any]):

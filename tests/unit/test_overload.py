@@ -228,3 +228,13 @@ def test_step_of_needs_a_stage_above_the_first():
     assert ov.step_of({"stages": [{"rate": 5, "duration_s": 10}, {"rate": 3, "duration_s": 10}]}) is None
     assert ov.step_of({"stages": [{"rate": 5, "duration_s": 10}, {"rate": 9, "duration_s": 5},
                                   {"rate": 9, "duration_s": 5}, {"rate": 5, "duration_s": 1}]}) == (10.0, 20.0, 21.0)
+
+
+def test_the_runs_log_line_says_a_staged_share_of_the_capacity():
+    """A load step as shares of the capacity has no single utilization: the run's log line said
+    ``{None:g}`` and every overload run ended ERROR at the load's start (2026-12-06, the first real runs)."""
+    from types import SimpleNamespace
+    from chaos.core import run as run_mod
+    assert run_mod.capacity_share(SimpleNamespace(utilization=None)) == \
+        " (stages of the capacity measured: see rate_from.stages)"
+    assert run_mod.capacity_share(SimpleNamespace(utilization=0.8)) == " (0.8 of the capacity measured)"
