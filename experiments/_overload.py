@@ -35,5 +35,8 @@ def make(experiment, action, load, steady):
         steady_state=steady,
         app={"admission": ADMISSION},
         recovery_window_s=AFTER_S - 10,  # the load runs to the schedule's end: the step's end + AFTER_S
+        # the whole window, never ended early once the planes are back (the first runs, 2026-12-06, stopped the load
+        # 7 s after the step: the after phase, and goodput's recovery, had nothing to measure)
+        recovery_settle_s=0,
         hypothesis_wait_s=60,
     )

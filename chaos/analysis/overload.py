@@ -60,8 +60,10 @@ def failure_names(cols) -> np.ndarray:
     return values[column.codes]  # a code of -1 (None) reads the last entry, ''
 
 
-def overload(header: dict[str, Any], cols, min_success_ratio: float, bin_s: float) -> dict[str, Any] | None:
-    """The run's ``overload`` (None when its load does not step up); ``cols``: every request's columns."""
+def overload(header: dict[str, Any], cols, min_success_ratio: float, bin_s: float,
+             stopped_ns: int | None = None) -> dict[str, Any] | None:
+    """The run's ``overload`` (None when its load does not step up); ``cols``: every request's columns;
+    ``stopped_ns``: when the load stopped (the records' footer), if before the schedule's end."""
     load = header.get("load") or {}
     step = step_of(load)
     if step is None:
@@ -74,8 +76,13 @@ def overload(header: dict[str, Any], cols, min_success_ratio: float, bin_s: floa
     measured = np.asarray(cols.measure, dtype=bool) if len(cols) else np.zeros(0, dtype=bool)
     warmup_s = float(load.get("warmup_s") or 0.0)
     first_measured = max(warmup_s, float(at[measured].min())) if measured.any() else warmup_s
+    # the after phase ends with the schedule, or with the load's last send when the run stopped it sooner (its
+    # recovery window over): a rate over seconds nothing was sent in would dilute its goodput
+    after_end = min(schedule_end_s, float(load.get("duration_s") or schedule_end_s))
+    if stopped_ns is not None:
+        after_end = max(end_s, min(after_end, (stopped_ns - t0) / 1e9))
     bounds = {"before": (min(first_measured, start_s), start_s), "during": (start_s, end_s),
-              "after": (end_s, min(schedule_end_s, float(load.get("duration_s") or schedule_end_s)))}
+              "after": (end_s, after_end)}
     failures = failure_names(cols) if len(cols) else np.zeros(0, dtype=object)
     phases = {name: phase_figures(cols, at, measured, failures, *bounds[name]) for name in PHASES}
     rate_from = header.get("rate_from") or {}

@@ -399,7 +399,8 @@ def analyse(run: rec.RunRecords, steady: SteadyState | None = None, slo: SLO | N
         "by_scope": by_scope,
     }
     # a load step above capacity: goodput, refusals and timeouts per phase, the time to goodput recovered
-    stepped = overload_mod.overload(run.header, every, steady.min_success_ratio, steady.window_s)
+    stepped = overload_mod.overload(run.header, every, steady.min_success_ratio, steady.window_s,
+                                    stopped_ns=(run.footer or {}).get("stopped_ns"))
     if stepped is not None:
         out["overload"] = stepped
     return out

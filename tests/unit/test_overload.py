@@ -238,3 +238,16 @@ def test_the_runs_log_line_says_a_staged_share_of_the_capacity():
     assert run_mod.capacity_share(SimpleNamespace(utilization=None)) == \
         " (stages of the capacity measured: see rate_from.stages)"
     assert run_mod.capacity_share(SimpleNamespace(utilization=0.8)) == " (0.8 of the capacity measured)"
+
+
+def test_the_after_phase_ends_when_the_load_stopped_before_the_schedule():
+    """A run that stopped its load 5 s after the step (its recovery window over) measured goodput after over the
+    schedule's 20 s, nothing sent in 15 of them (2026-12-06, the first real runs: 0.1 req/s after a 0.5x step down).
+    Its after phase ends at the footer's stopped_ns: 25 successes over 5 s."""
+    run = _stepped_run(recover_at_s=0.0)
+    run.requests = [r for r in run.requests if r.sent_offset_s < 25.0]
+    run.footer = {"stopped_ns": T0 + int(25e9)}
+    after = analyse(run)["overload"]["phases"]["after"]
+    assert (after["from_s"], after["to_s"]) == (20.0, 25.0) and after["goodput_rps"] == 5.0
+    run.footer = {}  # no stop said: the schedule's end
+    assert analyse(run)["overload"]["phases"]["after"]["goodput_rps"] == 25 / 20
