@@ -203,3 +203,20 @@ def test_samples_with_engine_counters_read_back():
     lines = rec.LineReader()
     lines.add(json.loads(line))
     assert lines.samples[0].engine == {"preemptions": {"a/r1/0": 3.0}} and lines.torn == 0
+
+
+def test_the_nodes_are_read_at_once_not_one_after_another():
+    """Read in turn, three slow endpoints held a sample three timeouts long and the sampler fell more than 5 s behind
+    (2026-12-06): read at once, the sample waits for the slowest alone."""
+    import threading
+    import time as _time
+    from chaos.system import engine_metrics as em
+    barrier = threading.Barrier(3, timeout=2.0)  # passes only when the three reads are in flight together
+
+    def get(url, timeout):
+        barrier.wait()
+        _time.sleep(0.05)
+        return 'vllm:num_preemptions_total{engine="0",model_name="m"} 2\n'
+
+    values, why = em.read_nodes([("a", "h:1"), ("b", "h:2"), ("c", "h:3")], 1.0, get)
+    assert why is None and len(values) == 3
