@@ -65,10 +65,16 @@ def preemptions(samples: list[rec.Sample], start_ns: int, end_ns: int) -> tuple[
         if t >= start_ns:
             break
         last.update(values)  # each series' last value read before the window (a node that did not answer: kept)
+    if not last and not any(values for _, values in inside):
+        return None, "no engine exported a preemption counter (the endpoints answered without vllm:num_preemptions)"
+    answered = {series.split("/", 1)[0] for series in last}  # nodes whose counters were read before the window
     total = 0.0
     for _, values in inside:
         for series, value in values.items():
-            before = last.get(series, 0.0)  # a series first seen: a new engine, from 0
+            if series not in last and series.split("/", 1)[0] not in answered:
+                last[series] = value  # its node never read before: what it counted before is unknown (a lower bound)
+                continue
+            before = last.get(series, 0.0)  # a series first seen on a node read before: a new engine, from 0
             total += value - before if value >= before else value  # below: the counter started again
             last[series] = value
     return int(round(total)), None
@@ -107,7 +113,8 @@ def kv_pressure(inject_ns: int, cols: rc.RequestColumns, rows: np.ndarray, sampl
     _latencies(cols, rows, out, reasons)
     unmeasurable.update({f"kv_pressure.{k}": v for k, v in reasons.items()})
     a, b = np.searchsorted(cols.sent_ns, [measure_start_ns, inject_ns], "left")
-    before_rows = np.arange(a, max(a, b))
+    # the pressure without the fault: sent before the injection and not in flight at it (those are the fault's rows)
+    before_rows = np.setdiff1d(np.arange(a, max(a, b)), rows)
     before = {"requests": int(len(before_rows)), "failed": int(np.count_nonzero(~cols.ok[before_rows]))}
     _latencies(cols, before_rows, before, {})
     out["before"] = before

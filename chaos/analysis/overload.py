@@ -79,9 +79,11 @@ def overload(header: dict[str, Any], cols, min_success_ratio: float, bin_s: floa
     # the after phase ends with the schedule, or with the load's last send when the run stopped it sooner (its
     # recovery window over): a rate over seconds nothing was sent in would dilute its goodput
     after_end = min(schedule_end_s, float(load.get("duration_s") or schedule_end_s))
-    if stopped_ns is not None:
+    during_end = end_s
+    if stopped_ns is not None:  # the load stopped sooner: the step too ends there
+        during_end = max(start_s, min(end_s, (stopped_ns - t0) / 1e9))
         after_end = max(end_s, min(after_end, (stopped_ns - t0) / 1e9))
-    bounds = {"before": (min(first_measured, start_s), start_s), "during": (start_s, end_s),
+    bounds = {"before": (min(first_measured, start_s), start_s), "during": (start_s, during_end),
               "after": (end_s, after_end)}
     failures = failure_names(cols) if len(cols) else np.zeros(0, dtype=object)
     phases = {name: phase_figures(cols, at, measured, failures, *bounds[name]) for name in PHASES}

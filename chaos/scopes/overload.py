@@ -60,7 +60,8 @@ def step_load(backend, marker: faults.Marker, at_s: float = 0.0, step_s: float =
     start = now if origin is None else max(now, origin + at_s)
     late_s = None if origin is None else round(max(0.0, now - (origin + at_s)), 3)
     window = min(PROOF_WINDOW_S, step_s)
-    counter = SendCounter((start - window, start), (start, start + window))
+    sched = start if origin is None else origin + at_s  # the schedule's step: a late method counts around it too
+    counter = SendCounter((sched - window, sched), (sched, sched + window))
     events = getattr(marker, "events", None)
     if events is not None:
         events.subscribe(events.request_done, counter)
@@ -69,12 +70,13 @@ def step_load(backend, marker: faults.Marker, at_s: float = 0.0, step_s: float =
         with marker.inject(SCOPE.name, "load", [], {"at_s": at_s, "step_s": step_s, "late_s": late_s,
                                                     "min_ratio": min_ratio}) as f:
             f["late_s"] = late_s
-            faults.sleep(max(0.0, start + window + proof_wait_s - time.monotonic()))
+            # the proof's wait ends with the step at the latest: the step-down is marked step_s after the step
+            faults.sleep(max(0.0, min(sched + window + proof_wait_s, sched + step_s) - time.monotonic()))
             f["effect"] = _proof(counter, window, min_ratio, marker.since_inject(f), window + proof_wait_s)
     finally:
         if events is not None:
             events.unsubscribe(events.request_done, counter)
-    faults.sleep(max(0.0, start + step_s - time.monotonic()))
+    faults.sleep(max(0.0, sched + step_s - time.monotonic()))
     with marker.heal(f):
         f["stepped_down_s"] = round(marker.since_inject(f), 3)
     return f

@@ -24,19 +24,23 @@ SERVING = ("RUNNING", "PENDING_MIGRATION")  # what Serve routes to (chaos.system
 STARTING, STOPPING = "STARTING", "STOPPING"
 
 
-def states_of(details: Any, deployment: str | None) -> dict[str, str]:
+def states_of(details: Any, deployment: str | None) -> dict[str, str] | None:
     """The replicas of ``deployment`` (None: every deployment) in Serve's ``details``, id -> state; a STARTING
-    replica with no process on a node yet left out."""
+    replica with no process on a node yet left out. None (unknown) when ``deployment`` is not listed at all: details
+    without it (a controller restarting answers with no applications) say nothing of its replicas, and reading
+    them as none would count every STARTING replica as a failed start."""
     out: dict[str, str] = {}
+    listed = deployment is None
     for app in ((details or {}).get("applications") or {}).values():
         for name, dep in ((app or {}).get("deployments") or {}).items():
             if deployment is not None and name != deployment:
                 continue
+            listed = True
             for r in dep.get("replicas") or []:
                 if r.get("state") == STARTING and not (r.get("pid") or r.get("node_id")):
                     continue  # waiting for a node: not starting yet
                 out[str(r.get("replica_id"))] = str(r.get("state"))
-    return out
+    return out if listed else None
 
 
 def replica_states(dashboard_url: str, deployment: str | None, timeout: float = 3.0) -> dict[str, str] | None:

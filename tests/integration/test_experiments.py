@@ -542,7 +542,12 @@ def test_replica_kill_with_migration_saves_the_killed_replicas_streams(shared_cl
     c = f["continuity"]
     assert c["streams_migrated"] >= 1, c
     assert (c["tokens_lost"], c["tokens_duplicated"], c["tokens_out_of_order"], c["tokens_corrupted"]) == (0, 0, 0, 0), c
-    assert c["migration_gap_p50_ms"] is not None, c
+    # the gap needs a token on both sides of the seam: a stream broken before its first token is sent again whole
+    # (migrated, no gap; the clean-clone suite of 2026-12-06 21:36 UTC met one such and no other), and then the
+    # figure is null with that reason, never 0
+    why = f["unmeasurable"].get("continuity.migration_gap_p50_ms")
+    assert c["migration_gap_p50_ms"] is not None or why == "no migration had a token received on both sides of it", \
+        (c, why)
     assert verdict == runner.PASS, bounds.describe_failures(result["summary"]["bounds"]["results"])
     assert_healthy_after(shared_cluster.cluster_dir)
 

@@ -220,3 +220,41 @@ def test_the_nodes_are_read_at_once_not_one_after_another():
 
     values, why = em.read_nodes([("a", "h:1"), ("b", "h:2"), ("c", "h:3")], 1.0, get)
     assert why is None and len(values) == 3
+
+
+def test_a_read_that_raises_anything_costs_the_sample_nothing_but_its_counters():
+    """An IncompleteRead is no OSError: it escaped, and the sampler replaced the backend's good sample with one that
+    read the control plane down (review, 2026-12-06)."""
+    import http.client
+
+    def get(url, timeout):
+        raise http.client.IncompleteRead(b"")
+
+    s = engine_metrics.EngineCounters(lambda t: Sample(), lambda: [("w1", "h:1")], get=get)(2.0)
+    assert s.engine == {"preemptions": None} and "IncompleteRead" in s.errors["engine"]
+
+    def boom():
+        raise KeyError("nodes")
+
+    s = engine_metrics.EngineCounters(lambda t: Sample(), boom)(2.0)
+    assert s.engine == {"preemptions": None} and "KeyError" in s.errors["engine"]
+
+
+def test_no_counter_exported_is_null_with_its_reason_not_zero():
+    count, why = kv_pressure.preemptions([sample(0, {}), sample(5, {}), sample(12, {})], 10 * NS, 20 * NS)
+    assert count is None and "no engine exported" in why
+
+
+def test_a_node_first_read_in_the_window_counts_from_its_first_read():
+    """A node that never answered before the window: what it counted before is unknown, so its first read in the
+    window is its baseline (a lower bound), not 0 (review, 2026-12-06)."""
+    samples = [sample(0, {"a/r1/0": 5}), sample(12, {"a/r1/0": 6, "b/r2/0": 50}), sample(15, {"a/r1/0": 6, "b/r2/0": 52})]
+    assert kv_pressure.preemptions(samples, 10 * NS, 20 * NS) == (1 + 2, None)
+
+
+def test_before_the_kill_leaves_out_the_requests_in_flight_at_it():
+    """The fault's rows include the requests in flight at the injection: counted before too, the kill's broken
+    streams read as the pressure's (review, 2026-12-06)."""
+    cols = rc.from_records([request(i, i) for i in range(4)] + [request(4, 4, ok=False, ttft=None, itl=None)])
+    kv = kv_pressure.kv_pressure(5 * NS, cols, np.arange(4, 5), [sample(0, {"a/r1/0": 0})], 0, 20 * NS, {})
+    assert kv["before"]["requests"] == 4 and kv["before"]["failed"] == 0 and kv["failed"] == 1

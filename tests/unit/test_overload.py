@@ -251,3 +251,50 @@ def test_the_after_phase_ends_when_the_load_stopped_before_the_schedule():
     assert (after["from_s"], after["to_s"]) == (20.0, 25.0) and after["goodput_rps"] == 5.0
     run.footer = {}  # no stop said: the schedule's end
     assert analyse(run)["overload"]["phases"]["after"]["goodput_rps"] == 25 / 20
+
+
+def _sends(events, origin: float, step_at: float, until: float, before_rps: float, during_rps: float) -> None:
+    """Requests 'ended' now with planned instants over [0, until) s of the load: before_rps before the step,
+    during_rps after it (the counter turns planned_ns from the wall clock to the monotonic one)."""
+    from types import SimpleNamespace
+    import time as _time
+    mono_minus_wall = _time.monotonic() - _time.time_ns() / 1e9
+    t, i = 0.0, 0
+    while t < until:
+        rate = before_rps if t < step_at else during_rps
+        ns = int((origin + t - mono_minus_wall) * 1e9)
+        events.emit(events.request_done, SimpleNamespace(attempt=None, planned_ns=ns, sent_ns=ns))
+        t += 1.0 / rate
+        i += 1
+
+
+def test_the_step_down_is_marked_step_s_after_the_step_and_a_late_method_counts_around_the_schedule():
+    """The proof's wait held the inject context past the step (stepped down at window + proof_wait = 35 s where
+    step_s was 30), and a method later than the step counted both windows inside it (ratio ~1: ERROR though the
+    load stepped up). Review of 2026-12-06."""
+    import threading
+    import time as _time
+    from chaos.recording.events import Events
+    from chaos.scopes import faults
+    from chaos.scopes.overload import step_load
+    events = Events()
+    marker = faults.Marker(events)
+    now = _time.monotonic()
+    marker.load_started_mono = now - 1.0  # the step was due 0.5 s ago: the method is late
+    sender = threading.Timer(0.3, _sends, (events, now - 1.0, 0.5, 1.5, 10.0, 40.0))
+    sender.start()
+    f = step_load(None, marker, at_s=0.5, step_s=1.2, min_ratio=2.0, proof_wait_s=5.0)
+    sender.join()
+    assert f["late_s"] >= 0.5 and f["effect"]["verified"] is True, f["effect"]
+    assert f["stepped_down_s"] < 1.0  # step_s after the scheduled step (0.7 s after this late mark), not 5 s later
+
+
+def test_a_load_stopped_in_the_step_ends_the_step_there():
+    """Stopped 5 s into the 10 s step: its goodput and offered rate over those 5 s, not over 10 (review, 2026-12-06)."""
+    run = _stepped_run(recover_at_s=0.0)
+    run.requests = [r for r in run.requests if r.sent_offset_s < 15.0]
+    run.footer = {"stopped_ns": T0 + int(15e9)}
+    o = analyse(run)["overload"]
+    during, after = o["phases"]["during"], o["phases"]["after"]
+    assert (during["from_s"], during["to_s"]) == (10.0, 15.0) and during["offered_rps"] == 20.0
+    assert after["attempts"] == 0

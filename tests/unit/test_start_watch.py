@@ -18,7 +18,7 @@ def test_states_of_one_deployment_without_those_waiting_for_a_node():
     d = details(r("a", "RUNNING"), r("b", "STARTING"), r("c", "STARTING", pid=None, node_id=None), r("d", "STOPPING"))
     assert start_watch.states_of(d, "LLMServer") == {"a": "RUNNING", "b": "STARTING", "d": "STOPPING"}
     assert set(start_watch.states_of(d, None)) == {"a", "b", "d", "i1"}
-    assert start_watch.states_of({}, "LLMServer") == {}
+    assert start_watch.states_of({}, "LLMServer") is None  # not listed: unknown, not "no replica"
 
 
 def test_replica_states_through_the_dashboard_and_none_when_it_does_not_answer(monkeypatch):
@@ -47,3 +47,12 @@ def test_a_start_that_serves_is_not_failed():
     w.saw(2.0, {"a": "RUNNING", "n1": "RUNNING"})
     assert w.saw(3.0, {"a": "RUNNING"}) == [] and w.ran == {"n1": 2.0} and not w.failed
     assert w.detail()["ran"] == [{"replica": "n1", "t_s": 2.0}]
+
+
+def test_details_without_the_deployment_conclude_nothing():
+    """A controller restarting answers with no applications: read as 'no replica', every STARTING one counted as a
+    failed start and the weights restored early (review, 2026-12-06)."""
+    w = start_watch.StartWatch("LLMServer", {})
+    assert w.saw(1.0, {"n1": "STARTING"}) == []
+    assert start_watch.states_of({"applications": {}}, "LLMServer") is None
+    assert w.saw(2.0, start_watch.states_of({"applications": {}}, "LLMServer")) == [] and w.failed == []

@@ -93,7 +93,7 @@ class DeviceHelpers:
         except Exception as e:  # noqa: BLE001 - ApiException: a crashed run's helper of that name, deleted first
             if getattr(e, "status", None) != 409:
                 raise
-            self.delete(name)
+            self.replace_own(name)
             self.kube.core.create_namespaced_pod(self.target.namespace, body)
         try:
             t0, phase = self.kube.monotonic(), None
@@ -109,6 +109,18 @@ class DeviceHelpers:
             return self.pods.exec(name, script, container=CONTAINER, ok_codes=(0, 1))
         finally:
             self.delete(name)
+
+    def replace_own(self, name: str) -> None:
+        """A helper of that name is there already: deleted, and waited gone, only when it is this run's (a crashed
+        look's); another run's is never touched (one line, the caller's marker kept)."""
+        found = [p for p in self.pods_of_rig() if name_of(p) == name]
+        run = ((found[0].get("metadata") or {}).get("labels") or {}).get(RUN_KEY) if found else None
+        if found and run != self.target.run_id:
+            raise TimeoutError(f"helper pod {name} is another run's ({run}): left alone")
+        self.delete(name)
+        t0 = self.kube.monotonic()
+        while any(name_of(p) == name for p in self.pods_of_rig()) and self.kube.monotonic() - t0 < self.run_s:
+            self.kube.sleep(self.poll_s)
 
     def delete(self, name: str) -> None:
         self.pods.delete([{"metadata": {"name": name}}])
