@@ -221,12 +221,13 @@ experiment(
     "replica-kill with request migration on (app.migration, limit 2): on the stream target a MigratingIngress "
     "deployment, one replica per zone, stands in front of the StreamTarget engine replicas; with --app llm Serve LLM's "
     "OpenAI ingress (one per zone) is the migrating one, in front of the LLMServer replicas; the kill takes an "
-    "engine replica, never the ingress. Each stream the killed replica was serving goes on from another replica: the "
+    "engine replica, never the ingress, and only once it serves (min_ongoing 1: Serve's own count of its ongoing "
+    "requests, waited for up to 30 s; a replica killed idle tests nothing of migration). Each stream the killed replica was serving goes on from another replica: the "
     "original request plus the tokens already streamed, max_tokens reduced, the first event of the continuation "
     "marked (\"migrated\": 1), its token indices going on without a gap. summary.json's continuity says per fault "
     "the streams migrated, the tokens lost, duplicated and corrupted, the migration gap (p50, p99) and the streams "
     "refused migration (guided output, n > 1, vLLM's sampling above temperature 0; none in this load, greedy).",
-    "replica", [action("kill-one-replica-in-zone-a", "kill_replica", zone="zone-a")],
+    "replica", [action("kill-one-replica-in-zone-a", "kill_replica", zone="zone-a", min_ongoing=1)],
     {"max_failed_requests": 0, "max_time_to_steady_state_s": 30,
      "must_recover": True, "max_control_plane_outage_s": 5, "max_time_to_capacity_restored_s": 60,
      "min_capacity_ratio": 0.6},

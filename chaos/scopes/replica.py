@@ -13,22 +13,36 @@ REPLICA_KILL_METHODS = ("sigkill", "actor", "pod")
 
 
 def kill_replica(backend, marker: faults.Marker, zone: str | None = None, method: str = "sigkill",
-                 replica=None, deployment: str | None = None) -> dict:
+                 replica=None, deployment: str | None = None, min_ongoing: int = 0,
+                 ongoing_wait_s: float = 30.0) -> dict:
     """Kill one RUNNING Serve replica; Serve replaces it.
 
     ``method``: ``sigkill`` (SIGKILL of the replica's worker process), ``actor`` (``ray.kill``
     of its actor through a Ray driver), ``pod`` (KubeRay only: delete the pod hosting it).
     By default a replica of the deployment that holds the model; ``deployment`` (a name
-    prefix, e.g. ``OpenAiIngress``) picks another. The mark is taken when everything is
-    ready and only the kill itself is left.
+    prefix, e.g. ``OpenAiIngress``) picks another. ``min_ongoing`` N > 0: killed only once it has N
+    ongoing requests, as Serve counts them, waiting up to ``ongoing_wait_s`` (never: refused, nothing
+    marked; :mod:`chaos.system.replica_ongoing`); the count read just before the kill is the fault's
+    ``ongoing_at_kill``. The mark is taken when everything is ready and only the kill itself is left.
     """
     if method not in REPLICA_KILL_METHODS:
         raise UsageError(f"replica kill method must be one of {', '.join(REPLICA_KILL_METHODS)}, got {method!r}")
+    if isinstance(min_ongoing, bool) or not (isinstance(min_ongoing, int) and min_ongoing >= 0) \
+            or not (isinstance(ongoing_wait_s, (int, float)) and ongoing_wait_s > 0):
+        raise UsageError(f"replica kill: min_ongoing must be a whole number >= 0 and ongoing_wait_s > 0, got "
+                         f"{min_ongoing!r} and {ongoing_wait_s!r}")
+    if min_ongoing and not callable(getattr(backend, "replica_ongoing", None)):
+        raise UsageError("replica kill: this backend cannot read a replica's ongoing requests (min_ongoing)")
     r = replica or backend.pick_replica(zone=zone, deployment=deployment)
     do_kill = backend.replica_killer(r, method)
     engines, why = orphan_watch.engines_before_kill(backend, r)  # its engines must die with it (the orphan check)
-    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],
-                       {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}) as f:
+    ongoing = backend.replica_ongoing(r, min_ongoing, ongoing_wait_s) if min_ongoing else None
+    detail = {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}
+    if min_ongoing:
+        detail["ongoing_at_kill"] = ongoing
+    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [], detail) as f:
+        if min_ongoing:
+            f["ongoing_at_kill"] = ongoing
         f["pids"] = do_kill()
         orphan_watch.record_victim(f, r, engines, why)
         faults.prove(backend, marker, f)

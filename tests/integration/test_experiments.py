@@ -542,6 +542,8 @@ def test_replica_kill_with_migration_saves_the_killed_replicas_streams(shared_cl
     f = result["summary"]["faults"][0]
     gone = {x["replica"] for x in f["replacement"]["gone"]}
     assert len(gone) == 1, f["replacement"]
+    # killed only once it served (min_ongoing 1; the project's CI of 2026-12-06 22:58 UTC killed it idle: 0 migrated)
+    assert f["detail"]["ongoing_at_kill"] >= 1, f["detail"]
     records = [json.loads(line) for line in (out / "records.ndjson").read_text().splitlines() if line.strip()]
     killed = [r for r in records if r.get("served_replica") in gone]
     assert killed, "no request was served by the killed replica: nothing was tested"

@@ -582,6 +582,7 @@ class Kubelet:
         self.actors: dict[str, tuple[str, int]] = {}  # Ray actor name -> (pod, pid) of its process
         self.armed: dict[str, str] = {}  # an actor kill's id -> the actor its connected driver will kill
         self.actor_kill_log: list[tuple[str, str]] = []  # (arm | fire, id) in the order they ran
+        self.ongoing: dict[str, list[int]] = {}  # Ray actor name -> the ongoing counts its reads return, in turn
         self.throttled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle started (engine-stutter)
         self.unthrottled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle ended
 
@@ -730,6 +731,8 @@ class Kubelet:
             return self._probe(pod, script)
         if script.startswith(": availproof-actor-kill "):
             return self._actor_kill(pod, script)
+        if script.startswith(": availproof-replica-ongoing;"):
+            return self._ongoing(pod, script)
         if container == "nft":
             return self._nft(pod, script)
         if script == "kill -9 -1" or script.endswith("; kill -9 -1"):
@@ -1035,6 +1038,19 @@ class Kubelet:
         if where:
             self._end(self.s.pods[where[0]], where[1], "SIGKILL")
         return "killed\n", "", 0
+
+    def _ongoing(self, pod: dict, script: str) -> tuple[str, str, int]:
+        """The ongoing-requests driver (chaos/system/replica_ongoing.py), in the head only: the counts of
+        :attr:`ongoing` for its actor read in turn until one reaches its least (``busy K``), else ``idle MOST``."""
+        args = shlex.split(script.split(";", 1)[1])  # timeout S python -c DRIVER ADDRESS NAME AT_LEAST WAIT POLL
+        if (pod["metadata"].get("labels") or {}).get("ray.io/node-type") != "head":
+            return "error ray.init found no cluster\n", "", 0
+        name, at_least = args[6], int(args[7])
+        if name not in self.ongoing:
+            return f"error Failed to look up actor with name '{name}'\n", "", 0
+        seen = self.ongoing[name]
+        busy = next((n for n in seen if n >= at_least), None)
+        return (f"busy {busy}\n" if busy is not None else f"idle {max(seen, default=0)}\n"), "", 0
 
     def _nft(self, pod: dict, script: str) -> tuple[str, str, int]:
         node_name = (pod.get("spec") or {}).get("nodeName")

@@ -23,7 +23,7 @@ ACTIONS = "chaos.ctk.actions"
 # the actions' signatures as chaos/ctk/actions.py spelled them out before it was made from the registry (the
 # accelerator's is being changed by another piece of work: it is checked against its fault function instead)
 SIGNATURES = {
-    "kill_replica": "(zone=None, method='sigkill', deployment=None, configuration=None)",
+    "kill_replica": "(zone=None, method='sigkill', deployment=None, min_ongoing=0, ongoing_wait_s=30.0, configuration=None)",
     "hang_engine": "(zone=None, duration_s=None, configuration=None)",
     "crash_engine": "(zone=None, configuration=None)",
     "error_engine": "(zone=None, configuration=None)",

@@ -29,7 +29,8 @@ BUILTIN = ("replica", "engine", "engine-crash", "node", "head", "zone", "region"
 QUERIES = {"zones", "regions", "zones_in_region", "nodes_in", "zone_of", "targets", "head_target", "own_hosts",
            "describe", "topology_doc", "head_alive", "upgrade_variants", "graceful_shutdown", "front_door",
            "front_targets", "replicas", "pick_replica", "healthy", "wait_healthy", "app_status", "observe",
-           "effect_checks"}  # effect_checks: every fault's proof (chaos.scopes.faults.prove)
+           "effect_checks", "replica_ongoing"}  # effect_checks: every fault's proof (chaos.scopes.faults.prove);
+# replica_ongoing: a replica kill's wait for its victim to serve (chaos.system.replica_ongoing)
 
 
 # ---------------------------------------------------------------- the built-in scopes

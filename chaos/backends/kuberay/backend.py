@@ -225,6 +225,9 @@ class KubeRayBackend(base.ByScope):
     def replica_killer(self, r, method):
         return self.kills.replica_killer(r, method)
 
+    def replica_ongoing(self, r, at_least, wait_s):
+        return self.kills.replica_ongoing(r, at_least, wait_s)
+
     # engines, wedges, weights (the engines part)
     def pause_engine(self, r):
         return self.engines.pause_engine(r)

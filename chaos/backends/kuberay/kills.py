@@ -184,6 +184,16 @@ class Kills:
             return lambda: self.kill_pods(pods, f"kill of the pod of replica {r.replica_id}")
         raise UsageError(f"replica kill method {method!r}: one of sigkill, actor, pod")
 
+    def replica_ongoing(self, r, at_least: int, wait_s: float) -> int:
+        """Wait until replica ``r`` has ``at_least`` ongoing requests (Serve's count, read by a Ray driver in the
+        head container: :mod:`chaos.system.replica_ongoing`); the count seen, or ClusterError saying why not."""
+        from chaos.system import replica_ongoing
+
+        if not r.actor_name:
+            raise ClusterError(f"replica {r.replica_id} has no actor name: its ongoing requests cannot be read")
+        out = self.pods.exec_in(self.pods.head(), replica_ongoing.script(r.actor_name, at_least, wait_s))
+        return replica_ongoing.verdict(r.replica_id, at_least, wait_s, out)
+
     def _armed_actor_kill(self, r):
         """``ray.kill`` of the replica's actor through a Ray driver in the head container, connected *before*
         the fault's instant (:func:`chaos.system.ray_actor.arm_script`: ``ray.init`` and the actor's lookup take

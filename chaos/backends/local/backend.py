@@ -205,6 +205,10 @@ class LocalBackend(device.Methods, base.ByScope):  # device-loss's methods: chao
             return kill
         raise UsageError(f"replica kill method {method!r} is not available on the local backend (sigkill, actor)")
 
+    def replica_ongoing(self, r: placement.Replica, at_least: int, wait_s: float) -> int:  # chaos.system.replica_ongoing
+        from chaos.system.replica_ongoing import wait_local
+        return wait_local(self.cluster.state.gcs_address, r.actor_name, r.replica_id, at_least, wait_s)
+
     def engine_children(self, r: placement.Replica, name: str = "EngineCore") -> list[int]:
         """The engine processes of a replica: its children whose command line says ``name``
         (``EngineCore``: vLLM's ``VLLM::EngineCore`` and the stream target's ``availproof::EngineCore``)."""

@@ -1,0 +1,179 @@
+"""A replica kill that waits for its replica to be serving (kill_replica(min_ongoing=N), chaos.system.replica_ongoing):
+the driver's answers, the local driver run for real against a stand-in ``ray`` module, the KubeRay exec through the
+fake kubelet, and the fault: the wait before the mark, an idle replica never marked nor killed."""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+
+import pytest
+
+from chaos.base.errors import ClusterError, UsageError
+from chaos.scopes import faults
+from chaos.scopes.replica import kill_replica
+from chaos.system import replica_ongoing
+from chaos.system.placement import Replica
+from tests.unit.test_kuberay_backend import cluster, replica as kube_replica
+
+ACTOR = "SERVE_REPLICA::a#S#r1"
+
+
+def replica(actor_name=ACTOR):
+    return Replica(app="a", deployment="StreamTarget", replica_id="r1", state="RUNNING", actor_name=actor_name,
+                   actor_id="x", pid=41, node_ip="127.0.0.1", node="worker-a", zone="zone-a", region=None)
+
+
+# ------------------------------------------------------------------ the driver's answer
+def test_busy_is_the_count_and_idle_error_or_silence_refuse_saying_why():
+    assert replica_ongoing.verdict("r1", 1, 30, "busy 3\n") == 3
+    assert replica_ongoing.verdict("r1", 2, 30, "some warning\nbusy 2\n") == 2  # the last line is the answer
+    with pytest.raises(ClusterError, match=r"replica r1 never had 2 ongoing request\(s\) within 30 s \(at most 1\)"):
+        replica_ongoing.verdict("r1", 2, 30, "idle 1\n")
+    with pytest.raises(ClusterError, match="could not be read .error Failed to look up"):
+        replica_ongoing.verdict("r1", 1, 30, "error Failed to look up actor\n")
+    with pytest.raises(ClusterError, match="could not be read .no answer"):
+        replica_ongoing.verdict("r1", 1, 30, "")
+    with pytest.raises(ClusterError, match="could not be read"):  # a count below the least is no busy answer
+        replica_ongoing.verdict("r1", 2, 30, "busy 1\n")
+
+
+# ------------------------------------------------------------------ the local driver, run for real
+FAKE_RAY = textwrap.dedent('''
+    import os
+    counts = [int(x) for x in os.environ["FAKE_ONGOING"].split(",")]
+    reads = []
+    def init(address, namespace, **kw):
+        if address != "127.0.0.1:6379":
+            raise ConnectionError("no GCS answers at " + address)
+    class _Method:
+        def remote(self):
+            reads.append(1)
+            return counts.pop(0) if len(counts) > 1 else counts[0]
+    class _Handle:
+        get_num_ongoing_requests = _Method()
+    def get_actor(name, namespace):
+        if name != "SERVE_REPLICA::a#S#r1" or namespace != "serve":
+            raise ValueError("Failed to look up actor with name '" + name + "'")
+        return _Handle()
+    def get(ref, timeout=None):
+        return ref
+''')
+
+
+@pytest.fixture
+def fake_ray(tmp_path, monkeypatch):
+    (tmp_path / "ray.py").write_text(FAKE_RAY)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return lambda counts: monkeypatch.setenv("FAKE_ONGOING", ",".join(map(str, counts)))
+
+
+def test_the_local_driver_polls_until_the_replica_serves(fake_ray):
+    fake_ray([0, 0, 0, 2])
+    assert replica_ongoing.wait_local("127.0.0.1:6379", ACTOR, "r1", 1, 10) == 2
+
+
+def test_the_local_driver_says_idle_with_the_most_seen_after_its_wait(fake_ray):
+    fake_ray([0, 1, 0])
+    with pytest.raises(ClusterError, match=r"never had 2 ongoing request\(s\) within 0.3 s \(at most 1\)"):
+        replica_ongoing.wait_local("127.0.0.1:6379", ACTOR, "r1", 2, 0.3)
+
+
+def test_the_local_driver_says_why_it_could_not_attach(fake_ray):
+    fake_ray([1])
+    with pytest.raises(ClusterError, match="could not be read .error no GCS answers at 127.0.0.1:1"):
+        replica_ongoing.wait_local("127.0.0.1:1", ACTOR, "r1", 1, 5)
+    with pytest.raises(ClusterError, match="Failed to look up actor with name 'SERVE_REPLICA::other'"):
+        replica_ongoing.wait_local("127.0.0.1:6379", "SERVE_REPLICA::other", "r1", 1, 5)
+    with pytest.raises(ClusterError, match="has no actor name"):
+        replica_ongoing.wait_local("127.0.0.1:6379", None, "r1", 1, 5)
+
+
+# ------------------------------------------------------------------ the fault
+class Backend:
+    name = "fake"
+
+    def __init__(self, counts=(2,)):
+        self.calls: list[str] = []
+        self.counts = list(counts)
+
+    def pick_replica(self, zone=None, deployment=None):
+        return replica()
+
+    def replica_killer(self, r, method):
+        self.calls.append("prepared")
+        return lambda: self.calls.append("killed") or [r.pid]
+
+    def engine_children(self, r):
+        return []
+
+    def replica_ongoing(self, r, at_least, wait_s):
+        self.calls.append(f"waited {at_least} {wait_s:g}")
+        seen = max(self.counts)
+        if seen < at_least:
+            raise ClusterError(f"replica {r.replica_id} never had {at_least} ongoing request(s)")
+        return seen
+
+    def effect_checks(self, fault):
+        return [{"check": "gone", "ok": True, "seen": "gone"}]
+
+
+def test_the_kill_waits_for_its_replica_to_serve_then_marks_and_kills():
+    b, marker = Backend(counts=(3,)), faults.Marker()
+    f = kill_replica(b, marker, zone="zone-a", min_ongoing=1, ongoing_wait_s=20)
+    assert b.calls == ["prepared", "waited 1 20", "killed"]  # the wait is the last step before the mark
+    assert f["ongoing_at_kill"] == 3 and marker.marks[0].detail["ongoing_at_kill"] == 3
+
+
+def test_an_idle_replica_is_neither_marked_nor_killed():
+    b, marker = Backend(counts=(0,)), faults.Marker()
+    with pytest.raises(ClusterError, match="never had 1 ongoing"):
+        kill_replica(b, marker, zone="zone-a", min_ongoing=1)
+    assert "killed" not in b.calls and marker.marks == []
+
+
+def test_without_min_ongoing_nothing_waits_and_nothing_is_said_of_it():
+    b, marker = Backend(), faults.Marker()
+    f = kill_replica(b, marker, zone="zone-a")
+    assert b.calls == ["prepared", "killed"] and "ongoing_at_kill" not in f
+    assert "ongoing_at_kill" not in marker.marks[0].detail
+
+
+@pytest.mark.parametrize("args", [{"min_ongoing": -1}, {"min_ongoing": 1.5}, {"min_ongoing": True},
+                                  {"min_ongoing": 1, "ongoing_wait_s": 0}, {"min_ongoing": 1, "ongoing_wait_s": "30"}])
+def test_bad_arguments_are_refused_before_anything(args):
+    b, marker = Backend(), faults.Marker()
+    with pytest.raises(UsageError, match="min_ongoing must be a whole number"):
+        kill_replica(b, marker, zone="zone-a", **args)
+    assert b.calls == [] and marker.marks == []
+
+
+def test_a_backend_that_cannot_read_ongoing_requests_refuses_min_ongoing():
+    b = Backend()
+    b.replica_ongoing = None
+    with pytest.raises(UsageError, match="this backend cannot read a replica's ongoing requests"):
+        kill_replica(b, faults.Marker(), zone="zone-a", min_ongoing=1)
+    assert b.calls == []
+
+
+# ------------------------------------------------------------------ KubeRay: one exec in the head
+def test_kuberay_reads_the_count_in_the_head_container_then_kills():
+    s, b, stream = cluster()
+    s.kubelet.ongoing[ACTOR] = [0, 0, 2]
+    marker = faults.Marker()
+    f = kill_replica(b, marker, replica=kube_replica(), min_ongoing=2, ongoing_wait_s=15)
+    (read,) = [c for c in stream.calls if c[2].startswith(": availproof-replica-ongoing;")]
+    assert read[:2] == ("head", "ray-head")
+    args = shlex.split(read[2].split(";", 1)[1])
+    assert args[:2] == ["timeout", str(int(15 + replica_ongoing.CONNECT_S))] and args[5:8] == ["auto", ACTOR, "2"]
+    assert f["ongoing_at_kill"] == 2 and s.kubelet.fates["wa-1"] == [("ray::ServeRepli", "SIGKILL")]
+    assert stream.calls.index(read) < stream.calls.index(("wa-1", "ray-worker", "kill -9 41"))
+
+
+def test_kuberay_never_kills_a_replica_that_stays_idle():
+    s, b, _ = cluster()
+    s.kubelet.ongoing[ACTOR] = [0, 1]
+    marker = faults.Marker()
+    with pytest.raises(ClusterError, match=r"never had 2 ongoing request\(s\) within 5 s \(at most 1\)"):
+        kill_replica(b, marker, replica=kube_replica(), min_ongoing=2, ongoing_wait_s=5)
+    assert marker.marks == [] and s.kubelet.fates.get("wa-1") is None
