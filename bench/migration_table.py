@@ -1,0 +1,154 @@
+"""The request-migration table (issue 47): six scopes, each with migration off and on, on the stream target, one row
+per scope and arm from the runs' records and summaries.
+
+    python bench/migration_table.py --out DIR [--rate 8] [--only replica-kill ...] [--arms off on]
+    python bench/migration_table.py --out DIR --table-only     # the table again from the runs in DIR
+
+Each run is a shipped experiment (experiments/<scope>.json; replica-kill's is replica-kill-migration's fault, its kill
+made only once the replica serves, ``min_ongoing`` 1, in both arms) with its fault action repeated ``faults`` times,
+``spacing_s`` apart (Chaos Toolkit pauses), under an open Poisson load of ``--rate`` requests a second (max_tokens
+16-48, as shipped), so that one run of each arm sends about 5,000 streams: each fault is analysed in its own window
+(from its injection to the next one), the records of the whole run are the table's. ``on``: ``app.migration``
+``{"limit": 2}`` (the migrating ingress; :mod:`serve_apps.migrating_ingress`), ``off``: no ``app.migration``; every
+other field as shipped. The variants are written to ``DIR/experiments``; nothing in experiments/ changes.
+
+Per row: faults injected, streams (measure phase), failed (all of the run's; and in the faults' windows, the
+summary's ``service.failed_total`` summed), streams migrated, tokens lost / duplicated / corrupted (over the streams
+checked), refused migration, the migration gap p50 / p99 over every migration of the run, TTFT p50 and the streams'
+worst inter-token gap p99 (``itl_max_s``) of migrated streams against the rest, and the faults whose bounds were
+not all met. Starts clusters (through availproof): the main session runs it, by hand (~11 minutes a run, ~2 h 20 min for the twelve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from chaos.base.stats import percentile  # noqa: E402
+
+# scope: (experiment, faults, spacing_s, the fault action's extra arguments)
+SCOPES = {
+    "replica-kill": ("replica-kill.json", 15, 40, {"min_ongoing": 1}),
+    "engine-crash": ("engine-crash.json", 15, 40, {}),
+    "engine-error": ("engine-error.json", 15, 40, {}),
+    "engine-wedge-watchdog": ("engine-wedge-watchdog.json", 12, 50, {}),
+    "worker-node-kill": ("worker-node-kill.json", 10, 60, {}),
+    "zone-loss": ("zone-loss.json", 10, 60, {}),
+}
+ARMS = ("off", "on")
+MIGRATION = {"limit": 2}
+
+
+def variant(doc: dict, arm: str, faults: int, spacing_s: float, rate: float, extra: dict) -> dict:
+    """``doc`` with its fault action repeated ``faults`` times ``spacing_s`` apart, the load at ``rate``, migration
+    on or off (``arm``)."""
+    out = copy.deepcopy(doc)
+    ext = out["extensions"][0]
+    ext["load"] = {**ext["load"], "rate": rate, "duration_s": max(ext["load"].get("duration_s", 0),
+                                                                    faults * spacing_s + 300), "max_requests": 50000}
+    app = {k: v for k, v in (ext.get("app") or {}).items() if k != "migration"}
+    if arm == "on":
+        app["migration"] = dict(MIGRATION)
+    if app:
+        ext["app"] = app
+    else:
+        ext.pop("app", None)
+    (fault,) = out["method"]
+    fault["provider"].setdefault("arguments", {}).update(extra)
+    out["method"] = []
+    for i in range(faults):
+        step = copy.deepcopy(fault)
+        step["name"] = f"{fault['name']}-{i + 1}"
+        if i < faults - 1:
+            step["pauses"] = {"after": spacing_s}
+        out["method"].append(step)
+    out["title"] = f"{doc['title']} (x{faults}, migration {arm})"
+    return out
+
+
+def _records(path: Path) -> list[dict]:
+    out = []
+    with path.open() as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind", "request") == "request" and r.get("phase") == "measure":
+                out.append(r)
+    return out
+
+
+def _p(values: list[float], q: float, scale: float = 1.0, digits: int = 3) -> str:
+    return "-" if not values else f"{percentile(values, q) * scale:.{digits}g}"
+
+
+def row(scope: str, arm: str, run: Path) -> list[str]:
+    summary = json.loads((run / "summary.json").read_text())
+    recs = _records(run / "records.ndjson")
+    faults = summary["faults"]
+    migrated = [r for r in recs if (r.get("migrations") or 0) > 0]
+    rest = [r for r in recs if not (r.get("migrations") or 0) and r.get("ok")]
+    gaps = [g for r in migrated for g in (r.get("migration_gaps_ms") or [])]
+
+    def total(name: str) -> str:
+        checked = [r[name] for r in recs if r.get(name) is not None]
+        return f"{sum(checked)}" if checked else "-"
+
+    bad = [f["fault_id"] for f in faults if any(b.get("fault_id") == f["fault_id"] and b["status"] == "violated"
+                                                for b in summary["bounds"]["results"])]
+    return [scope, arm, str(len(faults)), str(len(recs)), str(sum(1 for r in recs if r.get("failure"))),
+            str(sum(f["service"]["failed_total"] for f in faults)), str(len(migrated)), total("tokens_lost"),
+            total("tokens_duplicated"), total("tokens_corrupted"),
+            str(sum(1 for r in recs if r.get("migration_refused"))),
+            _p(gaps, 0.5), _p(gaps, 0.99),
+            _p([r["ttft_s"] for r in migrated if r.get("ttft_s") is not None], 0.5, 1000),
+            _p([r["ttft_s"] for r in rest if r.get("ttft_s") is not None], 0.5, 1000),
+            _p([r["itl_max_s"] for r in migrated if r.get("itl_max_s") is not None], 0.99, 1000),
+            _p([r["itl_max_s"] for r in rest if r.get("itl_max_s") is not None], 0.99, 1000),
+            str((summary.get("verdict") or {}).get("word")), str(len(set(bad)))]
+
+
+HEAD = ["scope", "migration", "faults", "streams", "failed", "failed in fault windows", "migrated", "tokens lost",
+        "duplicated", "corrupted", "refused", "gap p50 ms", "gap p99 ms", "TTFT p50 ms migrated", "rest",
+        "worst ITL p99 ms migrated", "rest", "verdict", "faults with a bound violated"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="where the variants and the runs go")
+    p.add_argument("--rate", type=float, default=8.0, help="requests a second (default 8: the shipped experiments')")
+    p.add_argument("--only", nargs="*", choices=sorted(SCOPES), default=None)
+    p.add_argument("--arms", nargs="*", choices=ARMS, default=list(ARMS))
+    p.add_argument("--table-only", action="store_true", help="no run: the table from the runs already in --out")
+    a = p.parse_args(argv)
+    work = Path(a.out).resolve()
+    rows = []
+    for scope, (file, faults, spacing, extra) in SCOPES.items():
+        if a.only and scope not in a.only:
+            continue
+        doc = json.loads((ROOT / "experiments" / file).read_text())
+        for arm in a.arms:
+            run = work / f"{scope}-{arm}"
+            if not a.table_only:
+                path = work / "experiments" / f"{scope}-{arm}.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(variant(doc, arm, faults, spacing, a.rate, extra), indent=2) + "\n")
+                subprocess.run([sys.executable, "-m", "chaos.commands.cli", "run", str(path), "--app", "stream",
+                                "--out", str(run)], cwd=ROOT, check=False)
+            if (run / "summary.json").is_file():
+                rows.append(row(scope, arm, run))
+            else:
+                rows.append([scope, arm, "no summary.json"])
+    print("| " + " | ".join(HEAD) + " |\n|" + "---|" * len(HEAD))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""The migration table's variants and rows (bench/migration_table.py, issue 47), on the shipped experiments and on a
+synthetic run whose figures are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import migration_table as mt
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shipped(name: str) -> dict:
+    return json.loads((ROOT / "experiments" / name).read_text())
+
+
+def test_a_variant_repeats_the_fault_spaced_and_turns_migration_on_or_off_keeping_the_rest():
+    doc = shipped("engine-wedge-watchdog.json")
+    on = mt.variant(doc, "on", 3, 50, 10, {})
+    off = mt.variant(doc, "off", 3, 50, 10, {})
+    assert on["extensions"][0]["app"] == {**doc["extensions"][0]["app"], "migration": {"limit": 2}}
+    assert off["extensions"][0]["app"] == doc["extensions"][0]["app"]  # its watchdog kept, no migration
+    names = [a["name"] for a in on["method"]]
+    assert names == [f"{doc['method'][0]['name']}-{i}" for i in (1, 2, 3)]
+    assert [a.get("pauses") for a in on["method"]] == [{"after": 50}, {"after": 50}, None]
+    assert {json.dumps(a["provider"]) for a in on["method"]} == {json.dumps(doc["method"][0]["provider"])}
+    load = on["extensions"][0]["load"]
+    assert load["rate"] == 10 and load["duration_s"] >= 3 * 50 + 300 and load["max_requests"] > 10 * load["duration_s"]
+    assert doc == shipped("engine-wedge-watchdog.json")  # the shipped document untouched
+
+
+def test_replica_kill_waits_for_a_serving_replica_in_both_arms_and_an_app_without_options_gets_none_off():
+    doc = shipped("replica-kill.json")
+    for arm in mt.ARMS:
+        v = mt.variant(doc, arm, 2, 40, 10, mt.SCOPES["replica-kill"][3])
+        assert all(a["provider"]["arguments"] == {"zone": "zone-a", "min_ongoing": 1} for a in v["method"])
+        assert ("app" in v["extensions"][0]) is (arm == "on")
+
+
+def test_a_row_from_a_synthetic_run_with_known_figures(tmp_path):
+    def rec(i, **kw):
+        return {"kind": "request", "phase": "measure", "id": i, "ok": True, "ttft_s": 0.1, "itl_max_s": 0.05,
+                "tokens_lost": 0, "tokens_duplicated": 0, "tokens_corrupted": 0, "migrations": 0, **kw}
+
+    lines = [{"kind": "run"}, rec(0, phase="warmup", failure="http_5xx", ok=False),
+             rec(1), rec(2), rec(3, ttft_s=0.3, itl_max_s=0.2, migrations=1, migration_gaps_ms=[12.0]),
+             rec(4, ttft_s=0.5, itl_max_s=0.4, migrations=2, migration_gaps_ms=[20.0, 400.0], tokens_lost=1),
+             rec(5, ok=False, failure="mid_stream", migration_refused="limit", tokens_lost=None),
+             {"kind": "footer"}]
+    (tmp_path / "records.ndjson").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    summary = {"verdict": {"word": "FAIL"}, "faults": [
+        {"fault_id": "f1", "service": {"failed_total": 1}}, {"fault_id": "f2", "service": {"failed_total": 0}}],
+        "bounds": {"results": [{"fault_id": "f1", "status": "violated"}, {"fault_id": "f2", "status": "met"},
+                               {"fault_id": "f2", "status": "unmeasurable"}]}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    r = dict(zip(["scope", "arm", "faults", "streams", "failed", "in_windows", "migrated", "lost", "dup", "corrupt",
+                                "refused", "gap50", "gap99", "ttft_m", "ttft_r", "itl_m", "itl_r", "verdict", "bad"],
+                 mt.row("replica-kill", "on", tmp_path)))
+    assert len(r) == len(mt.HEAD) and (r["scope"], r["arm"], r["faults"]) == ("replica-kill", "on", "2")
+    assert (r["streams"], r["failed"], r["in_windows"], r["migrated"]) == ("5", "1", "1", "2")  # the warm-up not counted
+    assert (r["lost"], r["dup"], r["corrupt"], r["refused"]) == ("1", "0", "0", "1")
+    assert (r["gap50"], r["gap99"]) == ("20", "400")  # nearest rank over the three gaps
+    assert (r["ttft_m"], r["ttft_r"], r["itl_m"], r["itl_r"]) == ("300", "100", "400", "50")
+    assert (r["verdict"], r["bad"]) == ("FAIL", "1")
