@@ -24,6 +24,7 @@ from chaos.backends.kuberay.common import is_not_found, name_of, proc_states_scr
 from chaos.backends.kuberay.device import Devices
 from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.orphans import children_script, left_script, parse_left
+from chaos.backends.kuberay.ranks import Ranks
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.tombstones import parse_tombstones, tombstones_script  # noqa: F401 (the engine-error proof's)
@@ -120,6 +121,7 @@ class Engines:
     def __init__(self, kube: KubeClient, target: Target, pods: Pods, accelerators=None):
         self.kube, self.target, self.pods = kube, target, pods
         self.wedges = Wedges(target, pods, self)
+        self.ranks = Ranks(target, pods)  # rank-hang, rank-death: a rank group's rank processes (.ranks)
         self.weights = Weights(target, pods)
         # device-loss's marker in the pods, the remedy's cordon; the device plugin paused beside it (``accelerators``:
         # the backend's part, :class:`~chaos.backends.kuberay.accelerators.Accelerators`)
