@@ -298,3 +298,21 @@ def test_kuberay_a_rank_goes_with_its_engine(monkeypatch):
     s, b = kuberay(monkeypatch)
     b.crash_engine(b.pick_replica(zone="zone-b"))
     assert ("VLLM::Worker_TP", "engine gone") in s.kubelet.fates["wb-1"]
+
+
+def test_kuberay_s_rank_look_finds_the_real_rank_through_a_shell(group):
+    """The look's pgrep patterns over the real rank group (this test's process the replica: the engine its child)."""
+    import subprocess
+
+    from chaos.backends.kuberay import ranks as kr
+    from chaos.backends.kuberay.common import parse_masks
+
+    def sh(script):
+        return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+
+    found = parse_masks(sh(kr.ranks_script(os.getpid(), 1)))
+    assert list(found) == [group.rank] and engine_faults.handles(found[group.rank])[0]  # its hook takes SIGUSR1
+    assert list(parse_masks(sh(kr.ranks_script(os.getpid(), None)))) == [group.rank]
+    assert parse_masks(sh(kr.ranks_script(os.getpid(), 2))) == {}  # no rank 2 in a group of two
+    assert sh(kr.kill_script([group.rank])).split() == [str(group.rank)]
+    assert until(lambda: group.engine.state() == "errored")

@@ -20,7 +20,7 @@ import shlex
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km
 from chaos.backends.engine_faults import ENGINE, Throttle
-from chaos.backends.kuberay.common import is_not_found, name_of, proc_states_script
+from chaos.backends.kuberay.common import is_not_found, name_of, parse_masks, proc_states_script
 from chaos.backends.kuberay.device import Devices
 from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.orphans import children_script, left_script, parse_left
@@ -99,16 +99,6 @@ def parse_samples(out: str) -> list[dict[int, str]]:
         elif len(words) == 2 and words[0].isdigit() and samples:
             samples[-1][int(words[0])] = words[1]
     return samples
-
-
-def parse_masks(out: str) -> dict[int, str]:
-    """pid -> its masks as /proc/PID/status lines (what :func:`chaos.backends.engine_faults.handles` reads)."""
-    found = {}
-    for line in out.splitlines():
-        words = line.split()
-        if words and words[0].isdigit():
-            found[int(words[0])] = "\n".join(words[1:])
-    return found
 
 
 class Engines:

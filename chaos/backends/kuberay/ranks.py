@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from chaos.backends import engine_faults
 from chaos.backends.kuberay import plan, proofs
-from chaos.backends.kuberay.common import check, name_of
+from chaos.backends.kuberay.common import check, name_of, parse_masks
 from chaos.backends.kuberay.wedge import by_pod, wedge_script
 from chaos.base.errors import ClusterError
 from serve_apps.engine_faults import WEDGE
@@ -44,8 +44,6 @@ class Ranks:
 
     def found(self, r, rank: int | None) -> dict[int, str]:
         """pid -> signal masks of the replica's rank ``rank`` processes (one exec)."""
-        from chaos.backends.kuberay.engines import parse_masks  # the engines part holds this one: imported at use
-
         return parse_masks(self.pods.exec(r.node, ranks_script(int(r.pid), rank)))
 
     def rank_pids(self, r, rank: int, to: str) -> dict[int, str]:
