@@ -17,6 +17,7 @@ from chaos.core.experiment import problems  # noqa: E402
 from chaos.system.frontdoor import FrontSettings  # noqa: E402
 
 import _engines as engines  # noqa: E402  (the engine faults' experiments)
+import _ranks as ranks  # noqa: E402  (rank-hang, rank-death: a rank group's faults)
 import _restarts as restarts  # noqa: E402  (restart-fails)
 import _devices as devices  # noqa: E402  (device-loss, with and without its remedy)
 import _kv_pressure as kv_pressure  # noqa: E402  (replica-kill-kv-pressure: a small vLLM KV cache)
@@ -248,6 +249,7 @@ experiment(
 )
 
 engines.make(experiment, action)
+ranks.make(experiment, action)
 restarts.make(experiment, action)
 devices.make(experiment, action)
 kv_pressure.make(experiment, action, LOAD)

@@ -37,6 +37,11 @@ Admission limits (issue 48) are Serve's unless ``AppSpec.admission`` is set (an 
 proxies call (the stream target; the migrating ingress; vLLM's ingress) its ``max_queued_requests`` and the
 refusal's ``backpressure_config`` (fast refusal: a 503 with ``Retry-After``). Unset, the config is byte-identical
 to what it was before.
+
+A rank group (issue 44's ``rank-hang`` and ``rank-death``) is off unless ``AppSpec.ranks`` is 2 or more (an
+experiment's ``app.ranks``): then the stream target's engine runs its steps as a group of that many ranks
+(:mod:`serve_apps.stream_ranks`, its ``ranks`` argument) and vLLM's engine has ``tensor_parallel_size`` ranks, its
+``MultiprocExecutor``'s workers (:mod:`serve_apps.llm_app`). 1 (the default): the config is the same as before.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from serve_apps.admission import Admission, engine_options, ingress_options
+from serve_apps.stream_ranks import check_ranks
 
 APPS = ("stream", "llm")
 APP_NAME = "llm"  # the Serve application name, whichever backs it
@@ -105,6 +111,8 @@ class AppSpec:
     kv_cache_blocks: int | None = None
     # admission limits and fast refusal (serve_apps/admission.py); None: Serve's, as before
     admission: Admission | None = None
+    # the engine's rank group (serve_apps/stream_ranks.py: app.ranks; vLLM: tensor_parallel_size); 1: none, as before
+    ranks: int = 1
     stream: StreamOptions = field(default_factory=StreamOptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
 
@@ -150,13 +158,18 @@ def serve_config(spec: AppSpec) -> dict[str, Any]:
     if spec.app == "stream" and spec.kv_cache_blocks is not None:
         raise ValueError("kv_cache: the stream target has no KV cache (issue 48's KV pressure is vLLM's): run it with "
                          "--app llm")
+    try:
+        check_ranks(spec.ranks)
+    except ValueError as e:
+        raise ValueError(f"app.{e}") from None
     if spec.app == "stream":
         common = _deployment_common(spec)
         application = {
             "name": APP_NAME,
             "route_prefix": ROUTE,
             "import_path": STREAM_IMPORT,
-            "args": {"model": spec.model_id, **asdict(spec.stream)},
+            # a rank group only when asked for (app.ranks): one rank, the args as before
+            "args": {"model": spec.model_id, **asdict(spec.stream), **({"ranks": spec.ranks} if spec.ranks > 1 else {})},
             "deployments": [{
                 "name": "StreamTarget",
                 **common,

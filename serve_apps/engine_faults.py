@@ -74,6 +74,10 @@ each step's measured duration after it (:class:`serve_apps.held_faults.Slowdown`
 duration before (:data:`RECENT`) and since; the rig removes it after the fault's duration, and the engine itself
 once past the request's ``hold_s`` (the duration and a margin: a rig that died ends nothing).
 
+**In the ranks** (``rank-hang``): the same plugin wraps vLLM's tensor-parallel workers (:mod:`serve_apps.rank_faults`),
+whose step then takes a request to wedge as the engine's does; the stream target's rank processes install the same hook
+(:mod:`serve_apps.stream_ranks`).
+
 **The step's heartbeat** (for the progress watchdog v2, :mod:`serve_apps.watchdog_v2`): the same step
 wrapper marks each step's start and end in the engine's heartbeat file (:mod:`serve_apps.heartbeat`, a
 memory-mapped file per engine pid under ``/tmp``), so a wedged step (it starts, never ends) stops it while a
@@ -391,6 +395,9 @@ def register() -> bool:
 
         loops = [core.EngineCoreProc] + [c for c in (getattr(core, "DPEngineCoreProc", None),) if c is not None]
         done = install(core.EngineCore, loops)
+        from serve_apps import rank_faults  # the same hook in its tensor-parallel workers (rank-hang)
+
+        done += rank_faults.register_vllm()
     except Exception:  # noqa: BLE001 - the engine must start anyway
         logger.exception("availproof: the engine fault hook could not be installed")
         return False

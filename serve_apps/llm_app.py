@@ -30,6 +30,9 @@ What this module adds is that and the CPU-sized configuration:
 - with ``AppSpec.kv_cache_blocks`` (``app.kv_cache``), a KV cache of exactly that many blocks and the engine's
   metrics exported (:mod:`serve_apps.kv_cache`); the ``kv_cache_memory_bytes`` above is overridden in any case by
   the env's ``VLLM_CPU_KVCACHE_SPACE`` (1 GiB: vLLM's CPU platform sets the bytes from it when it is set).
+- with ``AppSpec.ranks`` N >= 2 (``app.ranks``), ``tensor_parallel_size`` N and the multiprocessing executor: the
+  engine's N workers (``VLLM::Worker_TP0`` ...), children of its ``EngineCore``, are its ranks (``rank-hang``,
+  ``rank-death``). Each worker needs its own cores: not measured on the 2-core machine of the findings;
 - with ``AppSpec.admission`` (:mod:`serve_apps.admission`) the engines take its ``max_ongoing_requests`` and the
   ingress, which Serve's proxies call, its queue limit and refusal (``backpressure_config``).
 """
@@ -100,6 +103,8 @@ def llm_config(spec, common: dict[str, Any]) -> dict[str, Any]:
     }
     if spec.kv_cache_blocks is not None:  # a small KV cache, its metrics exported (serve_apps/kv_cache.py)
         kv_cache.apply(config, spec.kv_cache_blocks)
+    if getattr(spec, "ranks", 1) > 1:  # a rank group: the MultiprocExecutor's workers (rank-hang, rank-death)
+        config["engine_kwargs"].update(tensor_parallel_size=spec.ranks, distributed_executor_backend="mp")
     return config
 
 

@@ -66,7 +66,7 @@ import threading
 import time
 from typing import AsyncIterator, Callable, Iterable
 
-from serve_apps import device_loss, engine_faults, heartbeat, held_faults
+from serve_apps import device_loss, engine_faults, heartbeat, held_faults, stream_ranks
 
 STEP_S = 0.005  # the child's step: one byte to the pipe
 HUNG_AFTER_S = 1.0
@@ -87,35 +87,8 @@ GARBAGE_WORD = "!"  # a token of a corrupted step (NaN logits' argmax is token 0
 HELD_LOOK_STEPS = 20  # the child looks at (and rewrites) its held marks every this many steps (~0.1 s)
 _CHILD = ("import json, os, signal, sys, time\n"
           "fd = int(sys.argv[1])\n"
-          "def atomically(path, text):\n"
-          "    tmp = f'{path}.{os.getpid()}.tmp'\n"
-          "    try:  # never in the way of the fault\n"
-          "        with open(tmp, 'w') as f:\n"
-          "            f.write(text)\n"
-          "        os.replace(tmp, path)\n"
-          "        return True\n"
-          "    except BaseException:\n"
-          "        try:\n"
-          "            os.unlink(tmp)\n"
-          "        except BaseException:\n"
-          "            pass\n"
-          "        return False\n"
+          + stream_ranks.HOOK_CODE  # atomically(path, text), wedge(request): the ranks' too
           + device_loss.child_code() +  # a lost device (device-loss): device_check('init' | 'step')
-          "def wedge(request):  # the step loop blocked (or spinning) for as long as the wedge mark exists\n"
-          f"    path = {WEDGE!r} + str(os.getpid())\n"
-          "    if not atomically(path, json.dumps({'run': request.get('run'), 't': round(time.time(), 3)}) + '\\n'):\n"
-          "        return\n"
-          "    n = 0\n"
-          "    while True:\n"
-          "        if request.get('spin'):\n"
-          "            n += 1\n"
-          "            if n % 200000:\n"
-          "                continue\n"
-          "        elif os.path.exists(path):\n"
-          f"            time.sleep({engine_faults.WEDGE_POLL_S})\n"
-          "            continue\n"
-          "        if not os.path.exists(path):\n"
-          "            return\n"
           "held = {}  # fault -> [mark, run, began, steps, slow's factor or None, period before, s since, deadline, until]\n"
           "def mark(h):  # as serve_apps.held_faults.mark_text (slow's: its factor and step periods, as Slowdown's)\n"
           "    m = {'run': h[1], 't': round(h[2], 3), 'steps': h[3]}\n"
@@ -178,6 +151,8 @@ _CHILD = ("import json, os, signal, sys, time\n"
           f"        os.write(fd, {engine_faults.ERROR_BYTE!r})\n"
           f"        os._exit({engine_faults.ERROR_EXIT})\n"
           "    signal.signal(signal.SIGUSR1, fault)\n"
+          + stream_ranks.GROUP_CODE +  # a rank group (app.ranks): start_ranks(n), collective()
+          "start_ranks(int(sys.argv[2]) if len(sys.argv) > 2 else 1)  # before its first step, the hook in place\n"
           "device_check('init')  # before its first step: a new engine on a lost device fails (or hangs) here\n"
           "n = k = 0\n"
           "last = time.monotonic()\n"
@@ -185,6 +160,7 @@ _CHILD = ("import json, os, signal, sys, time\n"
           "    k += 1\n"
           f"    if k % {HELD_LOOK_STEPS} == 0:\n"
           "        device_check('step')\n"
+          "    collective()  # every rank completes the step (none: nothing)\n"
           f"    os.write(fd, {STEP_BYTE!r})\n"
           "    now = time.monotonic()\n"
           "    took, last = now - last, now  # the step before this byte: its sleep and its work\n"
@@ -210,6 +186,9 @@ _CHILD = ("import json, os, signal, sys, time\n"
           f"    time.sleep({STEP_S} * (slow[4] if slow else 1))  # slow: (factor - 1) step periods more in the step\n")
 
 logger = logging.getLogger("ray.serve")
+# the engine child's exit statuses that say it reported why (an error, a lost device, a dead rank)
+EXIT_MESSAGES = {engine_faults.ERROR_EXIT: engine_faults.MESSAGE, device_loss.ERROR_EXIT: device_loss.MESSAGE,
+                 stream_ranks.RANK_DEAD_EXIT: stream_ranks.MESSAGE}
 
 
 def _wake(fut: asyncio.Future) -> None:
@@ -246,6 +225,8 @@ class Steps:
                 self.error = engine_faults.MESSAGE
             if device_loss.ERROR_BYTE in chunk:  # failed on its node's lost device (device-loss)
                 self.error = device_loss.MESSAGE
+            if stream_ranks.RANK_DEAD_BYTE in chunk:  # a rank of its group died: the executor shut down
+                self.error = stream_ranks.MESSAGE
             n = chunk.count(STEP_BYTE)
             now = self.clock()
             if n:
@@ -340,16 +321,18 @@ class EngineProcess:
     :meth:`reason`).
 
     ``faults``: whether the child's environment (the replica's otherwise) has ``AVAILPROOF_ENGINE_FAULTS=1``
-    (the ``engine-error`` hook) or not at all."""
+    (the ``engine-error`` hook) or not at all. ``ranks``: the engine's rank group (:mod:`serve_apps.stream_ranks`; 1,
+    the default: none)."""
 
-    def __init__(self, faults: bool = True) -> None:
+    def __init__(self, faults: bool = True, ranks: int = 1) -> None:
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
         if faults:
             env[engine_faults.ENV] = "1"
         else:
             env.pop(engine_faults.ENV, None)
-        self.proc = subprocess.Popen([ARGV0, "-c", _CHILD, str(write_fd)], executable=sys.executable,
+        group = [str(stream_ranks.check_ranks(ranks))] if ranks != 1 else []
+        self.proc = subprocess.Popen([ARGV0, "-c", _CHILD, str(write_fd), *group], executable=sys.executable,
                                      pass_fds=(write_fd,), stdin=subprocess.DEVNULL, close_fds=True, env=env)
         os.close(write_fd)
         self._read_fd = read_fd
@@ -384,8 +367,7 @@ class EngineProcess:
         """What the engine reported before it ended (through the pipe; or its exit status, when the pipe's reader has
         not read the report yet), or None."""
         code = self.proc.poll() if self.steps.error is None else None
-        return {engine_faults.ERROR_EXIT: engine_faults.MESSAGE, device_loss.ERROR_EXIT: device_loss.MESSAGE}.get(
-            code, self.steps.error)
+        return EXIT_MESSAGES.get(code, self.steps.error)
 
     @property
     def last_beat(self) -> float:
@@ -399,7 +381,7 @@ class EngineProcess:
         """``ok``, ``hung`` (alive, no step for :data:`HUNG_AFTER_S`), ``errored`` (it reported an error,
         for good) or ``dead`` (it ended without, for good)."""
         code = self.proc.poll()
-        if self.steps.error is not None or code in (engine_faults.ERROR_EXIT, device_loss.ERROR_EXIT):
+        if self.steps.error is not None or code in EXIT_MESSAGES:
             return "errored"
         if self.steps.ended is not None or code is not None:
             return "dead"

@@ -28,6 +28,10 @@ Each replica reads its weights whole at its start (:mod:`serve_apps.stream_weigh
 truncated safetensors file) when they cannot be loaded: the ``restart-fails`` scope's hook. It refuses to start too
 when its engine fails as it starts, its node's device lost (``device-loss``, :mod:`serve_apps.device_loss`).
 
+With ``ranks`` N >= 2 (``app.ranks``) its engine is a rank group (:mod:`serve_apps.stream_ranks`): the engine child and
+N - 1 rank processes that must each complete every step, as a tensor-parallel vLLM engine's workers (``rank-hang``,
+``rank-death``); a rank that died ends the engine (``engine rank died``), so its health check fails.
+
 Each replica runs an engine child process (:mod:`serve_apps.stream_engine`) and depends on it as a
 vLLM replica depends on its EngineCore, every token of every request (streamed or not) going through it:
 the engine steps (every 5 ms) and a token goes out once its delay elapsed and the engine stepped since the
@@ -91,7 +95,7 @@ class StreamReplica:
     def __init__(self, model: str = "availproof-tiny", prefill_s: float = 0.05, token_s: float = 0.02,
                  jitter: float = 0.2, max_tokens_cap: int = 512, max_model_len: int = 512,
                  uncached_token_s: float = 0.002, block_tokens: int = 16, prefix_cache_blocks: int = 256,
-                 weights_path: str | None = None, weights_load_s: float = 0.0):
+                 weights_path: str | None = None, weights_load_s: float = 0.0, ranks: int = 1):
         # its weights read whole before anything starts, as vLLM reads its checkpoint: a replica that cannot load
         # them refuses to start (raises; restart-fails, serve_apps.stream_weights); the rig's file by default. The
         # read takes weights_load_s (the deployed app's: serve_apps.config.StreamOptions), as a checkpoint's does
@@ -111,7 +115,7 @@ class StreamReplica:
         self.rng = random.Random()
         self.started = time.time()
         self.watchdog = watchdog.Watchdog()
-        self.engine = EngineProcess(faults=True)
+        self.engine = EngineProcess(faults=True, ranks=ranks)  # ranks: its rank group (serve_apps/stream_ranks.py)
         self.watchdog_v2 = watchdog_v2.WatchdogV2(heartbeat=self.engine.steps.beat)
         if not self.engine.wait_started():  # started: its engine-error hook is in place
             self.engine.close()

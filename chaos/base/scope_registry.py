@@ -73,6 +73,9 @@ class Scope:
     # another fault of itself)
     heal_args: tuple[str, ...] = ()
     conflict_class: str | None = None
+    # the ranks of the engine's rank group its fault needs (app.ranks, serve_apps/stream_ranks.py; vLLM's
+    # tensor_parallel_size): an experiment of it on an app with fewer is refused before anything starts
+    min_ranks: int = 1
 
     def accesses(self, asked: Any) -> tuple:
         """The Kubernetes accesses its fault and heal need, for ``asked`` (:class:`chaos.backends.kuberay.kube.access.Asked`)."""
@@ -112,6 +115,8 @@ def _problems(scope: Scope) -> list[str]:
         out.append("fault and more_faults must be functions")
     if isinstance(scope.heal_args, str) or isinstance(scope.action_omits, str):
         out.append("heal_args and action_omits must be tuples of argument names")
+    if isinstance(scope.min_ranks, bool) or not isinstance(scope.min_ranks, int) or scope.min_ranks < 1:
+        out.append(f"min_ranks must be a whole number >= 1, got {scope.min_ranks!r}")
     if not (isinstance(scope.effect_bound_s, (int, float)) and scope.effect_bound_s >= 0):
         out.append(f"effect_bound_s must be a number of seconds >= 0, got {scope.effect_bound_s!r}")
     return out

@@ -47,6 +47,8 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
             setattr(spec, key, overrides[key])
     if overrides.get("migration"):  # request migration (serve_apps/migrating_ingress.py, llm_migrating.py), validated
         spec.migration_limit = int(overrides["migration"]["limit"])
+    if "ranks" in overrides:  # the engine's rank group (serve_apps/stream_ranks.py), validated by the schema
+        spec.ranks = int(overrides["ranks"])
     if overrides.get("kv_cache"):  # a small vLLM KV cache (serve_apps/kv_cache.py), validated by the schema
         spec.kv_cache_blocks = int(overrides["kv_cache"]["blocks"])
     if overrides.get("admission"):  # admission limits and fast refusal (serve_apps/admission.py)

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from chaos.scopes import (accelerator, device_loss, drain, engine, engine_crash, engine_error, engine_garbage,
                           engine_slow, engine_stall, engine_stutter, engine_wedge, head, node, partition, redis, region,
-                          overload, replica, restart_fails, upgrade, zone)
+                          overload, rank_death, rank_hang, replica, restart_fails, upgrade, zone)
 from chaos.base.scope_registry import (FLAGS, Scope, actions, all_scopes, get, known, label, names,  # noqa: F401
                                   register, unregister, where)
 
 # The built-in scopes, one module each, in the order the schema's enum lists them.
 BUILTIN = (replica, engine, engine_crash, node, head, zone, region, partition, redis, upgrade, drain, engine_error,
            engine_slow, accelerator, engine_wedge, engine_garbage, engine_stall, engine_stutter, restart_fails,
-           device_loss, overload)
+           device_loss, overload, rank_hang, rank_death)
 for _module in BUILTIN:
     register(_module.SCOPE)
 del _module

@@ -51,6 +51,19 @@ def engines_before_kill(backend, r) -> tuple[list[int] | None, str | None]:
         return None, f"the replica's engine processes could not be found before the kill ({type(e).__name__}: {e})"[:240]
 
 
+def group_before_fault(backend, r) -> tuple[list[int] | None, str | None]:
+    """The replica's engine processes and their ranks (``backend.rank_children``: a rank group's rank processes,
+    children of its engine, serve_apps/stream_ranks.py), found before a rank fault: the whole group must go with the
+    replica; (None, why) when they could not be looked for."""
+    engines, why = engines_before_kill(backend, r)
+    if engines is None:
+        return None, why
+    try:
+        return engines + [pid_of(p) for p in backend.rank_children(r)], None
+    except Exception as e:  # noqa: BLE001 - the look costs the fault nothing; its figure says why
+        return None, f"the engine's rank processes could not be found before the fault ({type(e).__name__}: {e})"[:240]
+
+
 def pid_of(item: Any) -> int:
     """A pid from what a backend's engine methods return (the local backend's pid, KubeRay's ``pod/pid``)."""
     return int(str(item).rsplit("/", 1)[-1])

@@ -620,6 +620,37 @@ class Kubelet:
         if proc["state"] != "dead":
             proc["state"] = "dead"
             self.fates.setdefault(pod["metadata"]["name"], []).append((proc["comm"], how))
+            for kid, p in list(self.processes(pod).items()):  # a rank group's ranks go with their engine (death pipe)
+                if p.get("rank") and p["ppid"] == pid:
+                    self._end(pod, kid, "engine gone")
+
+    def add_rank(self, pod: dict, rank: int = 1, pid: int = 58, cmd: str = "VLLM::Worker_TP{rank}") -> int:
+        """A rank process of the pod's engine (57): a tensor-parallel worker, its command line ``cmd``; it takes
+        SIGUSR1 (the fault hook) unless its ``hook`` is set off."""
+        self.processes(pod)[pid] = {"comm": cmd.format(rank=rank)[:15], "cmd": cmd.format(rank=rank), "state": "S",
+                                    "ppid": 57, "rank": rank}
+        return pid
+
+    def _rank_command(self, pod: dict, live: dict[int, dict], script: str) -> tuple[str, str, int] | None:
+        """The rank faults' commands (chaos/backends/kuberay/ranks.py): the look at an engine's rank children (their
+        command line matched as ``pgrep -f`` does) and their signal masks, and the kill of a rank."""
+        m = re.match(r": availproof-rank look; for e in \$\(pgrep -P (\d+) -f EngineCore\); do "
+                     r"for p in \$\(pgrep -P \$e -f '([^']+)'\); do", script)
+        if m:
+            engines = self._kids(live, int(m.group(1)))
+            ranks = [pid for pid, p in live.items() if p["ppid"] in engines and re.search(m.group(2), p.get("cmd", ""))]
+            return "".join(f"{pid} SigBlk:0000000000000000 SigIgn:0000000001001000 SigCgt:"
+                           f"{'0000000180004a02' if live[pid].get('hook', True) else '0000000180004802'} \n"
+                           for pid in ranks), "", 0
+        m = re.fullmatch(r": availproof-rank-death; kill -9 ([\d ]+) && echo \1", script)
+        if m:
+            pids = [int(x) for x in m.group(1).split()]
+            if any(p not in live for p in pids):
+                return "", "sh: 1: kill: No such process\n", 1
+            for pid in pids:
+                self._end(pod, pid, "SIGKILL")
+            return m.group(1) + "\n", "", 0
+        return None
 
     def graceful(self, name: str) -> list[str]:
         """The processes of pod ``name`` that ended by SIGTERM (reached only gracefully)."""
@@ -762,6 +793,9 @@ class Kubelet:
                 self._end(pod, pid, "SIGKILL")
             self._container_exits(pod)  # ray start --block: "Some Ray subprocesses exited unexpectedly", exit 1
             return " ".join(map(str, gcs)) + "\n", "", 0
+        rank = self._rank_command(pod, live, script)
+        if rank is not None:
+            return rank
         engine = self._engine_command(pod, live, script)
         if engine is not None:
             return engine

@@ -32,6 +32,8 @@ SIGNATURES = {
     "stall_engine": "(zone=None, configuration=None)",
     "stutter_engine": "(zone=None, factor=4.0, period_s=0.2, duration_s=20.0, configuration=None)",
     "slow_engine": "(zone=None, factor=4.0, duration_s=20.0, configuration=None)",
+    "hang_rank": "(zone=None, rank=1, spin=False, configuration=None)",
+    "kill_rank": "(zone=None, rank=1, configuration=None)",
     "fail_restart": "(zone=None, outage_s=30.0, hold_until_failed_starts=1, max_outage_s=600.0, configuration=None)",
     "step_load": "(at_s=0.0, step_s=30.0, min_ratio=2.0, configuration=None)",
     "lose_device": "(zone=None, mode='error', xid=79, remedy=None, outage_s=150.0, taint=False, "

@@ -20,7 +20,8 @@ HELD = ("pods.load", "engines.wedges", "engines.weights", "engines.devices", "do
 CAPABILITIES = {"scope:accelerator", "scope:device-loss", "scope:drain", "scope:engine", "scope:engine-crash", "scope:engine-error",
                 "scope:engine-garbage", "scope:engine-slow", "scope:engine-stall", "scope:engine-stutter",
                 "scope:engine-wedge", "scope:head", "scope:node", "scope:overload", "scope:partition", "scope:redis", "scope:region",
-                "scope:replica", "scope:restart-fails", "scope:upgrade", "scope:zone"}
+                "scope:replica", "scope:restart-fails", "scope:upgrade", "scope:zone", "scope:rank-hang",
+                "scope:rank-death"}
 
 
 def test_the_capabilities_are_unchanged():

@@ -39,6 +39,8 @@ from chaos.scopes.engine_garbage import garble_engine
 from chaos.scopes.engine_stall import stall_engine
 from chaos.scopes.restart_fails import fail_restart
 from chaos.scopes.engine_wedge import wedge_engine
+from chaos.scopes.rank_death import kill_rank
+from chaos.scopes.rank_hang import hang_rank
 from chaos.scopes.head import kill_head
 from chaos.scopes.node import kill_node
 from chaos.scopes.partition import partition_zone
@@ -141,6 +143,9 @@ def inject_and_heal(scope, s, b, monkeypatch):
         garble_engine(b, marker, zone="zone-b")
     elif scope == "engine-stall":
         stall_engine(b, marker, zone="zone-b")
+    elif scope in ("rank-hang", "rank-death"):  # a two-rank engine in the pod (tests/unit/kube_fake.py)
+        s.kubelet.add_rank(s.pods["wb-1"])
+        (hang_rank if scope == "rank-hang" else kill_rank)(b, marker, zone="zone-b")
     elif scope == "restart-fails":  # the stream target's weights (the fake dashboard's details name no app config)
         monkeypatch.setattr(b.engines.weights, "weights_of_app", lambda: {"app": "stream", "path": "stream-default", "checkpoint": None})
         fail_restart(b, marker, zone="zone-b", outage_s=None)

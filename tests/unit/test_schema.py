@@ -122,7 +122,7 @@ def test_validate_cli_accepts_every_shipped_file(capsys):
 
 def test_make_writes_the_shipped_experiments(tmp_path):
     """experiments/_make.py (which validates what it writes) reproduces the committed files."""
-    for name in ("_make.py", "_engines.py", "_restarts.py", "_devices.py", "_kv_pressure.py", "_overload.py"):
+    for name in ("_make.py", "_engines.py", "_ranks.py", "_restarts.py", "_devices.py", "_kv_pressure.py", "_overload.py"):
         shutil.copy(ROOT / "experiments" / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / "_make.py")], check=True, cwd=ROOT, timeout=120)
     written = sorted(tmp_path.glob("*.json"))
@@ -419,7 +419,7 @@ KINDS = {
     "app.max_replicas_per_node": "integer", "app.graceful_shutdown_timeout_s": "number",
     "app.graceful_shutdown_wait_loop_s": "number", "app.stall_s": "number", "app.watchdog": "integer",
     "app.migration.limit": "integer",
-    "app.kv_cache.blocks": "integer",
+    "app.kv_cache.blocks": "integer", "app.ranks": "integer",
     "app.admission.max_ongoing_requests": "integer", "app.admission.max_queued_requests": "integer",
     "app.admission.status_code": "enum", "app.admission.retry_after_s": "number|null",
     "targets": "enum", "routing": "enum", "front": "enum",

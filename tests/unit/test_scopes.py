@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = json.loads((ROOT / "experiments" / "replica-kill.json").read_text())
 BUILTIN = ("replica", "engine", "engine-crash", "node", "head", "zone", "region", "partition", "redis", "upgrade", "drain",
            "engine-error", "engine-slow", "accelerator", "engine-wedge", "engine-garbage", "engine-stall",
-           "engine-stutter", "restart-fails", "device-loss", "overload")
+           "engine-stutter", "restart-fails", "device-loss", "overload", "rank-hang", "rank-death")
 # the protocol's queries: what a fault may read besides the methods that break and restore
 QUERIES = {"zones", "regions", "zones_in_region", "nodes_in", "zone_of", "targets", "head_target", "own_hosts",
            "describe", "topology_doc", "head_alive", "upgrade_variants", "graceful_shutdown", "front_door",
@@ -41,14 +41,14 @@ def test_the_builtin_scopes_say_what_the_code_listed_by_name():
     assert scopes.where("every_target_affected") == {"replica", "engine", "engine-crash", "engine-error", "engine-slow",
                                                      "upgrade", "accelerator", "engine-wedge", "engine-garbage",
                                                      "engine-stall", "engine-stutter", "restart-fails",
-                                                     "device-loss", "overload"}
+                                                     "device-loss", "overload", "rank-hang", "rank-death"}
     assert scopes.where("replaces_every_replica") == {"upgrade"}
     assert scopes.where("replacing") == {"upgrade", "drain"}
     assert scopes.where("routed") == {"node", "zone", "region", "partition", "drain"}
     assert scopes.where("zoned") == {"replica", "engine", "engine-crash", "engine-error", "engine-slow", "node", "zone",
                                      "region", "partition", "drain", "accelerator", "engine-wedge",
                                      "engine-garbage", "engine-stall", "engine-stutter", "restart-fails",
-                                     "device-loss"}
+                                     "device-loss", "rank-hang", "rank-death"}
     assert scopes.where("control_plane") == {"head", "redis"}
     assert all(s.label and s.label != s.name for s in scopes.all_scopes())
 

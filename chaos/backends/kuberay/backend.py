@@ -259,6 +259,15 @@ class KubeRayBackend(base.ByScope):
     def wedge_engine(self, r, spin=False):
         return self.engines.wedges.wedge_engine(r, spin)
 
+    def hang_rank(self, r, rank=1, spin=False):
+        return self.engines.ranks.hang_rank(r, rank, spin)
+
+    def kill_rank(self, r, rank=1):
+        return self.engines.ranks.kill_rank(r, rank)
+
+    def rank_children(self, r):
+        return self.engines.ranks.rank_children(r)
+
     def garble_engine(self, r):
         return self.engines.wedges.garble_engine(r)
 

@@ -177,3 +177,13 @@ def api_message(e: Exception) -> str:
         msg, causes = None, []
     text = " ".join([str(msg or getattr(e, "reason", None) or e), *causes])
     return " ".join(text.split())[:300]
+
+
+def parse_masks(out: str) -> dict[int, str]:
+    """pid -> its masks as /proc/PID/status lines (what :func:`chaos.backends.engine_faults.handles` reads)."""
+    found = {}
+    for line in out.splitlines():
+        words = line.split()
+        if words and words[0].isdigit():
+            found[int(words[0])] = "\n".join(words[1:])
+    return found

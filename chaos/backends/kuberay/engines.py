@@ -20,10 +20,11 @@ import shlex
 from chaos.backends import engine_faults
 from chaos.backends.kuberay.kube import pod_exec as kube_exec, marks as km
 from chaos.backends.engine_faults import ENGINE, Throttle
-from chaos.backends.kuberay.common import is_not_found, name_of, proc_states_script
+from chaos.backends.kuberay.common import is_not_found, name_of, parse_masks, proc_states_script
 from chaos.backends.kuberay.device import Devices
 from chaos.backends.kuberay.kube.client import KubeClient
 from chaos.backends.kuberay.orphans import children_script, left_script, parse_left
+from chaos.backends.kuberay.ranks import Ranks
 from chaos.backends.kuberay.reads import Pods
 from chaos.backends.kuberay.target import Target
 from chaos.backends.kuberay.tombstones import parse_tombstones, tombstones_script  # noqa: F401 (the engine-error proof's)
@@ -100,16 +101,6 @@ def parse_samples(out: str) -> list[dict[int, str]]:
     return samples
 
 
-def parse_masks(out: str) -> dict[int, str]:
-    """pid -> its masks as /proc/PID/status lines (what :func:`chaos.backends.engine_faults.handles` reads)."""
-    found = {}
-    for line in out.splitlines():
-        words = line.split()
-        if words and words[0].isdigit():
-            found[int(words[0])] = "\n".join(words[1:])
-    return found
-
-
 class Engines:
     """The engine faults' part: hang, crash, error and slow-down of a replica's engine; its resume; the orphan check's
     looks (:mod:`.orphans`). A part the backend holds (``backend.engines``): the engines this run stopped (``paused``,
@@ -120,6 +111,7 @@ class Engines:
     def __init__(self, kube: KubeClient, target: Target, pods: Pods, accelerators=None):
         self.kube, self.target, self.pods = kube, target, pods
         self.wedges = Wedges(target, pods, self)
+        self.ranks = Ranks(target, pods)  # rank-hang, rank-death: a rank group's rank processes (.ranks)
         self.weights = Weights(target, pods)
         # device-loss's marker in the pods, the remedy's cordon; the device plugin paused beside it (``accelerators``:
         # the backend's part, :class:`~chaos.backends.kuberay.accelerators.Accelerators`)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base
 from chaos.backends.base import Implementation
-from chaos.backends.kuberay import accelerators, device, plan, proofs, wedge, weights
+from chaos.backends.kuberay import accelerators, device, plan, proofs, ranks, wedge, weights
 from chaos.base.errors import UsageError
 from chaos.scopes.faults_accelerator import outage_refusal
 
@@ -119,6 +119,9 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-garbage", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     Implementation("engine-stall", wedge.plan_rows, wedge.proof, heal_engine_wedge),
     Implementation("engine-slow", wedge.plan_rows, wedge.proof, heal_engine_wedge),  # the fault's heal: its duration
+    # a rank's hang mark (this run's), the rank alive, not stopped; released at the run's end as a wedge is
+    Implementation("rank-hang", ranks.plan_hang, ranks.proof_hang, heal_engine_wedge),
+    Implementation("rank-death", ranks.plan_death, ranks.proof_death),  # the rank gone; Serve replaces the replica
     # the stream target's weights swapped in the zone's pods, the replica killed; put back (outage_s, or the heal)
     Implementation("restart-fails", weights.plan, weights.effect, heal_restart_fails),
     # the pod's device marker (exec), an engine's record of the loss; removed (and the cordon lifted) where still ours

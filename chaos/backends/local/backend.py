@@ -11,7 +11,7 @@ from typing import Callable
 
 from chaos.system import placement, start_watch
 from chaos.backends import base, engine_faults
-from chaos.backends.local import device, effect, engines, procs, supervisor, throttle, weights
+from chaos.backends.local import device, effect, engines, procs, ranks, supervisor, throttle, weights
 from chaos.backends.local.nodes import request_drain
 from chaos.backends.local.scopes import IMPLEMENTATIONS, Restore
 from chaos.backends.local.cluster import HEAD, LocalCluster
@@ -22,7 +22,7 @@ from serve_apps import engine_faults as app_engine_faults
 SUPERVISE_AFTER_HEAL_S = 60.0  # how long a healed zone's nodes are watched (a raylet exited 24 s after a heal)
 
 
-class LocalBackend(device.Methods, base.ByScope):  # device-loss's methods: chaos.backends.local.device
+class LocalBackend(device.Methods, ranks.Methods, base.ByScope):  # device-loss's, rank faults' methods
     name = "local"
     # beyond the scopes it implements (chaos.backends.base.capabilities_of): the rig's own
     # front door, clusters without GCS fault tolerance, load to the head

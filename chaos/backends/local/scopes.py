@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from chaos.backends import base, engine_faults
 from chaos.backends.base import Implementation
-from chaos.backends.local import device, effect, engines, throttle, weights
+from chaos.backends.local import device, effect, engines, ranks, throttle, weights
 from chaos.backends.local.cluster import HEAD
 from chaos.base.errors import UsageError
 
@@ -85,6 +85,24 @@ def plan_held(b, scope: str, a: dict) -> list[dict]:
             else "nothing but a detector ends it; the run's end releases it if still this run's")
     return _process_rows(pids, _replica_where(r), f"a request to hold {kind}, then SIGUSR1 to the app's engine-fault "
                          f"hook: {does} (the replica's process {r.pid} lives)", heal)
+
+
+def plan_rank_hang(b, scope: str, a: dict) -> list[dict]:
+    """rank-hang: the rank found and its hook checked, as the fault would (reads /proc only)."""
+    r = b.pick_replica(zone=a.get("zone"))
+    b.hang_rank(r, int(a.get("rank", 1)), bool(a.get("spin")))  # everything but the signal: nothing sent
+    pids = ranks.rank_pids(b, r, int(a.get("rank", 1)), "hang")
+    return _process_rows(pids, _replica_where(r), f"a request to wedge, then SIGUSR1 to rank {a.get('rank', 1)}'s "
+                         "engine-fault hook: its step stays blocked and the engine's collective with it, the processes "
+                         f"alive (the replica's {r.pid} too)", "nothing but a detector ends it; the run's end releases "
+                         "it if still this run's")
+
+
+def plan_rank_death(b, scope: str, a: dict) -> list[dict]:
+    r = b.pick_replica(zone=a.get("zone"))
+    return _process_rows(ranks.rank_pids(b, r, int(a.get("rank", 1)), "kill"), _replica_where(r),
+                         f"SIGKILL of rank {a.get('rank', 1)} (the engine and the replica's process {r.pid} live)",
+                         "the engine notices the dead rank and exits; Serve's health check replaces the replica")
 
 
 def plan_engine_stutter(b, scope: str, a: dict) -> list[dict]:
@@ -177,6 +195,15 @@ def effect_held(b, fault: dict) -> list[dict]:
     slow: stepping on; slow: its steps slower by at least half the factor)."""
     return (engines.held_checks(fault, engine_faults.marked_fault(fault.get("scope")), b.run_id)
             + [effect.replica_runs(fault.get("pid"))])
+
+
+def effect_rank_hang(b, fault: dict) -> list[dict]:
+    """The rank's hang mark (its wedge mark, this run's), the rank alive and not stopped; the replica's process too."""
+    return engines.wedge_checks(fault, b.run_id) + [effect.replica_runs(fault.get("pid"))]
+
+
+def effect_rank_death(b, fault: dict) -> list[dict]:
+    return [effect.pids_gone(_pids(fault), "the rank process"), effect.replica_lives(fault.get("pid"))]
 
 
 def effect_engine_stutter(b, fault: dict) -> list[dict]:
@@ -281,6 +308,9 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-stall", plan_held, effect_held, heal_engine_wedge),
     # its mark (this run's), stepping slower; the fault's own heal removes the mark at its duration (run's end: too)
     Implementation("engine-slow", plan_held, effect_held, heal_engine_wedge),
+    # a rank's hang mark (this run's), the rank alive, not stopped; released at the run's end as a wedge is
+    Implementation("rank-hang", plan_rank_hang, effect_rank_hang, heal_engine_wedge),
+    Implementation("rank-death", plan_rank_death, effect_rank_death),  # the rank gone; Serve replaces the replica
     # the weights swapped for a truncated copy, the replica killed; the original put back (outage_s, or the heal)
     Implementation("restart-fails", weights.plan_rows, weights.checks, heal_restart_fails),
     # the node's device marker written (keyed by its name), an engine's record of the loss; removed where still ours
