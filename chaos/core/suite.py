@@ -19,7 +19,7 @@ QUICK = ("replica-kill", "engine-hang", "worker-node-kill", "head-kill-gcs-ft", 
 FULL = QUICK + ("engine-crash", "engine-error", "engine-slow", "engine-stutter", "engine-wedge",
                 "engine-wedge-watchdog", "engine-garbage", "engine-stall", "restart-fails",
                 "head-outage-second-fault", "upgrade", "drain", "head-kill-no-ft", "region-loss", "zone-partition",
-                "device-loss", "device-loss-remedy")
+                "device-loss", "device-loss-remedy", "rank-death", "rank-hang", "rank-hang-watchdog")
 
 
 def experiment_path(name: str) -> Path:

@@ -206,6 +206,25 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         # garbage: every failure is the exact check's (the stream target's); stall: the client's own timeout
         want = {rec.CORRUPTED} if kind == "garbage" else {rec.DEADLINE, rec.READ_TIMEOUT}
         assert set(a["failed_by_class"]) <= want, a
+    if f["scope"] == "rank-death":
+        # rank 1 of the replica's engine rank group (app.ranks 2) SIGKILLed, the replica alive at the proof; the engine
+        # noticed its dead rank as vLLM's executor monitor does and died: what it held failed fast (no client timeout);
+        # Serve replaced the replica, and its engine and remaining processes went with it (the orphan check, the group)
+        assert d["pids"] and d["pid"] not in d["pids"], d
+        assert f["effect"]["verified"] and all(c["ok"] for c in f["effect"]["checks"]), f["effect"]
+        a = f["affected"]
+        assert not set(a["failed_by_class"]) & {rec.DEADLINE, rec.READ_TIMEOUT}, a
+        assert f["orphans"]["status"] == "freed" and len(f["orphans"]["engines"]) == 2, f["orphans"]
+    if f["scope"] == "rank-hang":
+        # rank 1 hung in its step (its hang mark, this run's), alive and not stopped, the replica alive; the engine
+        # waits in its collective for good. With the watchdog v2 (rank-hang-watchdog) the replica was replaced and the
+        # group (engine and hung rank) went with it; without (rank-hang, by hand) the hang outlives the window
+        assert d["pids"] and d["pid"] not in d["pids"], d
+        assert f["effect"]["verified"] and all(c["ok"] for c in f["effect"]["checks"]), f["effect"]
+        ends = summary["learnt_at_heal"][f["fault_id"]]["wedge_at_end"]
+        assert [e["engine"] for e in ends] == ["alive" if name == "rank-hang" else "gone"] * len(ends), ends
+        if name == "rank-hang-watchdog":
+            assert f["orphans"]["status"] == "freed" and len(f["orphans"]["engines"]) == 2, f["orphans"]
     if name == "engine-wedge":  # no detector: the wedge outlives the recovery window
         a = f["affected"]
         assert a["failed_total"] > 0 and set(a["failed_by_class"]) <= {rec.DEADLINE, rec.READ_TIMEOUT}, a
@@ -258,14 +277,14 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         assert cp["time_to_loss_s"] is not None and cp["time_to_loss_s"] < 5.0, cp
         if cp["time_to_restored_s"] is not None:
             assert cp["time_to_restored_s"] >= (f["heal_start_s"] or 0.0) and cp["outage_s"] > 0, (cp, f["heal_start_s"])
-    if f["scope"] in ("replica", "engine-crash", "engine-error", "node", "zone", "region", "upgrade"):
+    if f["scope"] in ("replica", "engine-crash", "engine-error", "rank-death", "node", "zone", "region", "upgrade"):
         # a replica (or the lost domain's) stopped counting as RUNNING at some point in the window
         assert cap["time_to_lost_s"] is not None and cap["min_replicas"] < cap["target_replicas"], cap
     if name in ("engine-hang", "engine-wedge", "engine-garbage", "engine-stall"):  # no progress watchdog (the -watchdog experiments turn it on)
         # the gray failure: a replica whose engine hangs passes its health check (as vLLM's does: it asks
         # only whether the engine errored), so Serve never takes it out: capacity is never seen lost
         assert cap["time_to_lost_s"] is None and cap["min_replicas"] == cap["target_replicas"], cap
-    if name in ("engine-hang-watchdog", "engine-wedge-watchdog"):
+    if name in ("engine-hang-watchdog", "engine-wedge-watchdog", "rank-hang-watchdog"):
         # the remedy: the watchdog failed the hung replica's health check, Serve took it out within stall_s (5) +
         # 3 failed checks at 2 s + sampling, and replaced it
         assert cap["time_to_lost_s"] is not None and cap["time_to_lost_s"] <= 20, cap
@@ -288,6 +307,11 @@ EXPECTED = {
     # a wedge that nothing detects outlives the recovery window: VIOLATED by design (the watchdog's run PASSes)
     "engine-wedge": runner.VIOLATED,
     "engine-wedge-watchdog": runner.PASS,
+    # a rank of a two-rank engine (issue 44): its death ends the engine (Serve replaces it); its hang, as a wedge's,
+    # is VIOLATED without a detector (run by hand) and PASS with the watchdog v2
+    "rank-death": runner.PASS,
+    "rank-hang": runner.VIOLATED,
+    "rank-hang-watchdog": runner.PASS,
     # no detector looks at content, or at admission, here: VIOLATED by design
     "engine-garbage": runner.VIOLATED,
     "engine-stall": runner.VIOLATED,
@@ -352,7 +376,9 @@ def assert_every_garbage_answer_caught(out: Path, f: dict) -> None:
 # two-region cluster's start, deploy and end): its fault is zone-loss's on every zone of the region at once (the
 # backend's kill_zones and restore_zones, the same function), and zone-loss runs here on the shared cluster; the
 # two-region topology and the region's figures (cross-region share) run by hand (`availproof suite --full`).
-BY_HAND = ("head-kill-no-ft", "engine-wedge", "head-kill-gcs-ft", "region-loss")
+# rank-hang without a detector is engine-wedge's contrast for a rank (VIOLATED by design; the rank hang itself runs
+# here with its detector, rank-hang-watchdog).
+BY_HAND = ("head-kill-no-ft", "engine-wedge", "head-kill-gcs-ft", "region-loss", "rank-hang")
 # device-loss and device-loss-remedy (issue 46) run by hand: each holds its bad device for 150 s (a crash loop
 # measured against its 120 s bound) (CI time).
 NOT_IN_CI = ("engine-hang", "engine-stutter", "device-loss", "device-loss-remedy") + BY_HAND

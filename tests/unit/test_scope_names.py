@@ -28,6 +28,8 @@ ALLOWED = {
     ("chaos/core/suite.py", "upgrade"): "an experiment's name, the suite's --full list",
     ("chaos/core/suite.py", "drain"): "an experiment's name, the suite's --full list",
     ("chaos/core/suite.py", "device-loss"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "rank-death"): "an experiment's name, the suite's --full list",
+    ("chaos/core/suite.py", "rank-hang"): "experiment names (rank-hang, rank-hang-watchdog), the suite's --full list",
     ("chaos/scopes/faults_accelerator.py", "accelerator"): "the accelerator's fault function, not yet moved into its "
                                                     "module (another piece of work was changing it)",
     ("chaos/scopes/faults_accelerator.py", "replica"): "a detail's field (the replica the node hosts)",
