@@ -395,12 +395,15 @@ def register() -> bool:
 
         loops = [core.EngineCoreProc] + [c for c in (getattr(core, "DPEngineCoreProc", None),) if c is not None]
         done = install(core.EngineCore, loops)
+    except Exception:  # noqa: BLE001 - the engine must start anyway
+        logger.exception("availproof: the engine fault hook could not be installed")
+        return False
+    try:  # apart: a worker class that cannot be wrapped leaves the engine's hook installed (and says so)
         from serve_apps import rank_faults  # the same hook in its tensor-parallel workers (rank-hang)
 
         done += rank_faults.register_vllm()
     except Exception:  # noqa: BLE001 - the engine must start anyway
-        logger.exception("availproof: the engine fault hook could not be installed")
-        return False
+        logger.exception("availproof: the fault hook of vLLM's tensor-parallel workers could not be installed")
     if done:
         logger.info("availproof: engine fault hook installed (%s)", ", ".join(done))
     return True

@@ -159,7 +159,7 @@ def check_ranks(value) -> int:
 # ``VLLM::Worker_TP1`` (``Worker_PP0_TP1`` with pipeline parallelism too): an extended regular expression (pgrep -f)
 def rank_pattern(rank: int) -> str:
     """The (POSIX extended, also Python) regular expression a rank ``rank`` process's command line matches."""
-    return f"(::EngineRank|_TP){int(rank)}( |$)"
+    return f"(::EngineRank|_TP){int(rank)}([ _]|$)"  # vLLM's title may go on: Worker_TP1_EP1, Worker_TP1_DCP1
 
 
 def is_rank(cmdline: str, rank: int) -> bool:

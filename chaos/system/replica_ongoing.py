@@ -10,7 +10,8 @@ router asks every replica its queue length with the same call (``ReplicaActor.ge
 in the replica's own concurrency group, never blocked by the user's code: ``ray.serve._private.request_router.
 replica_wrapper``). A Ray driver polls it every :data:`POLL_S` seconds and answers one line:
 
-- ``busy K``: K >= N requests ongoing at the last read (the kill follows within milliseconds);
+- ``busy K``: K >= N requests ongoing at the last read (the driver exits at once, without Ray's shutdown, so the
+  kill follows within milliseconds);
 - ``idle M``: never N within the wait (M: the most seen); the kill is refused, nothing marked;
 - ``error ...``: the driver could not attach or the replica did not answer.
 
@@ -32,7 +33,7 @@ POLL_S = 0.05
 CONNECT_S = 60.0  # ray.init and the actor's lookup, on a loaded 2-core machine
 
 DRIVER = r"""
-import sys, time
+import os, sys, time
 address, name, at_least, wait_s, poll_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 try:
     import ray
@@ -44,13 +45,14 @@ try:
         most = max(most, n)
         if n >= at_least:
             print("busy %d" % n, flush=True)
-            break
+            os._exit(0)  # at once: the kill follows this line, not Ray's shutdown of the driver (seconds on 2 cores)
         if time.monotonic() >= end:
             print("idle %d" % most, flush=True)
-            break
+            os._exit(0)
         time.sleep(poll_s)
 except Exception as e:
     print("error " + " ".join(str(e).split())[:300], flush=True)
+    os._exit(0)
 """
 
 

@@ -249,6 +249,7 @@ def test_vllm_s_real_worker_classes_are_wrapped():
             assert getattr(fn, "__availproof_rank_fault__", False)
         assert stream_ranks.is_rank("VLLM::Worker_TP1", 1) and not stream_ranks.is_rank("VLLM::Worker_TP10", 1)
         assert not stream_ranks.is_rank("VLLM::Worker_TP0", 1) and stream_ranks.is_rank("VLLM::Worker_PP0_TP1", 1)
+        assert stream_ranks.is_rank("VLLM::Worker_TP1_EP1", 1) and not stream_ranks.is_rank("VLLM::Worker_TP10_EP1", 1)
     finally:
         worker_base.WorkerWrapperBase.execute_model, multiproc_executor.WorkerProc.worker_busy_loop = before
 

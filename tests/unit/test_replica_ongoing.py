@@ -161,7 +161,12 @@ def test_kuberay_reads_the_count_in_the_head_container_then_kills():
     s, b, stream = cluster()
     s.kubelet.ongoing[ACTOR] = [0, 0, 2]
     marker = faults.Marker()
+    timeouts, exec_in = [], b.kills.pods.exec_in
+    b.kills.pods.exec_in = lambda pod, script, **kw: timeouts.append((script[:30], kw.get("timeout"))) or exec_in(
+        pod, script, **kw)
     f = kill_replica(b, marker, replica=kube_replica(), min_ongoing=2, ongoing_wait_s=15)
+    # the exec is bounded beyond the script's own bound (exec's default, 60 s, would cut a longer wait)
+    assert [t for w, t in timeouts if w.startswith(": availproof-replica-ongoing")] == [15 + replica_ongoing.CONNECT_S + 10]
     (read,) = [c for c in stream.calls if c[2].startswith(": availproof-replica-ongoing;")]
     assert read[:2] == ("head", "ray-head")
     args = shlex.split(read[2].split(";", 1)[1])

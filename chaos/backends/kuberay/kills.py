@@ -191,7 +191,8 @@ class Kills:
 
         if not r.actor_name:
             raise ClusterError(f"replica {r.replica_id} has no actor name: its ongoing requests cannot be read")
-        out = self.pods.exec_in(self.pods.head(), replica_ongoing.script(r.actor_name, at_least, wait_s))
+        out = self.pods.exec_in(self.pods.head(), replica_ongoing.script(r.actor_name, at_least, wait_s),
+                                timeout=wait_s + replica_ongoing.CONNECT_S + 10)  # the script's own bound, then some
         return replica_ongoing.verdict(r.replica_id, at_least, wait_s, out)
 
     def _armed_actor_kill(self, r):

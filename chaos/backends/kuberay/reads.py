@@ -240,7 +240,7 @@ class Pods:
         return deploy.app_status(self.dashboard_url)
 
     def exec(self, pod: str, script: str, container: str | None = None, ok_codes: tuple[int, ...] = (0,),
-             core=None, status: dict | None = None) -> str:
+             core=None, status: dict | None = None, timeout: float = 60.0) -> str:
         """Run ``script`` in ``pod`` (its Ray container, the first, unless named); stdout, or ExecError
         unless it exited with one of ``ok_codes``. Through exec's own ApiClient (:attr:`exec_core`, or
         ``core``: execs run in parallel each need their own, stream() patching the one it is given)."""
@@ -249,14 +249,14 @@ class Pods:
             containers = ((found[0].get("spec") or {}).get("containers") or []) if found else []
             container = containers[0].get("name") if containers else None
         return kube_exec.run(core or self.kube.exec_core, self.target.namespace, pod, script, container=container,
-                             stream_fn=self.kube.stream_fn, ok_codes=ok_codes, status=status)
+                             stream_fn=self.kube.stream_fn, ok_codes=ok_codes, status=status, timeout=timeout)
 
     def exec_in(self, pod: dict, script: str, ok_codes: tuple[int, ...] = (0,), core=None,
-                 status: dict | None = None) -> str:
+                 status: dict | None = None, timeout: float = 60.0) -> str:
         """:meth:`exec` in the first container of a pod already read (no second read of the pod)."""
         containers = (pod.get("spec") or {}).get("containers") or []
         return self.exec(name_of(pod), script, container=containers[0].get("name") if containers else None,
-                         ok_codes=ok_codes, core=core, status=status)
+                         ok_codes=ok_codes, core=core, status=status, timeout=timeout)
 
     def delete(self, pods: list[dict]) -> list[str]:
         for p in pods:
