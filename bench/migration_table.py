@@ -12,7 +12,8 @@ made only once the replica serves, ``min_ongoing`` 1, in both arms) with its fau
 ``{"limit": 2}`` (the migrating ingress; :mod:`serve_apps.migrating_ingress`), ``off``: no ``app.migration``; every
 other field as shipped. The variants are written to ``DIR/experiments``; nothing in experiments/ changes.
 
-Per row: faults injected, streams (measure phase), failed (all of the run's; and in the faults' windows, the
+Per row: faults injected, the requests ongoing on the victims at the kills (Serve's count, ``ongoing_at_kill``:
+replica-kill's only), streams (measure phase), failed (all of the run's; and in the faults' windows, the
 summary's ``service.failed_total`` summed), streams migrated, tokens lost / duplicated / corrupted (over the streams
 checked), refused migration, the migration gap p50 / p99 over every migration of the run, TTFT p50 and the streams'
 worst inter-token gap p99 (``itl_max_s``) of migrated streams against the rest, and the faults whose bounds were
@@ -84,7 +85,10 @@ def _records(path: Path) -> list[dict]:
 
 
 def _p(values: list[float], q: float, scale: float = 1.0, digits: int = 3) -> str:
-    return "-" if not values else f"{percentile(values, q) * scale:.{digits}g}"
+    if not values:
+        return "-"
+    v = percentile(values, q) * scale
+    return f"{v:.0f}" if abs(v) >= 10 ** digits else f"{v:.{digits}g}"  # 6655, never 6.66e+03
 
 
 def row(scope: str, arm: str, run: Path) -> list[str]:
@@ -101,7 +105,9 @@ def row(scope: str, arm: str, run: Path) -> list[str]:
 
     bad = [f["fault_id"] for f in faults if any(b.get("fault_id") == f["fault_id"] and b["status"] == "violated"
                                                 for b in summary["bounds"]["results"])]
-    return [scope, arm, str(len(faults)), str(len(recs)), str(sum(1 for r in recs if r.get("failure"))),
+    ongoing = [f.get("detail", {}).get("ongoing_at_kill") for f in faults]
+    at_kill = str(sum(ongoing)) if ongoing and None not in ongoing else "-"
+    return [scope, arm, str(len(faults)), at_kill, str(len(recs)), str(sum(1 for r in recs if r.get("failure"))),
             str(sum(f["service"]["failed_total"] for f in faults)), str(len(migrated)), total("tokens_lost"),
             total("tokens_duplicated"), total("tokens_corrupted"),
             str(sum(1 for r in recs if r.get("migration_refused"))),
@@ -113,7 +119,7 @@ def row(scope: str, arm: str, run: Path) -> list[str]:
             str((summary.get("verdict") or {}).get("word")), str(len(set(bad)))]
 
 
-HEAD = ["scope", "migration", "faults", "streams", "failed", "failed in fault windows", "migrated", "tokens lost",
+HEAD = ["scope", "migration", "faults", "ongoing on the victims at the kills", "streams", "failed", "failed in fault windows", "migrated", "tokens lost",
         "duplicated", "corrupted", "refused", "gap p50 ms", "gap p99 ms", "TTFT p50 ms migrated", "rest",
         "worst ITL p99 ms migrated", "rest", "verdict", "faults with a bound violated"]
 

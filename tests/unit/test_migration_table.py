@@ -54,10 +54,15 @@ def test_a_row_from_a_synthetic_run_with_known_figures(tmp_path):
         "bounds": {"results": [{"fault_id": "f1", "status": "violated"}, {"fault_id": "f2", "status": "met"},
                                {"fault_id": "f2", "status": "unmeasurable"}]}}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    r = dict(zip(["scope", "arm", "faults", "streams", "failed", "in_windows", "migrated", "lost", "dup", "corrupt",
+    r = dict(zip(["scope", "arm", "faults", "at_kill", "streams", "failed", "in_windows", "migrated", "lost", "dup", "corrupt",
                                 "refused", "gap50", "gap99", "ttft_m", "ttft_r", "itl_m", "itl_r", "verdict", "bad"],
                  mt.row("replica-kill", "on", tmp_path)))
     assert len(r) == len(mt.HEAD) and (r["scope"], r["arm"], r["faults"]) == ("replica-kill", "on", "2")
+    assert r["at_kill"] == "-"  # not every fault said (only a kill with min_ongoing does)
+    summary["faults"][0]["detail"] = {"ongoing_at_kill": 2}
+    summary["faults"][1]["detail"] = {"ongoing_at_kill": 1}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    assert mt.row("replica-kill", "on", tmp_path)[3] == "3"
     assert (r["streams"], r["failed"], r["in_windows"], r["migrated"]) == ("5", "1", "1", "2")  # the warm-up not counted
     assert (r["lost"], r["dup"], r["corrupt"], r["refused"]) == ("1", "0", "0", "1")
     assert (r["gap50"], r["gap99"]) == ("20", "400")  # nearest rank over the three gaps
