@@ -33,3 +33,9 @@ def rss_kib(pids) -> int:
 
 def machine() -> str:
     return f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: the header, its rule, one line per row (the by-hand tables' one printer)."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from chaos.base.stats import percentile  # noqa: E402
+from bench.common import markdown_table  # noqa: E402
 
 # scope: (experiment, faults, spacing_s, the fault action's extra arguments)
 SCOPES = {
@@ -150,9 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row(scope, arm, run))
             else:
                 rows.append([scope, arm, "no summary.json"])
-    print("| " + " | ".join(HEAD) + " |\n|" + "---|" * len(HEAD))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    print(markdown_table(HEAD, rows))
     return 0
 
 

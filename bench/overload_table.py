@@ -27,6 +27,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import markdown_table  # noqa: E402
+
 RETRY = {"attempts": 3, "backoff_base_s": 0.1, "backoff_cap_s": 2.0, "retry_on": ["connect", "5xx", "refused", "timeout"],
          "honour_retry_after": True, "retry_after_cap_s": 5.0}
 VARIANTS = {"refuse": (True, False), "wait": (False, False), "refuse-retry": (True, True), "wait-retry": (False, True)}
@@ -82,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                         str(Path(a.capacity).resolve()), "--out", str(out)], cwd=ROOT, check=False)
         summary = out / "summary.json"
         rows.append(row(name, json.loads(summary.read_text())) if summary.is_file() else [name, "no summary.json"])
-    print("| " + " | ".join(HEAD) + " |\n|" + "---|" * len(HEAD))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    print(markdown_table(HEAD, rows))
     return 0
 
 

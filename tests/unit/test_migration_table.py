@@ -68,3 +68,9 @@ def test_a_row_from_a_synthetic_run_with_known_figures(tmp_path):
     assert (r["gap50"], r["gap99"]) == ("20", "400")  # nearest rank over the three gaps
     assert (r["ttft_m"], r["ttft_r"], r["itl_m"], r["itl_r"]) == ("300", "100", "400", "50")
     assert (r["verdict"], r["bad"]) == ("FAIL", "1")
+
+
+def test_the_tables_print_as_markdown():
+    from bench.common import markdown_table
+
+    assert markdown_table(["a", "b"], [["1", "2"], ["3"]]) == "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 |"
