@@ -51,6 +51,10 @@ kind of process on both apps:
   tokens and the pacing is the delays' alone. The engine's step rate (1 / :data:`STEP_S`) caps a
   request's token rate, as a real engine's does.
 
+The child ends by itself once its replica is gone: a thread of its own waits for the pipe's read end to close (the
+replica's death, even by SIGKILL, which runs no ``__del__``), whatever its step loop is doing (blocked in a hung rank's
+collective, wedged by ``engine-wedge``); its ranks follow it (their death pipe).
+
 Its command line names it ``availproof::EngineCore`` so the backends find it the way they find
 vLLM's (a child of the replica's process whose command line says ``EngineCore``).
 """
@@ -84,9 +88,17 @@ HELD_ON = {held_faults.GARBAGE: b"G", held_faults.STALL: b"S", held_faults.SLOW:
 HELD_OFF = {held_faults.GARBAGE: b"g", held_faults.STALL: b"s", held_faults.SLOW: b"l"}  # the mark removed: it ended
 FACTOR_END = b";"  # ends slow's factor (in tenths, ASCII digits) after its HELD_ON byte
 GARBAGE_WORD = "!"  # a token of a corrupted step (NaN logits' argmax is token 0, "!" in many vocabularies)
+REPLICA_GONE_EXIT = 0  # the engine child's exit status once its replica is gone (nobody reads it)
 HELD_LOOK_STEPS = 20  # the child looks at (and rewrites) its held marks every this many steps (~0.1 s)
-_CHILD = ("import json, os, signal, sys, time\n"
+_CHILD = ("import json, os, select, signal, sys, threading, time\n"
           "fd = int(sys.argv[1])\n"
+          "def replica_gone():  # its pipe's read end closed: the replica died (even SIGKILLed), the engine goes\n"
+          "    watch = select.poll()\n"
+          "    watch.register(fd, select.POLLERR | select.POLLHUP)  # a write end with no reader: POLLERR\n"
+          "    while not watch.poll():\n"
+          "        pass\n"
+          f"    os._exit({REPLICA_GONE_EXIT})  # its ranks follow (their death pipe)\n"
+          "threading.Thread(target=replica_gone, daemon=True).start()  # not the step loop's: a hung step still ends\n"
           + stream_ranks.HOOK_CODE  # atomically(path, text), wedge(request): the ranks' too
           + device_loss.child_code() +  # a lost device (device-loss): device_check('init' | 'step')
           "held = {}  # fault -> [mark, run, began, steps, slow's factor or None, period before, s since, deadline, until]\n"

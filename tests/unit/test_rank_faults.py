@@ -178,6 +178,49 @@ def test_the_ranks_go_when_their_engine_goes_even_a_hung_one(group):
     assert procs.wait_gone([group.rank], 5)  # the death pipe's end: no orphan, though hung
 
 
+STAND_IN_REPLICA = """
+import sys, time
+from serve_apps.stream_engine import EngineProcess
+e = EngineProcess(faults=True, ranks=int(sys.argv[1]))
+assert e.wait_started(10)
+print(e.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 1], ids=["rank-hang", "engine-wedge"])
+def test_a_hung_group_goes_when_its_replica_is_sigkilled(ranks):
+    """The replica (a stand-in process holding the engine's pipe) SIGKILLed while the group hangs: rank 1 wedged (the
+    engine blocked in its collective's read), or the engine itself wedged (no ranks: its step blocked in the hook).
+    The engine notices its replica's end apart from its step loop and exits; the ranks follow it."""
+    import subprocess
+    import sys
+
+    replica = subprocess.Popen([sys.executable, "-c", STAND_IN_REPLICA, str(ranks)], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    group: list[int] = []
+    try:
+        engine = int(replica.stdout.readline())
+        group = [engine, *local_ranks.ranks_of([engine], 1)]
+        assert len(group) == ranks
+        victim = group[-1]  # rank 1, or the engine itself
+        Path(app.request_path(victim)).write_text(engine_faults.wedge_request("run-1"))
+        procs.signal_pids([victim], engine_faults.ERROR_SIGNAL)
+        assert until(lambda: Path(app.wedge_path(victim)).exists())
+        time.sleep(0.3)
+        assert all(procs.alive(p) for p in group)  # hung, not gone
+        replica.kill()  # no __del__, no close(): only the pipe's end tells the engine
+        replica.wait(5)
+        assert procs.wait_gone(group, 5), {p: procs.state(p) for p in group}
+    finally:
+        replica.kill()
+        replica.wait(5)
+        procs.signal_pids([p for p in group if procs.alive(p)], signal.SIGKILL)
+        for p in group:
+            for path in (app.wedge_path(p), app.request_path(p)):
+                Path(path).unlink(missing_ok=True)
+
+
 # ---------------------------------------------------------------- a fault that did not take effect is not proven
 def test_a_hang_whose_rank_never_writes_its_mark_fails_its_proof(group, monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {"rank-hang": 0.5}, raising=False)
