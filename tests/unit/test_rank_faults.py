@@ -221,6 +221,25 @@ def test_a_hung_group_goes_when_its_replica_is_sigkilled(ranks):
                 Path(path).unlink(missing_ok=True)
 
 
+def test_an_engine_that_ends_before_its_first_step_is_reported_at_once_with_its_exit_and_last_words(monkeypatch):
+    """The engine child dies before its first step without a word on its pipe (here its rank count unreadable, as a
+    rank's start that raised): its replica knows at once, not after the 30 s start wait, and says how it ended."""
+    monkeypatch.setattr(stream_ranks, "check_ranks", lambda value: "two")  # the child's int() of it raises
+    t0 = time.monotonic()
+    e = EngineProcess(faults=True, ranks=2)
+    try:
+        assert e.wait_started(20) and time.monotonic() - t0 < 10  # its end is its first word
+        why = e.start_failure(20)
+        assert why.startswith(f"engine process {e.pid} ended before its first step (exit 1): ValueError: "), why
+        assert "invalid literal for int()" in why and "\n" not in why and time.monotonic() - t0 < 10
+    finally:
+        e.close()
+
+
+def test_a_started_engine_has_no_start_failure(group):
+    assert group.engine.start_failure(1) is None
+
+
 # ---------------------------------------------------------------- a fault that did not take effect is not proven
 def test_a_hang_whose_rank_never_writes_its_mark_fails_its_proof(group, monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {"rank-hang": 0.5}, raising=False)
