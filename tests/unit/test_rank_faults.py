@@ -240,6 +240,73 @@ def test_a_started_engine_has_no_start_failure(group):
     assert group.engine.start_failure(1) is None
 
 
+# ---------------------------------------------------------------- the whole group: vLLM's rank 0 worker, the rank argument
+def test_the_whole_group_look_takes_vllm_s_rank_0_worker_and_never_the_stream_target_s_engine():
+    for cmd in ("VLLM::Worker_TP0", "VLLM::Worker_TP1", "VLLM::Worker_PP1_TP0", "VLLM::Worker_TP0_EP0",
+                "availproof::EngineRank1 -c x", "availproof::EngineRank12"):
+        assert stream_ranks.is_any_rank(cmd), cmd
+    for cmd in ("availproof::EngineCore -c x", "VLLM::EngineCore", "availproof::EngineRank0 -c x", "ray::ServeReplica"):
+        assert not stream_ranks.is_any_rank(cmd), cmd
+
+
+VLLM_LIKE_ENGINE = """
+import os, subprocess, time
+python = os.readlink('/proc/self/exe')
+kids = [subprocess.Popen([f'VLLM::Worker_TP{i}', '-c', 'import time; time.sleep(60)'], executable=python)
+        for i in (0, 1)]
+print(' '.join(str(k.pid) for k in kids), flush=True)
+time.sleep(60)
+"""
+
+
+def test_both_backends_whole_group_looks_find_vllm_s_rank_0_worker_through_real_processes():
+    """A vLLM-like engine (``VLLM::EngineCore``, this test's child) with its workers ``VLLM::Worker_TP0`` and ``_TP1``:
+    the local look and KubeRay's pgrep (through a shell) find both as the group's ranks; rank 1's look only TP1."""
+    import subprocess
+    import sys
+
+    from chaos.backends.kuberay import ranks as kr
+    from chaos.backends.kuberay.common import parse_masks
+
+    engine = subprocess.Popen(["VLLM::EngineCore", "-c", VLLM_LIKE_ENGINE], executable=sys.executable,
+                              stdout=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        workers = [int(x) for x in engine.stdout.readline().split()]
+        assert until(lambda: all(procs.cmdline(p).startswith("VLLM::Worker_TP") for p in workers))
+        assert sorted(local_ranks.ranks_of([engine.pid])) == sorted(workers)
+        assert local_ranks.ranks_of([engine.pid], 1) == [workers[1]]
+
+        def sh(script):
+            return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+        assert sorted(parse_masks(sh(kr.ranks_script(os.getpid(), None)))) == sorted(workers)
+        assert list(parse_masks(sh(kr.ranks_script(os.getpid(), 1)))) == [workers[1]]
+    finally:
+        procs.signal_pids([p for p in workers if procs.alive(p)], signal.SIGKILL)
+        engine.kill()
+        engine.wait(5)
+
+
+def test_kuberay_s_orphan_check_follows_vllm_s_rank_0_worker(monkeypatch):
+    s, b = kuberay(monkeypatch)
+    s.kubelet.add_rank(s.pods["wb-1"], rank=0, pid=59)
+    f = kill_rank(b, faults.Marker(), zone="zone-b")
+    assert f["pids"] == ["wb-1/58"] and f["victim"]["engines"] == [57, 58, 59]
+
+
+@pytest.mark.parametrize("fault", [hang_rank, kill_rank])
+@pytest.mark.parametrize("rank", [0, -1, 1.5, True, "1", None])
+def test_a_bad_rank_argument_is_refused_in_one_line_before_anything(fault, rank):
+    def untouched(**kw):
+        raise AssertionError("the backend was asked")
+    b = SimpleNamespace(pick_replica=untouched)
+    marker = faults.Marker()
+    with pytest.raises(UsageError, match=r"^rank-(hang|death): rank must be a whole number >= 1 \(rank 0 of the stream "
+                                         r"target is its engine: use engine-wedge or engine-crash\), got ") as e:
+        fault(b, marker, zone="zone-a", rank=rank)
+    assert "\n" not in str(e.value) and marker.marks == []
+
+
 # ---------------------------------------------------------------- a fault that did not take effect is not proven
 def test_a_hang_whose_rank_never_writes_its_mark_fails_its_proof(group, monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {"rank-hang": 0.5}, raising=False)
