@@ -106,6 +106,22 @@ def test_a_rank_fault_on_an_app_of_one_rank_is_refused_before_anything_runs(name
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("app_name", ["stream", "llm"])
+def test_on_kuberay_app_ranks_is_not_demanded_before_the_run_the_rayservice_decides(app_name):
+    """On KubeRay the RayService's manifests make the app: an experiment's ``app.ranks`` reaches nothing there, so the
+    run's spec is built without it (the injection refuses a replica with no rank); locally it is still demanded."""
+    from chaos.core import run_spec
+    from chaos.core.options import Options
+
+    doc = json.loads((ROOT / "experiments" / "rank-death.json").read_text())
+    del doc["extensions"][0]["app"]["ranks"]
+    kube = {"context": "k", "namespace": "availproof", "serve_url": "http://s", "dashboard_url": "http://d"}
+    spec = run_spec.of_document(doc, Options(app=app_name, backend="kuberay", kubernetes=kube))
+    assert spec.settings.scope == "rank-death"
+    with pytest.raises(UsageError, match=r"app\.ranks: scope rank-death needs a rank group"):
+        run_spec.of_document(doc, Options(app=app_name))
+
+
 def test_a_replica_whose_engine_has_no_rank_is_refused_at_injection_nothing_sent():
     e = EngineProcess(faults=True)  # one rank: no group
     try:
