@@ -380,6 +380,25 @@ def test_vllm_s_worker_hook_hangs_the_next_step_on_a_wedge_request_and_ignores_a
     assert Wrapper().execute_model("t") == ("ran", "t") and len(wedged) == 1
 
 
+def test_vllm_s_worker_hook_ignores_a_void_request_silently_and_warns_of_anything_else(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(app, "TOMBSTONE_DIR", str(tmp_path))
+
+    class Wrapper:
+        def execute_model(self, scheduler_output):
+            return "ran"
+
+    trigger = app.Trigger()
+    rank_faults.install(Wrapper, [], trigger)
+    monkeypatch.setattr(app.os, "getpid", lambda: 59)
+    caplog.set_level("DEBUG", logger=rank_faults.logger.name)
+    Path(app.request_path(59)).write_text(engine_faults.void_request("run-1"))  # the release's leftover
+    trigger.arm()
+    assert Wrapper().execute_model("s") == "ran" and caplog.records == []
+    trigger.arm()  # a signal with no request
+    assert Wrapper().execute_model("s") == "ran"
+    assert [(r.levelname, "'error' ignored" in r.getMessage()) for r in caplog.records] == [("WARNING", True)]
+
+
 def test_vllm_s_real_worker_classes_are_wrapped():
     pytest.importorskip("vllm.v1.executor.multiproc_executor")
     from vllm.v1.executor import multiproc_executor
