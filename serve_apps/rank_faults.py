@@ -38,11 +38,12 @@ def _hanging_step(execute_model, trigger: engine_faults.Trigger):
     @functools.wraps(execute_model)
     def wrapper(self, *args, **kwargs):
         if trigger.take():
-            request = engine_faults.take_request()
+            request = engine_faults.take_request()  # none (or unreadable) reads as an error request
             if request.get("fault") == engine_faults.WEDGE:
                 engine_faults.wedge(request)  # returns only once the rig removed the mark (the run's end)
-            else:
-                logger.error("availproof: a rank takes only a wedge (rank-hang); %r ignored", request.get("fault"))
+            elif request.get("fault") != engine_faults.VOID:  # void: the run's end took back its signal, nothing to say
+                logger.warning("availproof: a rank takes only a wedge (rank-hang); %r ignored (a signal with no "
+                               "request reads as 'error')", request.get("fault"))
         return execute_model(self, *args, **kwargs)
     setattr(wrapper, _WRAPPED, True)
     return wrapper

@@ -51,6 +51,10 @@ kind of process on both apps:
   tokens and the pacing is the delays' alone. The engine's step rate (1 / :data:`STEP_S`) caps a
   request's token rate, as a real engine's does.
 
+The child ends by itself once its replica is gone: a thread of its own waits for the pipe's read end to close (the
+replica's death, even by SIGKILL, which runs no ``__del__``), whatever its step loop is doing (blocked in a hung rank's
+collective, wedged by ``engine-wedge``); its ranks follow it (their death pipe).
+
 Its command line names it ``availproof::EngineCore`` so the backends find it the way they find
 vLLM's (a child of the replica's process whose command line says ``EngineCore``).
 """
@@ -66,7 +70,7 @@ import threading
 import time
 from typing import AsyncIterator, Callable, Iterable
 
-from serve_apps import device_loss, engine_faults, heartbeat, held_faults, stream_ranks
+from serve_apps import device_loss, engine_faults, heartbeat, held_faults, last_words, stream_ranks
 
 STEP_S = 0.005  # the child's step: one byte to the pipe
 HUNG_AFTER_S = 1.0
@@ -84,9 +88,17 @@ HELD_ON = {held_faults.GARBAGE: b"G", held_faults.STALL: b"S", held_faults.SLOW:
 HELD_OFF = {held_faults.GARBAGE: b"g", held_faults.STALL: b"s", held_faults.SLOW: b"l"}  # the mark removed: it ended
 FACTOR_END = b";"  # ends slow's factor (in tenths, ASCII digits) after its HELD_ON byte
 GARBAGE_WORD = "!"  # a token of a corrupted step (NaN logits' argmax is token 0, "!" in many vocabularies)
+REPLICA_GONE_EXIT = 73  # the engine child's exit status once its replica is gone (70-72: its reported failures)
 HELD_LOOK_STEPS = 20  # the child looks at (and rewrites) its held marks every this many steps (~0.1 s)
-_CHILD = ("import json, os, signal, sys, time\n"
+_CHILD = ("import json, os, select, signal, sys, threading, time\n"
           "fd = int(sys.argv[1])\n"
+          "def replica_gone():  # its pipe's read end closed: the replica died (even SIGKILLed), the engine goes\n"
+          "    watch = select.poll()\n"
+          "    watch.register(fd, select.POLLERR | select.POLLHUP)  # a write end with no reader: POLLERR\n"
+          "    while not watch.poll():\n"
+          "        pass\n"
+          f"    os._exit({REPLICA_GONE_EXIT})  # its ranks follow (their death pipe)\n"
+          "threading.Thread(target=replica_gone, daemon=True).start()  # not the step loop's: a hung step still ends\n"
           + stream_ranks.HOOK_CODE  # atomically(path, text), wedge(request): the ranks' too
           + device_loss.child_code() +  # a lost device (device-loss): device_check('init' | 'step')
           "held = {}  # fault -> [mark, run, began, steps, slow's factor or None, period before, s since, deadline, until]\n"
@@ -333,11 +345,13 @@ class EngineProcess:
             env.pop(engine_faults.ENV, None)
         group = [str(stream_ranks.check_ranks(ranks))] if ranks != 1 else []
         self.proc = subprocess.Popen([ARGV0, "-c", _CHILD, str(write_fd), *group], executable=sys.executable,
-                                     pass_fds=(write_fd,), stdin=subprocess.DEVNULL, close_fds=True, env=env)
+                                     pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     close_fds=True, env=env)
         os.close(write_fd)
         self._read_fd = read_fd
         self.steps = Steps()
-        self._first_beat = threading.Event()
+        self._first_beat = threading.Event()  # its first word: a step, a failure's report, or its end
+        self.stderr = last_words.LastWords(self.proc.stderr, "engine-stderr")  # passed on, its last words kept
         threading.Thread(target=self._read, name="engine-steps", daemon=True).start()
 
     def _read(self) -> None:
@@ -348,15 +362,34 @@ class EngineProcess:
                 chunk = b""
             if not chunk:  # every writer gone: the child ended
                 self.steps.end()
+                self._first_beat.set()  # ended before its first step: said at once, not after wait_started's wait
                 logger.error("engine %d: %s", self.pid, self.steps.error or f"{DIED} (exit {self.proc.poll()})")
                 return
             self.steps.record(chunk)
             self._first_beat.set()
 
     def wait_started(self, timeout: float = 30.0) -> bool:
-        """Whether the child stepped once within ``timeout`` (it installs its SIGUSR1 hook before its first
-        step: before that a SIGUSR1 still terminates it)."""
+        """Whether the child said its first word within ``timeout``: a step (it installs its SIGUSR1 hook before its
+        first step: before that a SIGUSR1 still terminates it), a failure's report, or its end (:meth:`start_failure`
+        tells which)."""
         return self._first_beat.wait(timeout)
+
+    def start_failure(self, timeout: float = 30.0) -> str | None:
+        """None once the child stepped; else why it did not start, said as soon as it is known: no word within
+        ``timeout``, a failure it reported (a lost device), or its end before its first step (its exit status and
+        last words: e.g. a rank's start that raised)."""
+        if not self.wait_started(timeout):
+            return f"engine process {self.pid} did not start within {timeout:g} s"
+        if self.error is not None:
+            return f"engine process {self.pid} failed at its start: {self.error}"
+        if self.steps.count or self.steps.ended is None:
+            return None
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        words = self.stderr.last(wait_s=1)  # all read (a rank that outlives it holds the pipe: not waited for)
+        return f"engine process {self.pid} ended before its first step (exit {code})" + (f": {words}" if words else "")
 
     @property
     def pid(self) -> int:

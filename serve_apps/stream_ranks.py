@@ -164,3 +164,13 @@ def rank_pattern(rank: int) -> str:
 
 def is_rank(cmdline: str, rank: int) -> bool:
     return re.search(rank_pattern(rank), cmdline) is not None
+
+
+# any rank process of a group (the orphan check's "whole group"): the stream target's from 1 on (its rank 0 is the engine
+# child itself, already followed as the engine), every one of vLLM's workers, rank 0 included (``VLLM::Worker_TP0``: a
+# process of its own, a child of ``VLLM::EngineCore``)
+ANY_RANK_PATTERN = "(::EngineRank[1-9][0-9]*|_TP[0-9]+)([ _]|$)"
+
+
+def is_any_rank(cmdline: str) -> bool:
+    return re.search(ANY_RANK_PATTERN, cmdline) is not None

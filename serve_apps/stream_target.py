@@ -117,12 +117,11 @@ class StreamReplica:
         self.watchdog = watchdog.Watchdog()
         self.engine = EngineProcess(faults=True, ranks=ranks)  # ranks: its rank group (serve_apps/stream_ranks.py)
         self.watchdog_v2 = watchdog_v2.WatchdogV2(heartbeat=self.engine.steps.beat)
-        if not self.engine.wait_started():  # started: its engine-error hook is in place
+        # started: its engine-error hook is in place; or why not (a lost device, device-loss; an early end), at once
+        why = self.engine.start_failure()
+        if why is not None:
             self.engine.close()
-            raise RuntimeError(f"engine process {self.engine.pid} did not start")
-        if self.engine.error is not None:  # it failed as it started: its node's device is lost (device-loss)
-            self.engine.close()
-            raise RuntimeError(f"engine process {self.engine.pid} failed at its start: {self.engine.error}")
+            raise RuntimeError(why)
 
     def reconfigure(self, user_config, rank=None):
         """Serve's ``user_config``: ``stall_s`` turns the progress watchdog on (:mod:`serve_apps.watchdog`;

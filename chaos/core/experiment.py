@@ -204,15 +204,17 @@ def load_shape(experiment: dict[str, Any], source: str = "experiment", app: str 
     return _settings(_extension(experiment, source), source, app).load
 
 
-def check_app_options(s: Settings, app: str, source: str) -> None:
+def check_app_options(s: Settings, app: str, source: str, backend: str | None = None) -> None:
     """What the chosen app cannot do, refused in one line before anything starts: ``app.kv_cache`` with the stream
     target (it has no KV cache: serve_apps/kv_cache.py); a scope that needs a rank group (its ``min_ranks``) without one
-    (``app.ranks`` 2 or more: on vLLM its tensor_parallel_size, serve_apps/stream_ranks.py)."""
+    (``app.ranks`` 2 or more: on vLLM its tensor_parallel_size, serve_apps/stream_ranks.py). ``backend``: the run's
+    (None: not known, the local backend's rules); on ``kuberay`` ``app.ranks`` does nothing (the RayService's manifests
+    make the app), so a rank fault is not refused here: its injection refuses a replica whose engine has no rank."""
     if app != "llm" and s.app.get("kv_cache"):
         raise UsageError(f"{source}: {_prefix()}.app.kv_cache: the stream target has no KV cache (KV pressure is "
                          "vLLM's): run it with --app llm")
     need = scopes.get(s.scope).min_ranks
-    if int(s.app.get("ranks", 1)) < need:
+    if backend != "kuberay" and int(s.app.get("ranks", 1)) < need:
         raise UsageError(f"{source}: {_prefix()}.app.ranks: scope {s.scope} needs a rank group of at least {need} "
                          f"ranks, and the {app} app has {int(s.app.get('ranks', 1))}: " + (
                              "vLLM's ranks are its MultiprocExecutor's workers, which exist only with "

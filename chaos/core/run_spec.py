@@ -103,7 +103,7 @@ def of_document(doc: Any, options: Options, source: str | None = None,
     if parsed.problems:
         raise UsageError(parsed.problems[0])
     s, rate_from = parsed.settings[options.app], parsed.rate_from[options.app]
-    exp_mod.check_app_options(s, options.app, source)
+    exp_mod.check_app_options(s, options.app, source, options.backend)  # KubeRay: app.ranks is the RayService's
     changes: dict[str, Any] = {}
     load_changes: dict[str, Any] = {}
     if rate_from is not None:  # load.utilization: the rate a share of a measured capacity, for this app

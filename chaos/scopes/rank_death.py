@@ -14,6 +14,7 @@ the rank's, Serve left to notice it). Nothing to heal."""
 from __future__ import annotations
 
 from chaos.scopes import faults
+from chaos.scopes.rank_hang import check_rank
 from chaos.system import orphan_watch
 from chaos.backends.kuberay.kube.access import EXEC
 from chaos.base.scope_registry import Scope
@@ -23,6 +24,7 @@ def kill_rank(backend, marker: faults.Marker, zone: str | None = None, rank: int
     """SIGKILL rank ``rank`` of one replica's engine rank group (no such rank: refused, nothing killed): the engine
     must notice through its executor's monitor and die, the replica's health check fail, and Serve replace it. The
     whole group (engine and ranks) is followed by the orphan check. Nothing to heal."""
+    rank = check_rank(SCOPE.name, rank)
     r = backend.pick_replica(zone=zone)
     group, why = orphan_watch.group_before_fault(backend, r)
     with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [],

@@ -19,7 +19,17 @@ from __future__ import annotations
 from chaos.scopes import faults
 from chaos.system import orphan_watch
 from chaos.backends.kuberay.kube.access import EXEC
+from chaos.base.errors import UsageError
 from chaos.base.scope_registry import Scope
+
+
+def check_rank(scope: str, rank) -> int:
+    """A rank fault's ``rank``: a whole number >= 1 (rank 0 of the stream target is its engine child: its faults are
+    the engine's), refused in one line otherwise."""
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise UsageError(f"{scope}: rank must be a whole number >= 1 (rank 0 of the stream target is its engine: use "
+                         f"engine-wedge or engine-crash), got {rank!r}")
+    return rank
 
 
 def hang_rank(backend, marker: faults.Marker, zone: str | None = None, rank: int = 1, spin: bool = False) -> dict:
@@ -28,6 +38,7 @@ def hang_rank(backend, marker: faults.Marker, zone: str | None = None, rank: int
     nothing sent); the proof: the rank's hang mark naming this run (its own word, written as its step hangs), the rank
     alive and not stopped, the replica's process alive. The whole group (engine and ranks) is followed by the orphan
     check. No heal here: a detector ends it, or the run's end does."""
+    rank = check_rank(SCOPE.name, rank)
     r = backend.pick_replica(zone=zone)
     fire = backend.hang_rank(r, rank=int(rank), spin=bool(spin))
     group, why = orphan_watch.group_before_fault(backend, r)

@@ -3,6 +3,8 @@ crashed: :func:`kill_replica`); Serve replaces it. Serve routes to it from every
 
 from __future__ import annotations
 
+import logging
+
 from chaos.scopes import faults
 from chaos.system import orphan_watch
 from chaos.backends.kuberay.kube.access import DELETE_PODS, EXEC
@@ -10,6 +12,8 @@ from chaos.base.errors import UsageError
 from chaos.base.scope_registry import Scope
 
 REPLICA_KILL_METHODS = ("sigkill", "actor", "pod")
+
+logger = logging.getLogger(__name__)
 
 
 def kill_replica(backend, marker: faults.Marker, zone: str | None = None, method: str = "sigkill",
@@ -23,7 +27,8 @@ def kill_replica(backend, marker: faults.Marker, zone: str | None = None, method
     prefix, e.g. ``OpenAiIngress``) picks another. ``min_ongoing`` N > 0: killed only once it has N
     ongoing requests, as Serve counts them, waiting up to ``ongoing_wait_s`` (never: refused, nothing
     marked; :mod:`chaos.system.replica_ongoing`); the count read just before the kill is the fault's
-    ``ongoing_at_kill``. The mark is taken when everything is ready and only the kill itself is left.
+    ``ongoing_at_kill``. The mark is taken when everything is ready and only the kill itself is left; a refusal
+    after the kill was prepared disarms it (:func:`disarm`).
     """
     if method not in REPLICA_KILL_METHODS:
         raise UsageError(f"replica kill method must be one of {', '.join(REPLICA_KILL_METHODS)}, got {method!r}")
@@ -35,18 +40,38 @@ def kill_replica(backend, marker: faults.Marker, zone: str | None = None, method
         raise UsageError("replica kill: this backend cannot read a replica's ongoing requests (min_ongoing)")
     r = replica or backend.pick_replica(zone=zone, deployment=deployment)
     do_kill = backend.replica_killer(r, method)
-    engines, why = orphan_watch.engines_before_kill(backend, r)  # its engines must die with it (the orphan check)
-    ongoing = backend.replica_ongoing(r, min_ongoing, ongoing_wait_s) if min_ongoing else None
-    detail = {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}
-    if min_ongoing:
-        detail["ongoing_at_kill"] = ongoing
-    with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [], detail) as f:
+    fired = False
+    try:
+        engines, why = orphan_watch.engines_before_kill(backend, r)  # its engines must die with it (the orphan check)
+        ongoing = backend.replica_ongoing(r, min_ongoing, ongoing_wait_s) if min_ongoing else None
+        detail = {"node": r.node, "pid": r.pid, "deployment": r.deployment, "method": method}
         if min_ongoing:
-            f["ongoing_at_kill"] = ongoing
-        f["pids"] = do_kill()
-        orphan_watch.record_victim(f, r, engines, why)
-        faults.prove(backend, marker, f)
+            detail["ongoing_at_kill"] = ongoing
+        with marker.inject(SCOPE.name, r.replica_id, [r.zone] if r.zone else [], detail) as f:
+            if min_ongoing:
+                f["ongoing_at_kill"] = ongoing
+            fired = True
+            f["pids"] = do_kill()
+            orphan_watch.record_victim(f, r, engines, why)
+            faults.prove(backend, marker, f)
+    except BaseException:
+        if not fired:  # refused before the kill (an idle replica, an unread count): nothing armed left behind
+            disarm(do_kill)
+        raise
     return f
+
+
+def disarm(killer) -> None:
+    """Undo what a backend's ``replica_killer`` prepared for a kill that will not come (its ``disarm()``, when it has
+    one: KubeRay's ``actor`` method, a Ray driver armed in the head; the local one's, a connected driver process). A
+    failure to disarm is logged, never raised over the refusal that made it needed."""
+    undo = getattr(killer, "disarm", None)
+    if undo is None:
+        return
+    try:
+        undo()
+    except Exception as e:  # noqa: BLE001 - the refusal is what the caller must see
+        logger.warning("replica kill: the prepared kill could not be disarmed (%s: %s)", type(e).__name__, e)
 
 
 SCOPE = Scope(

@@ -59,7 +59,8 @@ def group_before_fault(backend, r) -> tuple[list[int] | None, str | None]:
     if engines is None:
         return None, why
     try:
-        return engines + [pid_of(p) for p in backend.rank_children(r)], None
+        ranks = [pid_of(p) for p in backend.rank_children(r)]
+        return engines + [p for p in ranks if p not in {pid_of(e) for e in engines}], None  # none counted twice
     except Exception as e:  # noqa: BLE001 - the look costs the fault nothing; its figure says why
         return None, f"the engine's rank processes could not be found before the fault ({type(e).__name__}: {e})"[:240]
 

@@ -90,6 +90,19 @@ def fire_script(kill_id: str, driver_pid: int) -> str:
             f"{_wait_file(f + '.done', 100)}; exec 3>&-; rm -f {f}.ready {f}.done {f}.fifo")
 
 
+def disarm_script(kill_id: str, driver_pid: int) -> str:
+    """An armed driver never to be fired (the kill refused after it was armed, e.g. its replica stayed idle): "disarm"
+    to its FIFO (it exits without a kill), its pid SIGKILLed after 2 s if it is still that driver (its command line
+    names the kill's files: never another process that took the pid), its files removed; prints "disarmed". Nothing
+    left: nothing done, the same word."""
+    f = f"/tmp/{kill_id}"
+    pid = int(driver_pid)
+    return (f": availproof-actor-kill disarm {kill_id}; if [ -p {f}.fifo ]; then exec 3<>{f}.fifo; echo disarm >&3; fi; "
+            f"i=0; while grep -qaF {f} /proc/{pid}/cmdline 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; "
+            f"if grep -qaF {f} /proc/{pid}/cmdline 2>/dev/null; then kill -9 {pid}; fi; exec 3>&-; "
+            f"rm -f {f}.ready {f}.done {f}.fifo; echo disarmed")
+
+
 def parse_word(out: str, first: str) -> tuple[bool, str]:
     """(whether the last line of a script's output starts with ``first``, that line)."""
     line = (out.strip().splitlines() or [""])[-1].strip()

@@ -581,7 +581,7 @@ class Kubelet:
         self.ray_pid1 = "bash"  # what PID 1 of a Ray container is: "bash" (no SIGTERM handler) or "ray" (ray start)
         self.actors: dict[str, tuple[str, int]] = {}  # Ray actor name -> (pod, pid) of its process
         self.armed: dict[str, str] = {}  # an actor kill's id -> the actor its connected driver will kill
-        self.actor_kill_log: list[tuple[str, str]] = []  # (arm | fire, id) in the order they ran
+        self.actor_kill_log: list[tuple[str, str]] = []  # (arm | fire | disarm, id) in the order they ran
         self.ongoing: dict[str, list[int]] = {}  # Ray actor name -> the ongoing counts its reads return, in turn
         self.throttled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle started (engine-stutter)
         self.unthrottled: list[tuple[str, str]] = []  # (pod, id) of each duty cycle ended
@@ -1054,8 +1054,8 @@ class Kubelet:
         return None
 
     def _actor_kill(self, pod: dict, script: str) -> tuple[str, str, int]:
-        """The actor kill's two execs (chaos/system/ray_actor.py): ``arm`` starts a driver that connects (``ray.init``)
-        and waits; ``fire`` makes it ``ray.kill`` the actor (the process :attr:`actors` maps its name to, in
+        """The actor kill's execs (chaos/system/ray_actor.py): ``arm`` starts a driver that connects (``ray.init``)
+        and waits; ``disarm`` ends it unfired (:attr:`armed` forgets it); ``fire`` makes it ``ray.kill`` the actor (the process :attr:`actors` maps its name to, in
         whatever pod it runs, ends by SIGKILL as Ray's kill does). Each phase is logged in :attr:`actor_kill_log`."""
         phase, kill_id = script.split(";", 1)[0].split()[2:4]
         self.actor_kill_log.append((phase, kill_id))
@@ -1065,6 +1065,9 @@ class Kubelet:
                 return f"error Failed to look up actor with name '{name}'\n", "", 0
             self.armed[kill_id] = name
             return "ready 4242\n", "", 0
+        if phase == "disarm":  # the armed driver ended unfired, its files removed (none left: the same word)
+            self.armed.pop(kill_id, None)
+            return "disarmed\n", "", 0
         name = self.armed.pop(kill_id, None)
         if name is None:
             return "", "the armed Ray driver is gone\n", 3

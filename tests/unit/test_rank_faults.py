@@ -106,6 +106,22 @@ def test_a_rank_fault_on_an_app_of_one_rank_is_refused_before_anything_runs(name
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("app_name", ["stream", "llm"])
+def test_on_kuberay_app_ranks_is_not_demanded_before_the_run_the_rayservice_decides(app_name):
+    """On KubeRay the RayService's manifests make the app: an experiment's ``app.ranks`` reaches nothing there, so the
+    run's spec is built without it (the injection refuses a replica with no rank); locally it is still demanded."""
+    from chaos.core import run_spec
+    from chaos.core.options import Options
+
+    doc = json.loads((ROOT / "experiments" / "rank-death.json").read_text())
+    del doc["extensions"][0]["app"]["ranks"]
+    kube = {"context": "k", "namespace": "availproof", "serve_url": "http://s", "dashboard_url": "http://d"}
+    spec = run_spec.of_document(doc, Options(app=app_name, backend="kuberay", kubernetes=kube))
+    assert spec.settings.scope == "rank-death"
+    with pytest.raises(UsageError, match=r"app\.ranks: scope rank-death needs a rank group"):
+        run_spec.of_document(doc, Options(app=app_name))
+
+
 def test_a_replica_whose_engine_has_no_rank_is_refused_at_injection_nothing_sent():
     e = EngineProcess(faults=True)  # one rank: no group
     try:
@@ -178,6 +194,135 @@ def test_the_ranks_go_when_their_engine_goes_even_a_hung_one(group):
     assert procs.wait_gone([group.rank], 5)  # the death pipe's end: no orphan, though hung
 
 
+STAND_IN_REPLICA = """
+import sys, time
+from serve_apps.stream_engine import EngineProcess
+e = EngineProcess(faults=True, ranks=int(sys.argv[1]))
+assert e.wait_started(10)
+print(e.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 1], ids=["rank-hang", "engine-wedge"])
+def test_a_hung_group_goes_when_its_replica_is_sigkilled(ranks):
+    """The replica (a stand-in process holding the engine's pipe) SIGKILLed while the group hangs: rank 1 wedged (the
+    engine blocked in its collective's read), or the engine itself wedged (no ranks: its step blocked in the hook).
+    The engine notices its replica's end apart from its step loop and exits; the ranks follow it."""
+    import subprocess
+    import sys
+
+    replica = subprocess.Popen([sys.executable, "-c", STAND_IN_REPLICA, str(ranks)], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    group: list[int] = []
+    try:
+        engine = int(replica.stdout.readline())
+        group = [engine, *local_ranks.ranks_of([engine], 1)]
+        assert len(group) == ranks
+        victim = group[-1]  # rank 1, or the engine itself
+        Path(app.request_path(victim)).write_text(engine_faults.wedge_request("run-1"))
+        procs.signal_pids([victim], engine_faults.ERROR_SIGNAL)
+        assert until(lambda: Path(app.wedge_path(victim)).exists())
+        time.sleep(0.3)
+        assert all(procs.alive(p) for p in group)  # hung, not gone
+        replica.kill()  # no __del__, no close(): only the pipe's end tells the engine
+        replica.wait(5)
+        assert procs.wait_gone(group, 5), {p: procs.state(p) for p in group}
+    finally:
+        replica.kill()
+        replica.wait(5)
+        procs.signal_pids([p for p in group if procs.alive(p)], signal.SIGKILL)
+        for p in group:
+            for path in (app.wedge_path(p), app.request_path(p)):
+                Path(path).unlink(missing_ok=True)
+
+
+def test_an_engine_that_ends_before_its_first_step_is_reported_at_once_with_its_exit_and_last_words(monkeypatch):
+    """The engine child dies before its first step without a word on its pipe (here its rank count unreadable, as a
+    rank's start that raised): its replica knows at once, not after the 30 s start wait, and says how it ended."""
+    monkeypatch.setattr(stream_ranks, "check_ranks", lambda value: "two")  # the child's int() of it raises
+    t0 = time.monotonic()
+    e = EngineProcess(faults=True, ranks=2)
+    try:
+        assert e.wait_started(20) and time.monotonic() - t0 < 10  # its end is its first word
+        why = e.start_failure(20)
+        assert why.startswith(f"engine process {e.pid} ended before its first step (exit 1): ValueError: "), why
+        assert "invalid literal for int()" in why and "\n" not in why and time.monotonic() - t0 < 10
+    finally:
+        e.close()
+
+
+def test_a_started_engine_has_no_start_failure(group):
+    assert group.engine.start_failure(1) is None
+
+
+# ---------------------------------------------------------------- the whole group: vLLM's rank 0 worker, the rank argument
+def test_the_whole_group_look_takes_vllm_s_rank_0_worker_and_never_the_stream_target_s_engine():
+    for cmd in ("VLLM::Worker_TP0", "VLLM::Worker_TP1", "VLLM::Worker_PP1_TP0", "VLLM::Worker_TP0_EP0",
+                "availproof::EngineRank1 -c x", "availproof::EngineRank12"):
+        assert stream_ranks.is_any_rank(cmd), cmd
+    for cmd in ("availproof::EngineCore -c x", "VLLM::EngineCore", "availproof::EngineRank0 -c x", "ray::ServeReplica"):
+        assert not stream_ranks.is_any_rank(cmd), cmd
+
+
+VLLM_LIKE_ENGINE = """
+import os, subprocess, time
+python = os.readlink('/proc/self/exe')
+kids = [subprocess.Popen([f'VLLM::Worker_TP{i}', '-c', 'import time; time.sleep(60)'], executable=python)
+        for i in (0, 1)]
+print(' '.join(str(k.pid) for k in kids), flush=True)
+time.sleep(60)
+"""
+
+
+def test_both_backends_whole_group_looks_find_vllm_s_rank_0_worker_through_real_processes():
+    """A vLLM-like engine (``VLLM::EngineCore``, this test's child) with its workers ``VLLM::Worker_TP0`` and ``_TP1``:
+    the local look and KubeRay's pgrep (through a shell) find both as the group's ranks; rank 1's look only TP1."""
+    import subprocess
+    import sys
+
+    from chaos.backends.kuberay import ranks as kr
+    from chaos.backends.kuberay.common import parse_masks
+
+    engine = subprocess.Popen(["VLLM::EngineCore", "-c", VLLM_LIKE_ENGINE], executable=sys.executable,
+                              stdout=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        workers = [int(x) for x in engine.stdout.readline().split()]
+        assert until(lambda: all(procs.cmdline(p).startswith("VLLM::Worker_TP") for p in workers))
+        assert sorted(local_ranks.ranks_of([engine.pid])) == sorted(workers)
+        assert local_ranks.ranks_of([engine.pid], 1) == [workers[1]]
+
+        def sh(script):
+            return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+        assert sorted(parse_masks(sh(kr.ranks_script(os.getpid(), None)))) == sorted(workers)
+        assert list(parse_masks(sh(kr.ranks_script(os.getpid(), 1)))) == [workers[1]]
+    finally:
+        procs.signal_pids([p for p in workers if procs.alive(p)], signal.SIGKILL)
+        engine.kill()
+        engine.wait(5)
+
+
+def test_kuberay_s_orphan_check_follows_vllm_s_rank_0_worker(monkeypatch):
+    s, b = kuberay(monkeypatch)
+    s.kubelet.add_rank(s.pods["wb-1"], rank=0, pid=59)
+    f = kill_rank(b, faults.Marker(), zone="zone-b")
+    assert f["pids"] == ["wb-1/58"] and f["victim"]["engines"] == [57, 58, 59]
+
+
+@pytest.mark.parametrize("fault", [hang_rank, kill_rank])
+@pytest.mark.parametrize("rank", [0, -1, 1.5, True, "1", None])
+def test_a_bad_rank_argument_is_refused_in_one_line_before_anything(fault, rank):
+    def untouched(**kw):
+        raise AssertionError("the backend was asked")
+    b = SimpleNamespace(pick_replica=untouched)
+    marker = faults.Marker()
+    with pytest.raises(UsageError, match=r"^rank-(hang|death): rank must be a whole number >= 1 \(rank 0 of the stream "
+                                         r"target is its engine: use engine-wedge or engine-crash\), got ") as e:
+        fault(b, marker, zone="zone-a", rank=rank)
+    assert "\n" not in str(e.value) and marker.marks == []
+
+
 # ---------------------------------------------------------------- a fault that did not take effect is not proven
 def test_a_hang_whose_rank_never_writes_its_mark_fails_its_proof(group, monkeypatch):
     monkeypatch.setattr(faults, "EFFECT_BOUND_S", {"rank-hang": 0.5}, raising=False)
@@ -233,6 +378,25 @@ def test_vllm_s_worker_hook_hangs_the_next_step_on_a_wedge_request_and_ignores_a
     assert Wrapper().execute_model("s") == ("ran", "s") and wedged == [{"fault": "wedge", "run": "run-1", "spin": False}]
     trigger.arm()  # no request (or another fault's): a rank neither wedges nor raises
     assert Wrapper().execute_model("t") == ("ran", "t") and len(wedged) == 1
+
+
+def test_vllm_s_worker_hook_ignores_a_void_request_silently_and_warns_of_anything_else(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(app, "TOMBSTONE_DIR", str(tmp_path))
+
+    class Wrapper:
+        def execute_model(self, scheduler_output):
+            return "ran"
+
+    trigger = app.Trigger()
+    rank_faults.install(Wrapper, [], trigger)
+    monkeypatch.setattr(app.os, "getpid", lambda: 59)
+    caplog.set_level("DEBUG", logger=rank_faults.logger.name)
+    Path(app.request_path(59)).write_text(engine_faults.void_request("run-1"))  # the release's leftover
+    trigger.arm()
+    assert Wrapper().execute_model("s") == "ran" and caplog.records == []
+    trigger.arm()  # a signal with no request
+    assert Wrapper().execute_model("s") == "ran"
+    assert [(r.levelname, "'error' ignored" in r.getMessage()) for r in caplog.records] == [("WARNING", True)]
 
 
 def test_vllm_s_real_worker_classes_are_wrapped():

@@ -102,7 +102,12 @@ class Backend:
 
     def replica_killer(self, r, method):
         self.calls.append("prepared")
-        return lambda: self.calls.append("killed") or [r.pid]
+
+        def kill():
+            self.calls.append("killed")
+            return [r.pid]
+        kill.disarm = lambda: self.calls.append("disarmed")
+        return kill
 
     def engine_children(self, r):
         return []
@@ -125,11 +130,44 @@ def test_the_kill_waits_for_its_replica_to_serve_then_marks_and_kills():
     assert f["ongoing_at_kill"] == 3 and marker.marks[0].detail["ongoing_at_kill"] == 3
 
 
-def test_an_idle_replica_is_neither_marked_nor_killed():
+def test_an_idle_replica_is_neither_marked_nor_killed_and_its_prepared_kill_is_disarmed():
     b, marker = Backend(counts=(0,)), faults.Marker()
     with pytest.raises(ClusterError, match="never had 1 ongoing"):
         kill_replica(b, marker, zone="zone-a", min_ongoing=1)
     assert "killed" not in b.calls and marker.marks == []
+    assert b.calls[-1] == "disarmed"  # the killer prepared before the wait left nothing armed
+
+
+def test_a_disarm_that_fails_leaves_the_refusal_as_it_was():
+    b, marker = Backend(counts=(0,)), faults.Marker()
+    prepare = b.replica_killer
+
+    def killer(r, method):
+        kill = prepare(r, method)
+        kill.disarm = lambda: 1 / 0
+        return kill
+    b.replica_killer = killer
+    with pytest.raises(ClusterError, match="never had 1 ongoing"):
+        kill_replica(b, marker, zone="zone-a", min_ongoing=1)
+
+
+def test_a_killer_without_disarm_and_a_fired_kill_are_not_disarmed():
+    b, marker = Backend(counts=(0,)), faults.Marker()
+    b.replica_killer = lambda r, method: b.calls.append("prepared") or (lambda: [r.pid])
+    with pytest.raises(ClusterError, match="never had 1 ongoing"):
+        kill_replica(b, marker, zone="zone-a", min_ongoing=1)
+    b = Backend(counts=(2,))
+    prepare = b.replica_killer
+
+    def failing(r, method):  # the kill itself fails: it was fired, there is nothing left to disarm
+        kill = prepare(r, method)
+        failed = lambda: 1 / 0  # noqa: E731
+        failed.disarm = kill.disarm
+        return failed
+    b.replica_killer = failing
+    with pytest.raises(ZeroDivisionError):
+        kill_replica(b, faults.Marker(), zone="zone-a", min_ongoing=1)
+    assert b.calls == ["prepared", "waited 1 30"]
 
 
 def test_without_min_ongoing_nothing_waits_and_nothing_is_said_of_it():
@@ -182,3 +220,51 @@ def test_kuberay_never_kills_a_replica_that_stays_idle():
     with pytest.raises(ClusterError, match=r"never had 2 ongoing request\(s\) within 5 s \(at most 1\)"):
         kill_replica(b, marker, replica=kube_replica(), min_ongoing=2, ongoing_wait_s=5)
     assert marker.marks == [] and s.kubelet.fates.get("wa-1") is None
+
+
+def test_kuberay_disarms_the_actor_kill_armed_for_a_replica_that_stays_idle():
+    """The ``actor`` method's driver is armed in the head before the wait; the wait refused, it is ended (one exec)
+    and nothing is left armed for its 300 s of life."""
+    s, b, stream = cluster()
+    s.kubelet.actors[ACTOR] = ("wa-1", 41)
+    s.kubelet.ongoing[ACTOR] = [0]
+    marker = faults.Marker()
+    with pytest.raises(ClusterError, match="never had 1 ongoing"):
+        kill_replica(b, marker, replica=kube_replica(), method="actor", min_ongoing=1, ongoing_wait_s=5)
+    assert [phase for phase, _ in s.kubelet.actor_kill_log] == ["arm", "disarm"]
+    assert s.kubelet.armed == {} and marker.marks == [] and s.kubelet.fates.get("wa-1") is None
+    (disarm,) = [c for c in stream.calls if c[2].startswith(": availproof-actor-kill disarm")]
+    assert disarm[:2] == ("head", "ray-head")
+
+
+def test_the_disarm_script_ends_an_armed_driver_through_a_real_shell_and_leaves_nothing():
+    """Armed with the stand-in driver (:data:`tests.unit.test_kuberay_preflight.STAND_IN_DRIVER`: the same files, no
+    Ray), then disarmed: the driver gone without acting, its files removed; a second disarm finds nothing, says the
+    same; a fire after it finds the driver gone."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from chaos.backends.local import procs
+    from chaos.system import ray_actor
+    from tests.unit.test_kuberay_preflight import STAND_IN_DRIVER
+
+    kill_id = f"availproof-actor-kill-disarm-test-{os.getpid()}"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    run = lambda script: subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, env=env)  # noqa: E731
+    try:
+        armed = run(ray_actor.arm_script(kill_id, "SERVE_REPLICA::x", life_s=60, driver=STAND_IN_DRIVER))
+        ok, line = ray_actor.parse_word(armed.stdout, "ready")
+        assert ok, (armed.stdout, armed.stderr)
+        driver = int(line.split()[1])
+        assert procs.alive(driver)
+        out = run(ray_actor.disarm_script(kill_id, driver))
+        assert out.returncode == 0 and out.stdout.split() == ["disarmed"], (out.stdout, out.stderr)
+        assert procs.wait_gone([driver], 5)
+        assert not any(Path(f"/tmp/{kill_id}{x}").exists() for x in (".ready", ".done", ".fifo", ".victim"))
+        assert run(ray_actor.disarm_script(kill_id, driver)).stdout.split() == ["disarmed"]
+        assert run(ray_actor.fire_script(kill_id, driver)).returncode == 3
+    finally:
+        for suffix in (".ready", ".done", ".fifo", ".victim"):
+            Path(f"/tmp/{kill_id}{suffix}").unlink(missing_ok=True)

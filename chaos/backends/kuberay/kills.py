@@ -170,7 +170,8 @@ class Kills:
         return placement.pick(self.replicas(), zone=zone, replica_id=replica_id, deployment=deployment)
 
     def replica_killer(self, r, method: str):
-        """Everything but the kill itself done; the returned callable kills the replica."""
+        """Everything but the kill itself done; the returned callable kills the replica (``disarm()`` on it, when it
+        has one, undoes what was prepared: :func:`chaos.scopes.replica.disarm`)."""
         if not r.node:
             raise UsageError(f"replica {r.replica_id}: its pod is not known (node IP {r.node_ip})")
         if method == "sigkill":
@@ -199,7 +200,8 @@ class Kills:
         """``ray.kill`` of the replica's actor through a Ray driver in the head container, connected *before*
         the fault's instant (:func:`chaos.system.ray_actor.arm_script`: ``ray.init`` and the actor's lookup take
         seconds); the returned callable fires it (:func:`chaos.system.ray_actor.fire_script`): one exec and the
-        kill. A driver that could not connect raises here, before any mark."""
+        kill. A driver that could not connect raises here, before any mark. The callable's ``disarm()`` ends a driver
+        never to be fired (:func:`chaos.system.ray_actor.disarm_script`)."""
         from chaos.system import ray_actor
 
         if not r.actor_name:
@@ -219,4 +221,6 @@ class Kills:
                                    f"({word or 'no answer within 10 s'})")
             return [f"{r.node}/{r.pid}"]
 
+        # never fired (the kill refused after the arming): the driver ended and its files removed (one exec)
+        fire.disarm = lambda: self.pods.exec_in(head, ray_actor.disarm_script(kill_id, driver))
         return fire

@@ -16,15 +16,14 @@ from chaos.backends.kuberay.common import check, name_of, parse_masks
 from chaos.backends.kuberay.wedge import by_pod, wedge_script
 from chaos.base.errors import ClusterError
 from serve_apps.engine_faults import WEDGE
-from serve_apps.stream_ranks import rank_pattern
-
-ANY_RANK = "(::EngineRank|_TP)[1-9][0-9]*( |$)"  # any rank from 1 on (the orphan check's)
+from serve_apps.stream_ranks import ANY_RANK_PATTERN, rank_pattern
 
 
 def ranks_script(pid: int, rank: int | None) -> str:
-    """Each rank process of the replica's engine children (rank ``rank``; None: any from 1 on) on a line: its pid and
-    signal masks (``58 SigBlk:... SigIgn:... SigCgt:...``); nothing when there is none."""
-    pattern = ANY_RANK if rank is None else rank_pattern(rank)
+    """Each rank process of the replica's engine children (rank ``rank``; None: any, :data:`ANY_RANK_PATTERN`: vLLM's
+    rank 0 worker too) on a line: its pid and signal masks (``58 SigBlk:... SigIgn:... SigCgt:...``); nothing when
+    there is none."""
+    pattern = ANY_RANK_PATTERN if rank is None else rank_pattern(rank)
     return (f": availproof-rank look; for e in $(pgrep -P {int(pid)} -f EngineCore); do "
             f"for p in $(pgrep -P $e -f '{pattern}'); do "
             "echo \"$p $(grep -E '^Sig(Blk|Ign|Cgt):' /proc/$p/status | tr -d ' \\t' | tr '\\n' ' ')\"; done; done")
@@ -85,7 +84,8 @@ class Ranks:
         return killed
 
     def rank_children(self, r) -> list[int]:
-        """Every rank process of the replica's engines in its pod (one exec; [] without a rank group)."""
+        """Every rank process of the replica's engines in its pod, vLLM's rank 0 worker included (one exec; [] without
+        a rank group)."""
         return sorted(self.found(r, None))
 
 

@@ -202,6 +202,7 @@ class LocalBackend(device.Methods, ranks.Methods, base.ByScope):  # device-loss'
                     killer.close()
                 return [pid]
 
+            kill.disarm = killer.close  # never fired: the connected driver ended (chaos.scopes.replica.disarm)
             return kill
         raise UsageError(f"replica kill method {method!r} is not available on the local backend (sigkill, actor)")
 

@@ -17,7 +17,7 @@ from chaos.backends import engine_faults
 from chaos.backends.local import procs
 from chaos.base.errors import ClusterError
 from serve_apps import engine_faults as app_engine_faults
-from serve_apps.stream_ranks import is_rank
+from serve_apps.stream_ranks import is_any_rank, is_rank
 
 NO_RANK = ("a rank group needs app.ranks >= {need} on the stream target, tensor_parallel_size >= {need} on vLLM "
            "(its MultiprocExecutor's workers)")
@@ -30,10 +30,11 @@ def children(pid: int) -> list[int]:
 
 
 def ranks_of(engines: list[int], rank: int | None = None) -> list[int]:
-    """The rank processes of ``engines`` (their children whose command line names rank ``rank``; None: any rank
-    from 1 on)."""
-    want = range(1, 64) if rank is None else (int(rank),)
-    return [p for e in engines for p in children(e) if any(is_rank(procs.cmdline(p), n) for n in want)]
+    """The rank processes of ``engines`` (their children whose command line names rank ``rank``; None: any rank,
+    :func:`serve_apps.stream_ranks.is_any_rank`: vLLM's rank 0 worker too, never the stream target's engine)."""
+    if rank is None:
+        return [p for e in engines for p in children(e) if is_any_rank(procs.cmdline(p))]
+    return [p for e in engines for p in children(e) if is_rank(procs.cmdline(p), int(rank))]
 
 
 def rank_pids(b, r, rank: int, to: str) -> list[int]:
