@@ -3,6 +3,7 @@ per scope and arm from the runs' records and summaries.
 
     python bench/migration_table.py --out DIR [--rate 8] [--only replica-kill ...] [--arms off on]
     python bench/migration_table.py --out DIR --table-only     # the table again from the runs in DIR
+    python bench/migration_table.py --out DIR --app llm        # the vLLM rows: replica-kill, engine-crash
 
 Each run is a shipped experiment (experiments/<scope>.json; replica-kill's is replica-kill-migration's fault, its kill
 made only once the replica serves, ``min_ongoing`` 1, in both arms) with its fault action repeated ``faults`` times,
@@ -44,17 +45,27 @@ SCOPES = {
     "worker-node-kill": ("worker-node-kill.json", 10, 60, {}),
     "zone-loss": ("zone-loss.json", 10, 60, {}),
 }
+# the vLLM rows (issue 47: replica-kill and engine-crash, --app llm): a replacement vLLM engine takes ~100 s to start
+# on 2 cores (its shipped capacity bound is 264 s), so two faults 150 s apart, at the llm load's 2 req/s (~20 min a
+# scope on 2 cores)
+LLM_SCOPES = {
+    "replica-kill": ("replica-kill.json", 2, 150, {"min_ongoing": 1}),
+    "engine-crash": ("engine-crash.json", 2, 150, {}),
+}
+RATES = {"stream": 8.0, "llm": 2.0}
 ARMS = ("off", "on")
 MIGRATION = {"limit": 2}
 
 
 def variant(doc: dict, arm: str, faults: int, spacing_s: float, rate: float, extra: dict) -> dict:
-    """``doc`` with its fault action repeated ``faults`` times ``spacing_s`` apart, the load at ``rate``, migration
-    on or off (``arm``)."""
+    """``doc`` with its fault action repeated ``faults`` times ``spacing_s`` apart, the load at ``rate`` (the llm
+    block's load too, where the experiment has one: ``--app llm`` reads it), migration on or off (``arm``)."""
     out = copy.deepcopy(doc)
     ext = out["extensions"][0]
     ext["load"] = {**ext["load"], "rate": rate, "duration_s": max(ext["load"].get("duration_s", 0),
                                                                     faults * spacing_s + 300), "max_requests": 50000}
+    if "load" in (ext.get("llm") or {}):
+        ext["llm"]["load"] = {**ext["llm"]["load"], "rate": rate}
     app = {k: v for k, v in (ext.get("app") or {}).items() if k != "migration"}
     if arm == "on":
         app["migration"] = dict(MIGRATION)
@@ -128,29 +139,38 @@ HEAD = ["scope", "migration", "faults", "ongoing on the victims at the kills", "
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="where the variants and the runs go")
-    p.add_argument("--rate", type=float, default=8.0, help="requests a second (default 8: the shipped experiments')")
+    p.add_argument("--app", choices=sorted(RATES), default="stream",
+                   help="stream (six scopes) or llm (vLLM: replica-kill and engine-crash)")
+    p.add_argument("--rate", type=float, default=None,
+                   help="requests a second (default the shipped experiments': 8 stream, 2 llm)")
     p.add_argument("--only", nargs="*", choices=sorted(SCOPES), default=None)
     p.add_argument("--arms", nargs="*", choices=ARMS, default=list(ARMS))
     p.add_argument("--table-only", action="store_true", help="no run: the table from the runs already in --out")
     a = p.parse_args(argv)
+    scopes = SCOPES if a.app == "stream" else LLM_SCOPES
+    unknown = sorted(set(a.only or ()) - set(scopes))
+    if unknown:
+        p.error(f"--only {' '.join(unknown)}: not a scope of the {a.app} rows ({', '.join(scopes)})")
+    rate = RATES[a.app] if a.rate is None else a.rate
+    prefix, label = ("", "") if a.app == "stream" else ("llm-", " (vLLM)")
     work = Path(a.out).resolve()
     rows = []
-    for scope, (file, faults, spacing, extra) in SCOPES.items():
+    for scope, (file, faults, spacing, extra) in scopes.items():
         if a.only and scope not in a.only:
             continue
         doc = json.loads((ROOT / "experiments" / file).read_text())
         for arm in a.arms:
-            run = work / f"{scope}-{arm}"
+            run = work / f"{prefix}{scope}-{arm}"
             if not a.table_only:
-                path = work / "experiments" / f"{scope}-{arm}.json"
+                path = work / "experiments" / f"{prefix}{scope}-{arm}.json"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(variant(doc, arm, faults, spacing, a.rate, extra), indent=2) + "\n")
-                subprocess.run([sys.executable, "-m", "chaos.commands.cli", "run", str(path), "--app", "stream",
+                path.write_text(json.dumps(variant(doc, arm, faults, spacing, rate, extra), indent=2) + "\n")
+                subprocess.run([sys.executable, "-m", "chaos.commands.cli", "run", str(path), "--app", a.app,
                                 "--out", str(run)], cwd=ROOT, check=False)
             if (run / "summary.json").is_file():
-                rows.append(row(scope, arm, run))
+                rows.append(row(scope + label, arm, run))
             else:
-                rows.append([scope, arm, "no summary.json"])
+                rows.append([scope + label, arm, "no summary.json"])
     print(markdown_table(HEAD, rows))
     return 0
 

@@ -74,3 +74,26 @@ def test_the_tables_print_as_markdown():
     from bench.common import markdown_table
 
     assert markdown_table(["a", "b"], [["1", "2"], ["3"]]) == "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 |"
+
+
+def test_the_vllm_rows_set_the_llm_blocks_rate_and_keep_their_own_run_directories(tmp_path, capsys):
+    doc = shipped("engine-crash.json")
+    v = mt.variant(doc, "on", *mt.LLM_SCOPES["engine-crash"][1:3], mt.RATES["llm"], {})
+    ext = v["extensions"][0]
+    assert ext["llm"]["load"] == {**doc["extensions"][0]["llm"]["load"], "rate": 2.0}  # --app llm reads this one
+    assert ext["load"]["duration_s"] >= 2 * 150 + 300 and len(v["method"]) == 2 and ext["app"]["migration"] == {"limit": 2}
+    (tmp_path / "llm-engine-crash-on").mkdir()
+    (tmp_path / "engine-crash-on").mkdir()  # the stream target's row of the same scope: not read as vLLM's
+    assert mt.main(["--out", str(tmp_path), "--app", "llm", "--only", "engine-crash", "--arms", "on",
+                    "--table-only"]) == 0
+    out = capsys.readouterr().out
+    assert "| engine-crash (vLLM) | on | no summary.json |" in out and "| engine-crash |" not in out
+
+
+def test_a_scope_the_vllm_rows_do_not_have_is_refused_in_one_line_before_anything_runs(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        mt.main(["--out", str(tmp_path), "--app", "llm", "--only", "zone-loss"])
+    assert e.value.code == 2 and "zone-loss: not a scope of the llm rows" in capsys.readouterr().err
+    assert not (tmp_path / "experiments").exists()
