@@ -57,8 +57,8 @@ FAULTS: dict[str, tuple[str | None, str]] = {
                                       "then released by the engine itself"),
     "sigstop": ("engine-hang.json", "SIGSTOP of the engine process for 20 s, then SIGCONT (heals itself; a "
                                     "frozen process, not a wedge)"),
-    "rank-hang": (None, "not applicable: no rank-hang fault is shipped yet (issue 44: one rank of a two-rank "
-                        "engine hung; neither app models a rank group today)"),
+    "rank-hang": ("rank-hang.json", "one rank of a two-rank engine hung in its step for good (the engine waits in "
+                                    "its collective, no timeout), never healed by the rig"),
 }
 DETECTORS = ("none", "serve", "vllm", "v1", "v2")
 LOADS = ("steady", "long-prefill", "sparse", "none")
@@ -82,6 +82,19 @@ def detector_reason(detector: str, app: str) -> str | None:
     if app == "llm" and detector == "vllm":
         return ("the same deployment as none on the vLLM app (Serve LLM's check_health is vLLM's "
                 "AsyncLLM.check_health, which cannot be turned off): not run twice, its figures are none's")
+    return None
+
+
+def fault_reason(fault: str, app: str) -> str | None:
+    """Why ``fault`` is not run on ``app`` (None: it is)."""
+    experiment, what = FAULTS[fault]
+    if experiment is None:
+        return f"{fault}: {what}"
+    if fault == "rank-hang" and app == "llm":
+        return ("rank-hang: not run on the vLLM app: its ranks are the MultiprocExecutor's workers, which exist only "
+                "with tensor_parallel_size >= 2 (app.ranks 2: two CPU workers per replica, a core or more each, "
+                "three replicas); not measurable on the 2-core machines this scorecard was built on. Run "
+                "experiments/rank-hang-watchdog.json with --app llm where the cores allow")
     return None
 
 

@@ -161,7 +161,7 @@ def cells(spec: Spec) -> list[Cell]:
         for detector in spec.detectors:
             for load in spec.loads:
                 for period in spec.periods:
-                    reason = None if experiment else f"{fault}: {dim.FAULTS[fault][1]}"
+                    reason = dim.fault_reason(fault, spec.app)
                     if reason is None and load == "long-prefill":
                         reason = dim.long_prefill_reason(spec.app, spec.stall_s)
                     alias = None

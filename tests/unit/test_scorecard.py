@@ -160,15 +160,25 @@ def test_the_full_plan_is_the_product_minus_the_cells_that_do_not_apply():
     assert len(all_cells) == product + 1  # and the fault-free run
     skipped = [c for c in all_cells if not c.runs]
     assert all(c.reason for c in skipped)
-    # stream: rank-hang, long-prefill, serve (same as none) and vllm (no vLLM) are not run
+    # stream: long-prefill, serve (same as none) and vllm (no vLLM) are not run; rank-hang is (its app.ranks 2)
     runnable = [c for c in all_cells if c.runs and c.fault != plan.FAULT_FREE]
-    assert len(runnable) == 5 * 3 * 3 * 2
+    assert len(runnable) == 6 * 3 * 3 * 2
     assert {c.detector for c in runnable} == {"none", "v1", "v2"}
     serve = next(c for c in skipped if c.id == "wedge.serve.steady.default")
     assert serve.alias == "wedge.none.steady.default" and "same deployment as none" in serve.reason
-    assert "rank group" in next(c for c in skipped if c.fault == "rank-hang").reason
+    rank = next(c for c in runnable if c.id == "rank-hang.v2.steady.default")
+    assert rank.experiment == "rank-hang.json"
     prefill = next(c for c in skipped if c.load == "long-prefill")
     assert "1.056 s" in prefill.reason and "10 s" in prefill.reason
+
+
+def test_the_rank_hang_cell_keeps_its_rank_group_beside_the_detector_and_is_not_run_on_vllm():
+    cell = next(c for c in plan.cells(plan.parse({"fault_free": False})) if c.id == "rank-hang.v2.steady.default")
+    s = plan.derive(cell, plan.base_spec(cell, "stream"), 5.0).settings
+    assert s.scope == "rank-hang" and s.app["ranks"] == 2  # the fault needs its group (refused without one)
+    assert (s.app["watchdog"], s.app["stall_s"], s.app["health_check_period_s"]) == (2, 5.0, 10.0)
+    llm = [c for c in plan.cells(plan.parse({"app": "llm", "fault_free": False})) if c.fault == "rank-hang"]
+    assert llm and not any(c.runs for c in llm) and all("tensor_parallel_size >= 2" in c.reason for c in llm)
 
 
 def test_the_vllm_plan_aliases_vllm_to_none_and_has_no_serve_alone():
