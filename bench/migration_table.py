@@ -136,6 +136,35 @@ HEAD = ["scope", "migration", "faults", "ongoing on the victims at the kills", "
         "worst ITL p99 ms migrated", "rest", "verdict", "faults with a bound violated"]
 
 
+UNSAVED_HEAD = ["scope", "migration", "failed", "by failure class", "tokens received before the break",
+                "none received", "answered of those sent in the 2 s after each failure"]
+AFTER_S = 2.0
+
+
+def unsaved(scope: str, arm: str, run: Path) -> list[str]:
+    """What the run's failed streams were (issue 47's "what migration cannot save"): their failure classes, how
+    many had tokens before the break (a client that resumes, sending the text so far as a continuation, would go on
+    from there) or none (a client's plain retry would send them again), and whether the service answered right after:
+    of the requests sent within ``AFTER_S`` after each failure's end, how many succeeded (pooled; a request near
+    several failures counted once per failure). A resume or retry then meets that service."""
+    recs = _records(run / "records.ndjson")
+    failed = [r for r in recs if r.get("failure")]
+    classes: dict[str, int] = {}
+    for r in failed:
+        classes[r["failure"]] = classes.get(r["failure"], 0) + 1
+    with_tokens = sum(1 for r in failed if (r.get("output_tokens") or 0) > 0 or (r.get("chunks") or 0) > 0)
+    ok = sent = 0
+    starts = sorted((r["sent_ns"], bool(r.get("ok"))) for r in recs if r.get("sent_ns") is not None)
+    for r in failed:
+        end = r["sent_ns"] + int((r.get("e2e_s") or 0) * 1e9)
+        near = [good for t, good in starts if end <= t < end + int(AFTER_S * 1e9)]
+        sent += len(near)
+        ok += sum(near)
+    after = f"{ok} of {sent}" if sent else "-"
+    return [scope, arm, str(len(failed)), ", ".join(f"{k} {v}" for k, v in sorted(classes.items())) or "-",
+            str(with_tokens), str(len(failed) - with_tokens), after]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="where the variants and the runs go")
@@ -154,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     rate = RATES[a.app] if a.rate is None else a.rate
     prefix, label = ("", "") if a.app == "stream" else ("llm-", " (vLLM)")
     work = Path(a.out).resolve()
-    rows = []
+    rows, lost = [], []
     for scope, (file, faults, spacing, extra) in scopes.items():
         if a.only and scope not in a.only:
             continue
@@ -169,9 +198,13 @@ def main(argv: list[str] | None = None) -> int:
                                 "--out", str(run)], cwd=ROOT, check=False)
             if (run / "summary.json").is_file():
                 rows.append(row(scope + label, arm, run))
+                lost.append(unsaved(scope + label, arm, run))
             else:
                 rows.append([scope + label, arm, "no summary.json"])
     print(markdown_table(HEAD, rows))
+    if lost:
+        print("\nThe failed streams: what migration did not save, and what a client could have done\n")
+        print(markdown_table(UNSAVED_HEAD, lost))
     return 0
 
 

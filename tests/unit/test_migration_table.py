@@ -97,3 +97,21 @@ def test_a_scope_the_vllm_rows_do_not_have_is_refused_in_one_line_before_anythin
         mt.main(["--out", str(tmp_path), "--app", "llm", "--only", "zone-loss"])
     assert e.value.code == 2 and "zone-loss: not a scope of the llm rows" in capsys.readouterr().err
     assert not (tmp_path / "experiments").exists()
+
+
+def test_the_unsaved_streams_by_class_tokens_before_the_break_and_the_service_right_after(tmp_path):
+    s = 1_000_000_000
+
+    def rec(i, sent, **kw):
+        return {"kind": "request", "phase": "measure", "id": i, "ok": True, "sent_ns": sent * s, "e2e_s": 0.5, **kw}
+
+    lines = [rec(1, 10, ok=False, failure="stream_broken", output_tokens=7, e2e_s=1.0),  # ends at 11
+             rec(2, 10, ok=False, failure="connection_closed", output_tokens=None, chunks=0),  # ends at 10.5
+             rec(3, 11), rec(4, 12, ok=False, failure="http_5xx"), rec(5, 20), rec(0, 11, phase="warmup")]
+    (tmp_path / "records.ndjson").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = dict(zip(mt.UNSAVED_HEAD, mt.unsaved("zone-loss", "on", tmp_path)))
+    assert (r["failed"], r["tokens received before the break"], r["none received"]) == ("3", "1", "2")
+    assert r["by failure class"] == "connection_closed 1, http_5xx 1, stream_broken 1"
+    # #1 ends at 11.0: [11, 13) holds #3 (ok) and #4 (failed); #2 ends at 10.5: [10.5, 12.5) the same two; #4 ends
+    # at 12.5: nothing in [12.5, 14.5). 2 of 4 answered (the warm-up request is not counted)
+    assert r["answered of those sent in the 2 s after each failure"] == "2 of 4"
