@@ -37,6 +37,7 @@ requests with a prefill of at least 2 x stall_s; :func:`long_prefill_reason` say
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from serve_apps.config import AppSpec, StreamOptions
@@ -90,11 +91,12 @@ def fault_reason(fault: str, app: str) -> str | None:
     experiment, what = FAULTS[fault]
     if experiment is None:
         return f"{fault}: {what}"
-    if fault == "rank-hang" and app == "llm":
-        return ("rank-hang: not run on the vLLM app: its ranks are the MultiprocExecutor's workers, which exist only "
-                "with tensor_parallel_size >= 2 (app.ranks 2: two CPU workers per replica, a core or more each, "
-                "three replicas); not measurable on the 2-core machines this scorecard was built on. Run "
-                "experiments/rank-hang-watchdog.json with --app llm where the cores allow")
+    ranks = int(json.loads((EXPERIMENTS / experiment).read_text())["extensions"][0].get("app", {}).get("ranks", 1))
+    if ranks > 1 and app == "llm":
+        return (f"{fault}: not run on the vLLM app: its ranks are the MultiprocExecutor's workers, which exist only "
+                f"with tensor_parallel_size >= 2 (app.ranks {ranks}: {ranks} CPU workers per replica, a core or more "
+                "each, three replicas); not measurable on the 2-core machines this scorecard was built on. Run its "
+                f"experiment ({experiment}) with --app llm where the cores allow")
     return None
 
 
