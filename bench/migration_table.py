@@ -24,6 +24,8 @@ not all met. Starts clusters (through availproof): the main session runs it, by 
 from __future__ import annotations
 
 import argparse
+from bisect import bisect_left
+from collections import Counter
 import copy
 import json
 import subprocess
@@ -149,17 +151,16 @@ def unsaved(scope: str, arm: str, run: Path) -> list[str]:
     several failures counted once per failure). A resume or retry then meets that service."""
     recs = _records(run / "records.ndjson")
     failed = [r for r in recs if r.get("failure")]
-    classes: dict[str, int] = {}
-    for r in failed:
-        classes[r["failure"]] = classes.get(r["failure"], 0) + 1
+    classes = Counter(r["failure"] for r in failed)
     with_tokens = sum(1 for r in failed if (r.get("output_tokens") or 0) > 0 or (r.get("chunks") or 0) > 0)
     ok = sent = 0
     starts = sorted((r["sent_ns"], bool(r.get("ok"))) for r in recs if r.get("sent_ns") is not None)
+    times = [t for t, _ in starts]
     for r in failed:
         end = r["sent_ns"] + int((r.get("e2e_s") or 0) * 1e9)
-        near = [good for t, good in starts if end <= t < end + int(AFTER_S * 1e9)]
+        near = starts[bisect_left(times, end):bisect_left(times, end + int(AFTER_S * 1e9))]
         sent += len(near)
-        ok += sum(near)
+        ok += sum(good for _, good in near)
     after = f"{ok} of {sent}" if sent else "-"
     return [scope, arm, str(len(failed)), ", ".join(f"{k} {v}" for k, v in sorted(classes.items())) or "-",
             str(with_tokens), str(len(failed) - with_tokens), after]

@@ -158,10 +158,11 @@ def cells(spec: Spec) -> list[Cell]:
     out = []
     for fault in spec.faults:
         experiment, _ = dim.FAULTS[fault]
+        not_run = dim.fault_reason(fault, spec.app)  # reads the fault's experiment: once per fault
         for detector in spec.detectors:
             for load in spec.loads:
                 for period in spec.periods:
-                    reason = dim.fault_reason(fault, spec.app)
+                    reason = not_run
                     if reason is None and load == "long-prefill":
                         reason = dim.long_prefill_reason(spec.app, spec.stall_s)
                     alias = None
