@@ -4,6 +4,7 @@ per scope and arm from the runs' records and summaries.
     python bench/migration_table.py --out DIR [--rate 8] [--only replica-kill ...] [--arms off on]
     python bench/migration_table.py --out DIR --table-only     # the table again from the runs in DIR
     python bench/migration_table.py --out DIR --app llm        # the vLLM rows: replica-kill, engine-crash
+    python bench/migration_table.py --out DIR --trial 2 --only engine-crash   # one more trial, pooled in the table
 
 Each run is a shipped experiment (experiments/<scope>.json; replica-kill's is replica-kill-migration's fault, its kill
 made only once the replica serves, ``min_ongoing`` 1, in both arms) with its fault action repeated ``faults`` times,
@@ -18,7 +19,9 @@ replica-kill's only), streams (measure phase), failed (all of the run's; and in 
 summary's ``service.failed_total`` summed), streams migrated, tokens lost / duplicated / corrupted (over the streams
 checked), refused migration, the migration gap p50 / p99 over every migration of the run, TTFT p50 and the streams'
 worst inter-token gap p99 (``itl_max_s``) of migrated streams against the rest, and the faults whose bounds were
-not all met. Starts clusters (through availproof): the main session runs it, by hand (~11 minutes a run, ~2 h 20 min for the twelve).
+not all met. ``--trial N`` (N >= 2) writes its runs beside the first trial's (``<scope>-<arm>-tN``); the table
+pools every trial of a scope and arm in one row (``trials`` says how many; its percentiles over the pooled records).
+Starts clusters (through availproof): the main session runs it, by hand (~11 minutes a run, ~2 h 20 min for the twelve).
 """
 
 from __future__ import annotations
@@ -105,10 +108,29 @@ def _p(values: list[float], q: float, scale: float = 1.0, digits: int = 3) -> st
     return f"{v:.0f}" if abs(v) >= 10 ** digits else f"{v:.{digits}g}"  # 6655, never 6.66e+03
 
 
-def row(scope: str, arm: str, run: Path) -> list[str]:
-    summary = json.loads((run / "summary.json").read_text())
-    recs = _records(run / "records.ndjson")
-    faults = summary["faults"]
+def trial_dir(work: Path, name: str, trial: int) -> Path:
+    """Where trial ``trial`` of a scope and arm (``name``) runs: the first trial's directory is ``name`` itself."""
+    if trial < 1:
+        raise ValueError(f"trial {trial}: trials count from 1")
+    return work / (name if trial == 1 else f"{name}-t{trial}")
+
+
+def trials(work: Path, name: str) -> list[Path]:
+    """Every finished trial of ``name`` in ``work`` (a directory with a summary.json), in trial order."""
+    found = [(1, work / name)] + [(int(d.name.rsplit("-t", 1)[1]), d) for d in work.glob(f"{name}-t*")
+                                  if d.name.rsplit("-t", 1)[1].isdigit()]
+    return [d for _, d in sorted(found) if (d / "summary.json").is_file()]
+
+
+def row(scope: str, arm: str, *runs: Path) -> list[str]:
+    """One row over ``runs`` (the trials of one scope and arm), their records and faults pooled."""
+    summaries = [json.loads((run / "summary.json").read_text()) for run in runs]
+    recs = [r for run in runs for r in _records(run / "records.ndjson")]
+    faults = [f for s in summaries for f in s["faults"]]
+    # a fault id is its run's: a bound's fault_id matched within its own summary only
+    bad = [(i, f["fault_id"]) for i, s in enumerate(summaries) for f in s["faults"]
+           if any(b.get("fault_id") == f["fault_id"] and b["status"] == "violated" for b in s["bounds"]["results"])]
+    verdicts = sorted({str((s.get("verdict") or {}).get("word")) for s in summaries})
     migrated = [r for r in recs if (r.get("migrations") or 0) > 0]
     rest = [r for r in recs if not (r.get("migrations") or 0) and r.get("ok")]
     gaps = [g for r in migrated for g in (r.get("migration_gaps_ms") or [])]
@@ -117,11 +139,9 @@ def row(scope: str, arm: str, run: Path) -> list[str]:
         checked = [r[name] for r in recs if r.get(name) is not None]
         return f"{sum(checked)}" if checked else "-"
 
-    bad = [f["fault_id"] for f in faults if any(b.get("fault_id") == f["fault_id"] and b["status"] == "violated"
-                                                for b in summary["bounds"]["results"])]
     ongoing = [f.get("detail", {}).get("ongoing_at_kill") for f in faults]
     at_kill = str(sum(ongoing)) if ongoing and None not in ongoing else "-"
-    return [scope, arm, str(len(faults)), at_kill, str(len(recs)), str(sum(1 for r in recs if r.get("failure"))),
+    return [scope, arm, str(len(runs)), str(len(faults)), at_kill, str(len(recs)), str(sum(1 for r in recs if r.get("failure"))),
             str(sum(f["service"]["failed_total"] for f in faults)), str(len(migrated)), total("tokens_lost"),
             total("tokens_duplicated"), total("tokens_corrupted"),
             str(sum(1 for r in recs if r.get("migration_refused"))),
@@ -130,10 +150,10 @@ def row(scope: str, arm: str, run: Path) -> list[str]:
             _p([r["ttft_s"] for r in rest if r.get("ttft_s") is not None], 0.5, 1000),
             _p([r["itl_max_s"] for r in migrated if r.get("itl_max_s") is not None], 0.99, 1000),
             _p([r["itl_max_s"] for r in rest if r.get("itl_max_s") is not None], 0.99, 1000),
-            str((summary.get("verdict") or {}).get("word")), str(len(set(bad)))]
+            "/".join(verdicts), str(len(set(bad)))]
 
 
-HEAD = ["scope", "migration", "faults", "ongoing on the victims at the kills", "streams", "failed", "failed in fault windows", "migrated", "tokens lost",
+HEAD = ["scope", "migration", "trials", "faults", "ongoing on the victims at the kills", "streams", "failed", "failed in fault windows", "migrated", "tokens lost",
         "duplicated", "corrupted", "refused", "gap p50 ms", "gap p99 ms", "TTFT p50 ms migrated", "rest",
         "worst ITL p99 ms migrated", "rest", "verdict", "faults with a bound violated"]
 
@@ -143,24 +163,27 @@ UNSAVED_HEAD = ["scope", "migration", "failed", "by failure class", "tokens rece
 AFTER_S = 2.0
 
 
-def unsaved(scope: str, arm: str, run: Path) -> list[str]:
+def unsaved(scope: str, arm: str, *runs: Path) -> list[str]:
     """What the run's failed streams were (issue 47's "what migration cannot save"): their failure classes, how
     many had tokens before the break (a client that resumes, sending the text so far as a continuation, would go on
     from there) or none (a client's plain retry would send them again), and whether the service answered right after:
     of the requests sent within ``AFTER_S`` after each failure's end, how many succeeded (pooled; a request near
-    several failures counted once per failure). A resume or retry then meets that service."""
-    recs = _records(run / "records.ndjson")
-    failed = [r for r in recs if r.get("failure")]
+    several failures counted once per failure). A resume or retry then meets that service. Over several trials
+(``runs``) each failure is matched with the requests of its own run only."""
+    failed, ok, sent = [], 0, 0
+    for run in runs:
+        recs = _records(run / "records.ndjson")
+        own = [r for r in recs if r.get("failure")]
+        failed += own
+        starts = sorted((r["sent_ns"], bool(r.get("ok"))) for r in recs if r.get("sent_ns") is not None)
+        times = [t for t, _ in starts]
+        for r in own:
+            end = r["sent_ns"] + int((r.get("e2e_s") or 0) * 1e9)
+            near = starts[bisect_left(times, end):bisect_left(times, end + int(AFTER_S * 1e9))]
+            sent += len(near)
+            ok += sum(good for _, good in near)
     classes = Counter(r["failure"] for r in failed)
     with_tokens = sum(1 for r in failed if (r.get("output_tokens") or 0) > 0 or (r.get("chunks") or 0) > 0)
-    ok = sent = 0
-    starts = sorted((r["sent_ns"], bool(r.get("ok"))) for r in recs if r.get("sent_ns") is not None)
-    times = [t for t, _ in starts]
-    for r in failed:
-        end = r["sent_ns"] + int((r.get("e2e_s") or 0) * 1e9)
-        near = starts[bisect_left(times, end):bisect_left(times, end + int(AFTER_S * 1e9))]
-        sent += len(near)
-        ok += sum(good for _, good in near)
     after = f"{ok} of {sent}" if sent else "-"
     return [scope, arm, str(len(failed)), ", ".join(f"{k} {v}" for k, v in sorted(classes.items())) or "-",
             str(with_tokens), str(len(failed) - with_tokens), after]
@@ -176,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="*", choices=sorted(SCOPES), default=None)
     p.add_argument("--arms", nargs="*", choices=ARMS, default=list(ARMS))
     p.add_argument("--table-only", action="store_true", help="no run: the table from the runs already in --out")
+    p.add_argument("--trial", type=int, default=1,
+                   help="which trial to run (default 1; N >= 2 runs beside the first, the table pools them)")
     a = p.parse_args(argv)
+    if a.trial < 1:
+        p.error(f"--trial {a.trial}: trials count from 1")
     scopes = SCOPES if a.app == "stream" else LLM_SCOPES
     unknown = sorted(set(a.only or ()) - set(scopes))
     if unknown:
@@ -190,16 +217,18 @@ def main(argv: list[str] | None = None) -> int:
             continue
         doc = json.loads((ROOT / "experiments" / file).read_text())
         for arm in a.arms:
-            run = work / f"{prefix}{scope}-{arm}"
+            name = f"{prefix}{scope}-{arm}"
+            run = trial_dir(work, name, a.trial)
             if not a.table_only:
-                path = work / "experiments" / f"{prefix}{scope}-{arm}.json"
+                path = work / "experiments" / f"{run.name}.json"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(variant(doc, arm, faults, spacing, rate, extra), indent=2) + "\n")
                 subprocess.run([sys.executable, "-m", "chaos.commands.cli", "run", str(path), "--app", a.app,
                                 "--out", str(run)], cwd=ROOT, check=False)
-            if (run / "summary.json").is_file():
-                rows.append(row(scope + label, arm, run))
-                lost.append(unsaved(scope + label, arm, run))
+            runs = trials(work, name)
+            if runs:
+                rows.append(row(scope + label, arm, *runs))
+                lost.append(unsaved(scope + label, arm, *runs))
             else:
                 rows.append([scope + label, arm, "no summary.json"])
     print(markdown_table(HEAD, rows))

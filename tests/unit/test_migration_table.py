@@ -54,15 +54,15 @@ def test_a_row_from_a_synthetic_run_with_known_figures(tmp_path):
         "bounds": {"results": [{"fault_id": "f1", "status": "violated"}, {"fault_id": "f2", "status": "met"},
                                {"fault_id": "f2", "status": "unmeasurable"}]}}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    r = dict(zip(["scope", "arm", "faults", "at_kill", "streams", "failed", "in_windows", "migrated", "lost", "dup", "corrupt",
+    r = dict(zip(["scope", "arm", "trials", "faults", "at_kill", "streams", "failed", "in_windows", "migrated", "lost", "dup", "corrupt",
                                 "refused", "gap50", "gap99", "ttft_m", "ttft_r", "itl_m", "itl_r", "verdict", "bad"],
                  mt.row("replica-kill", "on", tmp_path)))
-    assert len(r) == len(mt.HEAD) and (r["scope"], r["arm"], r["faults"]) == ("replica-kill", "on", "2")
+    assert len(r) == len(mt.HEAD) and (r["scope"], r["arm"], r["trials"], r["faults"]) == ("replica-kill", "on", "1", "2")
     assert r["at_kill"] == "-"  # not every fault said (only a kill with min_ongoing does)
     summary["faults"][0]["detail"] = {"ongoing_at_kill": 2}
     summary["faults"][1]["detail"] = {"ongoing_at_kill": 1}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    assert mt.row("replica-kill", "on", tmp_path)[3] == "3"
+    assert mt.row("replica-kill", "on", tmp_path)[4] == "3"
     assert (r["streams"], r["failed"], r["in_windows"], r["migrated"]) == ("5", "1", "1", "2")  # the warm-up not counted
     assert (r["lost"], r["dup"], r["corrupt"], r["refused"]) == ("1", "0", "0", "1")
     assert (r["gap50"], r["gap99"]) == ("20", "400")  # nearest rank over the three gaps
@@ -115,3 +115,49 @@ def test_the_unsaved_streams_by_class_tokens_before_the_break_and_the_service_ri
     # #1 ends at 11.0: [11, 13) holds #3 (ok) and #4 (failed); #2 ends at 10.5: [10.5, 12.5) the same two; #4 ends
     # at 12.5: nothing in [12.5, 14.5). 2 of 4 answered (the warm-up request is not counted)
     assert r["answered of those sent in the 2 s after each failure"] == "2 of 4"
+
+
+def synthetic_trial(d: Path, failed_ids: list[int], gaps: list[float], violated: bool) -> None:
+    """A run of four streams, those in ``failed_ids`` failed (each 1 s after the previous stream started), its one
+    fault ``f1`` violated or not, one migrated stream with ``gaps``."""
+    s = 1_000_000_000
+    recs = [{"kind": "request", "phase": "measure", "id": i, "ok": i not in failed_ids, "sent_ns": i * s,
+             "e2e_s": 0.5, "tokens_lost": 0, **({"failure": "stream_broken"} if i in failed_ids else {}),
+             **({"migrations": 1, "migration_gaps_ms": gaps} if i == 0 else {})} for i in range(4)]
+    d.mkdir()
+    (d / "records.ndjson").write_text("".join(json.dumps(x) + "\n" for x in recs))
+    (d / "summary.json").write_text(json.dumps({
+        "verdict": {"word": "FAIL" if violated else "PASS"}, "faults": [{"fault_id": "f1", "service": {"failed_total": len(failed_ids)}}],
+        "bounds": {"results": [{"fault_id": "f1", "status": "violated" if violated else "met"}]}}))
+
+
+def test_a_second_trial_runs_beside_the_first_and_the_table_pools_them_in_one_row(tmp_path, capsys):
+    assert mt.trial_dir(tmp_path, "engine-crash-on", 1) == tmp_path / "engine-crash-on"
+    assert mt.trial_dir(tmp_path, "engine-crash-on", 2) == tmp_path / "engine-crash-on-t2"
+    synthetic_trial(tmp_path / "engine-crash-on", [1], [10.0], violated=False)
+    synthetic_trial(tmp_path / "engine-crash-on-t2", [2, 3], [30.0], violated=True)
+    (tmp_path / "engine-crash-on-t3").mkdir()  # unfinished: no summary.json, not pooled
+    (tmp_path / "engine-crash-off-t2").mkdir()
+    assert [d.name for d in mt.trials(tmp_path, "engine-crash-on")] == ["engine-crash-on", "engine-crash-on-t2"]
+    r = dict(zip(mt.HEAD, mt.row("engine-crash", "on", *mt.trials(tmp_path, "engine-crash-on"))))
+    assert (r["trials"], r["faults"], r["streams"], r["failed"], r["failed in fault windows"]) == ("2", "2", "8", "3", "3")
+    assert (r["migrated"], r["gap p50 ms"], r["gap p99 ms"]) == ("2", "10", "30")
+    # the same fault id in two runs is two faults; one of them violated
+    assert (r["verdict"], r["faults with a bound violated"]) == ("FAIL/PASS", "1")
+    u = dict(zip(mt.UNSAVED_HEAD, mt.unsaved("engine-crash", "on", *mt.trials(tmp_path, "engine-crash-on"))))
+    # each failure matched in its own run: t1's #1 ends at 1.5 -> its #2, #3 (both ok) in [1.5, 3.5); t2's #2 ends
+    # at 2.5 -> its #3 (failed); its #3 ends at 3.5 -> nothing: 2 of 3. Pooled across runs, t1's failure would have
+    # met t2's #2 and #3 too (4 of 7)
+    assert (u["failed"], u["answered of those sent in the 2 s after each failure"]) == ("3", "2 of 3")
+    assert mt.main(["--out", str(tmp_path), "--only", "engine-crash", "--table-only"]) == 0
+    out = capsys.readouterr().out
+    assert "| engine-crash | off | no summary.json |" in out and "| engine-crash | on | 2 | 2 | - | 8 | 3 |" in out
+
+
+def test_a_trial_below_one_is_refused_in_one_line_before_anything_runs(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        mt.main(["--out", str(tmp_path), "--trial", "0", "--only", "engine-crash"])
+    assert e.value.code == 2 and "--trial 0: trials count from 1" in capsys.readouterr().err
+    assert not (tmp_path / "experiments").exists()
