@@ -15,7 +15,9 @@ operator (``od`` on the file). The page is written back to disk now and then by 
 step's path. The file (one page) stays after the engine ends, as its tombstone does.
 
 **Stream target**: its engine child's steps come to the replica through their pipe already
-(:class:`serve_apps.stream_engine.Steps`, which keeps the same :class:`Histogram` of step intervals).
+(:class:`serve_apps.stream_engine.Steps`, which keeps the same :class:`Histogram` of step intervals); the child
+writes this file too (:func:`child_code`), for the rig: ``rank-hang``'s proof reads a step under way that does not
+end (:mod:`chaos.backends.rank_hang`).
 
 Times are ``time.monotonic()`` (``CLOCK_MONOTONIC``: one clock for every process of a host, so the engine's
 times and the replica's compare). The record: a sequence number (odd while a write is under way: the reader
@@ -188,3 +190,35 @@ def engine_children(pid: int, proc: str = "/proc") -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return sorted(found)
+
+
+def child_code() -> str:
+    """Python source for a process started by ``python -c`` that imports nothing of the rig's (the stream target's
+    engine child, :mod:`serve_apps.stream_engine`): it defines ``beat``, whose ``begin()`` and ``end(began)`` are this
+    module's :class:`Writer`'s for the process's own pid (:func:`path`), the module loaded from its file by path (no
+    package import, no change to ``sys.path``). Nothing of it may break the step: a module that cannot be loaded, or a
+    write that raises, leaves the heartbeat off (``begin`` then returns None, ``end`` does nothing); each call is one
+    ``try`` around a few stores into a mapped page (microseconds, on a step of milliseconds)."""
+    return ("class beat:  # the engine-step heartbeat (serve_apps.heartbeat), as vLLM's hook writes it\n"
+            "    writer = None\n"
+            "    @classmethod\n"
+            "    def begin(cls):\n"
+            "        try:\n"
+            "            return cls.writer.begin()\n"
+            "        except Exception:  # no writer, or a write that failed: never in the step's way\n"
+            "            return None\n"
+            "    @classmethod\n"
+            "    def end(cls, began):\n"
+            "        try:\n"
+            "            if began is not None:\n"
+            "                cls.writer.end(began)\n"
+            "        except Exception:\n"
+            "            pass\n"
+            "try:\n"
+            "    import importlib.util\n"
+            f"    _spec = importlib.util.spec_from_file_location('availproof_heartbeat', {os.path.abspath(__file__)!r})\n"
+            "    _module = importlib.util.module_from_spec(_spec)\n"
+            "    _spec.loader.exec_module(_module)\n"
+            "    beat.writer = _module.Writer(_module.path(os.getpid()))\n"
+            "except Exception:\n"
+            "    pass\n")

@@ -12,7 +12,9 @@ crash: the same, seen from the process's end). The model-free stream target runs
 so that ``engine`` (hang), ``engine-slow``, ``engine-stutter``, ``engine-error`` and ``engine-crash`` hit the same
 kind of process on both apps:
 
-- the child *steps*: it writes one byte to a pipe every :data:`STEP_S` (5 ms), and nothing else;
+- the child *steps*: it writes one byte to a pipe every :data:`STEP_S` (5 ms), and its step heartbeat around each
+  step (:func:`serve_apps.heartbeat.child_code`, the file vLLM's hook writes: a step under way while a hung rank
+  blocks its collective, which the rig's proof of ``rank-hang`` reads; the replica counts the pipe's bytes);
 - the replica reads the pipe in a thread and counts the steps (:class:`Steps`, pure, its clock
   injectable); its view (:meth:`EngineProcess.state`):
 
@@ -166,14 +168,17 @@ _CHILD = ("import json, os, select, signal, sys, threading, time\n"
           + stream_ranks.GROUP_CODE +  # a rank group (app.ranks): start_ranks(n), collective()
           "start_ranks(int(sys.argv[2]) if len(sys.argv) > 2 else 1)  # before its first step, the hook in place\n"
           "device_check('init')  # before its first step: a new engine on a lost device fails (or hangs) here\n"
+          + heartbeat.child_code() +  # beat: the step heartbeat's writer (begin() before a step, end() after)
           "n = k = 0\n"
           "last = time.monotonic()\n"
           "while True:\n"
           "    k += 1\n"
+          "    began = beat.begin()  # a step under way (busy) while a hung rank blocks its collective below\n"
           f"    if k % {HELD_LOOK_STEPS} == 0:\n"
           "        device_check('step')\n"
           "    collective()  # every rank completes the step (none: nothing)\n"
           f"    os.write(fd, {STEP_BYTE!r})\n"
+          "    beat.end(began)  # between steps (the sleep below is the pacing, not the step)\n"
           "    now = time.monotonic()\n"
           "    took, last = now - last, now  # the step before this byte: its sleep and its work\n"
           f"    slow = held.get({held_faults.SLOW!r})\n"
@@ -431,6 +436,10 @@ class EngineProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=5)
+        try:
+            os.unlink(heartbeat.path(self.pid))  # the step heartbeat the child wrote (for the rig), gone with it
+        except OSError:
+            pass
 
 
 class EngineDead(RuntimeError):
