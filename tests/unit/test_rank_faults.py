@@ -165,8 +165,12 @@ def test_a_hung_rank_hangs_the_group_for_good_not_stopped_its_mark_naming_the_ru
     assert group.engine.state() == "hung" and group.engine.reason() is None  # its health check would pass
     assert procs.state(group.rank) == "S" and procs.state(group.engine.pid) == "S"  # blocked, not stopped (T)
     fault = {"scope": "rank-hang", "pids": [group.rank], "pid": os.getpid()}
+    checks = local_scopes.effect_rank_hang(SimpleNamespace(run_id="run-1"), fault)  # the engine: one look, not yet
+    assert [c["ok"] for c in checks] == [True, True, False, True], checks
+    time.sleep(0.6)  # the engine's step still under way, its count unchanged, past the 0.5 s asked
     checks = local_scopes.effect_rank_hang(SimpleNamespace(run_id="run-1"), fault)
-    assert [c["ok"] for c in checks] == [True, True, True], checks
+    assert [c["ok"] for c in checks] == [True, True, True, True], checks
+    assert fault["engine_pids"] == [group.engine.pid]
     assert [c["ok"] for c in local_scopes.effect_rank_hang(SimpleNamespace(run_id="other"), fault)][0] is False
     (kept,) = engines.release("another-run", [group.rank])
     assert kept["released"] is False and Path(app.wedge_path(group.rank)).exists()
@@ -334,7 +338,7 @@ def test_a_hang_whose_rank_never_writes_its_mark_fails_its_proof(group, monkeypa
     b.hang_rank = lambda r, rank=1, spin=False: fire
     f = hang_rank(b, faults.Marker(), zone="zone-a")
     assert f["effect"]["verified"] is False
-    assert [c["ok"] for c in f["effect"]["checks"]] == [False, True, True]  # no mark; rank and replica alive
+    assert [c["ok"] for c in f["effect"]["checks"]] == [False, True, False, True]  # no mark; the engine steps on
     assert f["victim"]["engines"] == [group.engine.pid, group.rank]  # the whole group followed by the orphan check
     assert group.engine.state() == "ok"
 

@@ -315,6 +315,7 @@ class LocalBackend(device.Methods, ranks.Methods, base.ByScope):  # device-loss'
         done: dict[str, list] = {"resumed": self.resume_engine(want.resume)}
         for f in want.release:  # what each wedge (garbage, stall) was at the run's end, into the fault (its detail)
             kind = engine_faults.marked_fault(f.get("scope"))
+            ranks.hold_to_heal(self, f)  # a rank-hang's proof looked at once more first (never raises)
             f[f"{kind}_at_end"] = self.release_engine(list(f.get("pids") or []), kind)
             done.setdefault("released", []).extend(f[f"{kind}_at_end"])
         app_engine_faults.remove_tombstones(want.tombstones)  # an engine-error's record, read by its proof

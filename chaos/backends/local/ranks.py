@@ -10,13 +10,15 @@ whose engine has no such rank is refused in one line, nothing sent. :class:`Meth
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 from typing import Callable
 
-from chaos.backends import engine_faults
+from chaos.backends import engine_faults, rank_hang
 from chaos.backends.local import procs
+from chaos.backends.local.engines import read
 from chaos.base.errors import ClusterError
-from serve_apps import engine_faults as app_engine_faults
+from serve_apps import engine_faults as app_engine_faults, heartbeat
 from serve_apps.stream_ranks import is_any_rank, is_rank
 
 NO_RANK = ("a rank group needs app.ranks >= {need} on the stream target, tensor_parallel_size >= {need} on vLLM "
@@ -74,6 +76,43 @@ def procs_status(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return ""
+
+
+def engines_of(fault: dict) -> list[int]:
+    """The engine processes of the hung rank(s): each rank's parent (the stream target's engine child, vLLM's
+    ``EngineCore``), found at the proof's first look and kept in the fault (``engine_pids``)."""
+    if "engine_pids" not in fault:
+        fault["engine_pids"] = sorted({p for p in map(procs.parent, fault.get("pids") or []) if p and p > 1})
+    return list(fault["engine_pids"])
+
+
+def beats(pids: list[int]) -> dict[int, heartbeat.Beat | None]:
+    """Each engine's step heartbeat as it is now (None: no file to read)."""
+    return {p: heartbeat.Reader(p, app_engine_faults.heartbeat_path(p)).read() for p in pids}
+
+
+def stopped_check(fault: dict) -> dict:
+    """rank-hang's proof of the engine (:func:`chaos.backends.rank_hang.stopped_check`): its heartbeat read here."""
+    pids = engines_of(fault)
+    return rank_hang.stopped_check(fault, pids, beats(pids), time.monotonic())
+
+
+def hold_to_heal(b, fault: dict) -> dict | None:
+    """Just before the run's end releases a hung rank: one more look (its hang mark, its engines' heartbeats) written
+    into the fault's effect (:func:`chaos.backends.rank_hang.hold`). Never raises, never in the release's way: a read
+    that fails is a look that proves nothing; anything else leaves the fault as it was."""
+    try:
+        if not rank_hang.holdable(fault):
+            return None
+        now = time.monotonic()
+        try:
+            look = {"marks": {p: read(Path(app_engine_faults.wedge_path(p))) for p in fault.get("pids") or []},
+                    "beats": beats(engines_of(fault))}
+        except Exception as e:  # noqa: BLE001 - a look that fails proves nothing either way
+            look = {"error": f"{type(e).__name__}: {e}"[:200]}
+        return rank_hang.hold(fault, look, b.run_id, rank_hang.t_s_at(fault, now))
+    except Exception:  # noqa: BLE001 - the release still happens
+        return None
 
 
 class Methods:

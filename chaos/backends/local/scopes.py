@@ -198,8 +198,10 @@ def effect_held(b, fault: dict) -> list[dict]:
 
 
 def effect_rank_hang(b, fault: dict) -> list[dict]:
-    """The rank's hang mark (its wedge mark, this run's), the rank alive and not stopped; the replica's process too."""
-    return engines.wedge_checks(fault, b.run_id) + [effect.replica_runs(fault.get("pid"))]
+    """The rank's hang mark (its wedge mark, this run's), the rank alive and not stopped; its engine stopped stepping (a
+    step under way that does not end: :mod:`chaos.backends.rank_hang`); the replica's process alive."""
+    return (engines.wedge_checks(fault, b.run_id) + [ranks.stopped_check(fault)]
+            + [effect.replica_runs(fault.get("pid"))])
 
 
 def effect_rank_death(b, fault: dict) -> list[dict]:
@@ -308,7 +310,8 @@ IMPLEMENTATIONS = base.implementations(
     Implementation("engine-stall", plan_held, effect_held, heal_engine_wedge),
     # its mark (this run's), stepping slower; the fault's own heal removes the mark at its duration (run's end: too)
     Implementation("engine-slow", plan_held, effect_held, heal_engine_wedge),
-    # a rank's hang mark (this run's), the rank alive, not stopped; released at the run's end as a wedge is
+    # a rank's hang mark (this run's), the rank alive, not stopped, its engine's step under way for good; released at
+    # the run's end as a wedge is, once its mark and the engine's steps were looked at again (ranks.hold_to_heal)
     Implementation("rank-hang", plan_rank_hang, effect_rank_hang, heal_engine_wedge),
     Implementation("rank-death", plan_rank_death, effect_rank_death),  # the rank gone; Serve replaces the replica
     # the weights swapped for a truncated copy, the replica killed; the original put back (outage_s, or the heal)
