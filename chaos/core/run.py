@@ -28,7 +28,7 @@ import uuid
 from typing import Any, Callable
 
 from chaos import analysis
-from chaos.core import bounds, environment, provision, summary as summary_mod
+from chaos.core import bounds, environment, learnt, provision, summary as summary_mod
 from chaos.scopes import faults
 from chaos.system import metrics
 from chaos.recording import records as rec
@@ -405,20 +405,20 @@ def heal_quietly(run: Run) -> None:
 def learnt_at_heal(run: Run) -> None:
     """What each fault's heal learnt after the records closed (a rollback's heal marks come after them: a wedge's
     look at its end, a device plugin's restore) into the summary's ``learnt_at_heal`` (fault id -> the keys of its
-    detail the records did not carry). Apart from ``faults``, which ``availproof analyse`` re-derives from the
-    records alone."""
+    detail the records did not carry, and its effect when the heal found the proof lost: :func:`chaos.core.learnt.
+    learnt`); such an effect replaces the fault's (:func:`chaos.core.learnt.apply_learnt`: the verdict sees it)."""
     if run.summary is None or run.marker is None:
         return
-    learnt = {}
+    found = {}
     for f in run.summary.get("faults") or []:
         source = run.marker.attempted.get(f.get("fault_id"))
         if source is not None:
-            told = f.get("detail") or {}
-            new = {k: v for k, v in faults.detail_of(source).items() if k not in told}
+            new = learnt.learnt(f.get("detail") or {}, faults.detail_of(source))
             if new:
-                learnt[f["fault_id"]] = new
-    if learnt:
-        run.summary["learnt_at_heal"] = learnt
+                found[f["fault_id"]] = new
+    if found:
+        run.summary["learnt_at_heal"] = found
+        learnt.apply_learnt(run.summary)
 
 
 def conclude(run: Run, journal: dict[str, Any] | None) -> dict[str, Any]:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from chaos import analysis
-from chaos.core import bounds, verdict
+from chaos.core import bounds, learnt, verdict
 from chaos.recording import record_columns, records as rec
 from chaos.base.errors import UsageError
 
 # what a run adds around the derived figures, kept as they were when a run is analysed again
 CONTEXT_KEYS = ("experiment", "scope", "app", "cluster", "environment", "recovery_window", "rate_from",
-                "baseline_gate")
+                "baseline_gate", "learnt_at_heal")  # the last: after the records closed, not in them
 
 
 def header_block(title: str, scope: str, definitions: analysis.Definitions, bounds_spec: dict[str, Any],
@@ -86,6 +86,7 @@ def reanalyse(run_dir: str | Path, experiment: str | Path | None = None) -> tupl
     if "experiment" not in summary and recorded.get("title"):
         summary["experiment"], summary["scope"] = recorded["title"], recorded.get("scope")
     summary["derived_from"] = {"records": str(path), "definitions": origin}
+    learnt.apply_learnt(summary)  # a proof the heal found lost (came_back) stays lost: the records end before it
     # the verdict decided again, from the new figures and the journal the run left (chaos.core.verdict);
     # the run's own error and failed heal, known only at its end (after its records were closed), are
     # in the verdicts it recorded (summary.json's, the journal's): a run that ended ERROR stays ERROR
