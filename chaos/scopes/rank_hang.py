@@ -12,7 +12,9 @@ answer in its collective, steps no more. As ``engine-wedge``, **the rig never en
 detector the run must read VIOLATED; with one (the watchdog v2, ``app.watchdog: 2``) Serve replaces the replica and the
 group goes with it (a rank's death pipe ends it with its engine). The run's end releases a rank still hung, and only
 one whose hang mark (its wedge mark, :func:`serve_apps.engine_faults.wedge_path` of the rank's pid) still names the
-run; what it found is the fault's ``wedge_at_end``."""
+run; what it found is the fault's ``wedge_at_end``. The proof holds the *engine* to it too (:mod:`chaos.backends.rank_hang`,
+on the local backend): its step heartbeat shows a step under way that does not end, and just before the release one
+more look must find the mark still the run's and no step since, else the effect is ``verified: false`` (``came_back``)."""
 
 from __future__ import annotations
 
@@ -36,8 +38,10 @@ def hang_rank(backend, marker: faults.Marker, zone: str | None = None, rank: int
     """Rank ``rank`` of one replica's engine rank group hung in its step for the rest of the run (blocked; ``spin``:
     busy at 100 % of a core). The rank is found and checked to take the signal before the mark (no such rank: refused,
     nothing sent); the proof: the rank's hang mark naming this run (its own word, written as its step hangs), the rank
-    alive and not stopped, the replica's process alive. The whole group (engine and ranks) is followed by the orphan
-    check. No heal here: a detector ends it, or the run's end does."""
+    alive and not stopped, its engine stopped stepping (local backend: a step under way in its heartbeat, its count
+    unchanged across the looks; an idle engine is no proof), the replica's process alive. The whole group (engine and
+    ranks) is followed by the orphan check. No heal here: a detector ends it, or the run's end does, after one more
+    look at the mark and the engine's steps (the effect lost if either moved)."""
     rank = check_rank(SCOPE.name, rank)
     r = backend.pick_replica(zone=zone)
     fire = backend.hang_rank(r, rank=int(rank), spin=bool(spin))

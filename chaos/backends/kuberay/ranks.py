@@ -115,7 +115,9 @@ def _replica_pod(self, a: dict):
 
 
 def proof_hang(self, fault: dict) -> list[dict]:
-    """The rank's hang mark (its wedge mark, this run's) and its state, the replica's process alive (:mod:`.wedge`)."""
+    """The rank's hang mark (its wedge mark, this run's) and its state, the replica's process alive (:mod:`.wedge`).
+    Not the engine's step heartbeat: no exec reads it here yet (the local backend's proof does,
+    :mod:`chaos.backends.rank_hang`), so nothing of the engine is held to the heal on KubeRay."""
     return self.engines.wedges.proof(fault)
 
 
