@@ -24,6 +24,7 @@ import math
 from typing import Any, Iterable
 
 from chaos.base.errors import UsageError
+from chaos.backends import held
 from serve_apps.device_loss import MODES, XIDS
 
 REMEDIES = ("cordon",)  # the rig's own remedy: the bad node cordoned once an engine's device error is seen
@@ -133,14 +134,7 @@ def hold(fault: dict, look: dict, t_s: float | None, drained: bool = False) -> d
     else:
         marker = look.get("marker")
         c = _check(what, ours(fault, marker), "the fault's marker" if ours(fault, marker) else marker_seen(marker))
-    c["t_s"] = t_s
-    effect["checks"] = [x for x in effect.get("checks") or [] if x.get("check") != what] + [c]
-    if not c["ok"]:
-        effect["verified"] = False
-        effect["lost_until_s"] = t_s
-        effect["came_back"] = {"t_s": t_s, "how": c["seen"]}
-    fault["effect"] = effect
-    return c
+    return held.write(fault, effect, c, t_s)
 
 
 class Placements:

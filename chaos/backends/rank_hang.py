@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from chaos.backends import engine_faults
+from chaos.backends import engine_faults, held
 
 FLOOR_S = 0.5  # the least time a step must be seen under way, its count unchanged: 100 of the stream target's 5 ms steps
 P99_TIMES = 3  # or this many times the engine's 99th percentile step time (its histogram's, at most twice the true one)
@@ -140,11 +140,4 @@ def hold(fault: dict, look: dict, run_id: str | None, t_s: float | None) -> dict
                 unknown.append(f"engine {pid}: a new heartbeat (count {beat.count} < {count}: its pid reused)")
         c = _check(name, not lost, "; ".join(lost) or "the mark this run's, no step since the proof"
                    + (f" ({'; '.join(unknown)}: nothing found either way there)" if unknown else ""))
-    c["t_s"] = t_s
-    effect["checks"] = [x for x in effect.get("checks") or [] if x.get("check") != name] + [c]
-    if not c["ok"]:
-        effect["verified"] = False
-        effect["lost_until_s"] = t_s
-        effect["came_back"] = {"t_s": t_s, "how": c["seen"]}
-    fault["effect"] = effect
-    return c
+    return held.write(fault, effect, c, t_s)
