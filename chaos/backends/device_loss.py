@@ -23,8 +23,8 @@ import copy
 import math
 from typing import Any, Iterable
 
-from chaos.base.errors import UsageError
 from chaos.backends import held
+from chaos.base.errors import UsageError
 from serve_apps.device_loss import MODES, XIDS
 
 REMEDIES = ("cordon",)  # the rig's own remedy: the bad node cordoned once an engine's device error is seen
