@@ -221,6 +221,13 @@ def assert_the_fault_did_what_its_scope_must(name: str, summary: dict, load_time
         # group (engine and hung rank) went with it; without (rank-hang, by hand) the hang outlives the window
         assert d["pids"] and d["pid"] not in d["pids"], d
         assert f["effect"]["verified"] and all(c["ok"] for c in f["effect"]["checks"]), f["effect"]
+        # the engine stopped stepping: its step heartbeat shows a step under way that does not end (an idle engine
+        # is no proof), the engine being the hung rank's parent
+        stopped = [c for c in f["effect"]["checks"] if "stopped stepping" in c["check"]]
+        assert len(stopped) == 1 and "a step under way for" in stopped[0]["seen"], f["effect"]
+        assert d["engine_pids"] and set(map(int, d["engine_steps"]["counts"])) == set(d["engine_pids"]), d
+        # and held to the heal: a lost proof there would have made the verdict ERROR (chaos.core.learnt)
+        assert "effect" not in (summary.get("learnt_at_heal") or {}).get(f["fault_id"], {}), summary["learnt_at_heal"]
         ends = summary["learnt_at_heal"][f["fault_id"]]["wedge_at_end"]
         assert [e["engine"] for e in ends] == ["alive" if name == "rank-hang" else "gone"] * len(ends), ends
         if name == "rank-hang-watchdog":
