@@ -2,7 +2,8 @@
 
 - Open loop sends on the planned schedule whether or not earlier requests finished; closed
   loop keeps a fixed number of requests in flight. Both stop by themselves at
-  ``duration_s`` or ``max_requests``, then wait at most ``drain_s`` for requests in flight.
+  ``duration_s`` or ``max_requests``, then wait at most ``drain_s`` for requests in flight. An open loop
+  whose schedule has no send left before ``duration_s`` (a sparse or idle load) stays on until then.
 - Open-loop sends wake on :class:`~chaos.load._timer.PreciseTimer` (a timerfd: the loop's own
   timers are millisecond-grained) from a task created just ahead of its instant, so the
   write follows the wake-up without waiting for another turn of the loop. The task builds its
@@ -211,7 +212,18 @@ class LoadRun:
             inflight.add(task)
             task.add_done_callback(inflight.discard)
             planned += 1
-        return "max_requests" if planned >= s.max_requests else "duration"
+        if planned >= s.max_requests:
+            return "max_requests"
+        if s.trace is not None and s.trace_end == "stop":
+            return "duration"  # a replayed trace that ended: the load ends with it (trace_end "stop")
+        # the schedule has no send left before duration_s (a sparse or idle load's next arrival falls past it): the load
+        # stays on until duration_s all the same, its run measuring (a fault may be injected, the windows go on)
+        while not self._stop.is_set():
+            left = self.t0 + s.duration_s - time.monotonic()
+            if left <= 0:
+                return "duration"
+            await asyncio.sleep(min(left, IDLE_LOOK_S))
+        return "stopped"
 
     async def _closed_loop(self, client: httpx.AsyncClient, inflight: set) -> str:
         s = self.shape
@@ -422,6 +434,7 @@ def _trace_info(shape: LoadShape) -> dict[str, Any]:
 
 
 SEND_LEAD_S = 0.05  # open loop: how far ahead of its instant a request's task is created
+IDLE_LOOK_S = 0.1  # open loop with no send left before duration_s: how often it looks whether it was stopped
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
