@@ -453,4 +453,3 @@ def test_each_attempt_counts_its_own_continuity_and_the_retries_count_one_logica
     assert r["amplification"] == 2.0 and f["service"]["requests"] == 2
     c = f["continuity"]
     assert (c["streams"], c["streams_checked"], c["tokens_lost"], c["tokens_duplicated"]) == (2, 2, 1, 0)
-
