@@ -38,9 +38,11 @@ kind of process on both apps:
     ``engine-slow``: :mod:`serve_apps.held_faults`, the same request and marks as vLLM's hook): it says so through
     the pipe (:data:`HELD_ON`, :data:`HELD_OFF` when the rig removed the mark); from then on its steps' tokens are
     :data:`GARBAGE_WORD` (:func:`generate`), or its steps admit nothing new (:func:`wait_ready` waits, the
-    running requests' tokens go on), or each of its steps sleeps its factor F times :data:`STEP_S` (F - 1 periods
-    more) and each token's delay is F times as long (:func:`generate`): every token F times later, evenly; its mark
-    says the mean step period before and since (the child's own measure).
+    running requests' tokens go on), or each of its steps sleeps F - 1 times its own measured duration more
+    (as vLLM's hook: on a loaded machine too, each step F times as long as it would have been) and each token's
+    delay is F times as long (:func:`generate`): every token F times later, evenly; its mark
+    says the mean step period before and since (the child's own measure, byte to byte: none before its second
+    step, and a slow that came before that is then unmeasured, its proof failed).
 
 - every token of every request goes through :func:`generate`, which lets a token out once its pacing
   delay has elapsed *and* the engine has stepped since that request's previous token (its first: since
@@ -170,9 +172,10 @@ _CHILD = ("import json, os, select, signal, sys, threading, time\n"
           "device_check('init')  # before its first step: a new engine on a lost device fails (or hangs) here\n"
           + heartbeat.child_code() +  # beat: the step heartbeat's writer (begin() before a step, end() after)
           "n = k = 0\n"
-          "last = time.monotonic()\n"
+          "last = None  # the previous step's byte: the first step's period is not known (no pacing before it)\n"
           "while True:\n"
           "    k += 1\n"
+          "    top = time.monotonic()  # this step's own duration, from here to its pacing's end (slow: x factor)\n"
           "    began = beat.begin()  # a step under way (busy) while a hung rank blocks its collective below\n"
           f"    if k % {HELD_LOOK_STEPS} == 0:\n"
           "        device_check('step')\n"
@@ -180,15 +183,16 @@ _CHILD = ("import json, os, select, signal, sys, threading, time\n"
           f"    os.write(fd, {STEP_BYTE!r})\n"
           "    beat.end(began)  # between steps (the sleep below is the pacing, not the step)\n"
           "    now = time.monotonic()\n"
-          "    took, last = now - last, now  # the step before this byte: its sleep and its work\n"
+          "    took, last = (None if last is None else now - last), now  # byte to byte: the pacing and the work\n"
           f"    slow = held.get({held_faults.SLOW!r})\n"
-          "    if slow is None:\n"
+          "    if slow is None and took is not None:\n"
           "        period = took if period is None else period + 0.1 * (took - period)\n"
           "    if held:\n"
           "        n += 1\n"
           "        for h in list(held.values()):\n"
-          "            h[3] += 1\n"
-          "            h[6] += took\n"
+          "            if took is not None:\n"
+          "                h[3] += 1\n"
+          "                h[6] += took\n"
           f"        if n % {HELD_LOOK_STEPS} == 0:\n"
           "            for f, h in list(held.items()):\n"
           "                over = h[7] is not None and time.monotonic() >= h[7]  # past its hold_s: let go\n"
@@ -200,7 +204,9 @@ _CHILD = ("import json, os, select, signal, sys, threading, time\n"
           "                if over or not rewrite(h):\n"
           "                    del held[f]\n"
           f"                    os.write(fd, {HELD_OFF!r}[f])\n"
-          f"    time.sleep({STEP_S} * (slow[4] if slow else 1))  # slow: (factor - 1) step periods more in the step\n")
+          f"    time.sleep({STEP_S})\n"
+          "    if slow:  # (factor - 1) times the step's own measured duration more, as vLLM's hook (Slowdown.extra)\n"
+          "        time.sleep((slow[4] - 1) * (time.monotonic() - top))\n")
 
 logger = logging.getLogger("ray.serve")
 # the engine child's exit statuses that say it reported why (an error, a lost device, a dead rank)

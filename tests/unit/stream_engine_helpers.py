@@ -13,6 +13,9 @@ from serve_apps import engine_faults as app, held_faults
 from serve_apps.stream_engine import EngineProcess
 
 
+BASE_STEPS = 20  # the fixture's engine has stepped this many steps (~0.1 s) before a test injects into it
+
+
 def until(cond, timeout=5.0) -> bool:
     """Poll ``cond`` every 50 ms until it holds (True) or ``timeout`` seconds have passed (False): polled, not
     slept, so that a loaded machine answers later rather than fails."""
@@ -30,6 +33,7 @@ def engine():
     (the held faults' marks, the wedge's mark, a request not taken, an errored engine's tombstone) is removed."""
     e = EngineProcess(faults=True)
     assert e.wait_started(10)
+    assert until(lambda: e.steps.count >= BASE_STEPS, 10)  # an engine serving for a while: slow's base is measured
     yield e
     for f in held_faults.HELD:
         Path(app.mark_path(f, e.pid)).unlink(missing_ok=True)

@@ -25,7 +25,7 @@ from chaos.backends.local.throttle import DutyCycle
 from chaos.base.errors import UsageError
 from chaos.scopes.engine_slow import slow_engine
 from serve_apps import engine_faults as app, held_faults
-from serve_apps.stream_engine import generate, wait_ready
+from serve_apps.stream_engine import STEP_S, generate, wait_ready
 
 from .stream_engine_helpers import engine, one_engine_backend, until  # noqa: F401 - engine: the fixture
 
@@ -195,6 +195,11 @@ def test_kuberay_s_scripts_slow_prove_and_release_through_a_shell(engine):
         checks = engine_faults.held_checks("slow", [engine.pid], kw.parse_marks(said), kw.parse_states(said), "run-9")
         return all(c["ok"] for c in checks)
     assert until(ok)
+    said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid], "slow")], capture_output=True, text=True).stdout
+    base_s, step_s = engine_faults.slowed_by(kw.parse_marks(said)[engine.pid])
+    # the base a full step period (byte to byte, never the first step's work alone) and the slowed steps F times it,
+    # each step's sleep proportional to its own duration: so on a loaded machine too
+    assert base_s >= STEP_S and 0.7 * FACTOR <= step_s / base_s <= 1.4 * FACTOR, (base_s, step_s)
     other = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-8", "slow")], capture_output=True, text=True)
     assert other.stdout.split() == ["kept", str(engine.pid)] and Path(app.mark_path("slow", engine.pid)).exists()
     ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9", "slow")], capture_output=True, text=True)
