@@ -16,7 +16,8 @@ then the engine deployment (``StreamTarget``; vLLM's ``LLMServer``) gets ``user_
 which its replicas read in ``reconfigure`` (a change reconfigures them in place, no restart). Off, the
 config has no ``user_config`` at all, as before the watchdog existed. ``AppSpec.watchdog`` 2 selects the
 watchdog v2 (``serve_apps.watchdog_v2``): ``{"stall_s": N, "watchdog": 2}``; absent (None) or 1, v1, and the
-``user_config`` is the same as before v2 existed.
+``user_config`` is the same as before v2 existed. ``AppSpec.on_stall`` "exit" (v2 only) adds ``"on_stall": "exit"``:
+a replica whose v2 found its engine stalled ends itself and its engine at once (``serve_apps.replica_exit``).
 
 Request migration (issue 47) is off unless ``AppSpec.migration_limit`` is set (an experiment's ``app.migration:
 {limit: N}``): then the stream target app is ``serve_apps.migrating_ingress:app_builder``, two deployments, the
@@ -105,6 +106,7 @@ class AppSpec:
     # stall_s seconds fails its health check; None: off
     stall_s: float | None = None
     watchdog: int | None = None  # 2: the watchdog v2 (serve_apps/watchdog_v2.py); None or 1: v1
+    on_stall: str | None = None  # v2 only: "exit" ends a stalled replica at once (serve_apps/replica_exit.py); None: fail
     # request migration (serve_apps/migrating_ingress.py): at most this many per request; None: off
     migration_limit: int | None = None
     # the vLLM app's KV cache in blocks (serve_apps/kv_cache.py: app.kv_cache, KV pressure); None: vLLM's own sizing
@@ -142,9 +144,14 @@ def _deployment_common(spec: AppSpec) -> dict[str, Any]:
     }
     if spec.watchdog not in (None, 1, 2):
         raise ValueError(f"watchdog must be 1 or 2, got {spec.watchdog!r}")
+    if spec.on_stall not in (None, "fail", "exit"):
+        raise ValueError(f"on_stall must be fail or exit, got {spec.on_stall!r}")
+    if spec.on_stall == "exit" and not (spec.stall_s and spec.watchdog == 2):
+        raise ValueError("on_stall exit needs the watchdog v2 on (watchdog 2 and stall_s)")
     common.update(engine_options(spec.admission))
     if spec.stall_s:
-        common["user_config"] = {"stall_s": spec.stall_s, **({"watchdog": 2} if spec.watchdog == 2 else {})}
+        common["user_config"] = {"stall_s": spec.stall_s, **({"watchdog": 2} if spec.watchdog == 2 else {}),
+                                 **({"on_stall": "exit"} if spec.on_stall == "exit" else {})}
     return common
 
 

@@ -108,7 +108,7 @@ class LLMServer(_LLMServer):
         of the user_config, also when it is removed (then with None: off), not only when one is set."""
         version, stall_s = watchdog_v2.config_of(user_config)
         self.progress_watchdog.configure(stall_s if version == 1 else None)
-        self.progress_watchdog_v2.configure(stall_s if version == 2 else None)
+        self.progress_watchdog_v2.configure(stall_s if version == 2 else None, watchdog_v2.on_stall_of(user_config))
 
     async def check_health(self) -> None:
         await super().check_health()  # raises once the engine errored (EngineDeadError)

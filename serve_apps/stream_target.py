@@ -130,7 +130,7 @@ class StreamReplica:
         (then with None: off), not only when one is set."""
         version, stall_s = watchdog_v2.config_of(user_config)
         self.watchdog.configure(stall_s if version == 1 else None)
-        self.watchdog_v2.configure(stall_s if version == 2 else None)
+        self.watchdog_v2.configure(stall_s if version == 2 else None, watchdog_v2.on_stall_of(user_config))
 
     async def check_health(self):
         """Serve's health check: fails once the engine errored or died, as vLLM's (``AsyncLLM.check_health``

@@ -62,7 +62,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from serve_apps import watchdog as v1
+from serve_apps import replica_exit, watchdog as v1
 from serve_apps.heartbeat import Beat
 
 K = 4.0
@@ -82,14 +82,28 @@ class Stalled(v1.Stalled):
 
 def config_of(user_config: Any) -> tuple[int, float | None]:
     """``(watchdog version, stall_s)`` from a deployment's ``user_config``: ``watchdog`` 1 (absent) or 2,
-    ``stall_s`` as v1 reads it (None: off). Anything else is refused, so a bad config fails the deploy."""
+    ``stall_s`` as v1 reads it (None: off), ``on_stall`` (:func:`on_stall_of`) with v2 only. Anything else is
+    refused, so a bad config fails the deploy."""
     if isinstance(user_config, dict) and "watchdog" in user_config:
         version = user_config["watchdog"]
         if isinstance(version, bool) or version not in VERSIONS:
             raise ValueError(f"user_config.watchdog must be one of {VERSIONS}, got {version!r}")
-        rest = {k: v for k, v in user_config.items() if k != "watchdog"}
+        on_stall_of(user_config)
+        rest = {k: v for k, v in user_config.items() if k not in ("watchdog", "on_stall")}
         return int(version), v1.stall_s_of(rest)
+    on_stall_of(user_config)
     return 1, v1.stall_s_of(user_config)
+
+
+def on_stall_of(user_config: Any) -> str:
+    """What a v2 replica does when its watchdog finds the engine stalled: ``fail`` its health check (absent; Serve
+    takes it out after three in a row) or ``exit`` (:mod:`serve_apps.replica_exit`: it ends itself and its engine
+    at once, so Serve takes it out at that check). Set without the v2: refused."""
+    if not isinstance(user_config, dict) or "on_stall" not in user_config:
+        return "fail"
+    if user_config.get("watchdog") != 2:
+        raise ValueError('user_config.on_stall needs the watchdog v2 ("watchdog": 2)')
+    return replica_exit.on_stall_of(user_config["on_stall"])
 
 
 def estimated_tokens(text: str) -> int:
@@ -136,11 +150,14 @@ class WatchdogV2:
     which signal fired. Not thread-safe: one replica's event loop drives it."""
 
     def __init__(self, stall_s: float | None = None, clock: Callable[[], float] | None = None,
-                 heartbeat: Callable[[], Beat | None] | None = None, k: float = K, idle_s: float = IDLE_S):
+                 heartbeat: Callable[[], Beat | None] | None = None, k: float = K, idle_s: float = IDLE_S,
+                 exit_replica: Callable[[str], Any] = replica_exit.exit_replica):
         import time
 
         self.clock = clock or time.monotonic
         self.stall_s = stall_s or None
+        self.on_stall = "fail"
+        self.exit_replica = exit_replica  # on_stall exit: ends the replica (a seam for tests)
         self.heartbeat = heartbeat or (lambda: None)
         self.k = k
         self.idle_s = idle_s
@@ -157,9 +174,11 @@ class WatchdogV2:
         self.canaries = 0
         self._canary_task: asyncio.Task | None = None
 
-    def configure(self, stall_s: float | None) -> None:
-        """On (a number of seconds) or off (None or 0); what is in flight is kept."""
+    def configure(self, stall_s: float | None, on_stall: str = "fail") -> None:
+        """On (a number of seconds) or off (None or 0); what is in flight is kept. ``on_stall`` ``exit``: a check that
+        finds the engine stalled ends the replica (:func:`serve_apps.replica_exit.exit_replica`) instead of raising."""
         self.stall_s = stall_s or None
+        self.on_stall = replica_exit.on_stall_of(on_stall)
 
     @property
     def in_flight(self) -> int:
@@ -308,9 +327,12 @@ class WatchdogV2:
         return f"idle canary unanswered for {age:.1f} s (threshold {threshold:.1f} s)"
 
     def check(self) -> None:
-        """Raise :class:`Stalled` when :meth:`stalled` says so (a replica's ``check_health``)."""
+        """Raise :class:`Stalled` when :meth:`stalled` says so (a replica's ``check_health``); with ``on_stall``
+        ``exit``, end the replica first (:attr:`exit_replica`: it does not return but in a test)."""
         reason = self.stalled()
         if reason:
+            if self.on_stall == "exit":
+                self.exit_replica(reason)
             raise Stalled(reason)
 
     # the idle canary

@@ -42,7 +42,7 @@ def app_spec(app: str, cluster: LocalCluster, overrides: dict[str, Any] | None =
     spec = AppSpec(app=app, zones=cluster.topology.zones,
                    replicas_per_zone=int(overrides.get("replicas_per_zone", 1)))
     for key in ("health_check_period_s", "health_check_timeout_s", "max_ongoing_requests", "max_replicas_per_node",
-                "graceful_shutdown_timeout_s", "graceful_shutdown_wait_loop_s", "stall_s", "watchdog"):
+                "graceful_shutdown_timeout_s", "graceful_shutdown_wait_loop_s", "stall_s", "watchdog", "on_stall"):
         if key in overrides:
             setattr(spec, key, overrides[key])
     if overrides.get("migration"):  # request migration (serve_apps/migrating_ingress.py, llm_migrating.py), validated

@@ -19,6 +19,9 @@ cell runs with it. What differs is what the replica's ``check_health`` looks at:
   ``stall_s``), ``app: {stall_s, watchdog: 1}``, both apps.
 - ``v2``: the watchdog v2 (``serve_apps/watchdog_v2.py``: engine-step heartbeat, oldest request without a first
   token, per-stream token age, idle canary), ``app: {stall_s, watchdog: 2}``, both apps.
+- ``v2-exit``: the watchdog v2 whose replica ends itself and its engine at the first check that finds a stall
+  (``serve_apps/replica_exit.py``), ``app: {stall_s, watchdog: 2, on_stall: exit}``, both apps: Serve takes a dead
+  actor out at that check instead of after ``SERVE_HEALTH_FAILURES`` failed ones.
 
 Periods: ``default`` is Serve LLM's deployment default, health_check_period_s 10 and health_check_timeout_s 10
 (Ray 2.60 ``ray/llm/_internal/serve/constants.py`` DEFAULT_HEALTH_CHECK_PERIOD_S / _TIMEOUT_S, env
@@ -61,7 +64,8 @@ FAULTS: dict[str, tuple[str | None, str]] = {
     "rank-hang": ("rank-hang.json", "one rank of a two-rank engine hung in its step for good (the engine waits in "
                                     "its collective, no timeout), never healed by the rig"),
 }
-DETECTORS = ("none", "serve", "vllm", "v1", "v2")
+DETECTORS = ("none", "serve", "vllm", "v1", "v2", "v2-exit")
+WATCHDOGS = ("v1", "v2", "v2-exit")  # the detectors with a stall_s
 LOADS = ("steady", "long-prefill", "sparse", "none")
 PERIODS = {"default": (SERVE_LLM_DEFAULT_PERIOD_S, SERVE_LLM_DEFAULT_TIMEOUT_S),
            "apps": (AppSpec.health_check_period_s, AppSpec.health_check_timeout_s)}
@@ -147,6 +151,8 @@ def detector_settings(detector: str, stall_s: float) -> dict:
         return {"stall_s": stall_s, "watchdog": 1}
     if detector == "v2":
         return {"stall_s": stall_s, "watchdog": 2}
+    if detector == "v2-exit":
+        return {"stall_s": stall_s, "watchdog": 2, "on_stall": "exit"}
     return {}
 
 
@@ -155,5 +161,5 @@ def detection_horizon_s(period: str, detector: str, stall_s: float) -> float:
     expected detection, the detector's stall_s and Serve's failed checks each up to a period plus a timeout, and
     30 s of margin; a detection later than this is read as none (said in the table)."""
     p, t = PERIODS[period]
-    stall = stall_s if detector in ("v1", "v2") else 0.0
+    stall = stall_s if detector in WATCHDOGS else 0.0
     return round(stall + SERVE_HEALTH_FAILURES * (p + t) + 30.0, 1)

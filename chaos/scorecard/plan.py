@@ -6,11 +6,11 @@ The spec (``experiments/scorecard.yaml`` is the full one)::
 
     app: stream                   # stream | llm: one app per scorecard (the vLLM row is a second one)
     faults: [wedge, stall, garbage, straggler, sigstop, rank-hang]
-    detectors: [none, serve, vllm, v1, v2]
+    detectors: [none, serve, vllm, v1, v2, v2-exit]
     loads: [steady, long-prefill, sparse, none]
     periods: [default, apps]      # Serve LLM's 10 s / 10 s, and the apps' 2 s / 5 s
     trials: 3                     # N per cell
-    stall_s: 5                    # the watchdogs' stall_s (v1, v2)
+    stall_s: 5                    # the watchdogs' stall_s (v1, v2, v2-exit)
     fault_free:                   # false: none
       detector: v2
       period: default

@@ -20,36 +20,11 @@ TARGET_FALSE_REPLACEMENTS = 0
 
 
 def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The issue's three targets against the rows (module doc)."""
-    v2 = [r for r in rows if r["detector"] == "v2" and r["period"] == "default" and r["fault"] != FAULT_FREE
-          and r.get("status") == "run"]
-    judged = [r for r in v2 if r.get("detected") is not None]
-    miss = [r["id"] for r in judged if r["detected"] != 1 or r["time_to_detect_p99_s"] is None
-            or r["time_to_detect_p99_s"] > TARGET_P99_S]
-    name = f"every fault detected by v2 at p99 <= {TARGET_P99_S:g} s at the default periods"
-    if miss:
-        out = [{"target": name, "met": False, "cells": [r["id"] for r in v2], "missed_by": miss}]
-    elif judged and len(judged) == len(v2):
-        out = [{"target": name, "met": True, "cells": [r["id"] for r in v2], "missed_by": []}]
-    else:
-        out = [{"target": name, "met": None, "cells": [r["id"] for r in v2],
-                "why": (f"{len(v2) - len(judged)} of {len(v2)} v2 cells at the default periods without a trial that "
-                        "could tell" if v2 else "no v2 cell at the default periods in the plan")}]
-    # the share on the target's own cells (v2, the default periods) where detected, read on its upper bound (a
-    # failed request that names no replica may have gone to the bad one); unmeasured while any of them cannot tell
-    name = f"<= {TARGET_TO_BAD_SHARE:.0%} of requests to the bad replica after detection"
-    detected = [r for r in v2 if r.get("detected")]
-    told = [r for r in detected if r.get("to_bad_share_upper") is not None]
-    miss = [r["id"] for r in told if r["to_bad_share_upper"] > TARGET_TO_BAD_SHARE]
-    if miss:
-        out.append({"target": name, "met": False, "cells": [r["id"] for r in detected], "missed_by": miss})
-    elif told and len(told) == len(detected):
-        out.append({"target": name, "met": True, "cells": [r["id"] for r in detected], "missed_by": []})
-    else:
-        out.append({"target": name, "met": None, "cells": [r["id"] for r in detected],
-                    "why": (f"{len(detected) - len(told)} of {len(detected)} detected v2 cells at the default periods "
-                            "without requests after their detection" if detected
-                            else "no v2 cell at the default periods detected its fault")})
+    """The issue's three targets against the rows (module doc); the first two for v2, and again for v2-exit when
+    the plan has its cells (the same rules, its own lines)."""
+    out = _detector_targets(rows, "v2")
+    if any(r["detector"] == "v2-exit" for r in rows):
+        out += _detector_targets(rows, "v2-exit")
     ff = next((r for r in rows if r["fault"] == FAULT_FREE), None)
     if ff is None or ff.get("false_replacements") is None or ff.get("trials_found", 0) < ff.get("trials_planned", 1):
         why = ("no fault-free run in the plan" if ff is None else
@@ -60,6 +35,41 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     else:
         out.append({"target": "0 false replacements in the fault-free run",
                     "met": ff["false_replacements"] <= TARGET_FALSE_REPLACEMENTS, "cells": [ff["id"]]})
+    return out
+
+
+def _detector_targets(rows: list[dict[str, Any]], detector: str) -> list[dict[str, Any]]:
+    """The detection and to-bad targets on ``detector``'s cells at the default periods."""
+    v2 = [r for r in rows if r["detector"] == detector and r["period"] == "default" and r["fault"] != FAULT_FREE
+          and r.get("status") == "run"]
+    judged = [r for r in v2 if r.get("detected") is not None]
+    miss = [r["id"] for r in judged if r["detected"] != 1 or r["time_to_detect_p99_s"] is None
+            or r["time_to_detect_p99_s"] > TARGET_P99_S]
+    name = f"every fault detected by {detector} at p99 <= {TARGET_P99_S:g} s at the default periods"
+    if miss:
+        out = [{"target": name, "met": False, "cells": [r["id"] for r in v2], "missed_by": miss}]
+    elif judged and len(judged) == len(v2):
+        out = [{"target": name, "met": True, "cells": [r["id"] for r in v2], "missed_by": []}]
+    else:
+        out = [{"target": name, "met": None, "cells": [r["id"] for r in v2],
+                "why": (f"{len(v2) - len(judged)} of {len(v2)} {detector} cells at the default periods without a "
+                        "trial that could tell" if v2 else f"no {detector} cell at the default periods in the plan")}]
+    # the share on the target's own cells (the detector, the default periods) where detected, read on its upper bound
+    # (a failed request that names no replica may have gone to the bad one); unmeasured while any of them cannot tell
+    name = f"<= {TARGET_TO_BAD_SHARE:.0%} of requests to the bad replica after detection" + (
+        "" if detector == "v2" else f" ({detector})")
+    detected = [r for r in v2 if r.get("detected")]
+    told = [r for r in detected if r.get("to_bad_share_upper") is not None]
+    miss = [r["id"] for r in told if r["to_bad_share_upper"] > TARGET_TO_BAD_SHARE]
+    if miss:
+        out.append({"target": name, "met": False, "cells": [r["id"] for r in detected], "missed_by": miss})
+    elif told and len(told) == len(detected):
+        out.append({"target": name, "met": True, "cells": [r["id"] for r in detected], "missed_by": []})
+    else:
+        out.append({"target": name, "met": None, "cells": [r["id"] for r in detected],
+                    "why": (f"{len(detected) - len(told)} of {len(detected)} detected {detector} cells at the default "
+                            "periods without requests after their detection" if detected
+                            else f"no {detector} cell at the default periods detected its fault")})
     return out
 
 

@@ -162,8 +162,8 @@ def test_the_full_plan_is_the_product_minus_the_cells_that_do_not_apply():
     assert all(c.reason for c in skipped)
     # stream: long-prefill, serve (same as none) and vllm (no vLLM) are not run; rank-hang is (its app.ranks 2)
     runnable = [c for c in all_cells if c.runs and c.fault != plan.FAULT_FREE]
-    assert len(runnable) == 6 * 3 * 3 * 2
-    assert {c.detector for c in runnable} == {"none", "v1", "v2"}
+    assert len(runnable) == 6 * 4 * 3 * 2
+    assert {c.detector for c in runnable} == {"none", "v1", "v2", "v2-exit"}
     serve = next(c for c in skipped if c.id == "wedge.serve.steady.default")
     assert serve.alias == "wedge.none.steady.default" and "same deployment as none" in serve.reason
     rank = next(c for c in runnable if c.id == "rank-hang.v2.steady.default")
@@ -255,7 +255,22 @@ def test_bad_command_lines(tmp_path, capsys):
 
 def test_targets_unmeasured_without_trials():
     rows = cells.derive(Path("/nonexistent"), plan.cells(plan.parse({"faults": ["wedge"], "trials": 1})))
-    assert [t["met"] for t in table.targets(rows)] == [None, None, None]
+    assert [t["met"] for t in table.targets(rows)] == [None, None, None, None, None]  # v2's two, v2-exit's, the hour
+    rows = [r for r in rows if r["detector"] != "v2-exit"]
+    assert [t["met"] for t in table.targets(rows)] == [None, None, None]  # no v2-exit cell: no line of its own
+
+
+def test_v2_exit_is_a_detector_of_its_own_with_its_own_target_lines():
+    cell = next(c for c in plan.cells(plan.parse({"fault_free": False})) if c.id == "wedge.v2-exit.steady.default")
+    s = plan.derive(cell, plan.base_spec(cell, "stream"), 5.0).settings
+    assert (s.app["watchdog"], s.app["on_stall"], s.app["stall_s"]) == (2, "exit", 5.0)
+    assert cell.horizon_s == dim.detection_horizon_s("default", "v2", 5.0)
+    slow = {**_v2_row(0.0, 0.0), "id": "wedge.v2-exit.steady.default", "detector": "v2-exit",
+            "time_to_detect_p99_s": 31.0}
+    got = {t["target"]: t["met"] for t in table.targets([_v2_row(0.0, 0.0), slow])}
+    assert got["every fault detected by v2 at p99 <= 30 s at the default periods"] is True
+    assert got["every fault detected by v2-exit at p99 <= 30 s at the default periods"] is False
+    assert got["<= 1% of requests to the bad replica after detection (v2-exit)"] is True
 
 
 def test_a_false_replacement_count_over_some_trials_only_is_null_with_why():
