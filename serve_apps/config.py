@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from serve_apps import replica_exit
 from serve_apps.admission import Admission, engine_options, ingress_options
 from serve_apps.stream_ranks import check_ranks
 
@@ -144,7 +145,7 @@ def _deployment_common(spec: AppSpec) -> dict[str, Any]:
     }
     if spec.watchdog not in (None, 1, 2):
         raise ValueError(f"watchdog must be 1 or 2, got {spec.watchdog!r}")
-    if spec.on_stall not in (None, "fail", "exit"):
+    if spec.on_stall is not None and spec.on_stall not in replica_exit.MODES:
         raise ValueError(f"on_stall must be fail or exit, got {spec.on_stall!r}")
     if spec.on_stall == "exit" and not (spec.stall_s and spec.watchdog == 2):
         raise ValueError("on_stall exit needs the watchdog v2 on (watchdog 2 and stall_s)")

@@ -8,13 +8,16 @@ default period (10 s) the three checks put a detection at about ``stall_s`` + 20
 first check that finds it stalled is out within that check: ``stall_s`` + up to one period. This is the liveness
 probe's way (Kubernetes restarts a container whose probe fails; vLLM's engine exits when its core dies): the replica
 gives up instead of waiting to be judged. The cost: a false positive kills a replica at once instead of after three
-checks (the scorecard's fault-free run counts false replacements for this detector too), and the replica's requests
-in flight end with it (they were stuck on its engine).
+checks (one failed check is enough: the v2's idle canary that failed once, which a later canary would have cleared,
+ends the replica too; the scorecard's fault-free run measures it only with ``fault_free.detector: v2-exit``), and the
+replica's requests in flight end with it (they were stuck on its engine).
 
 :func:`exit_replica` SIGKILLs every descendant of the replica's process first (the stream target's engine child and
 its ranks; vLLM's ``EngineCore`` and its workers), deepest first, so that no engine outlives its replica holding its
 memory (the rig's orphan check reads it), then ends the process at once (``os._exit``: a stalled engine would hang an
-orderly shutdown). Plain functions, the kill and the exit seams for tests.
+orderly shutdown). Python's ``multiprocessing`` resource tracker (a child of a process that started another with
+spawn, as vLLM starts ``EngineCore``) is left alone: it unlinks the shared memory the engine registered once the
+replica is gone, which a SIGKILL would stop. Plain functions, the kill and the exit seams for tests.
 """
 
 from __future__ import annotations
@@ -60,6 +63,15 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
     return out
 
 
+def _resource_tracker(pid: int, proc: str) -> bool:
+    """Whether ``pid`` is Python's multiprocessing resource tracker (its command line names the module)."""
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as f:
+            return b"multiprocessing.resource_tracker" in f.read()
+    except OSError:
+        return False
+
+
 def exit_replica(reason: str, pid: int | None = None, kill: Callable[[int, int], None] = os.kill,
                  exit: Callable[[int], None] = os._exit, proc: str = "/proc") -> list[int]:
     """End this replica on a stall: say why, SIGKILL every descendant of ``pid`` (this process), deepest first, then
@@ -69,6 +81,8 @@ def exit_replica(reason: str, pid: int | None = None, kill: Callable[[int, int],
                  "(pid %d) and its engine processes", reason, pid)
     killed = []
     for child in reversed(descendants(pid, proc)):
+        if _resource_tracker(child, proc):
+            continue
         try:
             kill(child, signal.SIGKILL)
             killed.append(child)

@@ -205,8 +205,9 @@ _CHILD = ("import json, os, select, signal, sys, threading, time\n"
           "                    del held[f]\n"
           f"                    os.write(fd, {HELD_OFF!r}[f])\n"
           f"    time.sleep({STEP_S})\n"
-          "    if slow:  # (factor - 1) times the step's own measured duration more, as vLLM's hook (Slowdown.extra)\n"
-          "        time.sleep((slow[4] - 1) * (time.monotonic() - top))\n")
+          "    if slow:  # (factor - 1) times the step's own measured duration more, as vLLM's hook (Slowdown.extra);\n"
+          "        # a step that took over a second was stopped (a hang on top of the slow), not slow: not multiplied\n"
+          "        time.sleep((slow[4] - 1) * min(time.monotonic() - top, 1.0))\n")
 
 logger = logging.getLogger("ray.serve")
 # the engine child's exit statuses that say it reported why (an error, a lost device, a dead rank)

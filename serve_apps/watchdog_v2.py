@@ -51,7 +51,8 @@ engine's own metrics (vLLM's request counters include it). Its first failing che
 canary threshold + up to one health period after the engine stopped.
 
 Configured in the engine deployment's Serve ``user_config``: ``{"stall_s": 5, "watchdog": 2}``
-(:func:`config_of`); without ``watchdog``, v1.
+(:func:`config_of`); without ``watchdog``, v1. ``"on_stall": "exit"`` beside them (:func:`on_stall_of`): the check
+that finds a stall ends the replica and its engine (:mod:`serve_apps.replica_exit`) instead of only failing.
 """
 
 from __future__ import annotations

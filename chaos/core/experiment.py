@@ -205,11 +205,15 @@ def load_shape(experiment: dict[str, Any], source: str = "experiment", app: str 
 
 
 def check_app_options(s: Settings, app: str, source: str, backend: str | None = None) -> None:
-    """What the chosen app cannot do, refused in one line before anything starts: ``app.kv_cache`` with the stream
+    """What the chosen app cannot do, refused in one line before anything starts: ``app.on_stall`` exit without the
+    watchdog v2 on; ``app.kv_cache`` with the stream
     target (it has no KV cache: serve_apps/kv_cache.py); a scope that needs a rank group (its ``min_ranks``) without one
     (``app.ranks`` 2 or more: on vLLM its tensor_parallel_size, serve_apps/stream_ranks.py). ``backend``: the run's
     (None: not known, the local backend's rules); on ``kuberay`` ``app.ranks`` does nothing (the RayService's manifests
     make the app), so a rank fault is not refused here: its injection refuses a replica whose engine has no rank."""
+    if s.app.get("on_stall") == "exit" and not (s.app.get("stall_s") and s.app.get("watchdog") == 2):
+        raise UsageError(f"{source}: {_prefix()}.app.on_stall: exit needs the watchdog v2 on (app.watchdog: 2 and "
+                         "app.stall_s)")
     if app != "llm" and s.app.get("kv_cache"):
         raise UsageError(f"{source}: {_prefix()}.app.kv_cache: the stream target has no KV cache (KV pressure is "
                          "vLLM's): run it with --app llm")

@@ -195,7 +195,7 @@ def derive(cell: Cell, base, stall_s: float):
     is seen and a missing one is a censored one), the load and wall-clock limits to match. ``base`` unchanged."""
     s = base.settings
     app = {k: v for k, v in s.app.items()
-           if k not in ("stall_s", "watchdog", "health_check_period_s", "health_check_timeout_s")}
+           if k not in ("stall_s", "watchdog", "on_stall", "health_check_period_s", "health_check_timeout_s")}
     app.update(dim.period_settings(cell.period), **dim.detector_settings(cell.detector, stall_s))
     if cell.fault == FAULT_FREE:
         window = cell.duration_s / cell.speedup

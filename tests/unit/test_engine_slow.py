@@ -197,9 +197,10 @@ def test_kuberay_s_scripts_slow_prove_and_release_through_a_shell(engine):
     assert until(ok)
     said = subprocess.run(["sh", "-c", kw.marks_script([engine.pid], "slow")], capture_output=True, text=True).stdout
     base_s, step_s = engine_faults.slowed_by(kw.parse_marks(said)[engine.pid])
-    # the base a full step period (byte to byte, never the first step's work alone) and the slowed steps F times it,
-    # each step's sleep proportional to its own duration: so on a loaded machine too
-    assert base_s >= STEP_S and 0.7 * FACTOR <= step_s / base_s <= 1.4 * FACTOR, (base_s, step_s)
+    # the base a full step period (byte to byte, never the first step's work alone: at least the pacing's sleep) and
+    # the slowed steps at least half the factor times it, the proof's own rule (a scheduling hiccup inside a slowed
+    # step counts F times, so no upper bound here)
+    assert base_s >= STEP_S and step_s / base_s >= FACTOR / 2, (base_s, step_s)
     other = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-8", "slow")], capture_output=True, text=True)
     assert other.stdout.split() == ["kept", str(engine.pid)] and Path(app.mark_path("slow", engine.pid)).exists()
     ours = subprocess.run(["sh", "-c", kw.release_script([engine.pid], "run-9", "slow")], capture_output=True, text=True)

@@ -148,12 +148,32 @@ def test_exit_replica_kills_every_descendant_and_exits_with_its_status():
 
 
 def test_descendants_reads_a_process_tree_parents_first(tmp_path):
-    for pid, ppid in ((10, 1), (11, 10), (12, 11), (13, 10), (20, 1)):
+    for pid, ppid in ((10, 1), (11, 10), (12, 11), (13, 10), (14, 10), (20, 1)):
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "stat").write_text(f"{pid} (py thon) S {ppid} 0 0")
+        (tmp_path / str(pid) / "cmdline").write_bytes(b"python\0-m\0vllm\0")
+    (tmp_path / "14" / "cmdline").write_bytes(b"python\0-c\0from multiprocessing.resource_tracker import main;main(9)\0")
     (tmp_path / "self").mkdir()
-    assert replica_exit.descendants(10, str(tmp_path)) == [11, 13, 12]
+    assert replica_exit.descendants(10, str(tmp_path)) == [11, 13, 14, 12]
     killed = []
     replica_exit.exit_replica("r", pid=10, kill=lambda p, s: killed.append(p), exit=lambda code: None,
                               proc=str(tmp_path))
-    assert killed == [12, 13, 11]  # deepest first
+    assert killed == [12, 13, 11]  # deepest first; the resource tracker left to clean up after the replica
+
+
+@pytest.mark.parametrize("app_block, refused", [
+    ({"stall_s": 5, "watchdog": 2, "on_stall": "exit"}, False), ({"stall_s": 5, "watchdog": 2, "on_stall": "fail"}, False),
+    ({"stall_s": 5, "on_stall": "exit"}, True), ({"watchdog": 2, "on_stall": "exit"}, True),
+    ({"stall_s": 5, "watchdog": 1, "on_stall": "exit"}, True)])
+def test_an_experiment_with_on_stall_exit_and_no_v2_is_refused_in_one_line_before_anything_runs(app_block, refused):
+    from chaos.base.errors import UsageError
+    from chaos.core import experiment
+
+    doc = json.loads((Path("experiments") / "engine-wedge.json").read_text())
+    next(e for e in doc["extensions"] if e["name"] == "availproof")["app"] = app_block
+    if not refused:
+        assert experiment.settings(doc, "engine-wedge.json").app["on_stall"] == app_block["on_stall"]
+        return
+    with pytest.raises(UsageError, match="app.on_stall: exit needs the watchdog v2") as e:
+        experiment.settings(doc, "engine-wedge.json")
+    assert "\n" not in str(e.value)

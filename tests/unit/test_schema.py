@@ -417,7 +417,7 @@ KINDS = {
     "app.replicas_per_zone": "integer", "app.health_check_period_s": "number",
     "app.health_check_timeout_s": "number", "app.max_ongoing_requests": "integer",
     "app.max_replicas_per_node": "integer", "app.graceful_shutdown_timeout_s": "number",
-    "app.graceful_shutdown_wait_loop_s": "number", "app.stall_s": "number", "app.watchdog": "integer",
+    "app.graceful_shutdown_wait_loop_s": "number", "app.stall_s": "number", "app.watchdog": "integer", "app.on_stall": "enum",
     "app.migration.limit": "integer",
     "app.kv_cache.blocks": "integer", "app.ranks": "integer",
     "app.admission.max_ongoing_requests": "integer", "app.admission.max_queued_requests": "integer",

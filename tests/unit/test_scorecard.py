@@ -255,7 +255,8 @@ def test_bad_command_lines(tmp_path, capsys):
 
 def test_targets_unmeasured_without_trials():
     rows = cells.derive(Path("/nonexistent"), plan.cells(plan.parse({"faults": ["wedge"], "trials": 1})))
-    assert [t["met"] for t in table.targets(rows)] == [None, None, None, None, None]  # v2's two, v2-exit's, the hour
+    # v2's two, v2-exit's two, the hour (v2), v2-exit's hour (unmeasured: the hour's detector is v2)
+    assert [t["met"] for t in table.targets(rows)] == [None, None, None, None, None, None]
     rows = [r for r in rows if r["detector"] != "v2-exit"]
     assert [t["met"] for t in table.targets(rows)] == [None, None, None]  # no v2-exit cell: no line of its own
 
@@ -271,6 +272,14 @@ def test_v2_exit_is_a_detector_of_its_own_with_its_own_target_lines():
     assert got["every fault detected by v2 at p99 <= 30 s at the default periods"] is True
     assert got["every fault detected by v2-exit at p99 <= 30 s at the default periods"] is False
     assert got["<= 1% of requests to the bad replica after detection (v2-exit)"] is True
+    ff = {"id": "fault-free", "fault": plan.FAULT_FREE, "detector": "v2", "load": "steady", "period": "default",
+          "status": "run", "false_replacements": 0, "trials_found": 1, "trials_planned": 1}
+    got = {t["target"]: t for t in table.targets([_v2_row(0.0, 0.0), slow, ff])}
+    assert got["0 false replacements in the fault-free run"]["met"] is True
+    assert got["0 false replacements in the fault-free run (v2-exit)"]["met"] is None  # v2's hour does not stand for it
+    assert "one failed check ends a v2-exit replica" in got["0 false replacements in the fault-free run (v2-exit)"]["why"]
+    got = {t["target"]: t for t in table.targets([slow, {**ff, "detector": "v2-exit"}])}
+    assert "0 false replacements in the fault-free run (v2-exit)" not in got  # its own hour: the line above is it
 
 
 def test_a_false_replacement_count_over_some_trials_only_is_null_with_why():

@@ -161,6 +161,16 @@ def test_v2_selected_in_place_turns_v1_off():
     assert s.progress_watchdog.stall_s == 10.0 and s.progress_watchdog_v2.stall_s is None
 
 
+def test_on_stall_exit_reaches_the_llm_server_s_v2_in_place():
+    s = server_v2()
+    s.reconfigure({"stall_s": 10, "watchdog": 2, "on_stall": "exit"}, rank=None)
+    assert (s.progress_watchdog_v2.stall_s, s.progress_watchdog_v2.on_stall) == (10.0, "exit")
+    s.reconfigure({"stall_s": 10, "watchdog": 2}, rank=None)
+    assert s.progress_watchdog_v2.on_stall == "fail"
+    with pytest.raises(ValueError, match="on_stall"):
+        s.reconfigure({"stall_s": 10, "on_stall": "exit"}, rank=None)
+
+
 def test_v2_sees_a_stream_stuck_while_the_engine_steps_and_its_prompt_tokens():
     async def main():
         beat = Beat(1, 50.0, None, 0.01)
