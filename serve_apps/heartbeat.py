@@ -172,24 +172,33 @@ class Reader:
         return None  # the writer never held still (it cannot: a write is a few stores); treated as unknown
 
 
-def engine_children(pid: int, proc: str = "/proc") -> list[int]:
-    """The processes whose parent is ``pid`` and whose command line says ``EngineCore`` (vLLM's engine)."""
-    found = []
+def children_by_parent(proc: str = "/proc") -> dict[int, list[int]]:
+    """Every process read from ``proc`` under its parent's pid: ppid -> its children's pids (sorted); a process that
+    ended while being read is left out."""
+    out: dict[int, list[int]] = {}
     for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
         try:
             with open(f"{proc}/{entry}/stat") as f:
                 stat = f.read()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            if ppid != pid:
-                continue
-            with open(f"{proc}/{entry}/cmdline", "rb") as f:
-                if b"EngineCore" in f.read():
-                    found.append(int(entry))
+            out.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry))
         except (OSError, ValueError, IndexError):
             continue
-    return sorted(found)
+    return {p: sorted(c) for p, c in out.items()}
+
+
+def engine_children(pid: int, proc: str = "/proc") -> list[int]:
+    """The processes whose parent is ``pid`` and whose command line says ``EngineCore`` (vLLM's engine)."""
+    found = []
+    for child in children_by_parent(proc).get(pid, []):
+        try:
+            with open(f"{proc}/{child}/cmdline", "rb") as f:
+                if b"EngineCore" in f.read():
+                    found.append(child)
+        except OSError:
+            continue
+    return found
 
 
 def child_code() -> str:

@@ -27,6 +27,8 @@ import os
 import signal
 from typing import Callable
 
+from serve_apps import heartbeat
+
 EXIT_CODE = 75  # the replica's exit status when it ended itself on a stall (EX_TEMPFAIL: a new one may do better)
 MODES = ("fail", "exit")  # on_stall: fail the health check (Serve's three strikes; the default) or end the replica
 
@@ -45,16 +47,7 @@ def on_stall_of(value) -> str:
 
 def descendants(pid: int, proc: str = "/proc") -> list[int]:
     """Every process below ``pid`` (children, theirs, ...), parents before their children; read from ``proc``."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"{proc}/{entry}/stat") as f:
-                stat = f.read()
-            parents.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
+    parents = heartbeat.children_by_parent(proc)
     out, frontier = [], [pid]
     while frontier:
         children = sorted(c for p in frontier for c in parents.get(p, ()) if c not in out and c != pid)
