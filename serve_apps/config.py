@@ -107,7 +107,8 @@ class AppSpec:
     # stall_s seconds fails its health check; None: off
     stall_s: float | None = None
     watchdog: int | None = None  # 2: the watchdog v2 (serve_apps/watchdog_v2.py); None or 1: v1
-    on_stall: str | None = None  # v2 only: "exit" ends a stalled replica at once (serve_apps/replica_exit.py); None: fail
+    # v2 only: "exit" ends a stalled replica at once (serve_apps/replica_exit.py); None: fail its health check
+    on_stall: str | None = None
     # request migration (serve_apps/migrating_ingress.py): at most this many per request; None: off
     migration_limit: int | None = None
     # the vLLM app's KV cache in blocks (serve_apps/kv_cache.py: app.kv_cache, KV pressure); None: vLLM's own sizing

@@ -125,9 +125,9 @@ class StreamReplica:
 
     def reconfigure(self, user_config, rank=None):
         """Serve's ``user_config``: ``stall_s`` turns the progress watchdog on (:mod:`serve_apps.watchdog`;
-        ``"watchdog": 2``: :mod:`serve_apps.watchdog_v2`, the other one off; with it ``"on_stall": "exit"``). The ``rank`` parameter makes
-        Serve call this on every replica start and every change of the user_config, also when it is removed
-        (then with None: off), not only when one is set."""
+        ``"watchdog": 2``: :mod:`serve_apps.watchdog_v2`, the other one off; with it ``"on_stall": "exit"``). The
+        ``rank`` parameter makes Serve call this on every replica start and every change of the user_config, also
+        when it is removed (then with None: off), not only when one is set."""
         version, stall_s = watchdog_v2.config_of(user_config)
         self.watchdog.configure(stall_s if version == 1 else None)
         self.watchdog_v2.configure(stall_s if version == 2 else None, watchdog_v2.on_stall_of(user_config))

@@ -23,7 +23,8 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The issue's three targets against the rows (module doc); the first two for v2, and again for v2-exit when
     the plan has its cells (the same rules, its own lines)."""
     out = _detector_targets(rows, "v2")
-    if any(r["detector"] == "v2-exit" for r in rows):
+    exit_cells = any(r["detector"] == "v2-exit" for r in rows)
+    if exit_cells:
         out += _detector_targets(rows, "v2-exit")
     ff = next((r for r in rows if r["fault"] == FAULT_FREE), None)
     if ff is None or ff.get("false_replacements") is None or ff.get("trials_found", 0) < ff.get("trials_planned", 1):
@@ -35,7 +36,7 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     else:
         out.append({"target": "0 false replacements in the fault-free run",
                     "met": ff["false_replacements"] <= TARGET_FALSE_REPLACEMENTS, "cells": [ff["id"]]})
-    if any(r["detector"] == "v2-exit" for r in rows) and (ff is None or ff["detector"] != "v2-exit"):
+    if exit_cells and (ff is None or ff["detector"] != "v2-exit"):
         # one failed check ends a v2-exit replica (Serve waits for three of v2's): v2's count does not stand for it
         out.append({"target": "0 false replacements in the fault-free run (v2-exit)", "met": None,
                     "why": ("no fault-free run in the plan" if ff is None else
